@@ -17,6 +17,7 @@ from demuxlab.errors import DemuxlabError
 # name -> "module:attribute" of a click.Command or click.Group
 _COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("demuxlab.commands", "validate"),
+    "artifacts": ("demuxlab.commands", "artifacts"),
     "plan": ("demuxlab.commands", "plan"),
     "facts": ("demuxlab.commands", "facts"),
     "pairs": ("demuxlab.commands", "pairs"),
@@ -29,6 +30,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
 
 _HELP: dict[str, str] = {
     "validate": "Validate an experiment spec.",
+    "artifacts": "Identify the binaries or images a launcher runs (hashes, digests).",
     "plan": "Expand a spec into its sweep points and run order.",
     "facts": "Collect this host's topology and noise facts.",
     "pairs": "List the valid pattern × notifier pairs of the server binary.",

@@ -1,0 +1,55 @@
+# demuxlab — the two commands of the README, and the steps they are made of.
+#   make quickstart   set up, build, run the smoke experiment through Snakemake (local profile)
+#   make test         set up, build, run every test
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: help setup build sanitize images quickstart test lint bench clean db-stop
+
+help:  ## List the targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+setup:  ## Install system packages, start Docker, create .venv with the package (idempotent).
+	@bash scripts/setup.sh
+
+build:  ## Build the static C binaries into build/bin/.
+	@$(MAKE) --no-print-directory -C images build
+
+sanitize:  ## Build the ASan+UBSan and TSan variants into build/{asan,tsan}/bin/.
+	@$(MAKE) --no-print-directory -C images sanitize
+
+images: build  ## Build the FROM-scratch container images of server and client.
+	@bash images/build-image.sh
+
+quickstart: setup build  ## Run the smoke experiment end to end and print where the results are.
+	@$(VENV)/bin/demuxlab db upgrade
+	@cd workflows && ../$(VENV)/bin/snakemake --profile local all --config experiment=smoke
+	@echo
+	@echo "quickstart: results in $(CURDIR)/workflows/results/smoke/ (CSV, figures, run records)"
+	@echo "quickstart: database $$($(VENV)/bin/demuxlab db url)"
+
+test: setup build sanitize  ## Set up, build, and run every test.
+	@$(VENV)/bin/ruff check src tests bench workflows/scripts
+	@$(VENV)/bin/ruff format --check src tests bench workflows/scripts
+	@$(VENV)/bin/mypy
+	@cd workflows && ../$(VENV)/bin/snakemake --lint --config experiment=smoke
+	@$(VENV)/bin/pytest -q
+
+lint:  ## ruff, mypy and snakemake --lint only.
+	@$(VENV)/bin/ruff check src tests bench workflows/scripts
+	@$(VENV)/bin/ruff format --check src tests bench workflows/scripts
+	@$(VENV)/bin/mypy
+	@cd workflows && ../$(VENV)/bin/snakemake --lint --config experiment=smoke
+
+bench: setup build  ## Run the benchmark scripts (they print figures; minutes).
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+db-stop:  ## Stop the embedded PostgreSQL.
+	@$(VENV)/bin/demuxlab db stop
+
+clean:  ## Remove build outputs (keeps .venv and the database).
+	@$(MAKE) --no-print-directory -C images clean
+	@rm -rf build workflows/results workflows/logs workflows/.snakemake

@@ -1,0 +1,264 @@
+"""The thin commands the README and the Snakemake rules call: each parses options, calls the library, and
+writes its output atomically (a file appears whole or not at all)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from demuxlab.errors import ConfigError, DemuxlabError, SpecError
+from demuxlab.paths import repo_root
+
+
+def write_json_atomic(path: Path, doc: Any) -> None:
+    """Write ``doc`` to ``path`` via a temporary file and rename, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} not found") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: {what} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+
+
+def git_revision() -> str | None:
+    try:
+        res = subprocess.run(
+            ["git", "-C", str(repo_root()), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except OSError:
+        return None
+    if res.returncode != 0:
+        return None
+    rev = res.stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(repo_root()), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
+    return rev + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def _load_spec(spec_path: str, with_pairs: bool = True) -> Any:
+    from demuxlab.pairs import valid_pairs
+    from demuxlab.spec import load_spec
+
+    pairs = valid_pairs() if with_pairs else None
+    return load_spec(Path(spec_path), pairs=pairs)
+
+
+spec_argument = click.argument("spec", type=click.Path(dir_okay=False))
+
+
+@click.command()
+@spec_argument
+@click.option("--no-pairs", is_flag=True, help="Check the schema only, not the pairs of the server binary.")
+def validate(spec: str, no_pairs: bool) -> None:
+    """Validate an experiment spec: schema, names, and pattern × notifier pairs (via demux-server --list)."""
+    loaded = _load_spec(spec, with_pairs=not no_pairs)
+    from demuxlab.spec import expand_points
+
+    points = expand_points(loaded)
+    click.echo(
+        f"{spec}: ok: {len(points)} points × {loaded.repeats} repeats = {len(points) * loaded.repeats} runs"
+    )
+
+
+@click.command()
+@spec_argument
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the plan as JSON here (else stdout).")
+def plan(spec: str, out: str | None) -> None:
+    """Expand a spec into its sweep points and randomized run order (run ids included)."""
+    from demuxlab.spec import run_id, run_order
+
+    loaded = _load_spec(spec)
+    runs = [
+        {"run_id": run_id(loaded, point, rep), "repeat": rep, "point_key": point.point_key, **point.to_json()}
+        for point, rep in run_order(loaded)
+    ]
+    doc = {"experiment": loaded.name, "spec_sha256": loaded.sha256, "runs": runs}
+    if out:
+        write_json_atomic(Path(out), doc)
+    else:
+        click.echo(json.dumps(doc, indent=1))
+
+
+@click.command()
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the facts here (else stdout).")
+def facts(out: str | None) -> None:
+    """Collect this host's topology and noise facts (NUMA nodes, cores, SMT, governor, turbo, irqbalance)."""
+    from demuxlab.topology import collect_facts
+
+    doc = collect_facts()
+    if out:
+        write_json_atomic(Path(out), doc)
+    else:
+        click.echo(json.dumps(doc, indent=1))
+
+
+@click.command()
+def pairs() -> None:
+    """List the valid pattern × notifier pairs of build/bin/demux-server as JSON."""
+    from demuxlab.pairs import valid_pairs
+
+    click.echo(json.dumps([p.to_json() for p in valid_pairs()], indent=1))
+
+
+@click.command("run-point")
+@spec_argument
+@click.option("--run-id", "rid", required=True, help="The run to perform (see `demuxlab plan`).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Where to write the run record.")
+@click.option("--server-facts", type=click.Path(dir_okay=False), help="Server host facts (else collected).")
+@click.option("--client-facts", type=click.Path(dir_okay=False), help="Client host facts (else = server's).")
+@click.option("--launcher", "launcher_name", help="Override the spec's launcher (native | docker).")
+@click.option("--pair", "host_pair", default="local", show_default=True, help="Host pair name.")
+@click.option("--attempt", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--max-attempts",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="A failed run exits 1 (so the workflow retries it) until this attempt, then it is recorded as failed.",
+)
+@click.option("--instrument/--no-instrument", default=None, help="Override the spec's instrumentation.")
+@click.option(
+    "--stall-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=5.0,
+    show_default=True,
+    help="Seconds without progress after which the client fails the run.",
+)
+def run_point(
+    spec: str,
+    rid: str,
+    out: str,
+    server_facts: str | None,
+    client_facts: str | None,
+    launcher_name: str | None,
+    host_pair: str,
+    attempt: int,
+    max_attempts: int,
+    instrument: bool | None,
+    stall_timeout: float,
+) -> None:
+    """Run one repeat of one sweep point and write its run record (docs/CONTRACTS.md §5)."""
+    from demuxlab.launch import RunRequest, get_launcher
+    from demuxlab.launch.base import Phases
+    from demuxlab.plan import plan_pinning
+    from demuxlab.spec import run_id, run_order
+    from demuxlab.topology import collect_facts
+
+    loaded = _load_spec(spec)
+    found = [(p, r) for p, r in run_order(loaded) if run_id(loaded, p, r) == rid]
+    if not found:
+        raise SpecError(f"{spec}: run id {rid!r} is not a run of this spec (see `demuxlab plan {spec}`)")
+    point, repeat = found[0]
+    server_host = read_json(Path(server_facts), "server facts") if server_facts else collect_facts()
+    client_host = read_json(Path(client_facts), "client facts") if client_facts else server_host
+    same_host = server_host.get("hostname") == client_host.get("hostname")
+    pinning = plan_pinning(server_host, client_host, point.threads, point.client_threads, same_host)
+    launcher = get_launcher(launcher_name or loaded.launcher)
+    req = RunRequest(
+        run_id=rid,
+        experiment={
+            "name": loaded.name,
+            "spec_sha256": loaded.sha256,
+            "git_rev": git_revision(),
+            "spec_path": _relative(Path(spec)),
+            "spec_text": loaded.text,
+        },
+        point=point,
+        repeat=repeat,
+        phases=Phases(loaded.phases.warmup_s, loaded.phases.measure_s, loaded.phases.cooldown_s),
+        pinning=pinning,
+        hosts={"server": server_host, "client": client_host},
+        attempt=attempt,
+        host_pair=host_pair,
+        instrument=loaded.instrument if instrument is None else instrument,
+        stall_timeout_s=stall_timeout,
+    )
+    record = launcher.run(req)
+    out_path = Path(out)
+    if record["status"] == "failed" and attempt < max_attempts:
+        # Keep the failed attempt's record beside the runs; the workflow retries the job.
+        failed = out_path.parent.parent / "failures" / f"{rid}.attempt{attempt}.json"
+        write_json_atomic(failed, record)
+        click.echo(f"run {rid}: attempt {attempt} failed: {record['failure_reason']}", err=True)
+        sys.exit(1)
+    write_json_atomic(out_path, record)
+    status = record["status"]
+    if status == "ok":
+        tput = (record.get("stats") or {}).get("throughput_msgs_per_s")
+        click.echo(f"run {rid}: {point.point_key} repeat {repeat}: ok, {tput:,.0f} msgs/s", err=True)
+    else:
+        click.echo(f"run {rid}: {point.point_key} repeat {repeat}: failed: {record['failure_reason']}", err=True)
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(repo_root()))
+    except ValueError:
+        return str(path)
+
+
+@click.command()
+@click.option("--launcher", "launcher_name", default="native", show_default=True, help="native | docker")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the manifest here (else stdout).")
+def artifacts(launcher_name: str, out: str | None) -> None:
+    """Identify the code a launcher runs: binary SHA-256 hashes or image digests and labels."""
+    from demuxlab.launch import get_launcher
+
+    launcher = get_launcher(launcher_name)
+    launcher.check()
+    doc = {"launcher": launcher_name, "artifacts": launcher.artifacts()}
+    if out:
+        write_json_atomic(Path(out), doc)
+    else:
+        click.echo(json.dumps(doc, indent=1))
+
+
+@click.command()
+@click.argument("records", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--done", type=click.Path(dir_okay=False), help="Touch this file once all are ingested.")
+def ingest(records: tuple[str, ...], done: str | None) -> None:
+    """Load run records into PostgreSQL; idempotent per run id, one transaction per run."""
+    from demuxlab.ingest import ingest_files
+
+    results = ingest_files([Path(r) for r in records])
+    for res in results:
+        click.echo(f"ingested {res}", err=True)
+    if done:
+        write_json_atomic(Path(done), {"ingested": [str(r) for r in records]})
+
+
+@click.command()
+@spec_argument
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="Where CSV and figures go.")
+def report(spec: str, out_dir: str) -> None:
+    """Aggregate the experiment's runs per point (mean, 95% CI) into a CSV and a throughput-vs-threads figure."""
+    from demuxlab.report import write_report
+
+    loaded = _load_spec(spec, with_pairs=False)
+    for path in write_report(loaded, Path(out_dir)):
+        click.echo(f"wrote {path}", err=True)
+
+
+__all__ = ["DemuxlabError", "artifacts", "facts", "ingest", "pairs", "plan", "report", "run_point", "validate"]

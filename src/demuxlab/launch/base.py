@@ -1,0 +1,332 @@
+"""The orchestration every launcher shares: start the server, wait until it listens, drive it with the
+client through warm-up → measure → cool-down, stop the server, and assemble the run record
+(docs/CONTRACTS.md §5).
+
+A launcher subclass says only how an argument vector becomes a running process pinned to some CPUs
+(:meth:`Launcher.wrap`) and what identifies the code it runs (:meth:`Launcher.artifacts`). Everything that
+can go wrong during a run (server refuses to start, client reports a stall, a process crashes) ends as a
+*failed* record with a one-line ``failure_reason``; only a broken environment (no binary, no engine)
+raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import subprocess
+import tempfile
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import IO, Any
+
+from demuxlab.plan import Pinning
+from demuxlab.spec import Point
+from demuxlab.stats import steady_state
+
+RECORD_FORMAT = "demuxlab.run/1"
+
+# How long the server may take to print its listening line, and to exit after SIGTERM. Generous: under
+# TSan or in a container that is still starting these take seconds, and a slow start is not a failure.
+SERVER_START_TIMEOUT_S = 20.0
+SERVER_STOP_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class Phases:
+    warmup_s: float
+    measure_s: float
+    cooldown_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.warmup_s + self.measure_s + self.cooldown_s
+
+    def to_json(self) -> dict[str, float]:
+        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "cooldown_s": self.cooldown_s}
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything one run needs; the launcher adds nothing that is not recorded."""
+
+    run_id: str
+    experiment: dict[str, Any]  # name, spec_sha256, git_rev, spec_path
+    point: Point
+    repeat: int
+    phases: Phases
+    pinning: Pinning
+    hosts: dict[str, dict[str, Any]]  # "server" / "client" topology facts
+    attempt: int = 1
+    host_pair: str = "local"
+    server_addr: str = "127.0.0.1"
+    port: int = 0
+    instrument: bool = False
+    stall_timeout_s: float = 5.0
+
+
+@dataclass
+class _Outcome:
+    """What a run produced so far; turned into the record at the end, whatever happened."""
+
+    server: dict[str, Any] | None = None
+    client: dict[str, Any] | None = None
+    failure: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def fail(self, reason: str) -> None:
+        # The first failure is the cause; later ones are usually its consequences.
+        if self.failure is None:
+            self.failure = " ".join(reason.split())[:500]
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def cpu_list(cpus: Sequence[int]) -> str:
+    return ",".join(str(c) for c in cpus)
+
+
+def _last_json_line(text: str, event: str | None = None) -> dict[str, Any] | None:
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(doc, dict) and (event is None or doc.get("event") == event):
+            return doc
+    return None
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+class Launcher(ABC):
+    """Runs server and client for one run; subclasses map argument vectors to pinned processes."""
+
+    name: str = ""
+
+    @abstractmethod
+    def artifacts(self) -> dict[str, dict[str, Any]]:
+        """What code runs: ``{"server": {...}, "client": {...}}`` (binary hashes or image digests)."""
+
+    @abstractmethod
+    def wrap(self, role: str, argv: list[str], cpus: Sequence[int], run_id: str) -> list[str]:
+        """The command line that runs ``argv`` (binary name first) pinned to ``cpus``."""
+
+    def preexec(self, cpus: Sequence[int]) -> Any:
+        """A callable run in the child before exec (native pinning), or None."""
+        return None
+
+    def cleanup(self, run_id: str) -> None:
+        """Remove whatever a run may have left behind (containers); must not raise."""
+
+    def check(self) -> None:
+        """Raise :class:`~demuxlab.errors.LaunchError` if this launcher cannot run here."""
+
+    # -- the shared orchestration ------------------------------------------------------------------------
+
+    def server_args(self, req: RunRequest) -> list[str]:
+        p = req.point
+        args = [
+            "demux-server",
+            "--pattern", p.pattern,
+            "--notifier", p.notifier,
+            "--threads", str(p.threads),
+            "--port", str(req.port),
+            "--bind", req.server_addr,
+            "--work-us", f"{p.work_us:g}",
+            "--msg-size", str(p.msg_size),
+            "--cpus", cpu_list(req.pinning.server_cpus),
+        ]  # fmt: skip
+        if req.instrument:
+            args.append("--instrument")
+        return args
+
+    def client_args(self, req: RunRequest, port: int) -> list[str]:
+        p, ph = req.point, req.phases
+        args = [
+            "demux-client",
+            "--host", req.server_addr,
+            "--port", str(port),
+            "--connections", str(p.connections),
+            "--threads", str(p.client_threads),
+            "--msg-size", str(p.msg_size),
+            "--warmup", f"{ph.warmup_s:g}",
+            "--duration", f"{ph.measure_s:g}",
+            "--cooldown", f"{ph.cooldown_s:g}",
+            "--cpus", cpu_list(req.pinning.client_cpus),
+            "--stall-timeout", f"{req.stall_timeout_s:g}",
+        ]  # fmt: skip
+        if p.rate is not None:
+            args += ["--rate", f"{p.rate:g}"]
+        return args
+
+    def run(self, req: RunRequest) -> dict[str, Any]:
+        """Run ``req`` and return its run record; never raises for a failure of the run itself."""
+        self.check()
+        artifacts = self.artifacts()
+        started_at, t0 = _utc_now(), time.monotonic()
+        out = _Outcome()
+        try:
+            with self._server(req, out) as port:
+                if port is not None:
+                    self._client(req, port, out)
+        finally:
+            self.cleanup(req.run_id)
+        wall = time.monotonic() - t0
+        return self._record(req, out, artifacts, started_at, wall)
+
+    @contextlib.contextmanager
+    def _server(self, req: RunRequest, out: _Outcome) -> Iterator[int | None]:
+        argv = self.wrap("server", self.server_args(req), req.pinning.server_cpus, req.run_id)
+        with tempfile.TemporaryFile(mode="w+") as err:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                preexec_fn=self.preexec(req.pinning.server_cpus),
+            )
+            assert proc.stdout is not None
+            stdout_head = ""
+            try:
+                port, stdout_head = self._wait_listening(proc, proc.stdout)
+                if port is None:
+                    err.seek(0)
+                    reason = _first_line(err.read()) or f"server exited with status {proc.poll()}"
+                    out.fail(f"server did not start: {reason}")
+                yield port
+            finally:
+                rest, reason = self._stop(proc)
+                err.seek(0)
+                stderr = err.read()
+                out.server = _last_json_line(stdout_head + rest, "exit")
+                if reason:
+                    out.fail(f"{reason}: {_first_line(stderr)}" if stderr.strip() else reason)
+                elif out.server is None and out.failure is None:
+                    out.fail(f"server printed no exit JSON: {_first_line(stderr)}")
+
+    def _wait_listening(self, proc: subprocess.Popen[str], stdout: IO[str]) -> tuple[int | None, str]:
+        """Wait for ``{"event": "listening", "port": N}``; return the port (None if the server died)."""
+        seen = ""
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        with selectors.DefaultSelector() as sel:
+            sel.register(stdout, selectors.EVENT_READ)
+            while time.monotonic() < deadline:
+                if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                    break
+                line = stdout.readline()
+                if not line:  # EOF: the server exited
+                    return None, seen
+                seen += line
+                doc = _last_json_line(line, "listening")
+                if doc is not None and isinstance(doc.get("port"), int):
+                    return int(doc["port"]), seen
+        return None, seen
+
+    def _stop(self, proc: subprocess.Popen[str]) -> tuple[str, str | None]:
+        """SIGTERM the server and collect the rest of its stdout; the second value is a failure, if any."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            rest, _ = proc.communicate(timeout=SERVER_STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rest, _ = proc.communicate()
+            return rest or "", f"server did not exit within {SERVER_STOP_TIMEOUT_S:g} s of SIGTERM"
+        if proc.returncode != 0:
+            return rest or "", f"server exited with status {proc.returncode}"
+        return rest or "", None
+
+    def _client(self, req: RunRequest, port: int, out: _Outcome) -> None:
+        argv = self.wrap("client", self.client_args(req, port), req.pinning.client_cpus, req.run_id)
+        # The client stops itself; the margin covers connecting and a stall timeout.
+        limit = req.phases.total_s + req.stall_timeout_s + 30.0
+        try:
+            proc = subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=limit,
+                preexec_fn=self.preexec(req.pinning.client_cpus),
+            )
+        except subprocess.TimeoutExpired:
+            out.fail(f"client did not finish within {limit:g} s")
+            return
+        out.client = _last_json_line(proc.stdout)
+        if proc.returncode != 0:
+            detail = _first_line(proc.stderr) or (out.client or {}).get("error") or "no reason given"
+            out.fail(f"client exited with status {proc.returncode}: {detail}")
+        elif out.client is None or not out.client.get("ok", False):
+            out.fail(f"client printed no result: {_first_line(proc.stderr)}")
+
+    def _record(
+        self,
+        req: RunRequest,
+        out: _Outcome,
+        artifacts: dict[str, dict[str, Any]],
+        started_at: str,
+        wall_s: float,
+    ) -> dict[str, Any]:
+        stats: dict[str, Any] | None = None
+        per_second = (out.client or {}).get("per_second")
+        if out.failure is None and isinstance(per_second, list) and per_second:
+            ss = steady_state([float(x) for x in per_second])
+            stats = {
+                "throughput_msgs_per_s": ss.throughput,
+                "stationary": ss.stationary,
+                "drift_rel": ss.drift_rel,
+                "trimmed_seconds": ss.trimmed,
+            }
+            if ss.stationary is False:
+                out.notes.append(f"throughput drifts by {ss.drift_rel:+.1%} over the measure phase")
+        pinning = req.pinning.to_json()
+        pinning["notes"] = list(pinning.get("notes", [])) + out.notes
+        return {
+            "format": RECORD_FORMAT,
+            "run_id": req.run_id,
+            "experiment": req.experiment,
+            "point": req.point.to_json(),
+            "repeat": req.repeat,
+            "attempt": req.attempt,
+            "launcher": self.name,
+            "host_pair": req.host_pair,
+            "status": "ok" if out.failure is None else "failed",
+            "failure_reason": out.failure,
+            "started_at": started_at,
+            "finished_at": _utc_now(),
+            "phases": req.phases.to_json(),
+            "hosts": req.hosts,
+            "pinning": pinning,
+            "artifacts": artifacts,
+            "server": out.server,
+            "client": out.client,
+            "stats": stats,
+            "orchestration_s": round(max(0.0, wall_s - req.phases.total_s), 4),
+        }
+
+
+def sha256_file(path: os.PathLike[str] | str) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

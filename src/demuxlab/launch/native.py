@@ -1,0 +1,55 @@
+"""The native launcher: the static binaries of ``build/bin`` as processes pinned with CPU affinity."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from demuxlab.errors import LaunchError
+from demuxlab.launch.base import Launcher, sha256_file
+from demuxlab.paths import bin_dir, repo_root
+
+BINARIES = {"server": "demux-server", "client": "demux-client"}
+
+
+def binary_path(role: str) -> Path:
+    path = bin_dir() / BINARIES[role]
+    if not os.access(path, os.X_OK):
+        raise LaunchError(f"{BINARIES[role]} not found at {path}: run `make build`")
+    return path
+
+
+class NativeLauncher(Launcher):
+    name = "native"
+
+    def check(self) -> None:
+        for role in BINARIES:
+            binary_path(role)
+
+    def artifacts(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for role in BINARIES:
+            path = binary_path(role)
+            try:
+                shown = str(path.relative_to(repo_root()))
+            except ValueError:
+                shown = str(path)
+            out[role] = {"kind": "binary", "path": shown, "sha256": sha256_file(path)}
+        return out
+
+    def wrap(self, role: str, argv: list[str], cpus: Sequence[int], run_id: str) -> list[str]:
+        return [str(binary_path(role)), *argv[1:]]
+
+    def preexec(self, cpus: Sequence[int]) -> Callable[[], None] | None:
+        # The binaries pin each of their threads (--cpus); the process mask keeps the main thread and
+        # anything unpinned on the same CPUs.
+        mask = set(cpus)
+        if not mask:
+            return None
+
+        def pin() -> None:
+            os.sched_setaffinity(0, mask)
+
+        return pin

@@ -1,0 +1,179 @@
+"""Per-experiment report: each point's throughput as the mean over its repeats with a 95% confidence
+interval (seeds 000/001), as a CSV and a throughput-vs-threads figure.
+
+:func:`summarize` and :func:`plot_throughput` are pure (rows in, rows/figure out); :func:`load_rows` is the
+thin database layer in front of them.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from demuxlab.errors import DemuxlabError
+from demuxlab.stats import point_summary
+
+POINT_FIELDS = ("pattern", "notifier", "threads", "work_us", "connections", "msg_size", "client_threads", "rate")
+
+
+@dataclass
+class RunRow:
+    """One run as the report needs it."""
+
+    status: str
+    throughput: float | None
+    stationary: bool | None
+    server_cpu_s: float | None
+    server_messages: int | None
+    latency_p50_us: float | None
+    latency_p99_us: float | None
+
+
+@dataclass
+class PointRows:
+    point_key: str
+    params: dict[str, Any]
+    runs: list[RunRow] = field(default_factory=list)
+
+
+def load_rows(experiment: str, spec_sha256: str) -> list[PointRows]:
+    """The experiment's points (this exact spec) and their runs, from the database."""
+    from sqlalchemy import select
+
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import Experiment, Point, Run
+
+    out: dict[int, PointRows] = {}
+    with session() as s:
+        exp = s.scalars(
+            select(Experiment).where(Experiment.name == experiment, Experiment.spec_sha256 == spec_sha256)
+        ).first()
+        if exp is None:
+            raise DemuxlabError(f"experiment {experiment!r} (spec {spec_sha256[:12]}) has no runs in the database")
+        for point in s.scalars(select(Point).where(Point.experiment_id == exp.id).order_by(Point.point_key)):
+            out[point.id] = PointRows(point.point_key, {f: getattr(point, f) for f in POINT_FIELDS})
+        runs = s.scalars(select(Run).join(Point).where(Point.experiment_id == exp.id))
+        for run in runs:
+            cpu = None
+            if run.server_cpu_user_s is not None and run.server_cpu_sys_s is not None:
+                cpu = run.server_cpu_user_s + run.server_cpu_sys_s
+            lat = run.latency_us or {}
+            out[run.point_id].runs.append(
+                RunRow(
+                    status=run.status,
+                    throughput=run.throughput_msgs_per_s,
+                    stationary=run.stationary,
+                    server_cpu_s=cpu,
+                    server_messages=run.server_messages,
+                    latency_p50_us=lat.get("p50"),
+                    latency_p99_us=lat.get("p99"),
+                )
+            )
+    return list(out.values())
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
+    """One row per point: parameters, run counts, mean throughput with its 95% CI, CPU per message."""
+    rows = []
+    for p in points:
+        ok = [r for r in p.runs if r.status == "ok" and r.throughput is not None]
+        tputs = [r.throughput for r in ok if r.throughput is not None]
+        summary = point_summary(tputs) if tputs else None
+        cpu_per_msg = [
+            r.server_cpu_s / r.server_messages * 1e6
+            for r in ok
+            if r.server_cpu_s is not None and r.server_messages
+        ]
+        rows.append(
+            {
+                "point_key": p.point_key,
+                **p.params,
+                "runs_ok": len(ok),
+                "runs_failed": sum(1 for r in p.runs if r.status != "ok"),
+                "throughput_mean": summary.mean if summary else None,
+                "throughput_ci_low": summary.ci_low if summary else None,
+                "throughput_ci_high": summary.ci_high if summary else None,
+                "throughput_ci_halfwidth_rel": summary.halfwidth_rel if summary else None,
+                "nonstationary_runs": sum(1 for r in ok if r.stationary is False),
+                "server_cpu_us_per_msg": _mean(cpu_per_msg),
+                "latency_p50_us": _mean([r.latency_p50_us for r in ok if r.latency_p50_us is not None]),
+                "latency_p99_us": _mean([r.latency_p99_us for r in ok if r.latency_p99_us is not None]),
+            }
+        )
+    return rows
+
+
+def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    fields = list(rows[0]) if rows else ["point_key", *POINT_FIELDS]
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    tmp.replace(path)
+
+
+def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> None:
+    """Throughput vs threads, one panel per workload (work, connections, size, rate), one line per design."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        if row["throughput_mean"] is None:
+            continue
+        panel = (row["work_us"], row["connections"], row["msg_size"], row["rate"])
+        panels[panel][f"{row['pattern']}/{row['notifier']}"].append(row)
+    n = max(1, len(panels))
+    cols = min(3, n)
+    nrows = math.ceil(n / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.8 * nrows), squeeze=False)
+    for ax, (panel, lines) in zip(axes.flat, sorted(panels.items(), key=lambda kv: str(kv[0])), strict=False):
+        work, conns, size, rate = panel
+        for label, pts in sorted(lines.items()):
+            pts.sort(key=lambda r: r["threads"])
+            x = [r["threads"] for r in pts]
+            y = [r["throughput_mean"] / 1e3 for r in pts]
+            err = [
+                (r["throughput_mean"] - r["throughput_ci_low"]) / 1e3 if r["throughput_ci_low"] is not None else 0
+                for r in pts
+            ]
+            ax.errorbar(x, y, yerr=err, marker="o", ms=3, capsize=2, label=label)
+        load = "closed loop" if rate is None else f"{rate:g} msg/s"
+        ax.set_title(f"work {work:g} µs, {conns} conns, {size} B, {load}", fontsize=9)
+        ax.set_xlabel("threads")
+        ax.set_ylabel("throughput (k msgs/s)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    if not panels:
+        axes.flat[0].text(0.5, 0.5, "no successful runs", ha="center", va="center")
+    fig.suptitle(f"{title} — mean of repeats, 95% CI", fontsize=11)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def write_report(spec: Any, out_dir: Path) -> list[Path]:
+    """Write ``points.csv`` and ``throughput_vs_threads.png`` for ``spec`` from the database."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rows = summarize(load_rows(spec.name, spec.sha256))
+    csv_path, fig_path = out_dir / "points.csv", out_dir / "throughput_vs_threads.png"
+    write_csv(rows, csv_path)
+    plot_throughput(rows, f"{spec.name} ({spec.reproduces})", fig_path)
+    return [csv_path, fig_path]

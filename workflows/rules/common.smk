@@ -1,0 +1,78 @@
+# Shared helpers: load the specs, list every run, and name the targets of `all`.
+import os
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+from demuxlab.errors import DemuxlabError
+from demuxlab.spec import load_spec, run_id, run_order
+
+REPO = Path(workflow.basedir).parent
+EXPERIMENTS_DIR = REPO / "experiments"
+DEMUXLAB = str(REPO / ".venv" / "bin" / "demuxlab") if (REPO / ".venv" / "bin" / "demuxlab").exists() else "demuxlab"
+RUN = config.get("run", {})
+
+
+def _pairs():
+    """The server's valid pairs, or None before the first build (the plan then checks them later)."""
+    from demuxlab.pairs import valid_pairs
+
+    try:
+        return valid_pairs()
+    except DemuxlabError:
+        return None
+
+
+def _load_specs():
+    pairs = _pairs()
+    specs = {}
+    for name in config["experiments"]:
+        path = EXPERIMENTS_DIR / f"{name}.yaml"
+        try:
+            specs[name] = load_spec(path, pairs=pairs)
+        except DemuxlabError as exc:
+            raise WorkflowError(f"demuxlab: error: {exc.message}") from None
+    return specs
+
+
+SPECS = _load_specs()
+
+# run id -> (experiment, lane, index within lane); lanes keep each spec's randomized order.
+RUNS = {}
+LANES = {}
+for _name, _spec in SPECS.items():
+    for _i, (_point, _repeat) in enumerate(run_order(_spec)):
+        _rid = run_id(_spec, _point, _repeat)
+        _lane = _i % RUN["lanes"]
+        LANES.setdefault((_name, _lane), []).append(_rid)
+        RUNS[_rid] = (_name, _lane, len(LANES[(_name, _lane)]) - 1)
+
+
+def spec_path(wildcards):
+    return str(EXPERIMENTS_DIR / f"{wildcards.experiment}.yaml")
+
+
+def launcher_of(experiment):
+    return SPECS[experiment].launcher if config["launcher"] == "spec" else config["launcher"]
+
+
+def previous_in_lane(wildcards):
+    """The run before this one in its lane: runs happen in the spec's randomized order."""
+    name, lane, index = RUNS[wildcards.run_id]
+    if index == 0:
+        return []
+    return [f"results/{name}/runs/{LANES[(name, lane)][index - 1]}.json"]
+
+
+def runs_of(experiment):
+    return [rid for rid, (name, _, _) in RUNS.items() if name == experiment]
+
+
+def all_targets():
+    targets = []
+    for name in SPECS:
+        targets += [
+            f"results/{name}/report/points.csv",
+            f"results/{name}/report/throughput_vs_threads.png",
+        ]
+    return targets

@@ -1,0 +1,10 @@
+# Topology and noise facts of the hosts of a pair (NUMA nodes, cores, SMT, governor, turbo, irqbalance).
+
+
+rule host_facts:
+    output:
+        facts="results/facts/{pair}/server.json",
+    log:
+        "logs/facts/{pair}.log",
+    shell:
+        "{DEMUXLAB} facts --out {output.facts} 2> {log}"
