@@ -136,9 +136,9 @@ def pairs() -> None:
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="A failed run exits 1 (so the workflow retries it) until this attempt, then it is recorded as failed.",
+    help="A failed run exits 1 (the workflow retries it) before this attempt; then it is recorded as failed.",
 )
-@click.option("--instrument/--no-instrument", default=None, help="Override the spec's instrumentation.")
+@click.option("--instrument", is_flag=True, help="Run the server with per-operation timings (--instrument).")
 @click.option(
     "--stall-timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -156,12 +156,11 @@ def run_point(
     host_pair: str,
     attempt: int,
     max_attempts: int,
-    instrument: bool | None,
+    instrument: bool,
     stall_timeout: float,
 ) -> None:
     """Run one repeat of one sweep point and write its run record (docs/CONTRACTS.md §5)."""
     from demuxlab.launch import RunRequest, get_launcher
-    from demuxlab.launch.base import Phases
     from demuxlab.plan import plan_pinning
     from demuxlab.spec import run_id, run_order
     from demuxlab.topology import collect_facts
@@ -187,12 +186,12 @@ def run_point(
         },
         point=point,
         repeat=repeat,
-        phases=Phases(loaded.phases.warmup_s, loaded.phases.measure_s, loaded.phases.cooldown_s),
+        phases=loaded.phases,
         pinning=pinning,
         hosts={"server": server_host, "client": client_host},
         attempt=attempt,
         host_pair=host_pair,
-        instrument=loaded.instrument if instrument is None else instrument,
+        instrument=bool(instrument),
         stall_timeout_s=stall_timeout,
     )
     record = launcher.run(req)
@@ -209,7 +208,9 @@ def run_point(
         tput = (record.get("stats") or {}).get("throughput_msgs_per_s")
         click.echo(f"run {rid}: {point.point_key} repeat {repeat}: ok, {tput:,.0f} msgs/s", err=True)
     else:
-        click.echo(f"run {rid}: {point.point_key} repeat {repeat}: failed: {record['failure_reason']}", err=True)
+        click.echo(
+            f"run {rid}: {point.point_key} repeat {repeat}: failed: {record['failure_reason']}", err=True
+        )
 
 
 def _relative(path: Path) -> str:
@@ -253,7 +254,7 @@ def ingest(records: tuple[str, ...], done: str | None) -> None:
 @spec_argument
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="Where CSV and figures go.")
 def report(spec: str, out_dir: str) -> None:
-    """Aggregate the experiment's runs per point (mean, 95% CI) into a CSV and a throughput-vs-threads figure."""
+    """Aggregate runs per point (mean, 95% CI) into a CSV and a throughput-vs-threads figure."""
     from demuxlab.report import write_report
 
     loaded = _load_spec(spec, with_pairs=False)
@@ -261,4 +262,14 @@ def report(spec: str, out_dir: str) -> None:
         click.echo(f"wrote {path}", err=True)
 
 
-__all__ = ["DemuxlabError", "artifacts", "facts", "ingest", "pairs", "plan", "report", "run_point", "validate"]
+__all__ = [
+    "DemuxlabError",
+    "artifacts",
+    "facts",
+    "ingest",
+    "pairs",
+    "plan",
+    "report",
+    "run_point",
+    "validate",
+]

@@ -18,7 +18,16 @@ from typing import Any
 from demuxlab.errors import DemuxlabError
 from demuxlab.stats import point_summary
 
-POINT_FIELDS = ("pattern", "notifier", "threads", "work_us", "connections", "msg_size", "client_threads", "rate")
+POINT_FIELDS = (
+    "pattern",
+    "notifier",
+    "threads",
+    "work_us",
+    "connections",
+    "msg_size",
+    "client_threads",
+    "rate",
+)
 
 
 @dataclass
@@ -54,7 +63,9 @@ def load_rows(experiment: str, spec_sha256: str) -> list[PointRows]:
             select(Experiment).where(Experiment.name == experiment, Experiment.spec_sha256 == spec_sha256)
         ).first()
         if exp is None:
-            raise DemuxlabError(f"experiment {experiment!r} (spec {spec_sha256[:12]}) has no runs in the database")
+            raise DemuxlabError(
+                f"experiment {experiment!r} (spec {spec_sha256[:12]}) has no runs in the database"
+            )
         for point in s.scalars(select(Point).where(Point.experiment_id == exp.id).order_by(Point.point_key)):
             out[point.id] = PointRows(point.point_key, {f: getattr(point, f) for f in POINT_FIELDS})
         runs = s.scalars(select(Run).join(Point).where(Point.experiment_id == exp.id))
@@ -147,7 +158,9 @@ def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> N
             x = [r["threads"] for r in pts]
             y = [r["throughput_mean"] / 1e3 for r in pts]
             err = [
-                (r["throughput_mean"] - r["throughput_ci_low"]) / 1e3 if r["throughput_ci_low"] is not None else 0
+                (r["throughput_mean"] - r["throughput_ci_low"]) / 1e3
+                if r["throughput_ci_low"] is not None
+                else 0
                 for r in pts
             ]
             ax.errorbar(x, y, yerr=err, marker="o", ms=3, capsize=2, label=label)

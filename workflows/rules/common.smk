@@ -8,7 +8,7 @@ from demuxlab.errors import DemuxlabError
 from demuxlab.spec import load_spec, run_id, run_order
 
 REPO = Path(workflow.basedir).parent
-EXPERIMENTS_DIR = REPO / "experiments"
+EXPERIMENTS_DIR = Path(config.get("experiments_dir") or REPO / "experiments").resolve()
 DEMUXLAB = str(REPO / ".venv" / "bin" / "demuxlab") if (REPO / ".venv" / "bin" / "demuxlab").exists() else "demuxlab"
 RUN = config.get("run", {})
 
@@ -66,6 +66,28 @@ def previous_in_lane(wildcards):
 
 def runs_of(experiment):
     return [rid for rid, (name, _, _) in RUNS.items() if name == experiment]
+
+
+def ingested_runs(wildcards):
+    return expand(rules.ingest_run.output.done, experiment=wildcards.experiment, run_id=runs_of(wildcards.experiment))
+
+
+def c_sources(wildcards):
+    """Every C source, header and Makefile of images/: a change rebuilds the binaries."""
+    return sorted(
+        str(p) for p in (REPO / "images").rglob("*") if p.suffix in (".c", ".h") or p.name == "Makefile"
+    )
+
+
+DOCKERFILES = [str(REPO / "images" / role / "Dockerfile") for role in ("server", "client")]
+
+
+def build_outputs(wildcards):
+    """What a run needs built: the binaries, plus the images when the experiment runs in Docker."""
+    out = [rules.build_binaries.output.manifest]
+    if launcher_of(wildcards.experiment) == "docker":
+        out.append(rules.build_images.output.manifest)
+    return out
 
 
 def all_targets():

@@ -6,5 +6,9 @@ rule host_facts:
         facts="results/facts/{pair}/server.json",
     log:
         "logs/facts/{pair}.log",
+    conda:
+        "../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
     shell:
-        "{DEMUXLAB} facts --out {output.facts} 2> {log}"
+        "{params.cli} facts --out {output.facts} 2> {log}"

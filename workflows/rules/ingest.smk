@@ -3,20 +3,28 @@
 
 rule database:
     output:
-        marker="results/{experiment}/database.url",
+        url="results/{experiment}/database.url",
     log:
         "logs/{experiment}/database.log",
+    conda:
+        "../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
     shell:
-        "({DEMUXLAB} db upgrade && {DEMUXLAB} db url > {output.marker}) 2> {log}"
+        "({params.cli} db upgrade && {params.cli} db url > {output.url}) 2> {log}"
 
 
 rule ingest_run:
     input:
         record=rules.run_point.output.record,
-        database=ancient(rules.database.output.marker),
+        database=ancient(rules.database.output.url),
     output:
         done="results/{experiment}/ingested/{run_id}.json",
     log:
         "logs/{experiment}/ingested/{run_id}.log",
+    conda:
+        "../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
     shell:
-        "{DEMUXLAB} ingest {input.record} --done {output.done} 2> {log}"
+        "{params.cli} ingest {input.record} --done {output.done} 2> {log}"

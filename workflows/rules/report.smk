@@ -4,11 +4,15 @@
 rule report:
     input:
         spec=spec_path,
-        ingested=lambda wc: expand(rules.ingest_run.output.done, experiment=wc.experiment, run_id=runs_of(wc.experiment)),
+        ingested=ingested_runs,
     output:
         csv="results/{experiment}/report/points.csv",
         figure="results/{experiment}/report/throughput_vs_threads.png",
     log:
         "logs/{experiment}/report.log",
+    conda:
+        "../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
     shell:
-        "{DEMUXLAB} report {input.spec} --out-dir $(dirname {output.csv}) 2> {log}"
+        "{params.cli} report {input.spec} --out-dir $(dirname {output.csv}) 2> {log}"

@@ -13,7 +13,10 @@ rule run_point:
         record="results/{experiment}/runs/{run_id}.json",
     log:
         "logs/{experiment}/runs/{run_id}.log",
+    conda:
+        "../envs/demuxlab.yaml"
     params:
+        cli=DEMUXLAB,
         launcher=lambda wc: launcher_of(wc.experiment),
         pair=config["host_pair"],
         max_attempts=RUN["retries"] + 1,
@@ -23,7 +26,7 @@ rule run_point:
         pair=1,
         attempt=lambda wc, attempt: attempt,
     shell:
-        "{DEMUXLAB} run-point {input.spec} --run-id {wildcards.run_id} --out {output.record}"
+        "{params.cli} run-point {input.spec} --run-id {wildcards.run_id} --out {output.record}"
         " --server-facts {input.server_facts} --launcher {params.launcher} --pair {params.pair}"
         " --attempt {resources.attempt} --max-attempts {params.max_attempts}"
         " --stall-timeout {params.stall} 2> {log}"

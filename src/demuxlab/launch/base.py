@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 from demuxlab.plan import Pinning
-from demuxlab.spec import Point
+from demuxlab.spec import Phases, Point
 from demuxlab.stats import steady_state
 
 RECORD_FORMAT = "demuxlab.run/1"
@@ -35,20 +35,6 @@ RECORD_FORMAT = "demuxlab.run/1"
 # TSan or in a container that is still starting these take seconds, and a slow start is not a failure.
 SERVER_START_TIMEOUT_S = 20.0
 SERVER_STOP_TIMEOUT_S = 20.0
-
-
-@dataclass(frozen=True)
-class Phases:
-    warmup_s: float
-    measure_s: float
-    cooldown_s: float = 0.0
-
-    @property
-    def total_s(self) -> float:
-        return self.warmup_s + self.measure_s + self.cooldown_s
-
-    def to_json(self) -> dict[str, float]:
-        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "cooldown_s": self.cooldown_s}
 
 
 @dataclass(frozen=True)
@@ -68,6 +54,10 @@ class RunRequest:
     port: int = 0
     instrument: bool = False
     stall_timeout_s: float = 5.0
+
+
+def total_s(phases: Phases) -> float:
+    return phases.warmup_s + phases.measure_s + phases.cooldown_s
 
 
 @dataclass
@@ -131,10 +121,10 @@ class Launcher(ABC):
         """A callable run in the child before exec (native pinning), or None."""
         return None
 
-    def cleanup(self, run_id: str) -> None:
+    def cleanup(self, run_id: str) -> None:  # noqa: B027 (optional hook)
         """Remove whatever a run may have left behind (containers); must not raise."""
 
-    def check(self) -> None:
+    def check(self) -> None:  # noqa: B027 (optional hook)
         """Raise :class:`~demuxlab.errors.LaunchError` if this launcher cannot run here."""
 
     # -- the shared orchestration ------------------------------------------------------------------------
@@ -212,12 +202,12 @@ class Launcher(ABC):
                     out.fail(f"server did not start: {reason}")
                 yield port
             finally:
-                rest, reason = self._stop(proc)
+                rest, stop_failure = self._stop(proc)
                 err.seek(0)
                 stderr = err.read()
                 out.server = _last_json_line(stdout_head + rest, "exit")
-                if reason:
-                    out.fail(f"{reason}: {_first_line(stderr)}" if stderr.strip() else reason)
+                if stop_failure:
+                    out.fail(f"{stop_failure}: {_first_line(stderr)}" if stderr.strip() else stop_failure)
                 elif out.server is None and out.failure is None:
                     out.fail(f"server printed no exit JSON: {_first_line(stderr)}")
 
@@ -256,7 +246,7 @@ class Launcher(ABC):
     def _client(self, req: RunRequest, port: int, out: _Outcome) -> None:
         argv = self.wrap("client", self.client_args(req, port), req.pinning.client_cpus, req.run_id)
         # The client stops itself; the margin covers connecting and a stall timeout.
-        limit = req.phases.total_s + req.stall_timeout_s + 30.0
+        limit = total_s(req.phases) + req.stall_timeout_s + 30.0
         try:
             proc = subprocess.run(
                 argv,
@@ -288,13 +278,8 @@ class Launcher(ABC):
         per_second = (out.client or {}).get("per_second")
         if out.failure is None and isinstance(per_second, list) and per_second:
             ss = steady_state([float(x) for x in per_second])
-            stats = {
-                "throughput_msgs_per_s": ss.throughput,
-                "stationary": ss.stationary,
-                "drift_rel": ss.drift_rel,
-                "trimmed_seconds": ss.trimmed,
-            }
-            if ss.stationary is False:
+            stats = ss.to_json()
+            if ss.stationary is False and ss.drift_rel is not None:
                 out.notes.append(f"throughput drifts by {ss.drift_rel:+.1%} over the measure phase")
         pinning = req.pinning.to_json()
         pinning["notes"] = list(pinning.get("notes", [])) + out.notes
@@ -318,7 +303,7 @@ class Launcher(ABC):
             "server": out.server,
             "client": out.client,
             "stats": stats,
-            "orchestration_s": round(max(0.0, wall_s - req.phases.total_s), 4),
+            "orchestration_s": round(max(0.0, wall_s - total_s(req.phases)), 4),
         }
 
 

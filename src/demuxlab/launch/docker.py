@@ -9,6 +9,7 @@ the container) work exactly as for a native process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -75,7 +76,5 @@ class DockerLauncher(Launcher):
 
     def cleanup(self, run_id: str) -> None:
         for role in self.images:
-            try:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
                 _docker("rm", "-f", container_name(run_id, role), timeout=30)
-            except (OSError, subprocess.SubprocessError):
-                pass

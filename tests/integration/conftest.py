@@ -1,0 +1,29 @@
+"""Fixtures for the end-to-end tests: a running Docker engine, the built binaries."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    """The Docker engine `make setup` starts; its absence is a failure, not a skip."""
+    res = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=60, check=False)
+    if res.returncode != 0:
+        pytest.fail(f"the Docker engine does not answer (run `make setup`): {res.stderr.strip()[:200]}")
+
+
+@pytest.fixture(scope="session")
+def binaries() -> Path:
+    """build/bin with both binaries (built by `make build`, which `make test` runs first)."""
+    bin_dir = REPO / "build" / "bin"
+    for name in ("demux-server", "demux-client"):
+        if not (bin_dir / name).is_file():
+            subprocess.run(["make", "-C", str(REPO), "build"], check=True, capture_output=True, timeout=600)
+            break
+    return bin_dir

@@ -1,0 +1,199 @@
+"""The spine end to end: spec → Snakemake (local profile) → real binaries → real PostgreSQL → report.
+
+Each test runs the real workflow in its own working directory against its own fresh database (the
+``database_url`` fixture), then asserts on the rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from demuxlab.spec import expand_points, load_spec
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOWS = REPO / "workflows"
+SPECS = Path(__file__).with_name("specs")
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def snakemake_cmd(workdir: Path, *config: str, specs: Path | None = SPECS) -> list[str]:
+    cmd = [
+        SNAKEMAKE,
+        "--snakefile", str(WORKFLOWS / "Snakefile"),
+        "--profile", str(WORKFLOWS / "local"),
+        "--directory", str(workdir),
+        "all",
+        "--config", *config,
+    ]  # fmt: skip
+    if specs is not None:
+        cmd.append(f"experiments_dir={specs}")
+    return cmd
+
+
+def run_workflow(workdir: Path, *config: str, specs: Path | None = SPECS) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        snakemake_cmd(workdir, *config, specs=specs),
+        capture_output=True,
+        text=True,
+        timeout=840,
+        check=False,
+    )
+
+
+def rows(url: str, sql: str, **params: Any) -> list[dict[str, Any]]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(sa.text(sql), params)]
+    finally:
+        engine.dispose()
+
+
+RUNS_SQL = """
+select r.run_id, r.status, r.failure_reason, r.repeat_index, r.attempt, r.launcher, r.throughput_msgs_per_s,
+       r.server_messages, r.client_messages, r.pinning, r.server_artifact, r.measure_s, r.orchestration_s,
+       p.point_key, p.pattern, p.notifier, p.threads,
+       (select count(*) from samples s where s.run_id = r.run_id) as n_samples
+from runs r join points p on p.id = r.point_id join experiments e on e.id = p.experiment_id
+where e.name = :name order by p.point_key, r.repeat_index
+"""
+
+
+def test_smoke_spec_native_end_to_end(tmp_path: Path, database_url: str) -> None:
+    spec = load_spec(REPO / "experiments" / "smoke.yaml")
+    points = expand_points(spec)
+    res = run_workflow(tmp_path, "experiments=[smoke]", specs=None)
+    assert res.returncode == 0, res.stderr[-3000:]
+
+    runs = rows(database_url, RUNS_SQL, name="smoke")
+    assert len(runs) == len(points) * spec.repeats
+    assert {r["point_key"] for r in runs} == {p.point_key for p in points}
+    failed = [(r["point_key"], r["failure_reason"]) for r in runs if r["status"] != "ok"]
+    assert not failed
+    for r in runs:
+        assert r["launcher"] == "native"
+        assert r["throughput_msgs_per_s"] > 0
+        # One sample per second of the measure phase, all of them stored.
+        assert r["n_samples"] == pytest.approx(spec.phases.measure_s, abs=1)
+        # The server counted every message the client completed (plus warm-up and cool-down ones).
+        assert r["server_messages"] >= r["client_messages"] > 0
+        assert r["server_artifact"]["kind"] == "binary" and len(r["server_artifact"]["sha256"]) == 64
+        assert r["pinning"]["server_cpus"] and r["pinning"]["client_cpus"]
+        assert r["orchestration_s"] < 10
+
+    hosts = rows(database_url, "select hostname, cores from hosts")
+    assert len(hosts) == 1 and hosts[0]["cores"] == os.cpu_count()
+
+    report = tmp_path / "results" / "smoke" / "report"
+    with (report / "points.csv").open() as f:
+        table = list(csv.DictReader(f))
+    assert {row["point_key"] for row in table} == {p.point_key for p in points}
+    for row in table:
+        assert int(row["runs_ok"]) == spec.repeats
+        low, mean, high = (float(row[k]) for k in ("throughput_ci_low", "throughput_mean", "throughput_ci_high"))
+        assert low <= mean <= high
+    png = (report / "throughput_vs_threads.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+@pytest.mark.docker
+def test_docker_launcher_end_to_end(tmp_path: Path, database_url: str, docker_engine: None) -> None:
+    res = run_workflow(tmp_path, "experiments=[tiny]", "launcher=docker")
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = rows(database_url, RUNS_SQL, name="tiny")
+    assert len(runs) == 4 and all(r["status"] == "ok" for r in runs), runs
+    for r in runs:
+        assert r["launcher"] == "docker"
+        assert r["server_artifact"]["kind"] == "image"
+        assert r["server_artifact"]["digest"].startswith("sha256:")
+        assert r["throughput_msgs_per_s"] > 0
+
+
+def test_interrupted_workflow_resumes_without_duplicates(tmp_path: Path, database_url: str) -> None:
+    runs_dir = tmp_path / "results" / "tiny" / "runs"
+    proc = subprocess.Popen(
+        snakemake_cmd(tmp_path, "experiments=[tiny]"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(list(runs_dir.glob("*.json"))) < 1:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.2)
+        first = {p.name: p.stat().st_mtime_ns for p in runs_dir.glob("*.json")}
+        assert first, "no run finished before the deadline"
+        # Interrupt the whole workflow (Snakemake and the run in flight) as Ctrl-C would.
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0
+
+    res = run_workflow(tmp_path, "experiments=[tiny]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    # The runs that had finished were not run again.
+    for name, mtime in first.items():
+        assert (runs_dir / name).stat().st_mtime_ns == mtime
+    runs = rows(database_url, RUNS_SQL, name="tiny")
+    assert len(runs) == 4 and all(r["status"] == "ok" for r in runs)
+    assert len({r["run_id"] for r in runs}) == 4
+    dup = rows(database_url, "select run_id, second, count(*) from samples group by 1, 2 having count(*) > 1")
+    assert dup == []
+
+
+def test_failed_run_is_retried_then_recorded_with_reason(tmp_path: Path, database_url: str) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    # 3 s of work per message against a 0.5 s stall timeout: the client must give up, every attempt.
+    (specs / "stall.yaml").write_text(
+        "name: stall\nreproduces: none\nrepeats: 1\nphases: {warmup_s: 0, measure_s: 1}\n"
+        "designs:\n  - {pattern: reactor, notifiers: [epoll-lt]}\n"
+        "matrix: {threads: [1], work_us: [3000000], connections: [1], msg_size: [1]}\n"
+    )
+    res = run_workflow(
+        tmp_path / "work", "experiments=[stall]", "run={retries: 1, lanes: 1, stall_timeout_s: 0.5}", specs=specs
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = rows(database_url, RUNS_SQL, name="stall")
+    assert len(runs) == 1
+    run = runs[0]
+    assert run["status"] == "failed" and run["attempt"] == 2
+    assert "stall" in run["failure_reason"] or "no progress" in run["failure_reason"]
+    failures = list((tmp_path / "work" / "results" / "stall" / "failures").glob("*.attempt1.json"))
+    assert len(failures) == 1
+    assert json.loads(failures[0].read_text())["status"] == "failed"
+    with (tmp_path / "work" / "results" / "stall" / "report" / "points.csv").open() as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["runs_ok"] == "0" and row["runs_failed"] == "1" and row["throughput_mean"] == ""
+
+
+def test_bad_spec_stops_before_anything_runs(tmp_path: Path) -> None:
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    (specs / "bad.yaml").write_text(
+        "name: bad\nreproduces: none\ndesigns:\n  - {pattern: uring, notifiers: [select]}\n"
+        "matrix: {threads: [1], work_us: [0], connections: [4], msg_size: [1]}\n"
+    )
+    res = run_workflow(tmp_path / "work", "experiments=[bad]", specs=specs)
+    assert res.returncode != 0
+    assert "bad.yaml: designs[0].notifiers[0]" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "work" / "results").exists()
