@@ -35,6 +35,12 @@ def _load_specs():
     return specs
 
 
+if config["host_pair"] != "local":
+    raise WorkflowError(
+        f"demuxlab: error: host pair {config['host_pair']!r} is not defined: this version runs on the "
+        "'local' pair only (remote pairs need the Ansible inventory and remote launcher of playbooks/)"
+    )
+
 SPECS = _load_specs()
 
 # run id -> (experiment, lane, index within lane); lanes keep each spec's randomized order.

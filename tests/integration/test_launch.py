@@ -1,0 +1,125 @@
+"""The launchers against the real binaries: records, failures as records, bad input as one-line errors."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from demuxlab.launch import RunRequest, get_launcher
+from demuxlab.launch.native import NativeLauncher
+from demuxlab.plan import plan_pinning
+from demuxlab.spec import Phases, Point
+from demuxlab.topology import collect_facts
+
+DEMUXLAB = str(Path(sys.executable).with_name("demuxlab"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+def request(point: Point, *, port: int = 0, instrument: bool = False, measure_s: float = 1.0) -> RunRequest:
+    facts = collect_facts()
+    return RunRequest(
+        run_id="00000000-0000-4000-8000-000000000001",
+        experiment={"name": "launch-test", "spec_sha256": "0" * 64, "git_rev": None, "spec_path": None},
+        point=point,
+        repeat=0,
+        phases=Phases(warmup_s=0.3, measure_s=measure_s, cooldown_s=0.0),
+        pinning=plan_pinning(facts, facts, point.threads, point.client_threads, True),
+        hosts={"server": facts, "client": facts},
+        port=port,
+        instrument=instrument,
+    )
+
+
+def point(pattern: str = "reactor", notifier: str = "epoll-lt", threads: int = 1) -> Point:
+    return Point(
+        pattern=pattern,
+        notifier=notifier,
+        threads=threads,
+        work_us=0.0,
+        connections=8,
+        msg_size=64,
+        client_threads=1,
+        rate=None,
+    )
+
+
+def test_native_run_record_has_every_contract_field(binaries: Path) -> None:
+    record = NativeLauncher().run(request(point("hsha", "epoll-lt", 2), instrument=True, measure_s=2))
+    assert record["status"] == "ok", record["failure_reason"]
+    assert record["format"] == "demuxlab.run/1"
+    assert record["point"]["point_key"] == point("hsha", "epoll-lt", 2).point_key
+    assert record["server"]["event"] == "exit" and record["server"]["messages"] > 0
+    assert {"queue_put", "queue_get", "rearm", "notify"} <= set(record["server"]["ops"])
+    assert record["client"]["ok"] is True and len(record["client"]["per_second"]) == 2
+    assert record["stats"]["throughput_msgs_per_s"] > 0
+    assert record["artifacts"]["server"]["sha256"] != record["artifacts"]["client"]["sha256"]
+    assert record["pinning"]["server_cpus"] and record["hosts"]["server"]["hostname"]
+    assert 0 <= record["orchestration_s"] < 5
+
+
+def test_port_in_use_is_a_failed_record_naming_the_cause(binaries: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        record = NativeLauncher().run(request(point(), port=busy.getsockname()[1]))
+    assert record["status"] == "failed"
+    assert "server did not start" in record["failure_reason"]
+    assert "in use" in record["failure_reason"].lower()
+    assert record["client"] is None
+
+
+def test_unknown_launcher_and_missing_binary_are_one_line_errors(tmp_path: Path, binaries: Path) -> None:
+    spec = REPO / "tests" / "integration" / "specs" / "tiny.yaml"
+    plan = json.loads(subprocess.run([DEMUXLAB, "plan", str(spec)], capture_output=True, text=True).stdout)
+    rid = plan["runs"][0]["run_id"]
+
+    res = subprocess.run(
+        [DEMUXLAB, "run-point", str(spec), "--run-id", rid, "--out", str(tmp_path / "r.json"), "--launcher", "ssh"],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 2
+    assert res.stderr.strip() == "demuxlab: error: unknown launcher 'ssh'; valid: docker, native"
+
+    res = subprocess.run(
+        [DEMUXLAB, "run-point", str(spec), "--run-id", "nope", "--out", str(tmp_path / "r.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 2 and "run id 'nope' is not a run of this spec" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
+    env = {"DEMUXLAB_BIN": str(tmp_path / "nothing-here"), "PATH": "/usr/bin:/bin"}
+    res = subprocess.run(
+        [DEMUXLAB, "run-point", str(spec), "--run-id", rid, "--out", str(tmp_path / "r.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode != 0 and "demux-server not found" in res.stderr and "make build" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_get_launcher_names() -> None:
+    assert get_launcher("native").name == "native"
+    assert get_launcher("docker").name == "docker"
+
+
+@pytest.mark.docker
+def test_docker_run_matches_native_contract(binaries: Path, docker_engine: None) -> None:
+    subprocess.run(["make", "-C", str(REPO), "images"], check=True, capture_output=True, timeout=600)
+    record = get_launcher("docker").run(request(point("lf", "epoll-et", 2)))
+    assert record["status"] == "ok", record["failure_reason"]
+    assert record["artifacts"]["server"]["kind"] == "image"
+    assert record["artifacts"]["server"]["labels"]["org.demuxlab.source-sha256"]
+    assert record["server"]["messages"] >= record["client"]["messages"] > 0
+    leftover = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "name=demuxlab-00000000-0000-4"], capture_output=True, text=True
+    )
+    assert leftover.stdout.strip() == ""
