@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,12 +45,14 @@ class NativeLauncher(Launcher):
 
     def preexec(self, cpus: Sequence[int]) -> Callable[[], None] | None:
         # The binaries pin each of their threads (--cpus); the process mask keeps the main thread and
-        # anything unpinned on the same CPUs.
+        # anything unpinned on the same CPUs. The descriptor limit is raised to its hard limit because
+        # the notifier-scaling points hold 10,000 connections (the docker launcher sets --ulimit).
         mask = set(cpus)
-        if not mask:
-            return None
 
-        def pin() -> None:
-            os.sched_setaffinity(0, mask)
+        def prepare() -> None:
+            _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            if mask:
+                os.sched_setaffinity(0, mask)
 
-        return pin
+        return prepare

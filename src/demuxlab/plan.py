@@ -1,0 +1,166 @@
+"""The pinning planner: which CPUs the server's and the client's threads run on (CONTRACTS.md §5).
+
+Rules, in order:
+
+1. Different hosts: each side uses its own host's CPUs.
+2. Same host with several NUMA nodes: the nodes are split in halves, the server takes the first half
+   (the larger one when the count is odd), the client the rest, so they share no cache or memory
+   controller (seed 000 gave each side two of four sockets).
+3. Same host with one node (or unknown nodes): the physical cores are split in halves the same way;
+   SMT siblings stay with their core, so the two sides never share a core.
+4. Within a side, one thread per physical core first: the first hardware thread of every core (in node,
+   then core order), and only then second siblings, and so on.
+5. More threads than the side has CPUs is allowed: the CPU list is reused round-robin (thread *i* runs on
+   CPU *i mod n*, as ``demux-server --cpus`` does) and the plan says ``oversubscribed``.
+
+The CPU lists hold each CPU once, in thread order: thread *i* runs on ``cpus[i % len(cpus)]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from demuxlab.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Pinning:
+    server_cpus: tuple[int, ...]
+    client_cpus: tuple[int, ...]
+    oversubscribed: bool
+    same_host: bool
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "server_cpus": list(self.server_cpus),
+            "client_cpus": list(self.client_cpus),
+            "oversubscribed": self.oversubscribed,
+            "same_host": self.same_host,
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class _Cpu:
+    cpu: int
+    core: int  # host-wide physical core; unknown cores count as one core per CPU
+    node: int  # unknown nodes count as node 0
+
+
+def _cpus_of(facts: dict[str, Any], side: str) -> list[_Cpu]:
+    online = facts.get("online_cpus")
+    rows = facts.get("cpus")
+    if not rows and not online:
+        raise ConfigError(f"{side} host facts: no CPUs listed (online_cpus and cpus are empty)")
+    online_set = set(online) if online else None
+    cpus: list[_Cpu] = []
+    if rows:
+        # Unknown cores get ids past every known one, so each stands alone and collides with nothing.
+        spare = 1 + max((int(row["core"]) for row in rows if row.get("core") is not None), default=-1)
+        for row in rows:
+            cpu = int(row["cpu"])
+            if online_set is not None and cpu not in online_set:
+                continue
+            core = row.get("core")
+            node = row.get("node")
+            cpus.append(_Cpu(cpu, int(core) if core is not None else spare + cpu, int(node or 0)))
+    else:
+        cpus = [_Cpu(int(cpu), int(cpu), 0) for cpu in online or []]
+    if not cpus:
+        raise ConfigError(f"{side} host facts: none of the listed CPUs is online")
+    return sorted(cpus, key=lambda c: c.cpu)
+
+
+def _cores_in_order(cpus: list[_Cpu]) -> list[list[_Cpu]]:
+    """Physical cores ordered by (node, lowest CPU), each with its hardware threads in CPU order."""
+    by_core: dict[int, list[_Cpu]] = {}
+    for cpu in cpus:
+        by_core.setdefault(cpu.core, []).append(cpu)
+    cores = [sorted(threads, key=lambda c: c.cpu) for threads in by_core.values()]
+    return sorted(cores, key=lambda threads: (threads[0].node, threads[0].cpu))
+
+
+def _spread(cores: list[list[_Cpu]]) -> list[int]:
+    """One CPU per core first, then each core's next sibling: rule 4."""
+    order: list[int] = []
+    depth = max((len(threads) for threads in cores), default=0)
+    for level in range(depth):
+        order.extend(threads[level].cpu for threads in cores if level < len(threads))
+    return order
+
+
+def _assign(pool: list[int], threads: int) -> tuple[tuple[int, ...], bool]:
+    return tuple(pool[: min(threads, len(pool))]), threads > len(pool)
+
+
+def _describe(side: str, threads: int, cpus: tuple[int, ...], oversubscribed: bool) -> str | None:
+    if not oversubscribed:
+        return None
+    return (
+        f"{side}: {threads} threads on {len(cpus)} CPU{'s' if len(cpus) != 1 else ''} "
+        f"({','.join(map(str, cpus))}): oversubscribed, CPUs reused round-robin"
+    )
+
+
+def plan_pinning(
+    server: dict[str, Any], client: dict[str, Any], server_threads: int, client_threads: int, same_host: bool
+) -> Pinning:
+    """Plan the CPUs of both sides from their hosts' topology facts (the same facts when ``same_host``)."""
+    if server_threads < 1 or client_threads < 1:
+        raise ConfigError(
+            f"plan_pinning: thread counts must be >= 1 (server {server_threads}, client {client_threads})"
+        )
+    notes: list[str] = []
+    if not same_host:
+        server_pool = _spread(_cores_in_order(_cpus_of(server, "server")))
+        client_pool = _spread(_cores_in_order(_cpus_of(client, "client")))
+        notes.append("separate hosts: each side uses its own host's CPUs")
+        shared = False
+    else:
+        cores = _cores_in_order(_cpus_of(server, "server"))
+        nodes = sorted({threads[0].node for threads in cores})
+        if len(nodes) >= 2:
+            half = (len(nodes) + 1) // 2
+            server_nodes, client_nodes = set(nodes[:half]), set(nodes[half:])
+            server_cores = [t for t in cores if t[0].node in server_nodes]
+            client_cores = [t for t in cores if t[0].node in client_nodes]
+            notes.append(
+                f"NUMA split: server on node{'s' if half > 1 else ''} {sorted(server_nodes)}, "
+                f"client on node{'s' if len(client_nodes) > 1 else ''} {sorted(client_nodes)}"
+            )
+        elif len(cores) >= 2:
+            half = (len(cores) + 1) // 2
+            server_cores, client_cores = cores[:half], cores[half:]
+            notes.append(
+                f"one NUMA node: server on {len(server_cores)} of {len(cores)} physical cores, "
+                f"client on the other {len(client_cores)}"
+            )
+        else:
+            server_cores = client_cores = cores
+            notes.append("one physical core: server and client share it")
+        server_pool, client_pool = _spread(server_cores), _spread(client_cores)
+        shared = server_cores is client_cores
+
+    server_cpus, server_over = _assign(server_pool, server_threads)
+    client_cpus, client_over = _assign(client_pool, client_threads)
+    for note in (
+        _describe("server", server_threads, server_cpus, server_over),
+        _describe("client", client_threads, client_cpus, client_over),
+    ):
+        if note is not None:
+            notes.append(note)
+    server_core = {c.cpu: c.core for c in _cpus_of(server, "server")}
+    client_core = server_core if same_host else {c.cpu: c.core for c in _cpus_of(client, "client")}
+    for side, cpus, core_of in (("server", server_cpus, server_core), ("client", client_cpus, client_core)):
+        used = [core_of[cpu] for cpu in cpus]
+        if len(set(used)) < len(used):
+            notes.append(f"{side}: SMT siblings in use (more threads than the side's physical cores)")
+    return Pinning(
+        server_cpus=server_cpus,
+        client_cpus=client_cpus,
+        oversubscribed=server_over or client_over or shared,
+        same_host=same_host,
+        notes=tuple(notes),
+    )

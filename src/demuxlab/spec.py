@@ -1,0 +1,492 @@
+"""Experiment specs (CONTRACTS.md §4): loading, checking, expanding into points and ordering the runs.
+
+A spec is checked in three layers, and the first problem found is reported as one line
+``file: field.path: problem`` (with ``(and N more)`` when there are several):
+
+1. YAML syntax (with the line number; duplicate keys are errors, not silently "last one wins");
+2. the JSON schema ``schemas/experiment.schema.json`` (the same file Snakemake's ``validate`` uses);
+3. facts the schema cannot know: the name equals the file stem, each (pattern, notifier) is listed by
+   ``demux-server --list``, thread counts lie in the pair's range, select stays under FD_SETSIZE.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import importlib.resources
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from demuxlab.errors import SpecError
+from demuxlab.pairs import Pair, pairs_by_key
+
+#: Namespace of run ids: ``uuid5(NAMESPACE_URL, "demuxlab:run")``, fixed forever so ids stay stable.
+RUN_NAMESPACE = uuid.UUID("bb733ec1-0469-5864-8c8a-8cc4fcd3fe6c")
+
+#: select() takes descriptors below FD_SETSIZE (1024 in glibc); the server also holds the listening
+#: socket, stdio and a few wake-up descriptors, so more connections than this cannot be watched.
+SELECT_MAX_CONNECTIONS = 1000
+
+
+@dataclass(frozen=True)
+class Phases:
+    warmup_s: float
+    measure_s: float
+    cooldown_s: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "cooldown_s": self.cooldown_s}
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    threads: int
+    rate: float | None  # None: closed loop
+
+    def to_json(self) -> dict[str, Any]:
+        return {"threads": self.threads, "rate": self.rate}
+
+
+@dataclass(frozen=True)
+class Matrix:
+    threads: tuple[int, ...]
+    work_us: tuple[float, ...]
+    connections: tuple[int, ...]
+    msg_size: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "threads": list(self.threads),
+            "work_us": list(self.work_us),
+            "connections": list(self.connections),
+            "msg_size": list(self.msg_size),
+        }
+
+
+@dataclass(frozen=True)
+class Design:
+    """One pattern over its notifiers. Axes left ``None`` come from the matrix.
+
+    ``resolved_threads[i]`` is the thread list actually run with ``notifiers[i]``: the design's own
+    ``threads``, or else ``matrix.threads`` restricted to the range ``demux-server --list`` gives that pair.
+    """
+
+    pattern: str
+    notifiers: tuple[str, ...]
+    threads: tuple[int, ...] | None
+    work_us: tuple[float, ...] | None
+    connections: tuple[int, ...] | None
+    msg_size: tuple[int, ...] | None
+    resolved_threads: tuple[tuple[int, ...], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        def opt(values: tuple[Any, ...] | None) -> list[Any] | None:
+            return None if values is None else list(values)
+
+        return {
+            "pattern": self.pattern,
+            "notifiers": list(self.notifiers),
+            "threads": opt(self.threads),
+            "work_us": opt(self.work_us),
+            "connections": opt(self.connections),
+            "msg_size": opt(self.msg_size),
+        }
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    description: str
+    reproduces: str
+    launcher: str
+    seed: int
+    repeats: int
+    phases: Phases
+    client: ClientSpec
+    designs: tuple[Design, ...]
+    matrix: Matrix
+    text: str  # the file as read, for the record and the database
+    sha256: str  # of the file's bytes; part of every run id
+    path: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The spec with every default filled in, in the file's layout."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "reproduces": self.reproduces,
+            "launcher": self.launcher,
+            "seed": self.seed,
+            "repeats": self.repeats,
+            "phases": self.phases.to_json(),
+            "client": self.client.to_json(),
+            "designs": [design.to_json() for design in self.designs],
+            "matrix": self.matrix.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class Point:
+    pattern: str
+    notifier: str
+    threads: int
+    work_us: float
+    connections: int
+    msg_size: int
+    client_threads: int
+    rate: float | None
+
+    @property
+    def point_key(self) -> str:
+        rate = "closed" if self.rate is None else f"{self.rate:g}"
+        return (
+            f"{self.pattern}/{self.notifier}/t{self.threads}/w{self.work_us:g}/c{self.connections}"
+            f"/b{self.msg_size}/ct{self.client_threads}/r{rate}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "point_key": self.point_key,
+            "pattern": self.pattern,
+            "notifier": self.notifier,
+            "threads": self.threads,
+            "work_us": self.work_us,
+            "connections": self.connections,
+            "msg_size": self.msg_size,
+            "client_threads": self.client_threads,
+            "rate": self.rate,
+        }
+
+
+# ----------------------------------------------------------------------------------------------------------
+# loading
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys instead of keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue  # unhashable: the base class reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    """The experiment spec JSON schema (draft 2020-12)."""
+    text = importlib.resources.files("demuxlab").joinpath("schemas/experiment.schema.json").read_text()
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def schema_path() -> Path:
+    """The schema file on disk (for Snakemake's ``validate``)."""
+    return Path(str(importlib.resources.files("demuxlab").joinpath("schemas/experiment.schema.json")))
+
+
+def _fill_defaults(node_schema: dict[str, Any], instance: Any) -> None:
+    """Insert the schema's ``default`` for every absent property, at every depth (like Snakemake)."""
+    if isinstance(instance, dict):
+        for key, sub in node_schema.get("properties", {}).items():
+            if key not in instance and "default" in sub:
+                instance[key] = copy.deepcopy(sub["default"])
+            if key in instance:
+                _fill_defaults(sub, instance[key])
+    elif isinstance(instance, list) and isinstance(node_schema.get("items"), dict):
+        for item in instance:
+            _fill_defaults(node_schema["items"], item)
+
+
+def _field_path(parts: Iterable[str | int]) -> str:
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out or "(top level)"
+
+
+def _path_sort_key(parts: Iterable[str | int]) -> tuple[tuple[int, int, str], ...]:
+    return tuple((0, part, "") if isinstance(part, int) else (1, 0, part) for part in parts)
+
+
+def _raise_first(file: str, problems: Sequence[str]) -> None:
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SpecError(f"{file}: {problems[0]}{more}")
+
+
+def _read(path: Path, file: str) -> tuple[bytes, str]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SpecError(f"{file}: cannot read: {exc.strerror}") from exc
+    try:
+        return raw, raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{file}: not UTF-8 text (byte {exc.start})") from exc
+
+
+def _parse_yaml(text: str, file: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}" if mark is not None else "(unknown line)"
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise SpecError(f"{file}: {where}: YAML syntax error: {problem}") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{file}: YAML syntax error: {str(exc).splitlines()[0]}") from exc
+
+
+def _schema_problems(doc: Any) -> list[str]:
+    validator = jsonschema.Draft202012Validator(schema())
+    errors = sorted(validator.iter_errors(doc), key=lambda e: (_path_sort_key(e.absolute_path), e.message))
+    return [f"{_field_path(e.absolute_path)}: {e.message}" for e in errors]
+
+
+def _describe_range(pair: Pair) -> str:
+    return f"{pair.min_threads}..{pair.max_threads}"
+
+
+def _check_designs(
+    doc: dict[str, Any], pairs: list[Pair], problems: list[str]
+) -> list[tuple[tuple[int, ...], ...]]:
+    """Check each design against the server's pairs; return the threads to run per (design, notifier)."""
+    known = pairs_by_key(pairs)
+    notifiers_of: dict[str, list[str]] = {}
+    for offered in pairs:
+        notifiers_of.setdefault(offered.pattern, []).append(offered.notifier)
+    first_seen: dict[tuple[str, str], int] = {}
+    matrix = doc["matrix"]
+    resolved: list[tuple[tuple[int, ...], ...]] = []
+    for d_index, design in enumerate(doc["designs"]):
+        pattern = design["pattern"]
+        where = f"designs[{d_index}]"
+        per_notifier: list[tuple[int, ...]] = []
+        if pattern not in notifiers_of:
+            patterns = ", ".join(sorted(notifiers_of))
+            problems.append(
+                f"{where}.pattern: pattern {pattern!r} is not offered by demux-server; valid: {patterns}"
+            )
+            resolved.append(tuple(() for _ in design["notifiers"]))
+            continue
+        for n_index, notifier in enumerate(design["notifiers"]):
+            n_where = f"{where}.notifiers[{n_index}]"
+            pair = known.get((pattern, notifier))
+            if pair is None:
+                valid = ", ".join(sorted(notifiers_of[pattern]))
+                problems.append(
+                    f"{n_where}: pattern {pattern!r} does not work with notifier {notifier!r}; valid: {valid}"
+                )
+                per_notifier.append(())
+                continue
+            if pair.key in first_seen:
+                problems.append(
+                    f"{n_where}: pattern {pattern!r} with notifier {notifier!r} is already in "
+                    f"designs[{first_seen[pair.key]}]"
+                )
+            first_seen.setdefault(pair.key, d_index)
+            per_notifier.append(_resolve_threads(design, matrix, pair, where, problems))
+            _check_select(design, matrix, notifier, where, problems)
+        resolved.append(tuple(per_notifier))
+    return resolved
+
+
+def _resolve_threads(
+    design: dict[str, Any], matrix: dict[str, Any], pair: Pair, where: str, problems: list[str]
+) -> tuple[int, ...]:
+    label = f"pattern {pair.pattern!r} with notifier {pair.notifier!r}"
+    if design["threads"] is not None:
+        for t_index, threads in enumerate(design["threads"]):
+            if not pair.min_threads <= threads <= pair.max_threads:
+                problems.append(
+                    f"{where}.threads[{t_index}]: {threads} is outside {_describe_range(pair)} for {label}"
+                )
+        return tuple(design["threads"])
+    fitting = tuple(t for t in matrix["threads"] if pair.min_threads <= t <= pair.max_threads)
+    if not fitting:
+        problems.append(
+            f"{where}: no value of matrix.threads {matrix['threads']} fits {label} "
+            f"({_describe_range(pair)}); give {where}.threads"
+        )
+    return fitting
+
+
+def _check_select(
+    design: dict[str, Any], matrix: dict[str, Any], notifier: str, where: str, problems: list[str]
+) -> None:
+    if notifier != "select":
+        return
+    own = design["connections"] is not None
+    values = design["connections"] if own else matrix["connections"]
+    field = f"{where}.connections" if own else "matrix.connections"
+    for c_index, connections in enumerate(values):
+        if connections > SELECT_MAX_CONNECTIONS:
+            problems.append(
+                f"{field}[{c_index}]: {connections} connections is more than select can watch "
+                f"(at most {SELECT_MAX_CONNECTIONS}, FD_SETSIZE 1024) in {where}"
+            )
+
+
+def _unchecked_threads(design: dict[str, Any], matrix: dict[str, Any]) -> tuple[int, ...]:
+    return tuple(design["threads"] if design["threads"] is not None else matrix["threads"])
+
+
+def _floats(values: Sequence[float] | None) -> tuple[float, ...] | None:
+    return None if values is None else tuple(float(v) for v in values)
+
+
+def _ints(values: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if values is None else tuple(int(v) for v in values)
+
+
+def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
+    """Load and check the spec at ``path`` against ``pairs`` (what ``demux-server --list`` reports).
+
+    With ``pairs=None`` only the file itself is checked (YAML, schema, name): pattern × notifier validity
+    and thread ranges are skipped, and a design without its own ``threads`` takes ``matrix.threads`` as
+    is, so the points are exact only when ``pairs`` is given. Raises :class:`SpecError` (one line: the
+    first problem, plus ``(and N more)``).
+    """
+    path = Path(path)
+    file = str(path)
+    raw, text = _read(path, file)
+    doc = _parse_yaml(text, file)
+    if doc is None:
+        raise SpecError(f"{file}: (top level): the file holds no YAML document")
+    if isinstance(doc, dict):
+        _fill_defaults(schema(), doc)
+    _raise_first(file, _schema_problems(doc))
+    assert isinstance(doc, dict)  # the schema says so
+
+    problems: list[str] = []
+    if doc["name"] != path.stem:
+        problems.append(f"name: {doc['name']!r} does not match the file name (expected {path.stem!r})")
+    if pairs is not None:
+        resolved = _check_designs(doc, pairs, problems)
+    else:
+        resolved = [
+            tuple(_unchecked_threads(d, doc["matrix"]) for _ in d["notifiers"]) for d in doc["designs"]
+        ]
+    _raise_first(file, problems)
+
+    matrix = doc["matrix"]
+    designs = tuple(
+        Design(
+            pattern=d["pattern"],
+            notifiers=tuple(d["notifiers"]),
+            threads=_ints(d["threads"]),
+            work_us=_floats(d["work_us"]),
+            connections=_ints(d["connections"]),
+            msg_size=_ints(d["msg_size"]),
+            resolved_threads=resolved[i],
+        )
+        for i, d in enumerate(doc["designs"])
+    )
+    spec = Spec(
+        name=doc["name"],
+        description=doc["description"],
+        reproduces=doc["reproduces"],
+        launcher=doc["launcher"],
+        seed=doc["seed"],
+        repeats=doc["repeats"],
+        phases=Phases(
+            warmup_s=float(doc["phases"]["warmup_s"]),
+            measure_s=float(doc["phases"]["measure_s"]),
+            cooldown_s=float(doc["phases"]["cooldown_s"]),
+        ),
+        client=ClientSpec(
+            threads=doc["client"]["threads"],
+            rate=None if doc["client"]["rate"] is None else float(doc["client"]["rate"]),
+        ),
+        designs=designs,
+        matrix=Matrix(
+            threads=tuple(int(v) for v in matrix["threads"]),
+            work_us=tuple(float(v) for v in matrix["work_us"]),
+            connections=tuple(int(v) for v in matrix["connections"]),
+            msg_size=tuple(int(v) for v in matrix["msg_size"]),
+        ),
+        text=text,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        path=file,
+    )
+    # Two values that print alike under :g would share a point key (and so a run id): refuse now.
+    expand_points(spec)
+    return spec
+
+
+# ----------------------------------------------------------------------------------------------------------
+# expanding
+
+
+def expand_points(spec: Spec) -> list[Point]:
+    """Every point of the sweep, in spec order: design, notifier, threads, work, connections, size."""
+    points: list[Point] = []
+    seen: dict[str, int] = {}
+    for d_index, design in enumerate(spec.designs):
+        work = design.work_us if design.work_us is not None else spec.matrix.work_us
+        conns = design.connections if design.connections is not None else spec.matrix.connections
+        sizes = design.msg_size if design.msg_size is not None else spec.matrix.msg_size
+        for notifier, thread_counts in zip(design.notifiers, design.resolved_threads, strict=True):
+            for threads in thread_counts:
+                for work_us in work:
+                    for connections in conns:
+                        for msg_size in sizes:
+                            point = Point(
+                                pattern=design.pattern,
+                                notifier=notifier,
+                                threads=threads,
+                                work_us=work_us,
+                                connections=connections,
+                                msg_size=msg_size,
+                                client_threads=spec.client.threads,
+                                rate=spec.client.rate,
+                            )
+                            if point.point_key in seen:
+                                raise SpecError(
+                                    f"{spec.path}: designs[{d_index}]: point {point.point_key} occurs twice "
+                                    f"(values that differ only beyond 6 significant digits?)"
+                                )
+                            seen[point.point_key] = d_index
+                            points.append(point)
+    return points
+
+
+def run_order(spec: Spec) -> list[tuple[Point, int]]:
+    """Every (point, repeat) in a random order fixed by ``spec.seed``.
+
+    The order sorts by ``sha256("{seed}|{point_key}|{repeat}")``: a seeded random permutation that does
+    not depend on Python's RNG, and in which a point keeps its place when other points are added.
+    """
+
+    def rank(item: tuple[Point, int]) -> str:
+        point, repeat = item
+        return hashlib.sha256(f"{spec.seed}|{point.point_key}|{repeat}".encode()).hexdigest()
+
+    runs = [(point, repeat) for point in expand_points(spec) for repeat in range(spec.repeats)]
+    return sorted(runs, key=rank)
+
+
+def run_id(spec: Spec, point: Point, repeat: int) -> str:
+    """``uuid5(RUN_NAMESPACE, "{experiment}|{spec_sha256}|{point_key}|{repeat}")`` as a string."""
+    return str(uuid.uuid5(RUN_NAMESPACE, f"{spec.name}|{spec.sha256}|{point.point_key}|{repeat}"))

@@ -1,0 +1,287 @@
+"""Topology and noise facts of a host (CONTRACTS.md §3), read from sysfs and procfs.
+
+Every fact is read, never guessed: what a file does not say is ``null``. ``core`` is a host-wide index of
+the physical core (cores numbered in (socket, core_id) order), so two CPUs are SMT siblings exactly when
+they share ``core``; the kernel's own ``core_id`` is only unique within a socket.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import socket
+from pathlib import Path
+from typing import Any
+
+FACT_KEYS: tuple[str, ...] = (
+    "hostname",
+    "kernel",
+    "cpu_model",
+    "online_cpus",
+    "cpus",
+    "numa_nodes",
+    "sockets",
+    "cores",
+    "threads_per_core",
+    "smt",
+    "governor",
+    "turbo",
+    "irqbalance",
+    "memory_bytes",
+    "collected_at",
+)
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """Parse a kernel CPU list such as ``0-3,8,10-11`` (empty text → empty list)."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            low, high = part.split("-", 1)
+            cpus.extend(range(int(low), int(high) + 1))
+        else:
+            cpus.append(int(part))
+    return sorted(set(cpus))
+
+
+def format_cpu_list(cpus: list[int]) -> str:
+    """The inverse of :func:`parse_cpu_list`: ``[0, 1, 2, 3, 8]`` → ``0-3,8``."""
+    ranges: list[str] = []
+    ordered = sorted(set(cpus))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        ranges.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(ranges)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _read_int(path: Path) -> int | None:
+    text = _read(path)
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _cpu_model(proc: Path) -> str | None:
+    text = _read(proc / "cpuinfo")
+    if text is None:
+        return None
+    # x86 says "model name"; arm64 and others use one of the later keys, if any.
+    for key in ("model name", "cpu model", "Model", "Processor", "cpu"):
+        for line in text.splitlines():
+            name, sep, value = line.partition(":")
+            if sep and name.strip() == key and value.strip():
+                return value.strip()
+    return None
+
+
+def _memory_bytes(proc: Path) -> int | None:
+    text = _read(proc / "meminfo")
+    if text is None:
+        return None
+    for line in text.splitlines():
+        if line.startswith("MemTotal:"):
+            fields = line.split()
+            if len(fields) >= 3 and fields[2] == "kB" and fields[1].isdigit():
+                return int(fields[1]) * 1024
+    return None
+
+
+def _irqbalance_running(proc: Path) -> bool | None:
+    try:
+        entries = list(proc.iterdir())
+    except OSError:
+        return None
+    return any(entry.name.isdigit() and _read(entry / "comm") == "irqbalance" for entry in entries)
+
+
+def _governor(cpu_dir: Path, online: list[int]) -> str | None:
+    governors = {_read(cpu_dir / f"cpu{cpu}" / "cpufreq" / "scaling_governor") for cpu in online}
+    governors.discard(None)
+    # Several governors at once are reported joined, sorted, so the record shows the mix.
+    return ",".join(sorted(g for g in governors if g)) or None
+
+
+def _turbo(cpu_dir: Path) -> bool | None:
+    no_turbo = _read_int(cpu_dir / "intel_pstate" / "no_turbo")
+    if no_turbo is not None:
+        return no_turbo == 0
+    boost = _read_int(cpu_dir / "cpufreq" / "boost")
+    if boost is not None:
+        return boost == 1
+    return None
+
+
+def _numa(node_dir: Path, online: list[int]) -> tuple[dict[int, int], list[dict[str, Any]] | None]:
+    """CPU → node, and the node list (only nodes with online CPUs); ``None`` without NUMA in sysfs."""
+    try:
+        names = [p.name for p in node_dir.iterdir() if p.name.startswith("node") and p.name[4:].isdigit()]
+    except OSError:
+        return {}, None
+    node_of: dict[int, int] = {}
+    nodes: list[dict[str, Any]] = []
+    online_set = set(online)
+    for node in sorted(int(name[4:]) for name in names):
+        text = _read(node_dir / f"node{node}" / "cpulist")
+        if text is None:
+            continue
+        cpus = [cpu for cpu in parse_cpu_list(text) if cpu in online_set]
+        for cpu in cpus:
+            node_of[cpu] = node
+        if cpus:
+            nodes.append({"node": node, "cpus": cpus})
+    return node_of, (nodes or None)
+
+
+def facts_from_cpus(
+    cpus: list[dict[str, Any]],
+    *,
+    hostname: str | None = None,
+    kernel: str | None = None,
+    cpu_model: str | None = None,
+    governor: str | None = None,
+    turbo: bool | None = None,
+    irqbalance: bool | None = None,
+    memory_bytes: int | None = None,
+    collected_at: str | None = None,
+    smt_active: bool | None = None,
+) -> dict[str, Any]:
+    """Facts from per-CPU rows ``{"cpu", "core", "socket", "node"}``; all but ``cpu`` may be null.
+
+    Derived counts are null when a row lacks what they need.
+    """
+    rows = sorted(cpus, key=lambda row: int(row["cpu"]))
+    online = [int(row["cpu"]) for row in rows]
+    known_cores = all(row["core"] is not None for row in rows)
+    known_sockets = all(row["socket"] is not None for row in rows)
+    known_nodes = all(row["node"] is not None for row in rows)
+
+    numa_nodes: list[dict[str, Any]] | None = None
+    if known_nodes and rows:
+        by_node: dict[int, list[int]] = {}
+        for row in rows:
+            by_node.setdefault(int(row["node"]), []).append(int(row["cpu"]))
+        numa_nodes = [{"node": node, "cpus": by_node[node]} for node in sorted(by_node)]
+
+    cores: int | None = None
+    threads_per_core: int | None = None
+    if known_cores and rows:
+        per_core: dict[int, int] = {}
+        for row in rows:
+            per_core[int(row["core"])] = per_core.get(int(row["core"]), 0) + 1
+        cores = len(per_core)
+        threads_per_core = max(per_core.values())
+    smt: bool | None = smt_active
+    if smt is None and threads_per_core is not None:
+        smt = threads_per_core > 1
+    return {
+        "hostname": hostname,
+        "kernel": kernel,
+        "cpu_model": cpu_model,
+        "online_cpus": online,
+        "cpus": [
+            {"cpu": int(row["cpu"]), "core": row["core"], "socket": row["socket"], "node": row["node"]}
+            for row in rows
+        ],
+        "numa_nodes": numa_nodes,
+        "sockets": len({row["socket"] for row in rows}) if known_sockets and rows else None,
+        "cores": cores,
+        "threads_per_core": threads_per_core,
+        "smt": smt,
+        "governor": governor,
+        "turbo": turbo,
+        "irqbalance": irqbalance,
+        "memory_bytes": memory_bytes,
+        "collected_at": collected_at,
+    }
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def collect_facts(*, root: Path = Path("/")) -> dict[str, Any]:
+    """This host's facts; ``root`` lets tests point at a fake ``sys``/``proc`` tree."""
+    cpu_dir = root / "sys" / "devices" / "system" / "cpu"
+    proc = root / "proc"
+    online_text = _read(cpu_dir / "online")
+    if online_text is not None:
+        online = parse_cpu_list(online_text)
+    else:
+        online = sorted(os.sched_getaffinity(0)) if root == Path("/") else []
+    node_of, _ = _numa(root / "sys" / "devices" / "system" / "node", online)
+
+    raw: list[tuple[int, int | None, int | None]] = []
+    for cpu in online:
+        topo = cpu_dir / f"cpu{cpu}" / "topology"
+        raw.append((cpu, _read_int(topo / "physical_package_id"), _read_int(topo / "core_id")))
+    # A host-wide core index: the kernel's core_id repeats across sockets and may have gaps.
+    core_index: dict[tuple[int, int], int] = {}
+    for _, sock, core_id in sorted(raw, key=lambda r: (r[1] if r[1] is not None else -1, r[2] or 0, r[0])):
+        if sock is not None and core_id is not None and (sock, core_id) not in core_index:
+            core_index[(sock, core_id)] = len(core_index)
+    rows = [
+        {
+            "cpu": cpu,
+            "core": core_index.get((sock, core_id)) if sock is not None and core_id is not None else None,
+            "socket": sock,
+            "node": node_of.get(cpu),
+        }
+        for cpu, sock, core_id in raw
+    ]
+    smt_active = _read_int(cpu_dir / "smt" / "active")
+    uname = platform.uname() if root == Path("/") else None
+    return facts_from_cpus(
+        rows,
+        hostname=socket.gethostname() if root == Path("/") else _read(proc / "sys" / "kernel" / "hostname"),
+        kernel=uname.release if uname is not None else _read(proc / "sys" / "kernel" / "osrelease"),
+        cpu_model=_cpu_model(proc),
+        governor=_governor(cpu_dir, online),
+        turbo=_turbo(cpu_dir),
+        irqbalance=_irqbalance_running(proc),
+        memory_bytes=_memory_bytes(proc),
+        collected_at=_now(),
+        smt_active=None if smt_active is None else smt_active == 1,
+    )
+
+
+def synthetic_topology(
+    sockets: int, cores_per_socket: int, threads_per_core: int = 1, nodes_per_socket: int = 1
+) -> dict[str, Any]:
+    """Facts of an imaginary host, numbered the way Linux numbers x86 CPUs.
+
+    CPUs ``0 … cores-1`` are the first hardware thread of each core (socket by socket), then come the
+    second threads in the same core order, and so on; each socket's cores are split evenly into its nodes.
+    """
+    if min(sockets, cores_per_socket, threads_per_core, nodes_per_socket) < 1:
+        raise ValueError("synthetic_topology: every count must be >= 1")
+    if cores_per_socket % nodes_per_socket:
+        raise ValueError("synthetic_topology: cores_per_socket must divide evenly into nodes_per_socket")
+    total_cores = sockets * cores_per_socket
+    cores_per_node = cores_per_socket // nodes_per_socket
+    rows: list[dict[str, Any]] = []
+    for thread in range(threads_per_core):
+        for core in range(total_cores):
+            sock = core // cores_per_socket
+            node = sock * nodes_per_socket + (core % cores_per_socket) // cores_per_node
+            rows.append({"cpu": thread * total_cores + core, "core": core, "socket": sock, "node": node})
+    return facts_from_cpus(
+        rows,
+        hostname=f"synthetic-{sockets}s{cores_per_socket}c{threads_per_core}t{nodes_per_socket}n",
+        collected_at=_now(),
+    )

@@ -1,0 +1,149 @@
+"""Steady-state detection and confidence intervals, on synthetic data with known answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from demuxlab.stats import DRIFT_LIMIT_REL, leading_transient, point_summary, steady_state
+
+# Student t quantiles t(0.975, df) from printed tables (not from scipy), to check point_summary independently.
+T_975 = {1: 12.706204736, 2: 4.302652730, 4: 2.776445105, 9: 2.262157163}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_flat_noisy_series_is_stationary(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    samples = rng.normal(80_000.0, 2_000.0, size=60)
+    result = steady_state(samples.tolist())
+    assert result.stationary is True
+    assert result.drift_rel is not None and abs(result.drift_rel) < DRIFT_LIMIT_REL
+    assert result.trimmed_seconds == 0
+    assert result.throughput == pytest.approx(float(np.mean(samples)))
+    assert result.to_json()["throughput_msgs_per_s"] == result.throughput
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ramp_is_not_stationary(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    samples = np.linspace(60_000.0, 90_000.0, 60) + rng.normal(0.0, 1_000.0, 60)
+    result = steady_state(samples.tolist())
+    assert result.stationary is False
+    assert result.drift_rel is not None and result.drift_rel > 0.1
+    assert result.p_value is not None and result.p_value < 0.01
+
+
+def test_slow_decay_is_not_stationary() -> None:
+    samples = [100_000.0 * (1.0 - 0.002 * i) for i in range(300)]  # -60 % over a 5-minute run
+    result = steady_state(samples)
+    assert result.stationary is False and result.drift_rel is not None and result.drift_rel < -0.5
+
+
+def test_tiny_significant_drift_is_tolerated() -> None:
+    # 0.5 % over the window: statistically clear with 300 samples but below the practical limit.
+    samples = [100_000.0 * (1.0 + 0.005 * i / 299) + (7.0 if i % 2 else -7.0) for i in range(300)]
+    result = steady_state(samples)
+    assert result.p_value is not None and result.p_value < 0.01
+    assert result.stationary is True
+
+
+def test_leading_transient_is_trimmed() -> None:
+    rng = np.random.default_rng(7)
+    steady = rng.normal(50_000.0, 500.0, 30)
+    samples = [5_000.0, 20_000.0, 41_000.0, *steady.tolist()]
+    result = steady_state(samples)
+    assert result.trimmed_seconds == 3
+    assert result.samples == 30
+    assert result.throughput == pytest.approx(float(np.mean(steady)))
+    assert result.stationary is True
+
+
+def test_trimming_never_takes_more_than_half() -> None:
+    samples = [float(i) for i in range(1, 11)]
+    assert leading_transient(samples) <= 5
+
+
+def test_constant_series() -> None:
+    result = steady_state([1000.0] * 10)
+    assert (result.throughput, result.stationary, result.drift_rel, result.trimmed_seconds) == (
+        1000.0,
+        True,
+        0.0,
+        0,
+    )
+
+
+def test_few_samples_give_no_verdict() -> None:
+    assert steady_state([]).throughput is None
+    two = steady_state([10.0, 12.0])
+    assert two.throughput == 11.0 and two.stationary is None and two.drift_rel is None
+    three = steady_state([10.0, 11.0, 12.0])
+    assert three.stationary is not None
+
+
+def test_bad_samples() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        steady_state([1.0, math.nan, 2.0])
+
+
+def test_known_small_sample_intervals() -> None:
+    # n = 5, values 1..5: mean 3, s = sqrt(2.5), halfwidth = t(0.975, 4) · s / sqrt(5).
+    summary = point_summary([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert summary.n == 5 and summary.mean == 3.0
+    assert summary.std == pytest.approx(math.sqrt(2.5))
+    expected = T_975[4] * math.sqrt(2.5) / math.sqrt(5)
+    assert summary.halfwidth == pytest.approx(expected, rel=1e-8)
+    assert (summary.ci_low, summary.ci_high) == (pytest.approx(3 - expected), pytest.approx(3 + expected))
+    assert summary.halfwidth_rel == pytest.approx(expected / 3)
+    # n = 2, values 10 and 12: s = sqrt(2), halfwidth = t(0.975, 1) · sqrt(2) / sqrt(2).
+    pair = point_summary([10.0, 12.0])
+    assert pair.halfwidth == pytest.approx(T_975[1], rel=1e-8)
+    # n = 3 at 90 %: t(0.95, 2) = 2.919985580.
+    three = point_summary([4.0, 6.0, 8.0], confidence=0.90)
+    assert three.halfwidth == pytest.approx(2.919985580 * 2.0 / math.sqrt(3), rel=1e-8)
+
+
+def test_single_value_has_no_interval() -> None:
+    summary = point_summary([42.0])
+    assert (summary.n, summary.mean) == (1, 42.0)
+    assert summary.std is None and summary.ci_low is None and summary.halfwidth is None
+    assert summary.to_json()["halfwidth_rel"] is None
+
+
+def test_bad_summary_input() -> None:
+    with pytest.raises(ValueError, match="no values"):
+        point_summary([])
+    with pytest.raises(ValueError, match="confidence"):
+        point_summary([1.0, 2.0], confidence=1.0)
+
+
+@pytest.mark.parametrize(("n", "confidence"), [(5, 0.95), (10, 0.95), (3, 0.90)])
+def test_interval_covers_true_mean_at_nominal_rate(n: int, confidence: float) -> None:
+    rng = np.random.default_rng(1234 + n)
+    trials, true_mean = 3000, 75_000.0
+    covered = 0
+    for _ in range(trials):
+        summary = point_summary(rng.normal(true_mean, 3_000.0, n).tolist(), confidence=confidence)
+        assert summary.ci_low is not None and summary.ci_high is not None
+        covered += summary.ci_low <= true_mean <= summary.ci_high
+    # Binomial sd at 3000 trials is about 0.004 (0.95) or 0.0055 (0.90): allow about four of them.
+    assert abs(covered / trials - confidence) < 0.02
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.floats(min_value=0.0, max_value=1e7, allow_nan=False), min_size=2, max_size=30),
+    st.sampled_from([0.8, 0.9, 0.95, 0.99]),
+)
+def test_interval_invariants(values: list[float], confidence: float) -> None:
+    summary = point_summary(values, confidence)
+    assert summary.halfwidth is not None and summary.halfwidth >= 0
+    assert summary.ci_low is not None and summary.ci_high is not None
+    assert summary.ci_low <= summary.mean <= summary.ci_high
+    assert min(values) - 1e-6 <= summary.mean <= max(values) + 1e-6
+    wider = point_summary(values, min(0.999, confidence + 0.005))
+    assert wider.halfwidth is not None and wider.halfwidth >= summary.halfwidth
