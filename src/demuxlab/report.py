@@ -140,6 +140,7 @@ def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> N
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     panels: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
@@ -166,6 +167,8 @@ def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> N
             ax.errorbar(x, y, yerr=err, marker="o", ms=3, capsize=2, label=label)
         load = "closed loop" if rate is None else f"{rate:g} msg/s"
         ax.set_title(f"work {work:g} µs, {conns} conns, {size} B, {load}", fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("threads")
         ax.set_ylabel("throughput (k msgs/s)")
         ax.grid(alpha=0.3)
