@@ -26,7 +26,7 @@ def state_dir() -> Path:
 
 
 def bin_dir(variant: str = "") -> Path:
-    """Built C binaries: ``$DEMUXLAB_BIN`` or ``<repo>/build/bin`` (``build/<variant>/bin`` for sanitizers)."""
+    """Built C binaries: ``$DEMUXLAB_BIN`` or ``<repo>/build/bin``; ``build/<variant>/bin`` for sanitizers."""
     env = os.environ.get("DEMUXLAB_BIN")
     if env and not variant:
         return Path(env).resolve()

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats as _st
 
 #: A slope with p below this is a real trend...
 DRIFT_ALPHA = 0.01
@@ -122,6 +121,8 @@ def steady_state(per_second: Sequence[float]) -> SteadyState:
         return SteadyState(mean, None, None, trimmed, n, None)
     if float(np.ptp(kept)) == 0.0:
         return SteadyState(mean, True, 0.0, trimmed, n, 1.0)
+    from scipy import stats as _st  # imported here: scipy.stats costs ~2 s of CLI start-up
+
     fit = _st.linregress(np.arange(n, dtype=np.float64), kept)
     slope = float(fit.slope)
     p_value = float(fit.pvalue)
@@ -145,6 +146,8 @@ def point_summary(values: Sequence[float], confidence: float = 0.95) -> Summary:
     if n == 1:
         return Summary(1, mean, None, None, None, None, None)
     std = float(np.std(data, ddof=1))
+    from scipy import stats as _st
+
     t = float(_st.t.ppf(0.5 + confidence / 2.0, df=n - 1))
     halfwidth = t * std / math.sqrt(n)
     return Summary(

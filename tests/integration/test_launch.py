@@ -78,8 +78,9 @@ def test_unknown_launcher_and_missing_binary_are_one_line_errors(tmp_path: Path,
     plan = json.loads(subprocess.run([DEMUXLAB, "plan", str(spec)], capture_output=True, text=True).stdout)
     rid = plan["runs"][0]["run_id"]
 
+    out = str(tmp_path / "r.json")
     res = subprocess.run(
-        [DEMUXLAB, "run-point", str(spec), "--run-id", rid, "--out", str(tmp_path / "r.json"), "--launcher", "ssh"],
+        [DEMUXLAB, "run-point", str(spec), "--run-id", rid, "--out", out, "--launcher", "ssh"],
         capture_output=True,
         text=True,
     )
@@ -104,6 +105,17 @@ def test_unknown_launcher_and_missing_binary_are_one_line_errors(tmp_path: Path,
     assert res.returncode != 0 and "demux-server not found" in res.stderr and "make build" in res.stderr
     assert "Traceback" not in res.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_docker_asks_for_no_more_descriptors_than_the_host_allows() -> None:
+    import resource
+
+    cmd = get_launcher("docker").wrap("server", ["demux-server", "--port", "0"], [0, 1], "r" * 36)
+    soft, hard = cmd[cmd.index("--ulimit") + 1].removeprefix("nofile=").split(":")
+    host_hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    assert int(soft) == int(hard) and (host_hard == resource.RLIM_INFINITY or int(hard) == host_hard)
+    assert cmd[cmd.index("--cpuset-cpus") + 1] == "0,1"
+    assert cmd[-3:] == ["demuxlab/server:latest", "--port", "0"]
 
 
 def test_get_launcher_names() -> None:

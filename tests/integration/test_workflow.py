@@ -103,7 +103,8 @@ def test_smoke_spec_native_end_to_end(tmp_path: Path, database_url: str) -> None
     assert {row["point_key"] for row in table} == {p.point_key for p in points}
     for row in table:
         assert int(row["runs_ok"]) == spec.repeats
-        low, mean, high = (float(row[k]) for k in ("throughput_ci_low", "throughput_mean", "throughput_ci_high"))
+        keys = ("throughput_ci_low", "throughput_mean", "throughput_ci_high")
+        low, mean, high = (float(row[k]) for k in keys)
         assert low <= mean <= high
     png = (report / "throughput_vs_threads.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
@@ -168,9 +169,8 @@ def test_failed_run_is_retried_then_recorded_with_reason(tmp_path: Path, databas
         "designs:\n  - {pattern: reactor, notifiers: [epoll-lt]}\n"
         "matrix: {threads: [1], work_us: [3000000], connections: [1], msg_size: [1]}\n"
     )
-    res = run_workflow(
-        tmp_path / "work", "experiments=[stall]", "run={retries: 1, lanes: 1, stall_timeout_s: 0.5}", specs=specs
-    )
+    run_config = "run={retries: 1, lanes: 1, stall_timeout_s: 0.5}"
+    res = run_workflow(tmp_path / "work", "experiments=[stall]", run_config, specs=specs)
     assert res.returncode == 0, res.stderr[-3000:]
     runs = rows(database_url, RUNS_SQL, name="stall")
     assert len(runs) == 1

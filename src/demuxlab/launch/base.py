@@ -167,9 +167,9 @@ class Launcher(ABC):
 
     def run(self, req: RunRequest) -> dict[str, Any]:
         """Run ``req`` and return its run record; never raises for a failure of the run itself."""
+        started_at, t0 = _utc_now(), time.monotonic()
         self.check()
         artifacts = self.artifacts()
-        started_at, t0 = _utc_now(), time.monotonic()
         out = _Outcome()
         try:
             with self._server(req, out) as port:
@@ -303,7 +303,8 @@ class Launcher(ABC):
             "server": out.server,
             "client": out.client,
             "stats": stats,
-            "orchestration_s": round(max(0.0, wall_s - total_s(req.phases)), 4),
+            # Wall time outside the phases; meaningless for a run cut short by its failure.
+            "orchestration_s": round(wall_s - total_s(req.phases), 4) if out.failure is None else None,
         }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import resource
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -63,11 +64,16 @@ class DockerLauncher(Launcher):
         return out
 
     def wrap(self, role: str, argv: list[str], cpus: Sequence[int], run_id: str) -> list[str]:
+        # As many descriptors as the host allows (notifier-scaling holds 10,000 connections): an engine
+        # without CAP_SYS_RESOURCE cannot give a container more than its own hard limit.
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if nofile == resource.RLIM_INFINITY:
+            nofile = 1 << 20
         cmd = [
             "docker", "run", "--rm", "--init=false",
             "--name", container_name(run_id, role),
             "--network", "host",
-            "--ulimit", "nofile=65536:65536",
+            "--ulimit", f"nofile={nofile}:{nofile}",
             "--security-opt", "seccomp=unconfined",  # newer default profiles block io_uring
         ]  # fmt: skip
         if cpus:
