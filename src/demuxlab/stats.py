@@ -46,10 +46,6 @@ class SteadyState:
     samples: int  # kept after trimming
     p_value: float | None  # of the regression slope
 
-    @property
-    def trimmed(self) -> int:
-        return self.trimmed_seconds
-
     def to_json(self) -> dict[str, Any]:
         """The ``stats`` object of a run record (CONTRACTS.md §5)."""
         return {
