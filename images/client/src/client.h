@@ -1,0 +1,86 @@
+/* client.h -- the state shared by demux-client's option parsing, its worker
+ * threads and its report writer. */
+#ifndef DEMUXLAB_CLIENT_H
+#define DEMUXLAB_CLIENT_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "hist.h"
+
+#define CLIENT_MAX_CPUS 1024
+#define CLIENT_MAX_THREADS 1024
+#define CLIENT_MAX_CONNS 1000000
+#define CLIENT_MAX_MSG (64u << 20)
+/* A prime period makes consecutive messages and neighbouring connections differ. */
+#define PATTERN_PERIOD 251u
+
+struct options {
+    const char *host;
+    uint16_t port;
+    uint32_t connections;
+    uint32_t threads;
+    uint32_t msg_size;
+    double warmup_s, duration_s, cooldown_s;
+    double rate; /* messages/s over all connections; 0 = closed loop */
+    double stall_timeout_s;
+    const char *json_path;
+    int cpus[CLIENT_MAX_CPUS];
+    int ncpus;
+};
+
+/* One per process; read-only once the workers start, except the failure slot. */
+struct run {
+    const struct options *opt;
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    const uint8_t *pattern; /* msg_size + PATTERN_PERIOD bytes, byte i = i % PATTERN_PERIOD */
+    uint64_t t0, warm_end, meas_end, end;
+    uint32_t nseconds; /* whole seconds of the measure phase reported in per_second (>= 1) */
+    pthread_barrier_t connected, started;
+    atomic_int failed;
+    pthread_mutex_t reason_lock;
+    char reason[512];
+};
+
+struct conn {
+    int fd;
+    uint32_t id;       /* global connection number, names it in errors */
+    uint32_t off;      /* pattern offset of the message in flight */
+    uint32_t heap_pos; /* open loop: index in the idle heap, UINT32_MAX when absent */
+    int busy;          /* a message is in flight */
+    int want_out;      /* EPOLLOUT is armed because a send was partial */
+    uint64_t seq;      /* messages completed on this connection */
+    uint64_t sent, recvd;
+    uint64_t start_ns;     /* send time (closed) or intended send time (open) */
+    uint64_t progress_ns;  /* last time bytes moved, for stall detection */
+    uint64_t next_arrival; /* open loop: intended time of the next request */
+    uint64_t rng;
+};
+
+struct worker {
+    int index;
+    struct run *run;
+    pthread_t tid;
+    int ep;
+    struct conn *conns;
+    uint32_t nconns;
+    struct conn **heap; /* open loop: idle connections keyed by next_arrival */
+    uint32_t heap_len;
+    uint8_t *rbuf;
+    size_t rbuf_size;
+    uint64_t messages;  /* completed inside the measure phase */
+    uint64_t *per_sec;  /* run->nseconds counters */
+    double cpu_start_user, cpu_start_sys, cpu_end_user, cpu_end_sys;
+    int cpu_started, cpu_ended;
+    struct hist lat; /* ns, measure phase only */
+};
+
+/* worker.c */
+void *worker_main(void *arg);
+void run_fail(struct run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

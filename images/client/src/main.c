@@ -1,0 +1,468 @@
+/* main.c -- demux-client: options, setup, and the JSON report (CONTRACTS.md §2).
+ *
+ * Exit status: 0 with a report, 1 when the run failed (refused, reset, stall,
+ * wrong bytes; the reason on stderr and, with --json, {"ok": false}), 2 on bad
+ * flags. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "client.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* The Makefile defines it: a hash of the exact sources, the compiler and the flags. */
+#ifndef DEMUX_BUILD_INFO
+#define DEMUX_BUILD_INFO "source=unknown compiler=unknown flags=unknown"
+#endif
+
+#define PROG "demux-client"
+
+static const char usage_text[] =
+    "usage: " PROG " --host H --port PORT --connections C --threads T --msg-size B\n"
+    "                    --warmup S --duration S [--cooldown S] [--cpus LIST] [--rate R]\n"
+    "                    [--stall-timeout S] [--json FILE]\n"
+    "       " PROG " --version | --help\n"
+    "\n"
+    "Drives an echo server over C TCP connections spread across T threads (each\n"
+    "with its own epoll), checks every echoed byte, and reports throughput and\n"
+    "latency of the measure phase as JSON (to FILE, else stdout).\n"
+    "\n"
+    "  --host H            server address or name\n"
+    "  --port PORT         server port (1-65535)\n"
+    "  --connections C     TCP connections, connected before the warm-up\n"
+    "  --threads T         client threads (1..C)\n"
+    "  --msg-size B        bytes per message (1..67108864)\n"
+    "  --warmup S          seconds before measuring\n"
+    "  --duration S        seconds measured (> 0)\n"
+    "  --cooldown S        seconds of load after measuring (default 0)\n"
+    "  --cpus LIST         pin thread i to the (i mod n)-th CPU of LIST, e.g. 0-3,8\n"
+    "  --rate R            open loop: Poisson arrivals at R msg/s in total; latency\n"
+    "                      counts from the intended send time (default: closed loop,\n"
+    "                      one message in flight per connection)\n"
+    "  --stall-timeout S   fail when a connection makes no progress for S seconds\n"
+    "                      (default 5)\n"
+    "  --json FILE         write the report to FILE (atomically) instead of stdout\n"
+    "\n"
+    "Exit status: 0 ok, 1 the run failed (reason on stderr), 2 bad flags.\n";
+
+static void die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_usage(const char *fmt, ...)
+{
+    va_list ap;
+    fputs(PROG ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+static uint64_t opt_u64(const char *name, const char *v, uint64_t min, uint64_t max)
+{
+    uint64_t out;
+    if (parse_u64(v, min, max, &out) < 0)
+        die_usage("--%s: invalid value '%s' (expected an integer %llu..%llu)", name, v,
+                  (unsigned long long)min, (unsigned long long)max);
+    return out;
+}
+
+static double opt_double(const char *name, const char *v, double min, double max, int min_exclusive)
+{
+    double out;
+    if (parse_double(v, min, max, &out) < 0 || (min_exclusive && out <= min))
+        die_usage("--%s: invalid value '%s' (expected a number %s %g and <= %g)", name, v,
+                  min_exclusive ? ">" : ">=", min, max);
+    return out;
+}
+
+enum { O_HOST = 1, O_PORT, O_CONNS, O_THREADS, O_MSG, O_WARMUP, O_DURATION, O_COOLDOWN, O_CPUS, O_RATE,
+       O_STALL, O_JSON, O_VERSION, O_HELP };
+
+static void parse_options(int argc, char **argv, struct options *opt)
+{
+    static const struct option longopts[] = {
+        {"host", required_argument, NULL, O_HOST},
+        {"port", required_argument, NULL, O_PORT},
+        {"connections", required_argument, NULL, O_CONNS},
+        {"threads", required_argument, NULL, O_THREADS},
+        {"msg-size", required_argument, NULL, O_MSG},
+        {"warmup", required_argument, NULL, O_WARMUP},
+        {"duration", required_argument, NULL, O_DURATION},
+        {"cooldown", required_argument, NULL, O_COOLDOWN},
+        {"cpus", required_argument, NULL, O_CPUS},
+        {"rate", required_argument, NULL, O_RATE},
+        {"stall-timeout", required_argument, NULL, O_STALL},
+        {"json", required_argument, NULL, O_JSON},
+        {"version", no_argument, NULL, O_VERSION},
+        {"help", no_argument, NULL, O_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    unsigned seen = 0;
+    int ch;
+
+    memset(opt, 0, sizeof(*opt));
+    opt->stall_timeout_s = 5.0;
+    opterr = 0;
+    /* "+" stops at the first non-option so stray words are reported, not permuted away. */
+    while ((ch = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+        if (ch == '?' || ch == ':') {
+            const char *bad = argv[optind - 1];
+            if (optopt != 0 || (bad != NULL && strchr(bad, '=') == NULL && ch == ':'))
+                die_usage("option '%s' needs a value (see --help)", bad);
+            die_usage("unknown option '%s' (see --help)", bad);
+        }
+        if (ch > 0 && ch < 32 && (seen & (1u << ch)) && ch != O_VERSION && ch != O_HELP)
+            die_usage("option '--%s' given twice", longopts[ch - 1].name);
+        if (ch > 0 && ch < 32)
+            seen |= 1u << ch;
+        switch (ch) {
+        case O_HOST:
+            if (optarg[0] == '\0')
+                die_usage("--host: empty value");
+            opt->host = optarg;
+            break;
+        case O_PORT: opt->port = (uint16_t)opt_u64("port", optarg, 1, 65535); break;
+        case O_CONNS: opt->connections = (uint32_t)opt_u64("connections", optarg, 1, CLIENT_MAX_CONNS); break;
+        case O_THREADS: opt->threads = (uint32_t)opt_u64("threads", optarg, 1, CLIENT_MAX_THREADS); break;
+        case O_MSG: opt->msg_size = (uint32_t)opt_u64("msg-size", optarg, 1, CLIENT_MAX_MSG); break;
+        case O_WARMUP: opt->warmup_s = opt_double("warmup", optarg, 0, 86400, 0); break;
+        case O_DURATION: opt->duration_s = opt_double("duration", optarg, 0, 86400, 1); break;
+        case O_COOLDOWN: opt->cooldown_s = opt_double("cooldown", optarg, 0, 86400, 0); break;
+        case O_RATE: opt->rate = opt_double("rate", optarg, 0, 1e9, 1); break;
+        case O_STALL: opt->stall_timeout_s = opt_double("stall-timeout", optarg, 0, 86400, 1); break;
+        case O_JSON:
+            if (optarg[0] == '\0')
+                die_usage("--json: empty file name");
+            opt->json_path = optarg;
+            break;
+        case O_CPUS:
+            opt->ncpus = parse_cpu_list(optarg, opt->cpus, CLIENT_MAX_CPUS);
+            if (opt->ncpus < 0)
+                die_usage("--cpus: invalid CPU list '%s' (expected e.g. 0-3,8)", optarg);
+            break;
+        case O_VERSION:
+            puts(PROG " " DEMUX_BUILD_INFO);
+            exit(0);
+        case O_HELP: fputs(usage_text, stdout); exit(0);
+        default: die_usage("unknown option (see --help)");
+        }
+    }
+    if (optind < argc)
+        die_usage("unexpected argument '%s' (see --help)", argv[optind]);
+    static const struct {
+        int flag;
+        const char *name;
+    } required[] = {{O_HOST, "host"},         {O_PORT, "port"},     {O_CONNS, "connections"},
+                    {O_THREADS, "threads"},   {O_MSG, "msg-size"},  {O_WARMUP, "warmup"},
+                    {O_DURATION, "duration"}};
+    for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
+        if (!(seen & (1u << required[i].flag)))
+            die_usage("missing required option --%s (see --help)", required[i].name);
+    if (opt->threads > opt->connections)
+        die_usage("--threads %u exceeds --connections %u (every thread needs a connection)", opt->threads,
+                  opt->connections);
+}
+
+/* ---- report ---- */
+
+static void put_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static void put_report(FILE *f, const struct run *run, const struct worker *ws)
+{
+    const struct options *opt = run->opt;
+    static struct hist lat;
+    uint64_t messages = 0;
+    double user = 0, sys = 0;
+
+    hist_init(&lat);
+    for (uint32_t i = 0; i < opt->threads; i++) {
+        hist_merge(&lat, &ws[i].lat);
+        messages += ws[i].messages;
+        user += ws[i].cpu_end_user - ws[i].cpu_start_user;
+        sys += ws[i].cpu_end_sys - ws[i].cpu_start_sys;
+    }
+    fprintf(f, "{\"ok\": true, \"mode\": \"%s\", \"rate\": ", opt->rate > 0 ? "open" : "closed");
+    if (opt->rate > 0)
+        fprintf(f, "%.17g", opt->rate);
+    else
+        fputs("null", f);
+    fprintf(f, ", \"connections\": %u, \"threads\": %u, \"msg_size\": %u", opt->connections, opt->threads,
+            opt->msg_size);
+    fprintf(f, ", \"throughput_msgs_per_s\": %.3f, \"messages\": %llu, \"duration_s\": %.17g",
+            (double)messages / opt->duration_s, (unsigned long long)messages, opt->duration_s);
+    fputs(", \"per_second\": [", f);
+    /* Under one second of measurement there is no whole second: report the rate over what there is. */
+    double span = opt->duration_s < 1.0 ? opt->duration_s : 1.0;
+    for (uint32_t s = 0; s < run->nseconds; s++) {
+        uint64_t n = 0;
+        for (uint32_t i = 0; i < opt->threads; i++)
+            n += ws[i].per_sec[s];
+        fprintf(f, "%s%.1f", s ? ", " : "", (double)n / span);
+    }
+    fputs("]", f);
+    fprintf(f,
+            ", \"latency_us\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f, "
+            "\"mean\": %.3f}",
+            hist_percentile(&lat, 50) / 1e3, hist_percentile(&lat, 90) / 1e3, hist_percentile(&lat, 99) / 1e3,
+            hist_percentile(&lat, 99.9) / 1e3, hist_max(&lat) / 1e3, hist_mean(&lat) / 1e3);
+    fprintf(f, ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}, \"errors\": 0}\n", user, sys);
+}
+
+static void put_failure(FILE *f, const char *reason)
+{
+    fputs("{\"ok\": false, \"error\": ", f);
+    put_json_string(f, reason);
+    fputs("}\n", f);
+}
+
+/* Writes through a temporary file and rename() so readers never see half a report. */
+static int write_json(const char *path, const struct run *run, const struct worker *ws, const char *reason)
+{
+    char tmp[4096];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
+        fprintf(stderr, PROG ": --json: path too long: %s\n", path);
+        return -1;
+    }
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL) {
+        fprintf(stderr, PROG ": cannot write %s: %s\n", tmp, strerror(errno));
+        return -1;
+    }
+    if (reason)
+        put_failure(f, reason);
+    else
+        put_report(f, run, ws);
+    if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) {
+        fprintf(stderr, PROG ": cannot write %s: %s\n", tmp, strerror(errno));
+        fclose(f);
+        unlink(tmp);
+        return -1;
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, PROG ": cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- setup ---- */
+
+static int resolve(struct run *run)
+{
+    const struct options *opt = run->opt;
+    struct sockaddr_in *in4 = (struct sockaddr_in *)&run->addr;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&run->addr;
+
+    memset(&run->addr, 0, sizeof(run->addr));
+    if (inet_pton(AF_INET, opt->host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons(opt->port);
+        run->addrlen = sizeof(*in4);
+        return 0;
+    }
+    if (inet_pton(AF_INET6, opt->host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(opt->port);
+        run->addrlen = sizeof(*in6);
+        return 0;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(opt->host, NULL, &hints, &res);
+    if (rc != 0 || res == NULL) {
+        run_fail(run, "cannot resolve host '%s': %s", opt->host, rc ? gai_strerror(rc) : "no address");
+        return -1;
+    }
+    /* Servers bind IPv4 by default, and "localhost" often lists ::1 first: prefer IPv4. */
+    const struct addrinfo *pick = res;
+    for (const struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET) {
+            pick = ai;
+            break;
+        }
+    memcpy(&run->addr, pick->ai_addr, pick->ai_addrlen);
+    run->addrlen = pick->ai_addrlen;
+    if (pick->ai_family == AF_INET6)
+        in6->sin6_port = htons(opt->port);
+    else
+        in4->sin_port = htons(opt->port);
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* Each connection is a descriptor; ask for the hard limit rather than fail at 1024. */
+static int raise_fd_limit(struct run *run)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)run->opt->connections + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+        if (rl.rlim_cur < need) {
+            run_fail(run, "%u connections need %llu descriptors but the limit is %llu (raise ulimit -n)",
+                     run->opt->connections, (unsigned long long)need, (unsigned long long)rl.rlim_cur);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static uint8_t *make_pattern(uint32_t msg_size)
+{
+    uint8_t *p = malloc((size_t)msg_size + PATTERN_PERIOD);
+    if (p != NULL)
+        for (size_t i = 0; i < (size_t)msg_size + PATTERN_PERIOD; i++)
+            p[i] = (uint8_t)(i % PATTERN_PERIOD);
+    return p;
+}
+
+static int setup_workers(struct run *run, struct worker *ws)
+{
+    const struct options *opt = run->opt;
+    size_t rbuf = opt->msg_size < 65536 ? 65536 : opt->msg_size;
+    if (rbuf > (1u << 20))
+        rbuf = 1u << 20;
+    for (uint32_t i = 0; i < opt->threads; i++) {
+        struct worker *w = &ws[i];
+        w->index = (int)i;
+        w->run = run;
+        w->ep = -1;
+        /* Connection j belongs to thread j mod T. */
+        w->nconns = opt->connections / opt->threads + (i < opt->connections % opt->threads ? 1 : 0);
+        w->conns = calloc(w->nconns, sizeof(*w->conns));
+        w->heap = calloc(w->nconns, sizeof(*w->heap));
+        w->per_sec = calloc(run->nseconds, sizeof(*w->per_sec));
+        w->rbuf = malloc(rbuf);
+        w->rbuf_size = rbuf;
+        if (!w->conns || !w->heap || !w->per_sec || !w->rbuf) {
+            run_fail(run, "out of memory setting up thread %u", i);
+            return -1;
+        }
+        hist_init(&w->lat);
+        for (uint32_t k = 0; k < w->nconns; k++) {
+            struct conn *c = &w->conns[k];
+            c->fd = -1;
+            c->id = i + k * opt->threads;
+            c->heap_pos = UINT32_MAX;
+            c->rng = UINT64_C(0x9E3779B97F4A7C15) ^ ((uint64_t)c->id * UINT64_C(0xBF58476D1CE4E5B9) + 1);
+        }
+        w->ep = epoll_create1(EPOLL_CLOEXEC);
+        if (w->ep < 0) {
+            run_fail(run, "epoll_create1: %s", strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void free_workers(struct worker *ws, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        struct worker *w = &ws[i];
+        for (uint32_t k = 0; w->conns && k < w->nconns; k++)
+            if (w->conns[k].fd >= 0)
+                close(w->conns[k].fd);
+        if (w->ep >= 0)
+            close(w->ep);
+        free(w->conns);
+        free(w->heap);
+        free(w->per_sec);
+        free(w->rbuf);
+    }
+    free(ws);
+}
+
+int main(int argc, char **argv)
+{
+    static struct options opt;
+    static struct run run;
+    struct worker *ws = NULL;
+    uint32_t started = 0;
+    int rc = 1;
+
+    parse_options(argc, argv, &opt);
+    run.opt = &opt;
+    pthread_mutex_init(&run.reason_lock, NULL);
+    run.nseconds = opt.duration_s < 1.0 ? 1 : (uint32_t)opt.duration_s;
+
+    if (raise_fd_limit(&run) < 0 || resolve(&run) < 0)
+        goto out;
+    run.pattern = make_pattern(opt.msg_size);
+    ws = calloc(opt.threads, sizeof(*ws));
+    if (run.pattern == NULL || ws == NULL) {
+        run_fail(&run, "out of memory");
+        goto out;
+    }
+    if (setup_workers(&run, ws) < 0)
+        goto out;
+
+    pthread_barrier_init(&run.connected, NULL, opt.threads + 1);
+    pthread_barrier_init(&run.started, NULL, opt.threads + 1);
+    for (; started < opt.threads; started++) {
+        int err = pthread_create(&ws[started].tid, NULL, worker_main, &ws[started]);
+        if (err != 0) {
+            /* The barriers count every thread: without them all, no one could pass. */
+            fprintf(stderr, PROG ": cannot start thread %u: %s\n", started, strerror(err));
+            exit(1);
+        }
+    }
+    pthread_barrier_wait(&run.connected);
+    /* Phases are fixed once every connection is up, so all threads share one clock. */
+    run.t0 = now_ns();
+    run.warm_end = run.t0 + (uint64_t)(opt.warmup_s * 1e9);
+    run.meas_end = run.warm_end + (uint64_t)(opt.duration_s * 1e9);
+    run.end = run.meas_end + (uint64_t)(opt.cooldown_s * 1e9);
+    pthread_barrier_wait(&run.started);
+    for (uint32_t i = 0; i < started; i++)
+        pthread_join(ws[i].tid, NULL);
+    pthread_barrier_destroy(&run.connected);
+    pthread_barrier_destroy(&run.started);
+    if (!atomic_load(&run.failed))
+        rc = 0;
+
+out:
+    if (rc == 0) {
+        if (opt.json_path) {
+            if (write_json(opt.json_path, &run, ws, NULL) < 0)
+                rc = 1;
+        } else {
+            put_report(stdout, &run, ws);
+            if (fflush(stdout) != 0)
+                rc = 1;
+        }
+    } else {
+        fprintf(stderr, PROG ": %s\n", run.reason);
+        if (opt.json_path)
+            write_json(opt.json_path, &run, ws, run.reason);
+    }
+    if (ws)
+        free_workers(ws, opt.threads);
+    free((void *)run.pattern);
+    return rc;
+}

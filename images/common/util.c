@@ -1,0 +1,144 @@
+/* util.c -- see util.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+
+uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads a CPU number; the digits-only rule keeps "+1" and " 1" out. */
+static int read_cpu(const char **p, int *out)
+{
+    const char *s = *p;
+    long v = 0;
+    if (*s < '0' || *s > '9')
+        return -1;
+    while (*s >= '0' && *s <= '9') {
+        v = v * 10 + (*s - '0');
+        if (v >= CPU_SETSIZE)
+            return -1;
+        s++;
+    }
+    *out = (int)v;
+    *p = s;
+    return 0;
+}
+
+int parse_cpu_list(const char *s, int *cpus, int max)
+{
+    int n = 0;
+    if (s == NULL || *s == '\0')
+        return -1;
+    for (;;) {
+        int lo, hi;
+        if (read_cpu(&s, &lo) < 0)
+            return -1;
+        hi = lo;
+        if (*s == '-') {
+            s++;
+            if (read_cpu(&s, &hi) < 0 || hi < lo)
+                return -1;
+        }
+        for (int c = lo; c <= hi; c++) {
+            if (n >= max)
+                return -1;
+            cpus[n++] = c;
+        }
+        if (*s == '\0')
+            return n;
+        if (*s != ',')
+            return -1;
+        s++;
+    }
+}
+
+int pin_self_to_cpu(int cpu)
+{
+    cpu_set_t set;
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+        errno = EINVAL;
+        return -1;
+    }
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    if (rc != 0) {
+        errno = rc;
+        return -1;
+    }
+    return 0;
+}
+
+static void usage_times(int who, double *user_s, double *sys_s)
+{
+    struct rusage ru;
+    if (getrusage(who, &ru) != 0) {
+        *user_s = 0.0;
+        *sys_s = 0.0;
+        return;
+    }
+    *user_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6;
+    *sys_s = (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+void cpu_times(double *user_s, double *sys_s) { usage_times(RUSAGE_SELF, user_s, sys_s); }
+void thread_cpu_times(double *user_s, double *sys_s) { usage_times(RUSAGE_THREAD, user_s, sys_s); }
+
+int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (s == NULL || *s == '\0')
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        uint64_t d = (uint64_t)(*s - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    if (v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_double(const char *s, double min, double max, double *out)
+{
+    char *end;
+    /* strtod would skip leading blanks; a strict parser must not. */
+    if (s == NULL || *s == '\0' || isspace((unsigned char)*s))
+        return -1;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || *end != '\0' || !isfinite(v) || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+void spin_us(double us)
+{
+    if (!(us > 0.0))
+        return;
+    uint64_t end = now_ns() + (uint64_t)(us * 1000.0);
+    while (now_ns() < end) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause(); /* eases the sibling hyper-thread while spinning */
+#endif
+    }
+}
