@@ -1,0 +1,253 @@
+/* conn.c -- the protocol every pattern shares: accept, read a whole B-byte
+ * message, spin W us, echo it back; plus the claim protocol that keeps one
+ * owner per connection under edge-triggered notification. */
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A peer that stops reading while we echo gets this long before it is dropped:
+ * a handler must not be held forever by one connection. */
+#define SEND_STALL_MS 5000
+
+struct conn *conn_open(struct server *s, int fd)
+{
+    if (fd >= s->nslots || atomic_load(&s->open_conns) >= s->max_conns) {
+        close(fd);
+        return NULL;
+    }
+    struct conn *c = &s->conns[fd];
+    conn_takeover(c); /* from the thread that closed the slot's last descriptor */
+    if (c->buf == NULL) {
+        c->buf = malloc(s->msg_size);
+        if (c->buf == NULL) {
+            close(fd);
+            return NULL;
+        }
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    c->fd = fd;
+    c->have = 0;
+    c->sent = 0;
+    c->home = 0;
+    c->nt = NULL;
+    atomic_fetch_add(&s->open_conns, 1);
+    cur_ts->accepted++;
+    atomic_store_explicit(&c->live, true, memory_order_release);
+    conn_handoff(c);
+    return c;
+}
+
+void conn_close(struct server *s, struct conn *c)
+{
+    if (c->nt != NULL)
+        c->nt->ops->del(c->nt, c->fd);
+    int fd = c->fd;
+    atomic_store_explicit(&c->live, false, memory_order_release);
+    conn_handoff(c);
+    close(fd);
+    atomic_fetch_sub(&s->open_conns, 1);
+    cur_ts->closed++;
+}
+
+enum rd conn_read(struct server *s, struct conn *c)
+{
+    enum rd res;
+    uint64_t t0 = instr_start();
+    for (;;) {
+        /* Never past the message: extra bytes stay queued in the socket and
+         * are the next message. */
+        ssize_t r = recv(c->fd, c->buf + c->have, s->msg_size - c->have, 0);
+        if (r > 0) {
+            c->have += (uint32_t)r;
+            if (c->have == s->msg_size) {
+                res = RD_MSG;
+                break;
+            }
+            continue;
+        }
+        if (r == 0) {
+            res = RD_CLOSED;
+            break;
+        }
+        if (errno == EINTR && !stopping())
+            continue;
+        res = (errno == EAGAIN || errno == EWOULDBLOCK) ? RD_AGAIN : RD_CLOSED;
+        break;
+    }
+    instr_end(OP_RECV, t0);
+    return res;
+}
+
+static int wait_writable(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int r;
+    do
+        r = poll(&p, 1, SEND_STALL_MS);
+    while (r < 0 && errno == EINTR && !stopping());
+    return r > 0 ? 0 : -1;
+}
+
+int conn_respond(struct server *s, struct conn *c)
+{
+    if (s->work_us > 0) {
+        uint64_t t0 = instr_start();
+        spin_us(s->work_us);
+        instr_end(OP_WORK, t0);
+    }
+    uint64_t t0 = instr_start();
+    uint32_t off = 0;
+    int rc = 0;
+    while (off < s->msg_size) {
+        ssize_t w = send(c->fd, c->buf + off, s->msg_size - off, MSG_NOSIGNAL);
+        if (w > 0) {
+            off += (uint32_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR && !stopping())
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_writable(c->fd) == 0)
+            continue;
+        rc = -1;
+        break;
+    }
+    instr_end(OP_SEND, t0);
+    if (rc == 0) {
+        c->have = 0;
+        cur_ts->messages++;
+    }
+    return rc;
+}
+
+void conn_rearm(struct server *s, struct notifier *nt, struct conn *c)
+{
+    int fd = c->fd;
+    conn_handoff(c);
+    uint64_t t0 = instr_start();
+    int rc = nt->ops->rearm(nt, fd);
+    instr_end(OP_REARM, t0);
+    /* Again after: TSan models the re-arm as an access to the descriptor,
+     * which the next owner may close. */
+    conn_handoff(c);
+    if (rc < 0)
+        conn_close(s, c);
+}
+
+void conn_drain(struct server *s, struct conn *c)
+{
+    for (;;) {
+        switch (conn_read(s, c)) {
+        case RD_MSG:
+            if (conn_respond(s, c) < 0) {
+                conn_close(s, c);
+                return;
+            }
+            break;
+        case RD_AGAIN:
+            return;
+        case RD_CLOSED:
+            conn_close(s, c);
+            return;
+        }
+    }
+}
+
+bool conn_claim(struct conn *c)
+{
+    return atomic_fetch_add_explicit(&c->claims, 1, memory_order_acq_rel) == 0;
+}
+
+bool conn_release(struct conn *c, int *seen)
+{
+    return atomic_compare_exchange_strong_explicit(&c->claims, seen, 0, memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
+void conn_ready(struct server *s, struct notifier *nt, struct conn *c, bool shared)
+{
+    conn_takeover(c);
+    if (!nt->ops->edge) {
+        switch (conn_read(s, c)) {
+        case RD_MSG:
+            if (conn_respond(s, c) < 0)
+                conn_close(s, c);
+            else
+                conn_rearm(s, nt, c);
+            return;
+        case RD_AGAIN:
+            conn_rearm(s, nt, c);
+            return;
+        case RD_CLOSED:
+            conn_close(s, c);
+            return;
+        }
+        return;
+    }
+    if (!shared) {
+        conn_drain(s, c);
+        return;
+    }
+    if (!conn_claim(c))
+        return;
+    /* Claims that arrive while we drain make the release fail, and we drain
+     * again: their data may have come after our last EAGAIN. */
+    int seen = atomic_load_explicit(&c->claims, memory_order_acquire);
+    do {
+        if (atomic_load_explicit(&c->live, memory_order_acquire))
+            conn_drain(s, c);
+    } while (!conn_release(c, &seen));
+}
+
+int accept_one(struct server *s)
+{
+    for (;;) {
+        uint64_t t0 = instr_start();
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            instr_end(OP_ACCEPT, t0);
+            return fd;
+        }
+        if (errno == EINTR && !stopping())
+            continue;
+        if (errno == ECONNABORTED || errno == EPROTO)
+            continue;
+        if ((errno == EMFILE || errno == ENFILE) && s->reserve_fd >= 0) {
+            /* Out of descriptors: spend the reserve on taking the pending
+             * connection off the backlog and dropping it, so a level-
+             * triggered listener does not report it again at once. */
+            close(s->reserve_fd);
+            int drop = accept(s->lfd, NULL, NULL);
+            if (drop >= 0)
+                close(drop);
+            s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            /* accept() checks for a free descriptor before the backlog, so
+             * EMFILE also means "maybe empty": stop once nothing was dropped. */
+            if (drop >= 0 && !stopping())
+                continue;
+            return -1;
+        }
+        return -1;
+    }
+}
+
+void accept_all(struct server *s, int (*place)(struct server *s, struct conn *c, void *arg), void *arg)
+{
+    while (!stopping()) {
+        int fd = accept_one(s);
+        if (fd < 0)
+            return;
+        struct conn *c = conn_open(s, fd);
+        if (c != NULL && place(s, c, arg) < 0) {
+            c->nt = NULL;
+            conn_close(s, c);
+        }
+    }
+}

@@ -1,0 +1,94 @@
+/* hsha.c -- Half-Sync/Half-Async (seed 000 Fig. 1-3, seed 001 §III-A): one
+ * monitor thread waits on the notifier, caches every descriptor one call
+ * returns and puts them into the shared queue one by one; T-1 workers take a
+ * descriptor, read, re-arm, work and respond.  New connections are accepted by
+ * the monitor itself. */
+#include "queue.h"
+
+struct hsha {
+    struct notifier *nt;
+    struct queue q;
+};
+
+static struct hsha H;
+
+static int place(struct server *s, struct conn *c, void *arg)
+{
+    (void)s;
+    (void)arg;
+    c->nt = H.nt;
+    return H.nt->ops->add(H.nt, c->fd);
+}
+
+static void *monitor_loop(void *arg)
+{
+    struct server *s = arg;
+    struct notifier *nt = H.nt;
+    int cache[MAX_EVENTS];
+    while (!stopping()) {
+        uint64_t t0 = instr_start();
+        int n = nt->ops->wait(nt, cache, MAX_EVENTS);
+        if (n < 0)
+            die("%s wait failed", nt->ops->name);
+        instr_notify(t0, n);
+        for (int i = 0; i < n && !stopping(); i++) {
+            if (cache[i] == s->lfd) {
+                accept_all(s, place, NULL);
+                if (!nt->ops->edge)
+                    nt->ops->rearm(nt, s->lfd);
+            } else {
+                queue_put(&H.q, cache[i]);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void *worker_loop(void *arg)
+{
+    struct server *s = arg;
+    for (;;) {
+        int fd = queue_get(&H.q);
+        if (fd < 0)
+            break;
+        conn_ready(s, H.nt, &s->conns[fd], true);
+    }
+    return NULL;
+}
+
+static int hsha_start(struct server *s)
+{
+    H.nt = s->nops->create(s->nslots);
+    if (H.nt == NULL || H.nt->ops->add(H.nt, s->lfd) < 0 || queue_init(&H.q, 1024) < 0)
+        return -1;
+    spawn(s, "monitor", monitor_loop, s);
+    for (int i = 1; i < s->threads; i++)
+        spawn(s, "worker", worker_loop, s);
+    return 0;
+}
+
+static void hsha_wake(struct server *s)
+{
+    (void)s;
+    H.nt->ops->wake(H.nt);
+    queue_wake_all(&H.q);
+}
+
+static void hsha_cleanup(struct server *s)
+{
+    (void)s;
+    H.nt->ops->destroy(H.nt);
+    queue_destroy(&H.q);
+}
+
+static const char *const notifiers[] = {"select", "poll", "epoll-lt", "epoll-et", "uring", NULL};
+
+const struct pattern_ops pattern_hsha = {
+    .name = "hsha",
+    .min_threads = 2,
+    .max_threads = MAX_THREADS,
+    .notifiers = notifiers,
+    .start = hsha_start,
+    .wake_all = hsha_wake,
+    .cleanup = hsha_cleanup,
+};

@@ -1,0 +1,31 @@
+/* notify_epoll_lt.c -- level-triggered epoll with EPOLLONESHOT: a reported
+ * descriptor is deactivated by the kernel and re-armed with EPOLL_CTL_MOD once
+ * its message is processed (seeds 000 §2, 001 §II). */
+#include <sys/epoll.h>
+
+#include "notify_epoll.h"
+
+static struct notifier *lt_create(int maxfd)
+{
+    (void)maxfd;
+    return ep_create(&notifier_epoll_lt, EPOLLIN | EPOLLONESHOT);
+}
+
+static int lt_rearm(struct notifier *b, int fd)
+{
+    struct ep *n = (struct ep *)b;
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.fd = fd};
+    return epoll_ctl(n->epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
+const struct notifier_ops notifier_epoll_lt = {
+    .name = "epoll-lt",
+    .edge = false,
+    .create = lt_create,
+    .destroy = ep_destroy,
+    .add = ep_add,
+    .del = ep_del,
+    .rearm = lt_rearm,
+    .wait = ep_wait,
+    .wake = ep_wake,
+};

@@ -1,0 +1,121 @@
+/* notify_uring.c -- io_uring used as a readiness notifier: each arm is a
+ * one-shot IORING_OP_POLL_ADD, so a reported descriptor stays deactivated
+ * until it is re-armed.  The submission queue has a single producer side, so
+ * arms from any thread go through the interest-set lock; only the waiter
+ * consumes completions. */
+#include "server.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <poll.h>
+#include <stdlib.h>
+
+#define URING_WAKE UINT64_MAX
+
+struct ur {
+    struct notifier base;
+    pthread_mutex_t sq_lock;
+    struct io_uring ring;
+};
+
+static struct notifier *ur_create(int maxfd)
+{
+    struct ur *n = calloc(1, sizeof(*n));
+    if (n == NULL)
+        return NULL;
+    struct io_uring_params p = {0};
+    unsigned entries = 4096;
+    /* Every armed descriptor can complete at once; keep room for all. */
+    p.flags = IORING_SETUP_CQSIZE;
+    p.cq_entries = (unsigned)maxfd + 64 > 2 * entries ? (unsigned)maxfd + 64 : 2 * entries;
+    int rc = io_uring_queue_init_params(entries, &n->ring, &p);
+    if (rc < 0) {
+        free(n);
+        errno = -rc;
+        return NULL;
+    }
+    n->base.ops = &notifier_uring;
+    pthread_mutex_init(&n->sq_lock, NULL);
+    return &n->base;
+}
+
+static void ur_destroy(struct notifier *b)
+{
+    struct ur *n = (struct ur *)b;
+    io_uring_queue_exit(&n->ring);
+    pthread_mutex_destroy(&n->sq_lock);
+    free(n);
+}
+
+/* Called with sq_lock held. */
+static struct io_uring_sqe *get_sqe(struct ur *n)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&n->ring);
+    while (sqe == NULL) {
+        io_uring_submit(&n->ring);
+        sqe = io_uring_get_sqe(&n->ring);
+    }
+    return sqe;
+}
+
+static int ur_arm(struct notifier *b, int fd)
+{
+    struct ur *n = (struct ur *)b;
+    lock_timed(&n->sq_lock);
+    struct io_uring_sqe *sqe = get_sqe(n);
+    io_uring_prep_poll_add(sqe, fd, POLLIN);
+    io_uring_sqe_set_data64(sqe, (uint64_t)fd);
+    int rc = io_uring_submit(&n->ring);
+    pthread_mutex_unlock(&n->sq_lock);
+    return rc < 0 ? -1 : 0;
+}
+
+/* Only deactivated descriptors are ever deleted, so no poll is pending. */
+static int ur_del(struct notifier *b, int fd)
+{
+    (void)b;
+    (void)fd;
+    return 0;
+}
+
+static int ur_wait(struct notifier *b, int *fds, int max)
+{
+    struct ur *n = (struct ur *)b;
+    struct io_uring_cqe *cqe;
+    int rc = io_uring_wait_cqe(&n->ring, &cqe);
+    if (rc < 0)
+        return rc == -EINTR ? 0 : -1;
+    int got = 0;
+    while (got < max && io_uring_peek_cqe(&n->ring, &cqe) == 0) {
+        uint64_t ud = io_uring_cqe_get_data64(cqe);
+        io_uring_cqe_seen(&n->ring, cqe);
+        /* A failed poll is reported too: the handler's read then sees the
+         * error and closes the connection. */
+        if (ud != URING_WAKE)
+            fds[got++] = (int)ud;
+    }
+    return got;
+}
+
+static void ur_wake(struct notifier *b)
+{
+    struct ur *n = (struct ur *)b;
+    pthread_mutex_lock(&n->sq_lock);
+    struct io_uring_sqe *sqe = get_sqe(n);
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data64(sqe, URING_WAKE);
+    io_uring_submit(&n->ring);
+    pthread_mutex_unlock(&n->sq_lock);
+}
+
+const struct notifier_ops notifier_uring = {
+    .name = "uring",
+    .edge = false,
+    .create = ur_create,
+    .destroy = ur_destroy,
+    .add = ur_arm,
+    .del = ur_del,
+    .rearm = ur_arm,
+    .wait = ur_wait,
+    .wake = ur_wake,
+};

@@ -1,0 +1,149 @@
+/* proactor.c -- emulated Proactor (seed 003, "TProactor"): the demultiplexer
+ * waits for readiness, performs the non-blocking read itself and dispatches
+ * "read completed" for each whole message to T-1 handler threads, which work,
+ * send the response and re-arm the connection.  A partial message is kept in
+ * the connection and its descriptor re-armed by the demultiplexer. */
+#include "queue.h"
+
+struct proactor {
+    struct notifier *nt;
+    struct queue done; /* connections holding a whole message */
+};
+
+static struct proactor P;
+
+static int place(struct server *s, struct conn *c, void *arg)
+{
+    (void)s;
+    (void)arg;
+    c->nt = P.nt;
+    return P.nt->ops->add(P.nt, c->fd);
+}
+
+/* Edge-triggered: the demultiplexer reads only when it can claim the
+ * connection; a busy handler will read the new data itself. */
+static void read_edge(struct server *s, struct conn *c)
+{
+    if (!conn_claim(c))
+        return;
+    int seen = atomic_load_explicit(&c->claims, memory_order_acquire);
+    do {
+        if (!atomic_load_explicit(&c->live, memory_order_acquire))
+            continue;
+        switch (conn_read(s, c)) {
+        case RD_MSG:
+            queue_put(&P.done, c->fd); /* the claim goes with it */
+            return;
+        case RD_AGAIN:
+            break;
+        case RD_CLOSED:
+            conn_close(s, c);
+            break;
+        }
+    } while (!conn_release(c, &seen));
+}
+
+static void *demux_loop(void *arg)
+{
+    struct server *s = arg;
+    struct notifier *nt = P.nt;
+    int fds[MAX_EVENTS];
+    while (!stopping()) {
+        uint64_t t0 = instr_start();
+        int n = nt->ops->wait(nt, fds, MAX_EVENTS);
+        if (n < 0)
+            die("%s wait failed", nt->ops->name);
+        instr_notify(t0, n);
+        for (int i = 0; i < n && !stopping(); i++) {
+            if (fds[i] == s->lfd) {
+                accept_all(s, place, NULL);
+                if (!nt->ops->edge)
+                    nt->ops->rearm(nt, s->lfd);
+                continue;
+            }
+            struct conn *c = &s->conns[fds[i]];
+            conn_takeover(c);
+            if (nt->ops->edge) {
+                read_edge(s, c);
+                continue;
+            }
+            switch (conn_read(s, c)) {
+            case RD_MSG:
+                queue_put(&P.done, c->fd);
+                break;
+            case RD_AGAIN:
+                conn_rearm(s, nt, c);
+                break;
+            case RD_CLOSED:
+                conn_close(s, c);
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void *handler_loop(void *arg)
+{
+    struct server *s = arg;
+    struct notifier *nt = P.nt;
+    for (;;) {
+        int fd = queue_get(&P.done);
+        if (fd < 0)
+            break;
+        struct conn *c = &s->conns[fd];
+        if (conn_respond(s, c) < 0) {
+            conn_close(s, c);
+            if (!nt->ops->edge)
+                continue;
+        } else if (!nt->ops->edge) {
+            conn_rearm(s, nt, c);
+            continue;
+        }
+        /* Edge-triggered: we own the claim; data that came meanwhile raised
+         * no new edge for us, so read on until EAGAIN before letting go. */
+        int seen = atomic_load_explicit(&c->claims, memory_order_acquire);
+        do {
+            if (atomic_load_explicit(&c->live, memory_order_acquire))
+                conn_drain(s, c);
+        } while (!conn_release(c, &seen));
+    }
+    return NULL;
+}
+
+static int proactor_start(struct server *s)
+{
+    P.nt = s->nops->create(s->nslots);
+    if (P.nt == NULL || P.nt->ops->add(P.nt, s->lfd) < 0 || queue_init(&P.done, 1024) < 0)
+        return -1;
+    spawn(s, "demultiplexer", demux_loop, s);
+    for (int i = 1; i < s->threads; i++)
+        spawn(s, "handler", handler_loop, s);
+    return 0;
+}
+
+static void proactor_wake(struct server *s)
+{
+    (void)s;
+    P.nt->ops->wake(P.nt);
+    queue_wake_all(&P.done);
+}
+
+static void proactor_cleanup(struct server *s)
+{
+    (void)s;
+    P.nt->ops->destroy(P.nt);
+    queue_destroy(&P.done);
+}
+
+static const char *const notifiers[] = {"select", "poll", "epoll-lt", "epoll-et", "uring", NULL};
+
+const struct pattern_ops pattern_proactor = {
+    .name = "proactor",
+    .min_threads = 2,
+    .max_threads = MAX_THREADS,
+    .notifiers = notifiers,
+    .start = proactor_start,
+    .wake_all = proactor_wake,
+    .cleanup = proactor_cleanup,
+};

@@ -1,0 +1,79 @@
+/* queue.c -- see queue.h. */
+#include "queue.h"
+
+#include <stdlib.h>
+
+int queue_init(struct queue *q, unsigned cap)
+{
+    unsigned c = 64;
+    while (c < cap)
+        c *= 2;
+    q->ring = malloc(c * sizeof(*q->ring));
+    if (q->ring == NULL)
+        return -1;
+    q->cap = c;
+    q->head = q->len = 0;
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->nonempty, NULL);
+    return 0;
+}
+
+void queue_destroy(struct queue *q)
+{
+    pthread_mutex_destroy(&q->lock);
+    pthread_cond_destroy(&q->nonempty);
+    free(q->ring);
+}
+
+/* Called with the lock held.  Edge-triggered notifiers can queue one
+ * connection several times, so the bound is not the connection count. */
+static void grow(struct queue *q)
+{
+    int *r = malloc(2 * q->cap * sizeof(*r));
+    if (r == NULL)
+        die("out of memory growing the queue to %u entries", 2 * q->cap);
+    for (unsigned i = 0; i < q->len; i++)
+        r[i] = q->ring[(q->head + i) & (q->cap - 1)];
+    free(q->ring);
+    q->ring = r;
+    q->head = 0;
+    q->cap *= 2;
+}
+
+void queue_put(struct queue *q, int fd)
+{
+    lock_timed(&q->lock);
+    uint64_t t0 = instr_start();
+    if (q->len == q->cap)
+        grow(q);
+    q->ring[(q->head + q->len) & (q->cap - 1)] = fd;
+    q->len++;
+    pthread_cond_signal(&q->nonempty);
+    instr_end(OP_QUEUE_PUT, t0);
+    pthread_mutex_unlock(&q->lock);
+}
+
+int queue_get(struct queue *q)
+{
+    lock_timed(&q->lock);
+    while (q->len == 0 && !stopping())
+        pthread_cond_wait(&q->nonempty, &q->lock);
+    if (stopping()) {
+        pthread_mutex_unlock(&q->lock);
+        return -1;
+    }
+    uint64_t t0 = instr_start();
+    int fd = q->ring[q->head];
+    q->head = (q->head + 1) & (q->cap - 1);
+    q->len--;
+    instr_end(OP_QUEUE_GET, t0);
+    pthread_mutex_unlock(&q->lock);
+    return fd;
+}
+
+void queue_wake_all(struct queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    pthread_cond_broadcast(&q->nonempty);
+    pthread_mutex_unlock(&q->lock);
+}

@@ -1,0 +1,73 @@
+/* reactor.c -- Reactor: one thread demultiplexes and runs every handler. */
+#include "server.h"
+
+struct reactor {
+    struct notifier *nt;
+};
+
+static struct reactor R;
+
+static int place(struct server *s, struct conn *c, void *arg)
+{
+    (void)s;
+    struct notifier *nt = arg;
+    c->nt = nt;
+    return nt->ops->add(nt, c->fd);
+}
+
+static void *reactor_loop(void *arg)
+{
+    struct server *s = arg;
+    struct notifier *nt = R.nt;
+    int fds[MAX_EVENTS];
+    while (!stopping()) {
+        uint64_t t0 = instr_start();
+        int n = nt->ops->wait(nt, fds, MAX_EVENTS);
+        if (n < 0)
+            die("%s wait failed", nt->ops->name);
+        instr_notify(t0, n);
+        for (int i = 0; i < n && !stopping(); i++) {
+            if (fds[i] == s->lfd) {
+                accept_all(s, place, nt);
+                if (!nt->ops->edge)
+                    nt->ops->rearm(nt, s->lfd);
+            } else {
+                conn_ready(s, nt, &s->conns[fds[i]], false);
+            }
+        }
+    }
+    return NULL;
+}
+
+static int reactor_start(struct server *s)
+{
+    R.nt = s->nops->create(s->nslots);
+    if (R.nt == NULL || R.nt->ops->add(R.nt, s->lfd) < 0)
+        return -1;
+    spawn(s, "reactor", reactor_loop, s);
+    return 0;
+}
+
+static void reactor_wake(struct server *s)
+{
+    (void)s;
+    R.nt->ops->wake(R.nt);
+}
+
+static void reactor_cleanup(struct server *s)
+{
+    (void)s;
+    R.nt->ops->destroy(R.nt);
+}
+
+static const char *const notifiers[] = {"select", "poll", "epoll-lt", "epoll-et", "uring", NULL};
+
+const struct pattern_ops pattern_reactor = {
+    .name = "reactor",
+    .min_threads = 1,
+    .max_threads = 1,
+    .notifiers = notifiers,
+    .start = reactor_start,
+    .wake_all = reactor_wake,
+    .cleanup = reactor_cleanup,
+};

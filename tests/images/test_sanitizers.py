@@ -1,0 +1,77 @@
+"""demux-server under ASan+UBSan and under TSan: every pattern, a short exchange, shutdown."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import ROOT, Server, build_target, connect, exchange
+
+pytestmark = pytest.mark.sanitizer
+
+CASES = [
+    ("reactor", "epoll-lt", 1),
+    ("hsha", "select", 3),
+    ("hsha", "poll", 3),
+    ("hsha", "epoll-lt", 3),
+    ("hsha", "epoll-et", 3),
+    ("lf", "select", 3),
+    ("lf", "poll", 3),
+    ("lf", "epoll-lt", 3),
+    ("lf", "epoll-et", 3),
+    ("tpc", "none", 4),
+    ("proactor", "epoll-et", 3),
+    ("uring", "uring", 3),
+    ("multireactor", "poll", 2),
+]
+ENV = {
+    "asan": {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0", "UBSAN_OPTIONS": "print_stacktrace=1"},
+    "tsan": {"TSAN_OPTIONS": "halt_on_error=0:second_deadlock_stack=1"},
+}
+MARKERS = ("Sanitizer", "runtime error:", "LeakSanitizer")
+
+
+@pytest.fixture(scope="session")
+def sanitizer_bins() -> dict[str, Path]:
+    build_target("../build/asan/bin/demux-server", "../build/tsan/bin/demux-server")
+    return {kind: ROOT / "build" / kind / "bin" / "demux-server" for kind in ("asan", "tsan")}
+
+
+@pytest.mark.parametrize("kind", ["asan", "tsan"])
+@pytest.mark.parametrize(("pattern", "notifier", "threads"), CASES)
+def test_no_sanitizer_report(
+    run_server: Any, sanitizer_bins: dict[str, Path], kind: str, pattern: str, notifier: str, threads: int
+) -> None:
+    env = {**os.environ, **ENV[kind]}
+    srv: Server = run_server(
+        [
+            "--pattern",
+            pattern,
+            "--notifier",
+            notifier,
+            "--threads",
+            str(threads),
+            "--msg-size",
+            "300",
+            "--instrument",
+        ],
+        binary=sanitizer_bins[kind],
+        env=env,
+    )
+    conns = 3
+    sent = exchange(srv.port, 300, connections=conns, rounds=15)
+    # A disconnect mid-message exercises the close path under every pattern.
+    half = connect(srv.port)
+    half.sendall(b"x" * 150)
+    half.close()
+    if pattern != "tpc":
+        sent += exchange(srv.port, 300, connections=conns, rounds=5)
+    out = srv.stop()
+    reports = [ln for ln in out.stderr.splitlines() if any(m in ln for m in MARKERS)]
+    assert reports == [], out.stderr[-4000:]
+    assert out.rc == 0, out.stderr[-4000:]
+    assert out.json is not None
+    assert out.json["messages"] == sent
