@@ -26,7 +26,7 @@ images: build  ## Build the FROM-scratch container images of server and client.
 
 quickstart: setup build  ## Run the smoke experiment end to end and print where the results are.
 	@$(VENV)/bin/demuxlab db upgrade
-	@cd workflows && ../$(VENV)/bin/snakemake --profile local all --config experiment=smoke
+	@cd workflows && ../$(VENV)/bin/snakemake --profile local all
 	@echo
 	@echo "quickstart: results in $(CURDIR)/workflows/results/smoke/ (CSV, figures, run records)"
 	@echo "quickstart: database $$($(VENV)/bin/demuxlab db url)"
@@ -35,14 +35,14 @@ test: setup build sanitize  ## Set up, build, and run every test.
 	@$(VENV)/bin/ruff check src tests bench workflows/scripts
 	@$(VENV)/bin/ruff format --check src tests bench workflows/scripts
 	@$(VENV)/bin/mypy
-	@cd workflows && ../$(VENV)/bin/snakemake --lint --config experiment=smoke
+	@cd workflows && ../$(VENV)/bin/snakemake --lint
 	@$(VENV)/bin/pytest -q
 
 lint:  ## ruff, mypy and snakemake --lint only.
 	@$(VENV)/bin/ruff check src tests bench workflows/scripts
 	@$(VENV)/bin/ruff format --check src tests bench workflows/scripts
 	@$(VENV)/bin/mypy
-	@cd workflows && ../$(VENV)/bin/snakemake --lint --config experiment=smoke
+	@cd workflows && ../$(VENV)/bin/snakemake --lint
 
 bench: setup build  ## Run the benchmark scripts (they print figures; minutes).
 	@for b in bench/*.py; do case $$b in *_lib.py) continue;; esac; echo "== $$b"; $(PY) $$b || exit 1; done
