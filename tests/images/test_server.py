@@ -65,8 +65,7 @@ CASES = [
 @pytest.mark.parametrize(("pattern", "notifier", "threads", "size"), CASES)
 def test_echo_every_pair(run_server: Any, pattern: str, notifier: str, threads: int, size: int) -> None:
     srv: Server = run_server(args(pattern, notifier, threads, "--msg-size", str(size)))
-    # tpc serves one connection per thread; more would wait in the backlog.
-    conns = min(3, threads) if pattern == "tpc" else 3
+    conns = 3
     sent = exchange(srv.port, size, connections=conns, rounds=4)
     out = srv.stop()
     assert out.rc == 0, out.stderr
@@ -75,7 +74,8 @@ def test_echo_every_pair(run_server: Any, pattern: str, notifier: str, threads: 
     assert out.json["connections_accepted"] == conns
     assert out.json["connections_closed"] == conns
     assert out.json["msg_size"] == size
-    assert len(out.json["threads_detail"]) == threads
+    # tpc: one entry per CPU slot, then its acceptor.
+    assert len(out.json["threads_detail"]) == threads + (pattern == "tpc")
     assert sum(t["messages"] for t in out.json["threads_detail"]) == sent
     assert out.json["ops"] == {}
     assert "events_per_call" not in out.json
@@ -131,7 +131,7 @@ def instrumented_run(
     run_server: Any, pattern: str, notifier: str, threads: int, *extra: str
 ) -> dict[str, Any]:
     srv: Server = run_server(args(pattern, notifier, threads, "--instrument", "--msg-size", "64", *extra))
-    sent = exchange(srv.port, 64, connections=2 if pattern == "tpc" else 4, rounds=10)
+    sent = exchange(srv.port, 64, connections=4, rounds=10)
     out = srv.stop()
     assert out.rc == 0, out.stderr
     assert out.json is not None
@@ -324,8 +324,7 @@ def test_fd_flood_keeps_existing_connections_served(
         for s in flood:
             s.close()
     time.sleep(0.2)
-    if pattern != "tpc":
-        assert exchange(srv.port, 8, connections=3, rounds=2) == 6
+    assert exchange(srv.port, 8, connections=3, rounds=2) == 6
     keep.sendall(b"87654321")
     assert recv_exact(keep, 8) == b"87654321"
     keep.close()
@@ -395,6 +394,186 @@ def test_signal_shutdown_joins_every_thread(
     assert out.json is not None and out.json["event"] == "exit"
     assert len(out.stdout.splitlines()) == 1  # only the exit line follows "listening"
     detail = out.json["threads_detail"]
-    assert [t["index"] for t in detail] == list(range(threads))
+    entries = threads + 1 if pattern == "tpc" else threads  # tpc: T CPU slots + the acceptor
+    assert [t["index"] for t in detail] == list(range(entries))
     assert out.json["connections_accepted"] == out.json["connections_closed"] == 4
     assert out.json["messages"] == 4
+
+
+# ---- tpc: one thread per connection, --threads = CPU slots ----------------------------------------------
+
+
+def _tasks(pid: int) -> dict[int, str]:
+    """The threads of a process and the CPUs each may run on."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        line = next(ln for ln in status.splitlines() if ln.startswith("Cpus_allowed_list:"))
+        out[int(task.name)] = line.split(":", 1)[1].strip()
+    return out
+
+
+def _wait_tasks(pid: int, count: int, timeout_s: float = 5.0) -> dict[int, str]:
+    deadline = time.monotonic() + timeout_s
+    tasks = _tasks(pid)
+    while len(tasks) != count and time.monotonic() < deadline:
+        time.sleep(0.02)
+        tasks = _tasks(pid)
+    return tasks
+
+
+def test_tpc_serves_every_connection_at_once_on_one_slot(run_server: Any) -> None:
+    srv: Server = run_server(args("tpc", "none", 1, "--msg-size", "16", "--work-us", "100"))
+    socks = [connect(srv.port) for _ in range(8)]
+    try:
+        for r in range(3):
+            payloads = [os.urandom(16) for _ in socks]
+            for s, p in zip(socks, payloads, strict=True):
+                s.sendall(p)
+            # Echoes come back on every connection while all of them stay open: a pool of one thread
+            # would serve only the first and leave the others in the backlog.
+            for i in reversed(range(len(socks))):
+                assert recv_exact(socks[i], 16) == payloads[i], f"connection {i} round {r}"
+        assert len(_tasks(srv.proc.pid)) == 2 + 8  # main, acceptor, one per connection
+    finally:
+        for s in socks:
+            s.close()
+    # Each thread ends with its connection and is joined.
+    assert len(_wait_tasks(srv.proc.pid, 2)) == 2
+    out = srv.stop()
+    assert out.rc == 0, out.stderr
+    assert out.json is not None
+    assert out.json["messages"] == 24
+    assert out.json["connections_accepted"] == out.json["connections_closed"] == 8
+    detail = out.json["threads_detail"]
+    assert [(t["index"], t["role"]) for t in detail] == [(0, "connection"), (1, "acceptor")]
+    assert detail[0]["messages"] == 24 and detail[1]["messages"] == 0
+
+
+def test_tpc_spreads_connection_threads_over_cpu_slots(run_server: Any) -> None:
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    slot_cpu = [cpus[k % len(cpus)] for k in range(2)]
+    srv: Server = run_server(
+        args("tpc", "none", 2, "--msg-size", "4", "--instrument", "--cpus", ",".join(map(str, cpus)))
+    )
+    pid = srv.proc.pid
+    # Connection k (in accept order) runs in slot k mod 2: connect one at a time.
+    rounds = [1, 2, 4]
+    socks = []
+    for n in rounds:
+        s = connect(srv.port)
+        for _ in range(n):
+            s.sendall(b"ping")
+            assert recv_exact(s, 4) == b"ping"
+        socks.append(s)
+    tasks = _tasks(pid)
+    del tasks[pid]  # main is not pinned
+    # The acceptor is entry 2 of threads_detail: CPU 2 mod n; the connections: their slot's CPU.
+    expected = [str(slot_cpu[k % 2]) for k in range(3)] + [str(cpus[2 % len(cpus)])]
+    assert sorted(tasks.values()) == sorted(expected)
+    for s in socks:
+        s.close()
+    assert len(_wait_tasks(pid, 2)) == 2
+    out = srv.stop()
+    assert out.rc == 0, out.stderr
+    assert out.json is not None
+    detail = out.json["threads_detail"]
+    assert [(t["role"], t["cpu"]) for t in detail] == [
+        ("connection", slot_cpu[0]),
+        ("connection", slot_cpu[1]),
+        ("acceptor", cpus[2 % len(cpus)]),
+    ]
+    assert [t["messages"] for t in detail] == [rounds[0] + rounds[2], rounds[1], 0]
+    ops = out.json["ops"]
+    assert ops["send"]["count"] == sum(rounds)
+    assert ops["accept"]["count"] == 3
+    assert "notify" not in ops
+
+
+def test_tpc_refuses_a_cpu_outside_its_mask(server_bin: Path) -> None:
+    out = subprocess.run(
+        [str(server_bin), *args("tpc", "none", 1, "--port", "0", "--cpus", "1000")],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert out.returncode == 1
+    assert out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1 and "CPU 1000" in out.stderr
+
+
+def test_tpc_thread_creation_failure_drops_only_that_connection(run_server: Any) -> None:
+    srv: Server = run_server(args("tpc", "none", 1, "--msg-size", "4"))
+    pid = srv.proc.pid
+    keep = connect(srv.port)
+    keep.sendall(b"keep")
+    assert recv_exact(keep, 4) == b"keep"
+    # Room for about four more 256 KiB thread stacks: later pthread_create calls fail with EAGAIN.
+    vm = int(
+        next(
+            ln for ln in Path(f"/proc/{pid}/status").read_text().splitlines() if ln.startswith("VmSize:")
+        ).split()[1]
+    )
+    hard = resource.prlimit(pid, resource.RLIMIT_AS)[1]
+    resource.prlimit(pid, resource.RLIMIT_AS, ((vm + 1024) * 1024, hard))
+    served, dropped = [], 0
+    for i in range(16):
+        s = connect(srv.port, timeout=5)
+        msg = f"m{i:03d}".encode()
+        s.sendall(msg)
+        try:
+            got = s.recv(4)
+        except ConnectionResetError:
+            got = b""
+        if got == msg:
+            served.append(s)
+        else:
+            assert got == b"", got
+            dropped += 1
+            s.close()
+    try:
+        assert served and dropped, (len(served), dropped)
+        cpu_before = _proc_cpu_s(pid)
+        time.sleep(0.5)
+        assert _proc_cpu_s(pid) - cpu_before < 0.2  # no retry loop
+        for s in [keep, *served]:
+            s.sendall(b"more")
+            assert recv_exact(s, 4) == b"more"
+    finally:
+        for s in served:
+            s.close()
+    # Joined threads give their stacks back: new connections are served again.
+    assert len(_wait_tasks(pid, 3)) == 3
+    assert exchange(srv.port, 4, connections=2, rounds=2) == 4
+    keep.close()
+    out = srv.stop()
+    assert out.rc == 0, out.stderr
+    assert out.json is not None
+    assert out.json["connections_accepted"] == out.json["connections_closed"] == 1 + 16 + 2
+
+
+def test_tpc_shutdown_with_open_connections_joins_every_thread(run_server: Any) -> None:
+    srv: Server = run_server(args("tpc", "none", 1, "--msg-size", "8"))
+    socks = [connect(srv.port) for _ in range(40)]
+    try:
+        for i, s in enumerate(socks[:20]):
+            s.sendall(f"msg{i:05d}".encode())
+        for i, s in enumerate(socks[:20]):
+            assert recv_exact(s, 8) == f"msg{i:05d}".encode()
+        for s in socks[20:30]:
+            s.sendall(b"half")  # blocked mid-message
+        assert len(_wait_tasks(srv.proc.pid, 2 + 40)) == 2 + 40
+        t0 = time.monotonic()
+        out = srv.stop()
+        assert time.monotonic() - t0 < 2
+    finally:
+        for s in socks:
+            s.close()
+    assert out.rc == 0, out.stderr
+    assert out.stderr == ""
+    assert out.json is not None
+    assert out.json["messages"] == 20
+    assert out.json["connections_accepted"] == out.json["connections_closed"] == 40

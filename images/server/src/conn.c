@@ -210,7 +210,8 @@ int accept_one(struct server *s)
 {
     for (;;) {
         uint64_t t0 = instr_start();
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        /* tpc (notifier none) serves each connection with blocking I/O. */
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | (s->nops != NULL ? SOCK_NONBLOCK : 0));
         if (fd >= 0) {
             instr_end(OP_ACCEPT, t0);
             return fd;

@@ -118,29 +118,65 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
-int spawn(struct server *s, const char *role, void *(*fn)(void *), void *arg)
+struct thr *thr_reserve(struct server *s, const char *role)
 {
-    if (s->nthr >= MAX_THREADS)
-        return -1;
+    if (s->nthr >= (int)(sizeof(s->thr) / sizeof(s->thr[0])))
+        die("too many threads (%d)", s->nthr + 1);
     struct thr *t = &s->thr[s->nthr];
     t->index = s->nthr;
     t->cpu = s->ncpus > 0 ? s->cpus[t->index % s->ncpus] : -1;
     t->role = role;
+    if (s->instrument && (t->st.in = tinstr_new()) == NULL)
+        die("out of memory for instrumentation");
+    s->nthr++;
+    return t;
+}
+
+int spawn(struct server *s, const char *role, void *(*fn)(void *), void *arg)
+{
+    struct thr *t = thr_reserve(s, role);
     t->fn = fn;
     t->arg = arg;
-    if (s->instrument) {
-        t->st.in = calloc(1, sizeof(*t->st.in));
-        if (t->st.in == NULL)
-            die("out of memory for instrumentation");
-        for (int i = 0; i < OP_COUNT; i++)
-            hist_init(&t->st.in->ops[i]);
-    }
     int rc = pthread_create(&t->tid, NULL, thread_main, t);
     if (rc != 0)
         die("cannot create thread %d: %s", t->index, strerror(rc));
     t->started = true;
-    s->nthr++;
     return t->index;
+}
+
+struct tinstr *tinstr_new(void)
+{
+    struct tinstr *in = calloc(1, sizeof(*in));
+    if (in == NULL)
+        return NULL;
+    for (int i = 0; i < OP_COUNT; i++)
+        hist_init(&in->ops[i]);
+    return in;
+}
+
+static void tinstr_merge(struct tinstr *dst, const struct tinstr *src)
+{
+    for (int o = 0; o < OP_COUNT; o++)
+        hist_merge(&dst->ops[o], &src->ops[o]);
+    dst->calls += src->calls;
+    dst->events += src->events;
+    if (src->events_max > dst->events_max)
+        dst->events_max = src->events_max;
+    for (int b = 0; b <= MAX_EVENTS; b++) {
+        dst->by_events_n[b] += src->by_events_n[b];
+        dst->by_events_ns[b] += src->by_events_ns[b];
+    }
+}
+
+void tstat_merge(struct tstat *dst, const struct tstat *src)
+{
+    dst->messages += src->messages;
+    dst->accepted += src->accepted;
+    dst->closed += src->closed;
+    dst->user_s += src->user_s;
+    dst->sys_s += src->sys_s;
+    if (dst->in != NULL && src->in != NULL)
+        tinstr_merge(dst->in, src->in);
 }
 
 void instr_notify(uint64_t t0, int nevents)
@@ -293,9 +329,8 @@ static void open_listener(struct server *s)
     } else {
         usage_error("bad --bind '%s' (a numeric IPv4 or IPv6 address)", s->bind_addr);
     }
-    /* tpc threads block in accept(); every other pattern accepts until EAGAIN. */
-    int type = SOCK_STREAM | SOCK_CLOEXEC | (s->nops != NULL ? SOCK_NONBLOCK : 0);
-    s->lfd = socket(ss.ss_family, type, 0);
+    /* Every pattern (tpc's acceptor too) accepts until EAGAIN. */
+    s->lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s->lfd < 0)
         die("socket: %s", strerror(errno));
     int one = 1;
@@ -328,11 +363,6 @@ static void size_tables(struct server *s)
     if (s->conns == NULL)
         die("out of memory for %d connection slots", s->nslots);
     s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-}
-
-static void noop_handler(int sig)
-{
-    (void)sig;
 }
 
 /* ---- exit JSON ------------------------------------------------------- */
@@ -379,24 +409,11 @@ static void print_exit(struct server *s, double elapsed)
     }
     printf("], \"ops\": {");
     if (s->instrument) {
-        struct tinstr *sum = calloc(1, sizeof(*sum));
+        struct tinstr *sum = tinstr_new();
         if (sum == NULL)
             die("out of memory");
-        for (int o = 0; o < OP_COUNT; o++)
-            hist_init(&sum->ops[o]);
-        for (int i = 0; i < s->nthr; i++) {
-            const struct tinstr *in = s->thr[i].st.in;
-            for (int o = 0; o < OP_COUNT; o++)
-                hist_merge(&sum->ops[o], &in->ops[o]);
-            sum->calls += in->calls;
-            sum->events += in->events;
-            if (in->events_max > sum->events_max)
-                sum->events_max = in->events_max;
-            for (int b = 0; b <= MAX_EVENTS; b++) {
-                sum->by_events_n[b] += in->by_events_n[b];
-                sum->by_events_ns[b] += in->by_events_ns[b];
-            }
-        }
+        for (int i = 0; i < s->nthr; i++)
+            tinstr_merge(sum, s->thr[i].st.in);
         bool first = true;
         for (int o = 0; o < OP_COUNT; o++)
             print_hist(op_names[o], &sum->ops[o], &first);
@@ -427,17 +444,13 @@ int main(int argc, char **argv)
     parse_args(argc, argv);
 
     /* Only main takes SIGTERM/SIGINT (sigwait); the pattern threads inherit the
-     * mask.  SIGUSR1 interrupts blocking calls in tpc threads at shutdown. */
+     * mask. */
     sigset_t stopset;
     sigemptyset(&stopset);
     sigaddset(&stopset, SIGTERM);
     sigaddset(&stopset, SIGINT);
     pthread_sigmask(SIG_BLOCK, &stopset, NULL);
     signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = noop_handler;
-    sigaction(SIGUSR1, &sa, NULL);
 
     size_tables(s);
     open_listener(s);
@@ -455,7 +468,8 @@ int main(int argc, char **argv)
     atomic_store(&g_stop, true);
     s->pattern->wake_all(s);
     for (int i = 0; i < s->nthr; i++)
-        pthread_join(s->thr[i].tid, NULL);
+        if (s->thr[i].started)
+            pthread_join(s->thr[i].tid, NULL);
     double elapsed = (double)(now_ns() - t0) / 1e9;
 
     /* Connections still open at shutdown are closed here and counted. */

@@ -174,7 +174,7 @@ struct thr {
     void *arg;
     struct tstat st;
     atomic_bool done;
-    bool started;
+    bool started; /* false for a slot from thr_reserve() */
 };
 
 struct pattern_ops;
@@ -199,7 +199,7 @@ struct server {
     struct conn *conns;
     atomic_int open_conns;
 
-    struct thr thr[MAX_THREADS];
+    struct thr thr[MAX_THREADS + 1]; /* + 1: tpc's acceptor besides its T slots */
     int nthr;
     void *pstate; /* the pattern's own state */
     struct tstat main_ts; /* main thread: closes at shutdown */
@@ -231,6 +231,11 @@ extern const struct pattern_ops pattern_reactor, pattern_hsha, pattern_lf, patte
 _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const struct notifier_ops *notifier_by_name(const char *name);
 int spawn(struct server *s, const char *role, void *(*fn)(void *), void *arg);
+/* A threads_detail entry with no thread of its own (started stays false):
+ * tpc merges its short-lived connection threads into one per CPU slot. */
+struct thr *thr_reserve(struct server *s, const char *role);
+struct tinstr *tinstr_new(void); /* NULL when out of memory */
+void tstat_merge(struct tstat *dst, const struct tstat *src);
 
 struct conn *conn_open(struct server *s, int fd);
 void conn_close(struct server *s, struct conn *c);
