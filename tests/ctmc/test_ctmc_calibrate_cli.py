@@ -1,0 +1,242 @@
+"""Calibration from synthetic server JSON, the CLI, and storage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from demuxlab.ctmc.calibrate import calibrate
+from demuxlab.ctmc.cli import model, parse_int_list
+from demuxlab.ctmc.rates import Rates, paper_rates
+from demuxlab.errors import DemuxlabError
+
+TRUE_US = {"lock": 0.02, "queue_put": 0.3, "queue_get": 0.4, "recv": 7.5, "send": 2.5, "rearm": 0.7}
+
+
+def _op(mean_ns: float, count: int) -> dict[str, Any]:
+    return {"count": count, "total_ns": round(mean_ns * count), "mean_ns": mean_ns}
+
+
+def server_json(pattern: str, tau_e_us: float, scale: int = 1000, **over: Any) -> dict[str, Any]:
+    ops = {k: _op(v * 1000.0, scale * (i + 1)) for i, (k, v) in enumerate(TRUE_US.items())}
+    if pattern == "lf":
+        del ops["queue_put"], ops["queue_get"]
+        ops["promote"] = _op(50.0, scale)
+    ops["notify"] = _op(3000.0, scale)
+    buckets = [{"events": h, "count": 10 * h, "mean_ns": 1000.0 * tau_e_us * h} for h in (1, 2, 3, 5, 8)]
+    buckets.append({"events": 64, "count": 3, "mean_ns": 1.0})  # "64 or more": must be ignored
+    res = {
+        "event": "exit",
+        "pattern": pattern,
+        "notifier": "epoll-lt",
+        "threads": 2 if pattern == "hsha" else 1,
+        "instrument": True,
+        "ops": ops,
+        "notify_by_events": buckets,
+    }
+    res.update(over)
+    return res
+
+
+@pytest.mark.parametrize("pattern", ["hsha", "lf"])
+def test_calibration_recovers_known_rates(pattern: str) -> None:
+    rates = calibrate([server_json(pattern, 2.0), server_json(pattern, 2.0, scale=7)], pattern)
+    assert rates.r_l == pytest.approx(1 / TRUE_US["lock"], rel=1e-6)
+    assert rates.r_i == pytest.approx(1 / TRUE_US["recv"], rel=1e-6)
+    assert rates.r_o == pytest.approx(1 / TRUE_US["send"], rel=1e-6)
+    assert rates.r_a == pytest.approx(1 / TRUE_US["rearm"], rel=1e-6)
+    assert rates.r_e == pytest.approx(1 / 2.0, rel=1e-9)
+    assert rates.r_t == paper_rates(pattern).r_t  # r_t is the cache access, not 'promote'
+    if pattern == "hsha":
+        assert rates.r_p == pytest.approx(1 / TRUE_US["queue_put"], rel=1e-6)
+        assert rates.r_g == pytest.approx(1 / TRUE_US["queue_get"], rel=1e-6)
+    else:
+        assert rates.source["r_p"] == "paper"
+    assert rates.source["r_l"] == "op:lock"
+
+
+def test_calibration_pools_runs_by_count() -> None:
+    a = server_json("lf", 1.0)
+    b = server_json("lf", 1.0)
+    a["ops"]["recv"] = _op(4000.0, 100)
+    b["ops"]["recv"] = _op(10000.0, 300)
+    rates = calibrate([a, b], "lf")
+    assert 1 / rates.r_i == pytest.approx((4.0 * 100 + 10.0 * 300) / 400)
+
+
+def test_missing_op_names_op_and_run() -> None:
+    bad = server_json("hsha", 2.0)
+    del bad["ops"]["queue_get"]
+    with pytest.raises(DemuxlabError, match=r"run-b.*'queue_get'"):
+        calibrate([server_json("hsha", 2.0), bad], "hsha", labels=["run-a", "run-b"])
+
+
+@pytest.mark.parametrize(
+    ("over", "msg"),
+    [
+        ({"threads": 4}, "threads=4"),
+        ({"instrument": False}, "instrumented"),
+        ({"pattern": "lf"}, "pattern"),
+        ({"notify_by_events": []}, "notify_by_events"),
+    ],
+)
+def test_calibration_rejects_unusable_runs(over: dict[str, Any], msg: str) -> None:
+    with pytest.raises(DemuxlabError, match=msg):
+        calibrate([{**server_json("hsha", 2.0), **over}], "hsha")
+
+
+def test_parse_int_list() -> None:
+    assert parse_int_list("1-4,8") == [1, 2, 3, 4, 8]
+    assert parse_int_list("2,4,8") == [2, 4, 8]
+    for bad in ("4-1", "a", "0", ""):
+        with pytest.raises(DemuxlabError, match="--threads"):
+            parse_int_list(bad)
+
+
+def test_cli_predict_json_lines() -> None:
+    res = CliRunner().invoke(
+        model,
+        [
+            "predict",
+            "--pattern",
+            "lf",
+            "--threads",
+            "1-3",
+            "--work-us",
+            "10",
+            "--method",
+            "exact",
+            "--connections",
+            "3",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    lines = [json.loads(x) for x in res.output.splitlines()]
+    assert [d["threads"] for d in lines] == [1, 2, 3]
+    for d in lines:
+        assert {
+            "pattern",
+            "threads",
+            "work_us",
+            "method",
+            "throughput_msgs_per_s",
+            "ci_halfwidth_rel",
+        } <= d.keys()
+        assert d["pattern"] == "lf" and d["method"] == "exact" and d["ci_halfwidth_rel"] is None
+    assert (
+        lines[0]["throughput_msgs_per_s"]
+        < lines[1]["throughput_msgs_per_s"]
+        < lines[2]["throughput_msgs_per_s"]
+    )
+
+
+def test_cli_predict_table_and_ssa_ci() -> None:
+    res = CliRunner().invoke(
+        model,
+        [
+            "predict",
+            "--pattern",
+            "hsha",
+            "--threads",
+            "2,4",
+            "--work-us",
+            "20",
+            "--connections",
+            "32",
+            "--seed",
+            "3",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    rows = res.output.splitlines()
+    assert rows[0].split() == ["pattern", "threads", "work_us", "method", "msgs/s", "ci_rel"]
+    assert len(rows) == 3
+    assert all(float(r.split()[-1]) <= 0.01 for r in rows[1:])
+
+
+def test_cli_bad_input_is_one_line_error() -> None:
+    res = CliRunner().invoke(model, ["predict", "--pattern", "hsha", "--threads", "1", "--work-us", "10"])
+    assert res.exit_code != 0
+    assert isinstance(res.exception, DemuxlabError)
+    assert "threads" in str(res.exception)
+    assert res.output == ""  # nothing half-printed before the error
+
+
+def test_cli_rates_json() -> None:
+    res = CliRunner().invoke(model, ["rates", "--json"])
+    assert res.exit_code == 0
+    got = {d["pattern"]: d["rates_per_us"] for d in map(json.loads, res.output.splitlines())}
+    assert got["hsha"]["r_e"] == pytest.approx(1 / 2.9)
+    assert got["lf"]["r_e"] == pytest.approx(1 / 0.635)
+
+
+def _record(path: Path, server: dict[str, Any], run_id: str) -> Path:
+    path.write_text(json.dumps({"format": "demuxlab.run/1", "run_id": run_id, "server": server}))
+    return path
+
+
+def test_cli_calibrate_from_run_records(tmp_path: Path) -> None:
+    f1 = _record(tmp_path / "a.json", server_json("hsha", 2.0), "r1")
+    f2 = _record(tmp_path / "b.json", server_json("lf", 0.5), "r2")
+    res = CliRunner().invoke(model, ["calibrate", "--run-record", str(f1), "--run-record", str(f2)])
+    assert res.exit_code == 0, res.output
+    out = {d["pattern"]: d for d in map(json.loads, res.output.splitlines())}
+    assert out["lf"]["rates"]["r_e"] == pytest.approx(2.0)
+    assert out["hsha"]["source_runs"] == ["r1"]
+
+
+def test_cli_calibrate_bad_record(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    res = CliRunner().invoke(model, ["calibrate", "--run-record", str(bad)])
+    assert isinstance(res.exception, DemuxlabError)
+    assert "bad.json" in str(res.exception)
+
+
+@pytest.mark.postgres
+def test_store_calibration_and_prediction(database_url: str) -> None:
+    from demuxlab.ctmc.predict import predict
+    from demuxlab.ctmc.store import load_calibration, save_calibration, save_prediction
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import Experiment, Point
+    from demuxlab.db.models import Prediction as Row
+
+    rates = calibrate([server_json("lf", 0.5)], "lf")
+    cid = save_calibration(rates, "lf", "epoll-lt", ["r2"])
+    pattern, notifier, back = load_calibration(cid)
+    assert (pattern, notifier) == ("lf", "epoll-lt")
+    assert back == rates and isinstance(back, Rates)
+    with session() as s:
+        exp = Experiment(name="m", spec_sha256="0" * 64)
+        s.add(exp)
+        s.flush()
+        pt = Point(
+            experiment_id=exp.id,
+            point_key="lf/epoll-lt/t2/w10/c8/b1/ct1/rclosed",
+            pattern="lf",
+            notifier="epoll-lt",
+            threads=2,
+            work_us=10.0,
+            connections=8,
+            msg_size=1,
+            client_threads=1,
+        )
+        s.add(pt)
+        s.flush()
+        point_id = pt.id
+    p = predict("lf", 2, 10.0, method="exact", connections=8, rates=rates)
+    save_prediction(p, point_id, cid)
+    save_prediction(p, point_id, cid)  # replaces, does not duplicate
+    save_prediction(predict("lf", 2, 10.0, method="exact", connections=8), point_id, None)
+    with session() as s:
+        rows = s.query(Row).filter_by(point_id=point_id).all()
+        assert sorted(r.rates_source for r in rows) == ["calibration", "paper"]
+        cal = next(r for r in rows if r.calibration_id == cid)
+        assert cal.throughput_msgs_per_s == pytest.approx(p.throughput_msgs_per_s)
+    with pytest.raises(DemuxlabError, match="no calibration"):
+        load_calibration(cid + 1000)
