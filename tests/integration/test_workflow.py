@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from demuxlab.pairs import valid_pairs
 from demuxlab.spec import expand_points, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +30,9 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
-def snakemake_cmd(workdir: Path, *config: str, specs: Path | None = SPECS) -> list[str]:
+def snakemake_cmd(
+    workdir: Path, *config: str, specs: Path | None = SPECS, configfile: Path | None = None
+) -> list[str]:
     cmd = [
         SNAKEMAKE,
         "--snakefile", str(WORKFLOWS / "Snakefile"),
@@ -40,12 +43,16 @@ def snakemake_cmd(workdir: Path, *config: str, specs: Path | None = SPECS) -> li
     ]  # fmt: skip
     if specs is not None:
         cmd.append(f"experiments_dir={specs}")
+    if configfile is not None:
+        cmd += ["--configfile", str(configfile)]
     return cmd
 
 
-def run_workflow(workdir: Path, *config: str, specs: Path | None = SPECS) -> subprocess.CompletedProcess[str]:
+def run_workflow(
+    workdir: Path, *config: str, specs: Path | None = SPECS, configfile: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        snakemake_cmd(workdir, *config, specs=specs),
+        snakemake_cmd(workdir, *config, specs=specs, configfile=configfile),
         capture_output=True,
         text=True,
         timeout=840,
@@ -73,7 +80,7 @@ where e.name = :name order by p.point_key, r.repeat_index
 
 
 def test_smoke_spec_native_end_to_end(tmp_path: Path, database_url: str) -> None:
-    spec = load_spec(REPO / "experiments" / "smoke.yaml")
+    spec = load_spec(REPO / "experiments" / "smoke.yaml", pairs=valid_pairs())
     points = expand_points(spec)
     res = run_workflow(tmp_path, "experiments=[smoke]", specs=None)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -125,17 +132,18 @@ def test_docker_launcher_end_to_end(tmp_path: Path, database_url: str, docker_en
 
 def test_interrupted_workflow_resumes_without_duplicates(tmp_path: Path, database_url: str) -> None:
     runs_dir = tmp_path / "results" / "tiny" / "runs"
-    proc = subprocess.Popen(
-        snakemake_cmd(tmp_path, "experiments=[tiny]"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    log = tmp_path / "first.log"
+    with log.open("w") as log_file:
+        proc = subprocess.Popen(
+            snakemake_cmd(tmp_path, "experiments=[tiny]"),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and len(list(runs_dir.glob("*.json"))) < 1:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert proc.poll() is None, log.read_text()[-3000:]
             time.sleep(0.2)
         first = {p.name: p.stat().st_mtime_ns for p in runs_dir.glob("*.json")}
         assert first, "no run finished before the deadline"
@@ -163,14 +171,15 @@ def test_interrupted_workflow_resumes_without_duplicates(tmp_path: Path, databas
 def test_failed_run_is_retried_then_recorded_with_reason(tmp_path: Path, database_url: str) -> None:
     specs = tmp_path / "specs"
     specs.mkdir()
-    # 3 s of work per message against a 0.5 s stall timeout: the client must give up, every attempt.
+    # 1 s of work per message against a 0.5 s stall timeout: the client must give up, every attempt.
     (specs / "stall.yaml").write_text(
         "name: stall\nreproduces: none\nrepeats: 1\nphases: {warmup_s: 0, measure_s: 1}\n"
         "designs:\n  - {pattern: reactor, notifiers: [epoll-lt]}\n"
-        "matrix: {threads: [1], work_us: [3000000], connections: [1], msg_size: [1]}\n"
+        "matrix: {threads: [1], work_us: [1000000], connections: [1], msg_size: [1]}\n"
     )
-    run_config = "run={retries: 1, lanes: 1, stall_timeout_s: 0.5}"
-    res = run_workflow(tmp_path / "work", "experiments=[stall]", run_config, specs=specs)
+    run_config = tmp_path / "run.yaml"
+    run_config.write_text("run: {retries: 1, lanes: 1, stall_timeout_s: 0.5}\n")
+    res = run_workflow(tmp_path / "work", "experiments=[stall]", specs=specs, configfile=run_config)
     assert res.returncode == 0, res.stderr[-3000:]
     runs = rows(database_url, RUNS_SQL, name="stall")
     assert len(runs) == 1

@@ -79,6 +79,11 @@ def _utc_now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def num(value: float) -> str:
+    """A number as the binaries' strict parsers take it: fixed point, never an exponent (3e+06)."""
+    return f"{value:.6f}".rstrip("0").rstrip(".")
+
+
 def cpu_list(cpus: Sequence[int]) -> str:
     return ",".join(str(c) for c in cpus)
 
@@ -138,7 +143,7 @@ class Launcher(ABC):
             "--threads", str(p.threads),
             "--port", str(req.port),
             "--bind", req.server_addr,
-            "--work-us", f"{p.work_us:g}",
+            "--work-us", num(p.work_us),
             "--msg-size", str(p.msg_size),
             "--cpus", cpu_list(req.pinning.server_cpus),
         ]  # fmt: skip
@@ -155,14 +160,14 @@ class Launcher(ABC):
             "--connections", str(p.connections),
             "--threads", str(p.client_threads),
             "--msg-size", str(p.msg_size),
-            "--warmup", f"{ph.warmup_s:g}",
-            "--duration", f"{ph.measure_s:g}",
-            "--cooldown", f"{ph.cooldown_s:g}",
+            "--warmup", num(ph.warmup_s),
+            "--duration", num(ph.measure_s),
+            "--cooldown", num(ph.cooldown_s),
             "--cpus", cpu_list(req.pinning.client_cpus),
-            "--stall-timeout", f"{req.stall_timeout_s:g}",
+            "--stall-timeout", num(req.stall_timeout_s),
         ]  # fmt: skip
         if p.rate is not None:
-            args += ["--rate", f"{p.rate:g}"]
+            args += ["--rate", num(p.rate)]
         return args
 
     def run(self, req: RunRequest) -> dict[str, Any]:
