@@ -1,0 +1,109 @@
+"""Ingest throughput: per-second samples written per second of wall time, through the real ingest path.
+
+    .venv/bin/python bench/ingest_bench.py                   # 10 runs x 100,000 s = 1M samples
+    .venv/bin/python bench/ingest_bench.py --runs 1000 --seconds 1000
+    .venv/bin/python bench/ingest_bench.py --files           # also JSON encode/parse (ingest_files)
+
+Uses the embedded PostgreSQL of the state folder (``DEMUXLAB_HOME``; started if needed and stopped again
+if this script started it), in a scratch database that is dropped afterwards. With
+``DEMUXLAB_DATABASE_URL`` set, the scratch database is made on that server instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from sqlalchemy import create_engine, func, make_url, select
+
+from demuxlab.db import migrations
+from demuxlab.db.embedded import Cluster
+from demuxlab.db.engine import external_url
+from demuxlab.db.models import Sample
+from demuxlab.ingest import ingest_files, ingest_run_record
+
+TEMPLATE = Path(__file__).resolve().parent.parent / "tests" / "db" / "data" / "run_record.json"
+
+
+def make_record(base: dict[str, Any], index: int, seconds: int, rng: random.Random) -> dict[str, Any]:
+    record: dict[str, Any] = json.loads(json.dumps(base))
+    record["run_id"] = str(uuid.uuid4())
+    record["repeat"] = index
+    record["experiment"]["name"] = "ingest-bench"
+    record["client"]["per_second"] = [round(rng.gauss(81000.0, 500.0), 1) for _ in range(seconds)]
+    return record
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--seconds", type=int, default=100_000, help="samples per run")
+    parser.add_argument("--files", action="store_true", help="go through JSON files and ingest_files()")
+    args = parser.parse_args()
+    if args.runs < 1 or args.seconds < 1:
+        parser.error("--runs and --seconds must be >= 1")
+
+    cluster: Cluster | None = None
+    started_here = False
+    admin = external_url()
+    if admin is None:
+        cluster = Cluster.default()
+        started_here = cluster.ensure_running().started
+        admin = cluster.url("postgres")
+    name = f"bench_{uuid.uuid4().hex[:10]}"
+    conninfo = make_url(admin).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    engine = create_engine(make_url(admin).set(database=name))
+    try:
+        migrations.upgrade("head", engine)
+        base = json.loads(TEMPLATE.read_text())
+        rng = random.Random(1)
+        records = [make_record(base, i, args.seconds, rng) for i in range(args.runs)]
+        total = args.runs * args.seconds
+        with tempfile.TemporaryDirectory() as tmp:
+            if args.files:
+                files = []
+                for i, rec in enumerate(records):
+                    path = Path(tmp) / f"run-{i}.json"
+                    path.write_text(json.dumps(rec))
+                    files.append(path)
+                t0 = time.perf_counter()
+                ingest_files(files, engine=engine)
+            else:
+                t0 = time.perf_counter()
+                for rec in records:
+                    ingest_run_record(engine, rec)
+            elapsed = time.perf_counter() - t0
+        with engine.connect() as conn:
+            stored = conn.execute(select(func.count()).select_from(Sample)).scalar_one()
+        if stored != total:
+            print(f"ingest_bench: stored {stored} samples, expected {total}", file=sys.stderr)
+            return 1
+        mode = "files" if args.files else "records"
+        print(
+            f"ingested {total} samples ({args.runs} runs x {args.seconds} s, {mode}) in {elapsed:.2f} s: "
+            f"{total / elapsed:,.0f} samples/s"
+        )
+        return 0
+    finally:
+        engine.dispose()
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        if cluster is not None and started_here:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Root fixtures shared by every test package.
+
+PostgreSQL: ``pg_server`` (session) is an isolated server, ``DEMUXLAB_TEST_DATABASE_URL`` if set (its user
+needs CREATEDB and CREATEROLE), else an embedded cluster in a temporary ``DEMUXLAB_HOME`` that is stopped
+and removed at session end. A template database at schema head is made once, so ``database_url`` (a fresh
+database per test, also exported as ``DEMUXLAB_DATABASE_URL``) is a cheap file copy, not a migration.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+
+@dataclass(frozen=True)
+class PgServer:
+    admin_url: str  # SQLAlchemy URL of a database we may connect to for CREATE/DROP DATABASE
+    template: str  # a database at schema head, copied by ``database_url``
+
+    def url_for(self, database: str) -> str:
+        from sqlalchemy import make_url
+
+        return make_url(self.admin_url).set(database=database).render_as_string(hide_password=False)
+
+    def conninfo(self) -> str:
+        from sqlalchemy import make_url
+
+        return make_url(self.admin_url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+    def create_database(self, name: str, template: str | None = None) -> str:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(self.conninfo(), autocommit=True) as conn:
+            stmt = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+            if template is not None:
+                stmt = sql.SQL("{} TEMPLATE {}").format(stmt, sql.Identifier(template))
+            conn.execute(stmt)
+        return self.url_for(name)
+
+    def drop_database(self, name: str) -> None:
+        import psycopg
+        from psycopg import sql
+
+        from demuxlab.db.engine import dispose_engines
+
+        dispose_engines()
+        with psycopg.connect(self.conninfo(), autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    from sqlalchemy import create_engine
+
+    from demuxlab.db import migrations
+    from demuxlab.db.embedded import Cluster, pg_bin_dir
+    from demuxlab.errors import DatabaseError
+
+    patch = pytest.MonkeyPatch()
+    cluster: Cluster | None = None
+    home: Path | None = None
+    external = os.environ.get("DEMUXLAB_TEST_DATABASE_URL", "").strip()
+    server: PgServer | None = None
+    try:
+        if external:
+            admin_url = external
+        else:
+            try:
+                pg_bin_dir()
+            except DatabaseError as exc:
+                pytest.skip(f"no PostgreSQL for tests: {exc.message}")
+            # Short path under /tmp: the socket path must fit in 107 bytes, and postgres must traverse it.
+            home = Path(tempfile.mkdtemp(prefix="dlx-pg-"))
+            home.chmod(0o755)
+            patch.setenv("DEMUXLAB_HOME", str(home))
+            # Throw-away data: durability settings off make CREATE DATABASE and ingest much faster.
+            cluster = Cluster(
+                home, settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+            )
+            cluster.ensure_running()
+            admin_url = cluster.url("postgres")
+        server = PgServer(admin_url=admin_url, template=f"demuxlab_template_{uuid.uuid4().hex[:8]}")
+        server.create_database(server.template)
+        engine = create_engine(server.url_for(server.template))
+        try:
+            migrations.upgrade("head", engine)
+        finally:
+            engine.dispose()
+        yield server
+    finally:
+        if server is not None:
+            server.drop_database(server.template)
+        if cluster is not None:
+            cluster.stop()
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)
+        patch.undo()
+
+
+def _fresh_database(
+    pg_server: PgServer, monkeypatch: pytest.MonkeyPatch, template: str | None
+) -> Iterator[str]:
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    url = pg_server.create_database(name, template)
+    monkeypatch.setenv("DEMUXLAB_DATABASE_URL", url)
+    try:
+        yield url
+    finally:
+        pg_server.drop_database(name)
+
+
+@pytest.fixture
+def database_url(pg_server: PgServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh database at schema head, dropped afterwards; also set as ``DEMUXLAB_DATABASE_URL``."""
+    yield from _fresh_database(pg_server, monkeypatch, pg_server.template)
+
+
+@pytest.fixture
+def empty_database_url(pg_server: PgServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A fresh database without any schema (for migration tests); also set as ``DEMUXLAB_DATABASE_URL``."""
+    yield from _fresh_database(pg_server, monkeypatch, None)

@@ -1,0 +1,373 @@
+"""Ingest of run records: content, idempotence, replacement, atomicity, validation, concurrency."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy.orm import Session
+
+from demuxlab.db.engine import get_engine
+from demuxlab.db.models import Experiment, Host, OpTiming, Point, Run, Sample
+from demuxlab.errors import DatabaseError, DemuxlabError
+from demuxlab.ingest import facts_sha256, ingest_files, ingest_run_record, point_summaries
+
+pytestmark = pytest.mark.postgres
+
+MakeRecord = Callable[..., dict[str, Any]]
+WriteRecord = Callable[[dict[str, Any]], Path]
+TABLES = (Experiment, Host, Point, Run, Sample, OpTiming)
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    eng = create_engine(database_url)
+    yield eng
+    eng.dispose()
+
+
+def counts(engine: Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {
+            t.__tablename__: conn.execute(select(func.count()).select_from(t)).scalar_one() for t in TABLES
+        }
+
+
+def test_ingest_ok_and_failed_records(
+    engine: Engine, make_record: MakeRecord, write_record: WriteRecord
+) -> None:
+    ok, failed = make_record(repeat=0), make_record(repeat=1, status="failed")
+    results = ingest_files([write_record(ok), write_record(failed)])
+
+    assert [r.status for r in results] == ["ok", "failed"]
+    assert results[0].samples == len(ok["client"]["per_second"])
+    n_ops = len(ok["server"]["ops"]) + len(ok["server"]["notify_by_events"])
+    assert results[0].op_timings == n_ops
+    assert results[1].samples == 0 and results[1].op_timings == 0
+    assert results[0].point_id == results[1].point_id
+    assert counts(engine) == {
+        "experiments": 1,
+        "hosts": 2,
+        "points": 1,
+        "runs": 2,
+        "samples": len(ok["client"]["per_second"]),
+        "op_timings": n_ops,
+    }
+
+    with Session(engine) as s:
+        run = s.get(Run, uuid.UUID(ok["run_id"]))
+        assert run is not None
+        assert run.throughput_msgs_per_s == ok["stats"]["throughput_msgs_per_s"]
+        assert run.server_cpu_sys_s == ok["server"]["cpu_s"]["sys"]
+        assert run.client_messages == ok["client"]["messages"]
+        assert run.latency_us == ok["client"]["latency_us"]
+        assert run.pinning == ok["pinning"]
+        assert run.client_artifact == ok["artifacts"]["client"]
+        assert run.client_result is not None and "per_second" not in run.client_result
+        assert run.started_at.isoformat() == "2026-11-21T12:00:00+00:00"
+        series = s.scalars(
+            select(Sample.throughput_msgs_per_s).where(Sample.run_id == run.run_id).order_by(Sample.second)
+        )
+        assert list(series) == ok["client"]["per_second"]
+
+        server_host = s.get(Host, run.server_host_id)
+        assert server_host is not None
+        facts = ok["hosts"]["server"]
+        assert (server_host.hostname, server_host.numa_nodes, server_host.cores) == (
+            facts["hostname"],
+            len(facts["numa_nodes"]),
+            facts["cores"],
+        )
+        assert server_host.turbo is None and server_host.smt is False
+        assert server_host.facts_sha256 == facts_sha256(facts)
+
+        notify = s.execute(
+            select(OpTiming.events, OpTiming.count, OpTiming.p99_ns)
+            .where(OpTiming.run_id == run.run_id, OpTiming.op == "notify")
+            .order_by(OpTiming.events.nulls_first())
+        ).all()
+        assert notify[0] == (
+            None,
+            ok["server"]["ops"]["notify"]["count"],
+            ok["server"]["ops"]["notify"]["p99_ns"],
+        )
+        assert [row.events for row in notify[1:]] == [r["events"] for r in ok["server"]["notify_by_events"]]
+
+        bad = s.get(Run, uuid.UUID(failed["run_id"]))
+        assert bad is not None
+        assert (bad.status, bad.failure_reason, bad.throughput_msgs_per_s) == (
+            "failed",
+            failed["failure_reason"],
+            None,
+        )
+
+        exp = s.scalars(select(Experiment)).one()
+        assert exp.spec_text == ok["experiment"]["spec_text"]
+        assert exp.git_rev == ok["experiment"]["git_rev"]
+
+
+def test_reingest_is_idempotent_and_replaces(
+    engine: Engine, make_record: MakeRecord, write_record: WriteRecord
+) -> None:
+    record = make_record()
+    path = write_record(record)
+    first = ingest_files([path])[0]
+    before = counts(engine)
+    again = ingest_files([path])[0]
+    assert counts(engine) == before
+    assert (first.replaced, again.replaced) == (0, 1)
+
+    # Changed values: the run and its children are replaced, not merged.
+    record["client"]["per_second"] = [1000.0, 2000.0, 3000.0]
+    record["stats"]["throughput_msgs_per_s"] = 2000.0
+    record["server"]["ops"] = {"notify": record["server"]["ops"]["notify"]}
+    record["hosts"]["server"]["collected_at"] = "2026-11-22T00:00:00Z"  # same machine, later
+    ingest_files([write_record(record)])
+    after = counts(engine)
+    assert after["runs"] == 1 and after["samples"] == 3 and after["hosts"] == 2
+    assert after["op_timings"] == 1 + len(record["server"]["notify_by_events"])
+    with Session(engine) as s:
+        run = s.scalars(select(Run)).one()
+        assert run.throughput_msgs_per_s == 2000.0
+
+    # A new attempt of the same (point, repeat) under another run id replaces the old run too.
+    record["run_id"] = str(uuid.uuid4())
+    record["attempt"] = 2
+    result = ingest_run_record(get_engine(), record)
+    assert result.replaced == 1
+    with Session(engine) as s:
+        assert [(str(r.run_id), r.attempt) for r in s.scalars(select(Run))] == [(record["run_id"], 2)]
+
+
+def test_failure_mid_ingest_leaves_nothing(
+    engine: Engine, make_record: MakeRecord, write_record: WriteRecord
+) -> None:
+    record = make_record()
+    short = make_record()
+    short["client"]["per_second"] = short["client"]["per_second"][:3]
+    ingest_run_record(get_engine(), short)
+    before = counts(engine)
+    with engine.begin() as conn:
+        # A real constraint failure during COPY, after the run row has been inserted.
+        conn.execute(text("ALTER TABLE samples ADD CONSTRAINT test_at_most_5 CHECK (second < 5)"))
+
+    with pytest.raises(DatabaseError) as info:
+        ingest_run_record(get_engine(), record, source="rec.json")
+    assert "test_at_most_5" in info.value.message and "\n" not in info.value.message
+    assert counts(engine) == before  # the earlier version is intact
+
+    # Same for a brand-new experiment: not even its experiment/host/point rows remain.
+    other = make_record()
+    other["experiment"]["name"] = "other"
+    other["hosts"]["server"]["hostname"] = "node-z"
+    with pytest.raises(DatabaseError):
+        ingest_files([write_record(other)])
+    assert counts(engine) == before
+
+
+def _drop(record: dict[str, Any], dotted: str) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        record = record[part]
+    del record[last]
+
+
+def _set(record: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        record = record[part]
+    record[last] = value
+
+
+MALFORMED = [
+    ("missing point.threads", lambda r: _drop(r, "point.threads"), "point.threads", "missing"),
+    ("threads as string", lambda r: _set(r, "point.threads", "4"), "point.threads", "expected integer"),
+    ("unknown format", lambda r: _set(r, "format", "demuxlab.run/9"), "format", "unknown format"),
+    ("no format", lambda r: _drop(r, "format"), "format", "missing"),
+    ("failed, null reason", lambda r: _set(r, "status", "failed"), "failure_reason", "expected string"),
+    (
+        "failed, no reason",
+        lambda r: (_set(r, "status", "failed"), _drop(r, "failure_reason")),
+        "failure_reason",
+        "missing",
+    ),
+    ("bad status", lambda r: _set(r, "status", "meh"), "status", "invalid"),
+    ("bad sample", lambda r: r["client"]["per_second"].__setitem__(3, "x"), "client.per_second[3]", "finite"),
+    (
+        "negative sample",
+        lambda r: r["client"]["per_second"].__setitem__(0, -1.0),
+        "client.per_second[0]",
+        ">= 0",
+    ),
+    ("bad timestamp", lambda r: _set(r, "started_at", "yesterday"), "started_at", "ISO 8601"),
+    ("bad run id", lambda r: _set(r, "run_id", "not-a-uuid"), "run_id", "UUID"),
+    (
+        "bad op count",
+        lambda r: _set(r, "server.ops.lock.count", 1.5),
+        "server.ops.lock.count",
+        "expected integer",
+    ),
+    (
+        "duplicate events",
+        lambda r: r["server"]["notify_by_events"].append({"events": 1, "count": 1, "mean_ns": 1.0}),
+        "server.notify_by_events[4].events",
+        "duplicate",
+    ),
+]
+
+
+@pytest.mark.parametrize(("label", "mutate", "field", "problem"), MALFORMED, ids=[m[0] for m in MALFORMED])
+def test_malformed_record_names_file_and_field(
+    engine: Engine,
+    make_record: MakeRecord,
+    write_record: WriteRecord,
+    label: str,
+    mutate: Callable[[dict[str, Any]], None],
+    field: str,
+    problem: str,
+) -> None:
+    good = write_record(make_record(repeat=1))
+    record = make_record()
+    mutate(record)
+    bad = write_record(record)
+    with pytest.raises(DemuxlabError) as info:
+        ingest_files([good, bad])
+    message = info.value.message
+    assert "\n" not in message
+    assert message.startswith(f"{bad}: field {field}: "), message
+    assert problem in message, message
+    assert all(n == 0 for n in counts(engine).values())
+
+
+def test_unreadable_and_non_json_files(tmp_path: Path, engine: Engine) -> None:
+    junk = tmp_path / "junk.json"
+    junk.write_text("{not json")
+    with pytest.raises(DemuxlabError, match=r"junk\.json: not JSON"):
+        ingest_files([junk])
+    with pytest.raises(DemuxlabError, match=r"missing\.json: cannot read"):
+        ingest_files([tmp_path / "missing.json"])
+    array = tmp_path / "array.json"
+    array.write_text("[1, 2]")
+    with pytest.raises(DemuxlabError, match=r"array\.json: field <record>: expected a JSON object"):
+        ingest_files([array])
+    assert all(n == 0 for n in counts(engine).values())
+
+
+def test_concurrent_ingests_of_one_experiment(engine: Engine, make_record: MakeRecord) -> None:
+    records = [make_record(repeat=r, threads=t) for t in (2, 4, 8) for r in range(3)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(records))
+
+    def work(record: dict[str, Any]) -> None:
+        own = create_engine(engine.url)  # one connection each, as separate processes would have
+        try:
+            barrier.wait(timeout=30)
+            ingest_run_record(own, record)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            own.dispose()
+
+    threads = [threading.Thread(target=work, args=(r,)) for r in records]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    c = counts(engine)
+    assert (c["experiments"], c["hosts"], c["points"], c["runs"]) == (1, 2, 3, 9)
+
+
+def test_point_summaries(engine: Engine, make_record: MakeRecord) -> None:
+    ok0, ok1, failed = make_record(repeat=0), make_record(repeat=1), make_record(repeat=2, status="failed")
+    ok1["stats"]["throughput_msgs_per_s"] = 79000.0
+    other = make_record(repeat=0, threads=8)
+    for rec in (ok0, ok1, failed, other):
+        ingest_run_record(get_engine(), rec)
+
+    with Session(engine) as s:
+        summaries = point_summaries(s, "dbtest")
+        with pytest.raises(DemuxlabError, match="'nope'"):
+            point_summaries(s, "nope")
+    by_key = {p["point_key"]: p for p in summaries}
+    assert sorted(by_key) == sorted({ok0["point"]["point_key"], other["point"]["point_key"]})
+    main = by_key[ok0["point"]["point_key"]]
+    assert (main["runs_ok"], main["runs_failed"]) == (2, 1)
+    assert main["throughputs"] == [ok0["stats"]["throughput_msgs_per_s"], 79000.0]
+    assert main["repeats"] == [0, 1]
+    assert {k: main[k] for k in ok0["point"]} == ok0["point"]
+    assert by_key[other["point"]["point_key"]]["threads"] == 8
+
+
+def test_ingest_within_a_session_uses_a_savepoint(engine: Engine, make_record: MakeRecord) -> None:
+    good, bad = make_record(repeat=0), make_record(repeat=1)
+    bad["client"]["per_second"] = [1.0] * 3
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE samples ADD CONSTRAINT test_one CHECK (throughput_msgs_per_s > 1)"))
+    with Session(engine) as s:
+        ingest_run_record(s, good)
+        with pytest.raises(DatabaseError):
+            ingest_run_record(s, bad)
+        s.commit()
+    assert counts(engine)["runs"] == 1
+
+
+def test_spec_text_from_spec_path(
+    engine: Engine, make_record: MakeRecord, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tmp_path / "experiments" / "dbtest.yaml"
+    spec.parent.mkdir()
+    spec.write_text("name: dbtest\nrepeats: 2\n")
+    monkeypatch.setenv("DEMUXLAB_ROOT", str(tmp_path))
+
+    record = make_record()
+    record["experiment"].update(
+        spec_path="experiments/dbtest.yaml",
+        spec_text=None,
+        spec_sha256=hashlib.sha256(spec.read_bytes()).hexdigest(),
+    )
+    ingest_run_record(get_engine(), record)
+
+    # The file changed after the run: its text must not be stored under the old hash.
+    stale = make_record()
+    stale["experiment"].update(spec_path=str(spec), spec_text=None, spec_sha256="0" * 64)
+    ingest_run_record(get_engine(), stale)
+
+    with Session(engine) as s:
+        texts = dict(s.execute(select(Experiment.spec_sha256, Experiment.spec_text)).tuples().all())
+    assert texts == {record["experiment"]["spec_sha256"]: spec.read_text(), "0" * 64: None}
+
+
+def test_ingest_as_a_non_superuser_keeps_foreign_key_checks(engine: Engine, make_record: MakeRecord) -> None:
+    """Superusers COPY samples without per-row trigger checks; other roles take the checked path."""
+    role = f"writer_{uuid.uuid4().hex[:8]}"
+    with engine.begin() as conn:
+        conn.execute(text(f"CREATE ROLE {role}"))
+        conn.execute(text(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}"))
+        conn.execute(text(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"))
+    record = make_record()
+    try:
+        with Session(engine) as s:
+            s.execute(text(f"SET ROLE {role}"))
+            assert s.execute(text("SHOW is_superuser")).scalar_one() == "off"
+            result = ingest_run_record(s, record)
+            assert s.execute(text("SHOW session_replication_role")).scalar_one() == "origin"
+            s.commit()
+            s.execute(text("RESET ROLE"))
+        assert result.samples == len(record["client"]["per_second"]) == counts(engine)["samples"]
+        with Session(engine) as s:
+            ingest_run_record(s, make_record(repeat=1))
+            # The trigger bypass is scoped to the COPY: the caller's transaction is back to normal.
+            assert s.execute(text("SHOW session_replication_role")).scalar_one() == "origin"
+            s.commit()
+    finally:
+        engine.dispose()
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP OWNED BY {role}"))
+            conn.execute(text(f"DROP ROLE {role}"))
