@@ -47,6 +47,7 @@ from sqlalchemy.orm import Session
 from demuxlab import paths
 from demuxlab.db.models import Base, Experiment, Host, OpTiming, Point, Run, Sample
 from demuxlab.errors import DatabaseError, DemuxlabError
+from demuxlab.report import POINT_FIELDS as _POINT_PARAMS
 
 FORMAT = "demuxlab.run/1"
 
@@ -676,17 +677,6 @@ def ingest_files(paths_: Iterable[str | Path], *, engine: Engine | None = None) 
 
 
 # -- queries -------------------------------------------------------------------------------------------------
-
-_POINT_PARAMS = (
-    "pattern",
-    "notifier",
-    "threads",
-    "work_us",
-    "connections",
-    "msg_size",
-    "client_threads",
-    "rate",
-)
 
 
 def point_summaries(

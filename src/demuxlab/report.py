@@ -8,6 +8,7 @@ thin database layer in front of them.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -16,18 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from demuxlab.errors import DemuxlabError
+from demuxlab.spec import Point
 from demuxlab.stats import point_summary
 
-POINT_FIELDS = (
-    "pattern",
-    "notifier",
-    "threads",
-    "work_us",
-    "connections",
-    "msg_size",
-    "client_threads",
-    "rate",
-)
+# A point's parameters, in the order of the spec's Point (the CSV's columns after point_key).
+POINT_FIELDS = tuple(f.name for f in dataclasses.fields(Point))
 
 
 @dataclass
