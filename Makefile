@@ -32,15 +32,15 @@ quickstart: setup build  ## Run the smoke experiment end to end and print where 
 	@echo "quickstart: database $$($(VENV)/bin/demuxlab db url)"
 
 test: setup build sanitize  ## Set up, build, and run every test.
-	@$(VENV)/bin/ruff check src tests bench workflows/scripts
-	@$(VENV)/bin/ruff format --check src tests bench workflows/scripts
+	@$(VENV)/bin/ruff check src tests bench
+	@$(VENV)/bin/ruff format --check src tests bench
 	@$(VENV)/bin/mypy
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
 	@$(VENV)/bin/pytest -q
 
 lint:  ## ruff, mypy and snakemake --lint only.
-	@$(VENV)/bin/ruff check src tests bench workflows/scripts
-	@$(VENV)/bin/ruff format --check src tests bench workflows/scripts
+	@$(VENV)/bin/ruff check src tests bench
+	@$(VENV)/bin/ruff format --check src tests bench
 	@$(VENV)/bin/mypy
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
 
