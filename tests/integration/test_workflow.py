@@ -141,11 +141,14 @@ def test_interrupted_workflow_resumes_without_duplicates(tmp_path: Path, databas
             start_new_session=True,
         )
     try:
+        # A run counts as finished once its ingest job has started: Snakemake registers a job's
+        # completion only after its output appears, so a bare record may still be "incomplete".
+        ingested_dir = tmp_path / "results" / "tiny" / "ingested"
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and len(list(runs_dir.glob("*.json"))) < 1:
+        while time.monotonic() < deadline and not any(ingested_dir.glob("*.json")):
             assert proc.poll() is None, log.read_text()[-3000:]
             time.sleep(0.2)
-        first = {p.name: p.stat().st_mtime_ns for p in runs_dir.glob("*.json")}
+        first = {p.name: (runs_dir / p.name).stat().st_mtime_ns for p in ingested_dir.glob("*.json")}
         assert first, "no run finished before the deadline"
         # Interrupt the whole workflow (Snakemake and the run in flight) as Ctrl-C would.
         os.killpg(proc.pid, signal.SIGINT)
