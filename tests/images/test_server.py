@@ -409,7 +409,7 @@ def _tasks(pid: int) -> dict[int, str]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             status = (task / "status").read_text()
-        except FileNotFoundError:  # the thread ended meanwhile
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile
             continue
         line = next(ln for ln in status.splitlines() if ln.startswith("Cpus_allowed_list:"))
         out[int(task.name)] = line.split(":", 1)[1].strip()
