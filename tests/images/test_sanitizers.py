@@ -106,3 +106,17 @@ def test_tpc_shutdown_with_open_connections_is_clean(
     assert out.json is not None
     assert out.json["messages"] == sent + 12
     assert out.json["connections_accepted"] == out.json["connections_closed"] == 4 + 12
+
+
+def test_version_names_every_sanitizer_flag(sanitizer_bins: dict[str, Path]) -> None:
+    """Provenance: the build info keeps flags whole, commas included."""
+    import subprocess
+
+    asan = subprocess.run(
+        [str(sanitizer_bins["asan"]), "--version"], capture_output=True, text=True, check=True
+    )
+    assert "-fsanitize=address,undefined" in asan.stdout
+    tsan = subprocess.run(
+        [str(sanitizer_bins["tsan"]), "--version"], capture_output=True, text=True, check=True
+    )
+    assert "-fsanitize=thread" in tsan.stdout

@@ -26,11 +26,7 @@ static void *monitor_loop(void *arg)
     struct notifier *nt = H.nt;
     int cache[MAX_EVENTS];
     while (!stopping()) {
-        uint64_t t0 = instr_start();
-        int n = nt->ops->wait(nt, cache, MAX_EVENTS);
-        if (n < 0)
-            die("%s wait failed", nt->ops->name);
-        instr_notify(t0, n);
+        int n = notifier_wait_timed(nt, cache, MAX_EVENTS);
         for (int i = 0; i < n && !stopping(); i++) {
             if (cache[i] == s->lfd) {
                 accept_all(s, place, NULL);

@@ -42,11 +42,7 @@ static void *lf_loop(void *arg)
                 fd = -1;
                 continue;
             }
-            uint64_t t0 = instr_start();
-            int n = nt->ops->wait(nt, L.cache, MAX_EVENTS);
-            if (n < 0)
-                die("%s wait failed", nt->ops->name);
-            instr_notify(t0, n);
+            int n = notifier_wait_timed(nt, L.cache, MAX_EVENTS);
             L.cached = n;
             L.next = 0;
         }

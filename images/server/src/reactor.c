@@ -21,11 +21,7 @@ static void *reactor_loop(void *arg)
     struct notifier *nt = R.nt;
     int fds[MAX_EVENTS];
     while (!stopping()) {
-        uint64_t t0 = instr_start();
-        int n = nt->ops->wait(nt, fds, MAX_EVENTS);
-        if (n < 0)
-            die("%s wait failed", nt->ops->name);
-        instr_notify(t0, n);
+        int n = notifier_wait_timed(nt, fds, MAX_EVENTS);
         for (int i = 0; i < n && !stopping(); i++) {
             if (fds[i] == s->lfd) {
                 accept_all(s, place, nt);

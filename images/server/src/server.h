@@ -112,6 +112,20 @@ struct notifier_ops {
 extern const struct notifier_ops notifier_select, notifier_poll, notifier_epoll_lt, notifier_epoll_et,
     notifier_uring;
 
+_Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* One notifier call, timed for --instrument: every demultiplexing loop waits through here so the
+ * notify timings of all patterns measure the same thing. A failing wait is fatal. */
+static inline int notifier_wait_timed(struct notifier *nt, int *fds, int max)
+{
+    uint64_t t0 = instr_start();
+    int n = nt->ops->wait(nt, fds, max);
+    if (n < 0)
+        die("%s wait failed", nt->ops->name);
+    instr_notify(t0, n);
+    return n;
+}
+
 /* eventfd kicks; a failed write means the counter is already non-zero, which
  * wakes the waiter just the same. */
 static inline void efd_kick(int efd)
@@ -228,7 +242,6 @@ extern const struct pattern_ops pattern_reactor, pattern_hsha, pattern_lf, patte
 
 /* ---- helpers shared by the patterns (conn.c, main.c) ----------------- */
 
-_Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const struct notifier_ops *notifier_by_name(const char *name);
 int spawn(struct server *s, const char *role, void *(*fn)(void *), void *arg);
 /* A threads_detail entry with no thread of its own (started stays false):
