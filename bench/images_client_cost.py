@@ -8,9 +8,7 @@ its messages; both are per message, so they compare. Target: client <= server.
 
 from __future__ import annotations
 
-import argparse
-
-from images_lib import BenchError, cpus_available, main_guard, print_table, run_pair, server_cmd
+from images_lib import load_parser, main_guard, print_table, run_pair, server_cmd, two_cpus
 
 DESIGNS = [
     ("reactor", "epoll-lt", 1),
@@ -21,14 +19,10 @@ DESIGNS = [
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--duration", type=float, default=3.0)
-    ap.add_argument("--warmup", type=float, default=1.0)
+    ap = load_parser(__doc__, duration=3.0)
     ap.add_argument("--connections", type=int, nargs="+", default=[64, 512])
     a = ap.parse_args()
-    cpus = cpus_available()
-    if len(cpus) < 2:
-        raise BenchError("needs two CPUs: one for the server, one for the client")
+    cpus = two_cpus()
     rows = []
     for conns in a.connections:
         for pattern, notifier, threads in DESIGNS:

@@ -9,32 +9,27 @@ and its ratio to min-echo's in the same run. Target: ratio <= 1.10.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
 from images_lib import (
-    BenchError,
     build_helper,
-    cpus_available,
+    load_parser,
     main_guard,
     print_table,
     run_pair,
     server_cmd,
+    two_cpus,
 )
 
 TARGET = 1.10
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--duration", type=float, default=3.0)
-    ap.add_argument("--warmup", type=float, default=1.0)
+    ap = load_parser(__doc__, duration=3.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--connections", type=int, default=512)
     a = ap.parse_args()
-    cpus = cpus_available()
-    if len(cpus) < 2:
-        raise BenchError("needs two CPUs: one for the server, one for the client")
+    cpus = two_cpus()
     min_echo = build_helper("min_echo")
     designs = {
         "min-echo": [str(min_echo), "--port", "0", "--cpu", str(cpus[0])],

@@ -8,10 +8,9 @@ relative loss. Target: loss <= 3%.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
-from images_lib import BenchError, cpus_available, main_guard, print_table, run_pair, server_cmd
+from images_lib import BenchError, load_parser, main_guard, print_table, run_pair, server_cmd, two_cpus
 
 TARGET = 0.03
 DESIGNS = [
@@ -23,15 +22,11 @@ DESIGNS = [
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--duration", type=float, default=2.0)
-    ap.add_argument("--warmup", type=float, default=1.0)
+    ap = load_parser(__doc__, duration=2.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--connections", type=int, default=512)
     a = ap.parse_args()
-    cpus = cpus_available()
-    if len(cpus) < 2:
-        raise BenchError("needs two CPUs: one for the server, one for the client")
+    cpus = two_cpus()
     rows = []
     for pattern, notifier, threads in DESIGNS:
         thr: dict[bool, list[float]] = {False: [], True: []}

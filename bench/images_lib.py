@@ -6,6 +6,7 @@ Not a benchmark itself; `python bench/images_lib.py` only says so.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -132,6 +133,22 @@ def list_pairs() -> list[dict[str, Any]]:
 
 def cpus_available() -> list[int]:
     return sorted(os.sched_getaffinity(0))
+
+
+def load_parser(doc: str | None, duration: float) -> argparse.ArgumentParser:
+    """The options every load benchmark shares: measured seconds and warm-up per run."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=duration, help="measured seconds per run")
+    ap.add_argument("--warmup", type=float, default=1.0)
+    return ap
+
+
+def two_cpus() -> list[int]:
+    """The CPUs this process may use; server and client need one each."""
+    cpus = cpus_available()
+    if len(cpus) < 2:
+        raise BenchError("needs two CPUs: one for the server, one for the client")
+    return cpus
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:

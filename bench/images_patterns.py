@@ -9,22 +9,25 @@ max(min_threads, 2) threads (capped at max_threads) unless --threads is given.
 
 from __future__ import annotations
 
-import argparse
-
-from images_lib import BenchError, cpus_available, list_pairs, main_guard, print_table, run_pair, server_cmd
+from images_lib import (
+    BenchError,
+    list_pairs,
+    load_parser,
+    main_guard,
+    print_table,
+    run_pair,
+    server_cmd,
+    two_cpus,
+)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--duration", type=float, default=2.0, help="measured seconds per pair")
-    ap.add_argument("--warmup", type=float, default=1.0)
+    ap = load_parser(__doc__, duration=2.0)
     ap.add_argument("--connections", type=int, default=512)
     ap.add_argument("--threads", type=int, default=None, help="server threads for every pattern but tpc")
     ap.add_argument("--only", default=None, help="run only this pattern")
     a = ap.parse_args()
-    cpus = cpus_available()
-    if len(cpus) < 2:
-        raise BenchError("needs two CPUs: one for the server, one for the client")
+    cpus = two_cpus()
     rows = []
     for pair in list_pairs():
         pattern, notifier = pair["pattern"], pair["notifier"]
