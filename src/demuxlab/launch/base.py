@@ -12,6 +12,7 @@ raises.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import selectors
@@ -314,8 +315,6 @@ class Launcher(ABC):
 
 
 def sha256_file(path: os.PathLike[str] | str) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
