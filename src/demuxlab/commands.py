@@ -74,12 +74,17 @@ spec_argument = click.argument("spec", type=click.Path(dir_okay=False))
 def validate(spec: str, no_pairs: bool) -> None:
     """Validate an experiment spec: schema, names, and pattern × notifier pairs (via demux-server --list)."""
     loaded = _load_spec(spec, with_pairs=not no_pairs)
-    from demuxlab.spec import expand_points
+    from demuxlab.spec import calibration_points, expand_points
 
     points = expand_points(loaded)
-    click.echo(
-        f"{spec}: ok: {len(points)} points × {loaded.repeats} repeats = {len(points) * loaded.repeats} runs"
+    calibration = calibration_points(loaded)
+    runs = len(points) * loaded.repeats + len(calibration) * loaded.calibration_repeats
+    extra = (
+        f" + {len(calibration)} calibration points × {loaded.calibration_repeats} repeats"
+        if calibration
+        else ""
     )
+    click.echo(f"{spec}: ok: {len(points)} points × {loaded.repeats} repeats{extra} = {runs} runs")
 
 
 @click.command()
@@ -138,7 +143,11 @@ def pairs() -> None:
     show_default=True,
     help="A failed run exits 1 (the workflow retries it) before this attempt; then it is recorded as failed.",
 )
-@click.option("--instrument", is_flag=True, help="Run the server with per-operation timings (--instrument).")
+@click.option(
+    "--instrument",
+    is_flag=True,
+    help="Run the server with per-operation timings (--instrument); calibration points always are.",
+)
 @click.option(
     "--stall-timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -191,7 +200,7 @@ def run_point(
         hosts={"server": server_host, "client": client_host},
         attempt=attempt,
         host_pair=host_pair,
-        instrument=bool(instrument),
+        instrument=bool(instrument) or point.instrument,
         stall_timeout_s=stall_timeout,
     )
     record = launcher.run(req)

@@ -127,6 +127,8 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "msg_size": {"type": "integer", "minimum": 1},
                 "client_threads": {"type": "integer", "minimum": 1},
                 "rate": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                # Absent in records written before calibration points existed: a measured point.
+                "instrument": {"type": "boolean"},
             },
         },
         "repeat": {"type": "integer", "minimum": 0},
@@ -462,7 +464,10 @@ def prepare_record(record: Any, source: str = "<record>") -> _Prepared:
             "git_rev": experiment.get("git_rev"),
         },
         spec_text=_spec_text(experiment),
-        point={k: record["point"][k] for k in RECORD_SCHEMA["properties"]["point"]["required"]},
+        point={
+            **{k: record["point"][k] for k in RECORD_SCHEMA["properties"]["point"]["required"]},
+            "instrument": bool(record["point"].get("instrument", False)),
+        },
         hosts=hosts,
         run=run,
         per_second=per_second,

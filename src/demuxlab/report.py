@@ -44,7 +44,7 @@ class PointRows:
     runs: list[RunRow] = field(default_factory=list)
 
 
-def load_rows(experiment: str, spec_sha256: str) -> list[PointRows]:
+def load_rows(experiment: str, spec_sha256: str, url: str | None = None) -> list[PointRows]:
     """The experiment's points (this exact spec) and their runs, from the database."""
     from sqlalchemy import select
 
@@ -52,7 +52,7 @@ def load_rows(experiment: str, spec_sha256: str) -> list[PointRows]:
     from demuxlab.db.models import Experiment, Point, Run
 
     out: dict[int, PointRows] = {}
-    with session() as s:
+    with session(url) as s:
         exp = s.scalars(
             select(Experiment).where(Experiment.name == experiment, Experiment.spec_sha256 == spec_sha256)
         ).first()
@@ -117,14 +117,25 @@ def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    fields = list(rows[0]) if rows else ["point_key", *POINT_FIELDS]
+def write_csv(rows: Sequence[dict[str, Any]], path: Path, fields: Sequence[str] | None = None) -> None:
+    """Write ``rows`` as CSV (``fields``: the columns, default the first row's keys), atomically."""
+    columns = list(fields) if fields is not None else list(rows[0]) if rows else ["point_key", *POINT_FIELDS]
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
+        w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
         for row in rows:
-            w.writerow({k: ("" if v is None else v) for k, v in row.items()})
+            w.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
+    tmp.replace(path)
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """Save a matplotlib figure atomically (a reader never sees half a PNG) and close it."""
+    import matplotlib.pyplot as plt
+
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
     tmp.replace(path)
 
 
@@ -138,8 +149,8 @@ def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> N
 
     panels: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        if row["throughput_mean"] is None:
-            continue
+        if row["throughput_mean"] is None or row["instrument"]:
+            continue  # calibration points are instrumented: not comparable with the sweep
         panel = (row["work_us"], row["connections"], row["msg_size"], row["rate"])
         panels[panel][f"{row['pattern']}/{row['notifier']}"].append(row)
     n = max(1, len(panels))
@@ -173,10 +184,7 @@ def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> N
         axes.flat[0].text(0.5, 0.5, "no successful runs", ha="center", va="center")
     fig.suptitle(f"{title} — mean of repeats, 95% CI", fontsize=11)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)
 
 
 def write_report(spec: Any, out_dir: Path) -> list[Path]:

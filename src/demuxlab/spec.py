@@ -15,6 +15,7 @@ import copy
 import functools
 import hashlib
 import importlib.resources
+import itertools
 import json
 import uuid
 from collections.abc import Iterable, Sequence
@@ -113,6 +114,7 @@ class Spec:
     client: ClientSpec
     designs: tuple[Design, ...]
     matrix: Matrix
+    calibration_repeats: int  # instrumented runs per calibration point (0: none)
     text: str  # the file as read, for the record and the database
     sha256: str  # of the file's bytes; part of every run id
     path: str
@@ -130,6 +132,7 @@ class Spec:
             "client": self.client.to_json(),
             "designs": [design.to_json() for design in self.designs],
             "matrix": self.matrix.to_json(),
+            "calibration": {"repeats": self.calibration_repeats},
         }
 
 
@@ -143,13 +146,15 @@ class Point:
     msg_size: int
     client_threads: int
     rate: float | None
+    # A calibration point: the server runs with --instrument (per-operation timings for the CTMC rates).
+    instrument: bool = False
 
     @property
     def point_key(self) -> str:
         rate = "closed" if self.rate is None else f"{self.rate:g}"
         return (
             f"{self.pattern}/{self.notifier}/t{self.threads}/w{self.work_us:g}/c{self.connections}"
-            f"/b{self.msg_size}/ct{self.client_threads}/r{rate}"
+            f"/b{self.msg_size}/ct{self.client_threads}/r{rate}" + ("/instr" if self.instrument else "")
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -163,6 +168,7 @@ class Point:
             "msg_size": self.msg_size,
             "client_threads": self.client_threads,
             "rate": self.rate,
+            "instrument": self.instrument,
         }
 
 
@@ -426,12 +432,16 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
             connections=tuple(int(v) for v in matrix["connections"]),
             msg_size=tuple(int(v) for v in matrix["msg_size"]),
         ),
+        calibration_repeats=(
+            doc["repeats"] if doc["calibration"]["repeats"] is None else doc["calibration"]["repeats"]
+        ),
         text=text,
         sha256=hashlib.sha256(raw).hexdigest(),
         path=file,
     )
     # Two values that print alike under :g would share a point key (and so a run id): refuse now.
     expand_points(spec)
+    calibration_points(spec)
     return spec
 
 
@@ -444,36 +454,71 @@ def expand_points(spec: Spec) -> list[Point]:
     points: list[Point] = []
     seen: dict[str, int] = {}
     for d_index, design in enumerate(spec.designs):
-        work = design.work_us if design.work_us is not None else spec.matrix.work_us
-        conns = design.connections if design.connections is not None else spec.matrix.connections
-        sizes = design.msg_size if design.msg_size is not None else spec.matrix.msg_size
         for notifier, thread_counts in zip(design.notifiers, design.resolved_threads, strict=True):
             for threads in thread_counts:
-                for work_us in work:
-                    for connections in conns:
-                        for msg_size in sizes:
-                            point = Point(
-                                pattern=design.pattern,
-                                notifier=notifier,
-                                threads=threads,
-                                work_us=work_us,
-                                connections=connections,
-                                msg_size=msg_size,
-                                client_threads=spec.client.threads,
-                                rate=spec.client.rate,
-                            )
-                            if point.point_key in seen:
-                                raise SpecError(
-                                    f"{spec.path}: designs[{d_index}]: point {point.point_key} occurs twice "
-                                    f"(values that differ only beyond 6 significant digits?)"
-                                )
-                            seen[point.point_key] = d_index
-                            points.append(point)
+                for work_us, connections, msg_size in itertools.product(*_workload_axes(spec, design)):
+                    point = Point(
+                        pattern=design.pattern,
+                        notifier=notifier,
+                        threads=threads,
+                        work_us=work_us,
+                        connections=connections,
+                        msg_size=msg_size,
+                        client_threads=spec.client.threads,
+                        rate=spec.client.rate,
+                    )
+                    if point.point_key in seen:
+                        raise SpecError(
+                            f"{spec.path}: designs[{d_index}]: point {point.point_key} occurs twice "
+                            f"(values that differ only beyond 6 significant digits?)"
+                        )
+                    seen[point.point_key] = d_index
+                    points.append(point)
     return points
 
 
+def _workload_axes(spec: Spec, design: Design) -> tuple[tuple[float, ...], tuple[int, ...], tuple[int, ...]]:
+    """The design's work, connections and size axes (its own, else the matrix's)."""
+    return (
+        design.work_us if design.work_us is not None else spec.matrix.work_us,
+        design.connections if design.connections is not None else spec.matrix.connections,
+        design.msg_size if design.msg_size is not None else spec.matrix.msg_size,
+    )
+
+
+def calibration_points(spec: Spec) -> list[Point]:
+    """The instrumented points the CTMC rates are fitted from (seed 001 §V-A), in spec order.
+
+    One per HSHA or LF design × notifier × work × connections × size, at the model's lowest concurrency
+    (HSHA: monitor + one worker = 2 threads; LF: 1 thread), none when ``calibration.repeats`` is 0.
+    """
+    if spec.calibration_repeats == 0:
+        return []
+    from demuxlab.ctmc.rates import PATTERNS, min_threads
+
+    points: dict[str, Point] = {}
+    for design in spec.designs:
+        if design.pattern not in PATTERNS:
+            continue
+        for notifier in design.notifiers:
+            for work_us, connections, msg_size in itertools.product(*_workload_axes(spec, design)):
+                point = Point(
+                    pattern=design.pattern,
+                    notifier=notifier,
+                    threads=min_threads(design.pattern),
+                    work_us=work_us,
+                    connections=connections,
+                    msg_size=msg_size,
+                    client_threads=spec.client.threads,
+                    rate=spec.client.rate,
+                    instrument=True,
+                )
+                points.setdefault(point.point_key, point)
+    return list(points.values())
+
+
 def run_order(spec: Spec) -> list[tuple[Point, int]]:
-    """Every (point, repeat) in a random order fixed by ``spec.seed``.
+    """Every (point, repeat), calibration runs included, in a random order fixed by ``spec.seed``.
 
     The order sorts by ``sha256("{seed}|{point_key}|{repeat}")``: a seeded random permutation that does
     not depend on Python's RNG, and in which a point keeps its place when other points are added.
@@ -484,6 +529,9 @@ def run_order(spec: Spec) -> list[tuple[Point, int]]:
         return hashlib.sha256(f"{spec.seed}|{point.point_key}|{repeat}".encode()).hexdigest()
 
     runs = [(point, repeat) for point in expand_points(spec) for repeat in range(spec.repeats)]
+    runs += [
+        (point, repeat) for point in calibration_points(spec) for repeat in range(spec.calibration_repeats)
+    ]
     return sorted(runs, key=rank)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from demuxlab.ctmc.calibrate import calibrate
+from demuxlab.ctmc.calibrate import INSTANT_RATE, calibrate
 from demuxlab.ctmc.cli import model, parse_int_list
 from demuxlab.ctmc.rates import Rates, paper_rates
 from demuxlab.errors import DemuxlabError
@@ -21,8 +21,16 @@ def _op(mean_ns: float, count: int) -> dict[str, Any]:
     return {"count": count, "total_ns": round(mean_ns * count), "mean_ns": mean_ns}
 
 
+PER_MESSAGE = ("recv", "send", "rearm")  # one call per message on a level-triggered notifier
+
+
 def server_json(pattern: str, tau_e_us: float, scale: int = 1000, **over: Any) -> dict[str, Any]:
-    ops = {k: _op(v * 1000.0, scale * (i + 1)) for i, (k, v) in enumerate(TRUE_US.items())}
+    messages = 3 * scale
+    ops = {
+        k: _op(v * 1000.0, messages if k in PER_MESSAGE else scale * (i + 1))
+        for i, (k, v) in enumerate(TRUE_US.items())
+    }
+    ops["work"] = _op(10_000.0, messages)
     if pattern == "lf":
         del ops["queue_put"], ops["queue_get"]
         ops["promote"] = _op(50.0, scale)
@@ -62,10 +70,48 @@ def test_calibration_recovers_known_rates(pattern: str) -> None:
 def test_calibration_pools_runs_by_count() -> None:
     a = server_json("lf", 1.0)
     b = server_json("lf", 1.0)
-    a["ops"]["recv"] = _op(4000.0, 100)
-    b["ops"]["recv"] = _op(10000.0, 300)
+    a["ops"]["lock"] = _op(40.0, 100)
+    b["ops"]["lock"] = _op(100.0, 300)
+    a["ops"]["recv"], a["ops"]["work"] = _op(4000.0, 100), _op(1.0, 100)
+    b["ops"]["recv"], b["ops"]["work"] = _op(10000.0, 300), _op(1.0, 300)
     rates = calibrate([a, b], "lf")
+    assert 1 / rates.r_l == pytest.approx((0.04 * 100 + 0.1 * 300) / 400)
     assert 1 / rates.r_i == pytest.approx((4.0 * 100 + 10.0 * 300) / 400)
+
+
+def test_recv_and_send_are_per_message() -> None:
+    """Edge-triggered: two recv calls per message (the second gets EAGAIN); the model's step is both."""
+    res = server_json("hsha", 2.0)
+    messages = res["ops"]["work"]["count"]
+    res["ops"]["recv"] = _op(TRUE_US["recv"] * 1000.0 / 2, 2 * messages)
+    res["ops"]["send"] = _op(TRUE_US["send"] * 1000.0 / 3, 3 * messages)
+    rates = calibrate([res], "hsha")
+    assert 1 / rates.r_i == pytest.approx(TRUE_US["recv"], rel=1e-6)
+    assert 1 / rates.r_o == pytest.approx(TRUE_US["send"], rel=1e-6)
+    assert rates.source["r_i"] == "op:recv/message" and rates.source["r_l"] == "op:lock"
+
+
+def test_notifier_without_rearm_makes_the_step_instant() -> None:
+    res = server_json("lf", 1.0, notifier="epoll-et")
+    del res["ops"]["rearm"]
+    rates = calibrate([res], "lf")
+    assert rates.r_a == INSTANT_RATE and rates.source["r_a"].startswith("instant:epoll-et")
+    lt = server_json("lf", 1.0)
+    del lt["ops"]["rearm"]
+    with pytest.raises(DemuxlabError, match="'rearm'"):
+        calibrate([lt], "lf")
+
+
+def test_runs_of_two_notifiers_are_refused() -> None:
+    with pytest.raises(DemuxlabError, match="mix notifiers"):
+        calibrate([server_json("lf", 1.0), server_json("lf", 1.0, notifier="poll")], "lf")
+
+
+def test_missing_work_op_is_named() -> None:
+    res = server_json("lf", 1.0)
+    del res["ops"]["work"]
+    with pytest.raises(DemuxlabError, match="'work'"):
+        calibrate([res], "lf")
 
 
 def test_missing_op_names_op_and_run() -> None:

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from demuxlab.ctmc import hsha
+from demuxlab.ctmc.engine import Dependencies, ModelInstance, compile_structure, dependencies, subscripts
 from demuxlab.ctmc.exact import solve_exact
 from demuxlab.ctmc.fluid import solve_fluid
 from demuxlab.ctmc.predict import predict
@@ -108,3 +115,157 @@ def test_throughput_does_not_decrease_with_threads(pattern: str) -> None:
             slack = 2 * max(prev.ci_halfwidth_rel or 0, p.ci_halfwidth_rel or 0) * prev.throughput_msgs_per_s
             assert p.throughput_msgs_per_s + slack >= prev.throughput_msgs_per_s, n
         prev = p
+
+
+# -- the compiled kernels against their definitions ----------------------------------------------------------
+
+
+def _python_gillespie(m: ModelInstance, rng: np.random.Generator, events: int) -> np.ndarray:
+    """The direct method from the Python definition, drawing exactly as the compiled kernel does."""
+    st = m.structure
+    x = m.initial.copy()
+    for _ in range(events):
+        a = st.rates(x, m.r)
+        a0 = 0.0
+        for v in a:
+            a0 += float(v)
+        rng.exponential(1.0 / a0)
+        u = rng.random() * a0
+        j = len(a) - 1
+        c = 0.0
+        for k, v in enumerate(a):
+            c += float(v)
+            if u < c:
+                j = k
+                break
+        x = x + st.delta(j, x)
+    return x
+
+
+@pytest.mark.parametrize(("pattern", "threads", "conns"), [("hsha", 3, 6), ("hsha", 5, 16), ("lf", 3, 6)])
+def test_compiled_simulation_follows_the_definition(pattern: str, threads: int, conns: int) -> None:
+    # The kernel recomputes only the rates a jump can change and fires through generated code; with the
+    # same draws it must take exactly the path the Python definition takes.
+    m = build(pattern, threads, 10.0, conns)
+    kernel = compile_structure(m.structure)
+    for seed in (1, 2):
+        x = m.initial.copy()
+        _, events, status = kernel.ssa_run(
+            x, m.r, m.structure.throughput_index, 1, 1e300, 3000, np.random.default_rng(seed)
+        )
+        assert (events, status) == (3000, 2)
+        np.testing.assert_array_equal(x, _python_gillespie(m, np.random.default_rng(seed), 3000))
+
+
+@pytest.mark.parametrize("pattern", ["hsha", "lf"])
+def test_rates_a_jump_leaves_alone_do_not_change(pattern: str) -> None:
+    m = build(pattern, 4, 10.0, 6)
+    st = m.structure
+    deps = dependencies(st)
+    assert all(rd is not None for rd in deps.reads)  # the models' φ are all analysable
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        x = rng.integers(0, 4, size=len(st.species)).astype(np.float64)
+        a = st.rates(x, m.r)
+        for j in range(len(st.transitions)):
+            after = st.rates(x + st.delta(j, x), m.r)
+            unchanged = [k for k in range(len(a)) if k not in deps.affected(j)]
+            np.testing.assert_array_equal(after[unchanged], a[unchanged])
+
+
+def test_dependency_analysis_falls_back_to_everything() -> None:
+    from demuxlab.ctmc.engine import safe_div
+
+    def helper(x: np.ndarray) -> float:
+        return float(x[0])
+
+    def passes_x_on(x: np.ndarray, r: np.ndarray) -> float:
+        return helper(x) * r[0]
+
+    def variable_index(x: np.ndarray, r: np.ndarray) -> float:
+        i = 1
+        return float(x[i])
+
+    def constant_indices(x: np.ndarray, r: np.ndarray) -> float:
+        return safe_div(r[0] * x[hsha.M1], x[hsha.M1] + x[hsha.T5])
+
+    assert subscripts(passes_x_on, 0, 25) is None
+    assert subscripts(variable_index, 0, 25) is None
+    assert subscripts(constant_indices, 0, 25) == frozenset({hsha.M1, hsha.T5})
+    assert subscripts(lambda x, r: x[0], 0, 25) is None
+    deps = Dependencies(reads=(frozenset({0}), None, frozenset({2})), changes=(frozenset({0}), None, None))
+    assert deps.affected(0) == (0, 1)
+    assert deps.affected(1) == (0, 1, 2)
+
+
+def _lsoda_average(m: ModelInstance, span: float) -> tuple[float, float, np.ndarray]:
+    """The previous solver's steps: LSODA over [0, span] from the initial state, φ_thr sampled at 201
+    points over the second half; returns (third-quarter mean, fourth-quarter mean, end state)."""
+    from scipy.integrate import solve_ivp
+
+    kernel = compile_structure(m.structure)
+    phi = m.structure.transitions[m.structure.throughput_index].rate
+
+    def rhs(_t: float, x: np.ndarray) -> np.ndarray:
+        out = np.empty(len(x))
+        kernel.drift(np.ascontiguousarray(x), m.r, 1e-2, out)
+        return out
+
+    t_eval = np.linspace(span / 2, span, 201)
+    sol = solve_ivp(rhs, (0.0, span), m.initial.copy(), method="LSODA", rtol=1e-4, atol=1e-6, t_eval=t_eval)
+    assert sol.success
+    values = np.array([phi(np.ascontiguousarray(sol.y[:, i]), m.r) for i in range(sol.y.shape[1])])
+    return float(values[:100].mean()), float(values[100:].mean()), sol.y[:, -1]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "threads", "work"), [("hsha", 2, 10.0), ("hsha", 6, 20.0), ("lf", 3, 50.0)]
+)
+def test_compiled_fluid_integrator_matches_lsoda(pattern: str, threads: int, work: float) -> None:
+    m = build(pattern, threads, work, 128)
+    span = 4000.0
+    kernel = compile_structure(m.structure)
+    x = m.initial.copy()
+    thr = m.structure.throughput_index
+    i3, i4, _, steps, status = kernel.fluid_run(x, m.r, 1e-2, thr, span, 1e-4, 1e-6, 1e-3, 10**6)
+    assert status == 0 and steps >= 256
+    q3, q4, end = _lsoda_average(m, span)
+    assert i3 / (span / 4) == pytest.approx(q3, rel=2e-3)
+    assert i4 / (span / 4) == pytest.approx(q4, rel=2e-3)
+    np.testing.assert_allclose(x, end, rtol=1e-3, atol=1e-3)
+
+
+def test_fluid_reports_the_paper_grid_values_it_reported_with_lsoda() -> None:
+    # Values of the previous LSODA-based solver (docs/ctmc.md grid), including a chattering point.
+    for (pattern, threads, work), value in {
+        ("hsha", 2, 10.0): 43090,
+        ("hsha", 16, 10.0): 655156,
+        ("lf", 1, 50.0): 12585,
+        ("lf", 16, 10.0): 616706,
+    }.items():
+        f = solve_fluid(build(pattern, threads, work))
+        assert f.converged
+        assert f.throughput_msgs_per_s == pytest.approx(value, rel=1e-3), (pattern, threads, work)
+
+
+@pytest.mark.slow
+def test_kernel_cache_is_reused_by_a_new_process(tmp_path: Path) -> None:
+    # A pool worker or the next CLI call loads the machine code instead of compiling for ~10 s.
+    script = (
+        "import numpy as np\n"
+        "from demuxlab.ctmc import lf\n"
+        "from demuxlab.ctmc.engine import compile_structure\n"
+        "k = compile_structure(lf.STRUCTURE)\n"
+        "k.warm()\n"
+        "s = k.ssa_run.stats\n"
+        "print(k.source_path, sum(s.cache_hits.values()), sum(s.cache_misses.values()))\n"
+    )
+    env = {**os.environ, "DEMUXLAB_KERNEL_CACHE": str(tmp_path)}
+    runs = [
+        subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
+    first, second = (r.stdout.split() for r in runs)
+    assert first[0] == second[0] and Path(first[0]).parent == tmp_path
+    assert first[1:] == ["0", "1"]  # compiled and stored
+    assert second[1:] == ["1", "0"]  # loaded

@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 
 from demuxlab.pairs import valid_pairs
-from demuxlab.spec import expand_points, load_spec
+from demuxlab.spec import calibration_points, expand_points, load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO / "workflows"
@@ -82,12 +82,14 @@ where e.name = :name order by p.point_key, r.repeat_index
 def test_smoke_spec_native_end_to_end(tmp_path: Path, database_url: str) -> None:
     spec = load_spec(REPO / "experiments" / "smoke.yaml", pairs=valid_pairs())
     points = expand_points(spec)
+    calibration = calibration_points(spec)
+    assert calibration and spec.calibration_repeats == 1
     res = run_workflow(tmp_path, "experiments=[smoke]", specs=None)
     assert res.returncode == 0, res.stderr[-3000:]
 
     runs = rows(database_url, RUNS_SQL, name="smoke")
-    assert len(runs) == len(points) * spec.repeats
-    assert {r["point_key"] for r in runs} == {p.point_key for p in points}
+    assert len(runs) == len(points) * spec.repeats + len(calibration)
+    assert {r["point_key"] for r in runs} == {p.point_key for p in points + calibration}
     failed = [(r["point_key"], r["failure_reason"]) for r in runs if r["status"] != "ok"]
     assert not failed
     for r in runs:
@@ -107,14 +109,56 @@ def test_smoke_spec_native_end_to_end(tmp_path: Path, database_url: str) -> None
     report = tmp_path / "results" / "smoke" / "report"
     with (report / "points.csv").open() as f:
         table = list(csv.DictReader(f))
-    assert {row["point_key"] for row in table} == {p.point_key for p in points}
+    # The calibration points are reported too (flagged), with their own number of runs.
+    assert {row["point_key"]: row["instrument"] for row in table} == {
+        p.point_key: str(p.instrument) for p in points + calibration
+    }
     for row in table:
-        assert int(row["runs_ok"]) == spec.repeats
+        assert int(row["runs_ok"]) == (
+            spec.calibration_repeats if row["instrument"] == "True" else spec.repeats
+        )
+        if int(row["runs_ok"]) == 1:  # one run: a mean, no interval
+            assert float(row["throughput_mean"]) > 0 and row["throughput_ci_low"] == ""
+            continue
         keys = ("throughput_ci_low", "throughput_mean", "throughput_ci_high")
         low, mean, high = (float(row[k]) for k in keys)
         assert low <= mean <= high
     png = (report / "throughput_vs_threads.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
+    check_model_stages(tmp_path / "results" / "smoke", database_url, spec)
+
+
+def check_model_stages(results: Path, url: str, spec: Any) -> None:
+    """Calibrations from the real instrumented runs, predictions for every HSHA/LF point, validation."""
+    calibration = calibration_points(spec)
+    pairs = {(p.pattern, p.notifier) for p in calibration}
+    cals = rows(url, "select pattern, notifier, rates, source_runs, host_id from calibrations")
+    assert {(c["pattern"], c["notifier"]) for c in cals} == pairs
+    for c in cals:
+        assert len(c["source_runs"]) == spec.calibration_repeats and c["host_id"] is not None
+        # Every rate the server measures was fitted from it (per µs: positive, below 1 per ps).
+        fitted = {k for k, v in c["rates"]["source"].items() if v != "paper"}
+        assert {"r_l", "r_i", "r_o", "r_a", "r_e"} <= fitted
+        assert all(0 < c["rates"][k] < 1e6 for k in ("r_l", "r_i", "r_o", "r_a", "r_e"))
+        if c["notifier"] == "epoll-et":
+            assert c["rates"]["source"]["r_a"].startswith("instant:")
+    model_points = [p for p in expand_points(spec) if p.pattern in ("hsha", "lf")]
+    preds = rows(
+        url,
+        "select p.point_key, x.rates_source, x.throughput_msgs_per_s, x.ci_halfwidth_rel from predictions x "
+        "join points p on p.id = x.point_id",
+    )
+    assert sorted((x["point_key"], x["rates_source"]) for x in preds) == sorted(
+        (p.point_key, source) for p in model_points for source in ("paper", "calibration")
+    )
+    assert all(x["throughput_msgs_per_s"] > 0 and x["ci_halfwidth_rel"] <= 0.011 for x in preds)
+    with (results / "report" / "validation.csv").open() as f:
+        table = {row["point_key"]: row for row in csv.DictReader(f)}
+    assert set(table) == {p.point_key for p in model_points}
+    for row in table.values():
+        meas, pred = float(row["measured_msgs_per_s"]), float(row["calibration_msgs_per_s"])
+        assert float(row["calibration_rel_error"]) == pytest.approx((pred - meas) / meas)
+    assert (results / "report" / "validation.png").read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.docker

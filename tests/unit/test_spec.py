@@ -18,6 +18,7 @@ from demuxlab.errors import ConfigError, LaunchError, SpecError
 from demuxlab.pairs import Pair, load_pairs_json, valid_pairs
 from demuxlab.spec import (
     RUN_NAMESPACE,
+    calibration_points,
     expand_points,
     load_spec,
     run_id,
@@ -318,11 +319,12 @@ def test_design_axes_replace_the_matrix(tmp_path: Path) -> None:
 def test_run_order_is_a_seeded_permutation(tmp_path: Path) -> None:
     spec = load_spec(write(tmp_path, MINIMAL.format(name="x") + "repeats: 3\nseed: 1\n"), pairs=PAIRS)
     order = run_order(spec)
-    expected = {(p, r) for p in expand_points(spec) for r in range(3)}
-    assert len(order) == len(expected) == 15 and set(order) == expected
+    points = expand_points(spec) + calibration_points(spec)
+    expected = {(p, r) for p in points for r in range(3)}
+    assert len(order) == len(expected) == 21 and set(order) == expected
     assert run_order(spec) == order
-    natural = [(p, r) for p in expand_points(spec) for r in range(3)]
-    assert order != natural  # 1 in 15! to fail by chance
+    natural = [(p, r) for p in points for r in range(3)]
+    assert order != natural  # 1 in 21! to fail by chance
     other = load_spec(write(tmp_path, MINIMAL.format(name="y") + "repeats: 3\nseed: 2\n", "y"), pairs=PAIRS)
     assert [(p.point_key, r) for p, r in run_order(other)] != [(p.point_key, r) for p, r in order]
 
@@ -336,7 +338,7 @@ def test_run_id_is_the_contracts_uuid5(tmp_path: Path) -> None:
     expected = uuid.uuid5(RUN_NAMESPACE, f"x|{digest}|hsha/epoll-lt/t2/w0/c64/b1/ct1/rclosed|1")
     assert run_id(spec, point, 1) == str(expected)
     ids = {run_id(spec, p, r) for p, r in run_order(spec)}
-    assert len(ids) == 10
+    assert len(ids) == 10 + 2 * 2  # and two calibration points (hsha over two notifiers)
     # Any edit to the file (even a comment) is a new spec version with new run ids.
     path.write_text(path.read_text() + "# edited\n")
     assert run_id(load_spec(path, pairs=PAIRS), point, 1) != str(expected)
@@ -398,3 +400,47 @@ def test_valid_pairs_reports_a_failing_binary(tmp_path: Path) -> None:
     with pytest.raises(LaunchError) as info:
         valid_pairs(binary)
     assert info.value.message.endswith("--list exited with status 3: demux-server: boom")
+
+
+def test_calibration_points_are_the_lowest_concurrency_of_each_model_design(tmp_path: Path) -> None:
+    lf = "  - {pattern: lf, notifiers: [uring], threads: [4]}\n"
+    text = (
+        MINIMAL.format(name="x")
+        .replace("matrix:\n", lf + "matrix:\n")
+        .replace("work_us: [0]", "work_us: [0, 10]")
+    )
+    spec = load_spec(write(tmp_path, text + "repeats: 3\n"), pairs=PAIRS)
+    cal = calibration_points(spec)
+    assert sorted(p.point_key for p in cal) == [
+        "hsha/epoll-lt/t2/w0/c64/b1/ct1/rclosed/instr",
+        "hsha/epoll-lt/t2/w10/c64/b1/ct1/rclosed/instr",
+        "hsha/poll/t2/w0/c64/b1/ct1/rclosed/instr",
+        "hsha/poll/t2/w10/c64/b1/ct1/rclosed/instr",
+        "lf/uring/t1/w0/c64/b1/ct1/rclosed/instr",  # LF's lowest concurrency, not the design's 4 threads
+        "lf/uring/t1/w10/c64/b1/ct1/rclosed/instr",
+    ]
+    assert all(p.instrument for p in cal) and not any(p.instrument for p in expand_points(spec))
+    assert spec.calibration_repeats == 3  # default: the spec's repeats
+    assert sum(1 for p, _ in run_order(spec) if p.instrument) == 6 * 3
+    # The measured hsha t2 point and its calibration twin are distinct points with distinct run ids.
+    measured = next(p for p in expand_points(spec) if p.point_key == "hsha/epoll-lt/t2/w0/c64/b1/ct1/rclosed")
+    twin = next(p for p in cal if p.point_key.startswith(measured.point_key))
+    assert run_id(spec, measured, 0) != run_id(spec, twin, 0)
+    assert twin.to_json()["instrument"] is True
+
+
+@pytest.mark.parametrize(("repeats", "expected"), [("0", 0), ("1", 1), ("null", 2)])
+def test_calibration_repeats(tmp_path: Path, repeats: str, expected: int) -> None:
+    spec = load_spec(
+        write(tmp_path, MINIMAL.format(name="x") + f"repeats: 2\ncalibration: {{repeats: {repeats}}}\n"),
+        pairs=PAIRS,
+    )
+    assert spec.calibration_repeats == expected
+    assert len(calibration_points(spec)) == (0 if expected == 0 else 2)
+    assert sum(1 for p, _ in run_order(spec) if p.instrument) == 2 * expected
+
+
+def test_bad_calibration_section_names_the_field(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL.format(name="x") + "calibration: {repeats: -1}\n")
+    with pytest.raises(SpecError, match=r"calibration\.repeats"):
+        load_spec(path, pairs=PAIRS)

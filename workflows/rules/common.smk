@@ -4,6 +4,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from demuxlab.ctmc.rates import PATTERNS as MODEL_PATTERNS
 from demuxlab.errors import DemuxlabError
 from demuxlab.spec import load_spec, run_id, run_order
 
@@ -11,6 +12,9 @@ REPO = Path(workflow.basedir).parent
 EXPERIMENTS_DIR = Path(config.get("experiments_dir") or REPO / "experiments").resolve()
 DEMUXLAB = str(REPO / ".venv" / "bin" / "demuxlab") if (REPO / ".venv" / "bin" / "demuxlab").exists() else "demuxlab"
 RUN = config.get("run", {})
+MODEL = config.get("model", {})
+# The models compute on the machine that measures when the pair is local: keep them apart from runs.
+MODEL_PAIR = 1 if config["host_pair"] == "local" else 0
 
 
 def _pairs():
@@ -46,12 +50,15 @@ SPECS = _load_specs()
 # run id -> (experiment, lane, index within lane); lanes keep each spec's randomized order.
 RUNS = {}
 LANES = {}
+CALIBRATION_RUNS = set()  # instrumented runs of the calibration points
 for _name, _spec in SPECS.items():
     for _i, (_point, _repeat) in enumerate(run_order(_spec)):
         _rid = run_id(_spec, _point, _repeat)
         _lane = _i % RUN["lanes"]
         LANES.setdefault((_name, _lane), []).append(_rid)
         RUNS[_rid] = (_name, _lane, len(LANES[(_name, _lane)]) - 1)
+        if _point.instrument:
+            CALIBRATION_RUNS.add(_rid)
 
 
 def spec_path(wildcards):
@@ -76,6 +83,16 @@ def runs_of(experiment):
 
 def ingested_runs(wildcards):
     return expand(rules.ingest_run.output.done, experiment=wildcards.experiment, run_id=runs_of(wildcards.experiment))
+
+
+def calibration_runs_ingested(wildcards):
+    runs = [rid for rid in runs_of(wildcards.experiment) if rid in CALIBRATION_RUNS]
+    return expand(rules.ingest_run.output.done, experiment=wildcards.experiment, run_id=runs)
+
+
+def has_model(experiment):
+    """Whether the experiment runs a pattern the CTMC models describe (HSHA or LF)."""
+    return any(d.pattern in MODEL_PATTERNS for d in SPECS[experiment].designs)
 
 
 def c_sources(wildcards):
@@ -103,4 +120,10 @@ def all_targets():
             f"results/{name}/report/points.csv",
             f"results/{name}/report/throughput_vs_threads.png",
         ]
+        if has_model(name):
+            targets += [
+                f"results/{name}/report/validation.csv",
+                f"results/{name}/report/validation_summary.csv",
+                f"results/{name}/report/validation.png",
+            ]
     return targets

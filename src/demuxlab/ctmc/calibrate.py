@@ -3,20 +3,25 @@
 The paper measures every rate on the lowest-concurrency deployment (HSHA: monitor + one worker,
 ``threads = 2``; LF: ``threads = 1``), where locks see no contention. From the server exit JSON
 (CONTRACTS.md §1, ``--instrument``), rate = 1 / mean service time in µs, pooled over runs as
-Σ total_ns / Σ count:
+Σ total_ns / Σ count — per call, or per message (count = the ``work`` op's, one per message) where the
+model has one step per message but the server may need several calls for it:
 
-=====  ==============  =====================================================================
-rate   op              note
-=====  ==============  =====================================================================
-r_l    lock            every lock operation of the model uses r_l (§V-A)
-r_p    queue_put       HSHA only (LF has no queue: paper value kept, the LF model never uses it)
-r_g    queue_get       HSHA only (as r_p)
-r_i    recv
-r_o    send
-r_a    rearm           epoll_ctl re-activation; a notifier without it (epoll-et) cannot be calibrated
-r_e    notify          fitted from ``notify_by_events``, see below
-r_t    —               paper value; see below
-=====  ==============  =====================================================================
+=====  ==============  ===========  =======================================================================
+rate   op              per          note
+=====  ==============  ===========  =======================================================================
+r_l    lock            call         every lock operation of the model uses r_l (§V-A)
+r_p    queue_put       call         HSHA only (LF has no queue: paper value kept, the LF model never uses it)
+r_g    queue_get       call         HSHA only (as r_p)
+r_i    recv            message      edge-triggered servers read until EAGAIN: two recv calls per message
+r_o    send            message      a large message may take several send calls
+r_a    rearm           call         re-activation (EPOLLONESHOT re-arm, fd set update); see below
+r_e    notify          —            fitted from ``notify_by_events``, see below
+r_t    —               —            paper value; see below
+=====  ==============  ===========  =======================================================================
+
+r_a on a notifier that never re-arms (epoll-et: the descriptor stays armed): the server does no work
+for the model's re-activation step, so the step is made instant (``INSTANT_RATE`` per µs, 1 ns) and
+its source says so. Any other notifier without a ``rearm`` op is an error.
 
 r_t is *not* the LF promotion: §V-A defines it as the rate of "retrieving a socket descriptor previously
 returned by an epoll_wait" (φ3, the leader taking a cached descriptor, 10 ns in the paper). Handing
@@ -49,6 +54,10 @@ OP_OF_RATE: dict[str, dict[str, str]] = {
     "lf": {"r_l": "lock", "r_i": "recv", "r_o": "send", "r_a": "rearm"},
 }
 OPEN_BUCKET = 64
+PER_MESSAGE_OPS = frozenset({"recv", "send"})
+MESSAGE_OP = "work"  # the server calls it exactly once per message
+NO_REARM_NOTIFIERS = frozenset({"epoll-et"})
+INSTANT_RATE = 1000.0  # per µs: a step of 1 ns, for model steps the server does not perform
 
 
 def calibrate(
@@ -66,20 +75,28 @@ def calibrate(
     for name, res in zip(names, server_results, strict=True):
         _check_run(name, res, pattern)
 
+    notifiers = sorted({str(res.get("notifier")) for res in server_results})
+    if len(notifiers) != 1:
+        raise DemuxlabError(f"calibrate {pattern}: the runs mix notifiers {notifiers}; calibrate each apart")
     values: dict[str, float] = {}
     source: dict[str, str] = {}
     for rate, op in OP_OF_RATE[pattern].items():
+        if op == "rearm" and notifiers[0] in NO_REARM_NOTIFIERS:
+            values[rate] = INSTANT_RATE
+            source[rate] = f"instant:{notifiers[0]} does not re-arm"
+            continue
+        per_message = op in PER_MESSAGE_OPS
         count = 0
         total_ns = 0.0
         for name, res in zip(names, server_results, strict=True):
             c, t = _op_totals(name, res, op)
-            count += c
+            count += _op_totals(name, res, MESSAGE_OP)[0] if per_message else c
             total_ns += t
         mean_us = total_ns / count / 1000.0
         if mean_us <= 0.0:
             raise DemuxlabError(f"calibrate {pattern}: op {op!r} has a non-positive mean time ({mean_us} µs)")
         values[rate] = 1.0 / mean_us
-        source[rate] = f"op:{op}"
+        source[rate] = f"op:{op}" + ("/message" if per_message else "")
     values["r_e"] = 1.0 / _fit_notify_us(names, server_results, pattern)
     source["r_e"] = "fit:notify_by_events"
     paper = paper_rates(pattern)

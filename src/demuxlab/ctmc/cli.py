@@ -103,12 +103,7 @@ def predict(
 
 
 def _read_record(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise DemuxlabError(f"{path}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise DemuxlabError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}") from None
+    data = _read_json(path, "run record")
     if not isinstance(data, dict) or data.get("format") != "demuxlab.run/1":
         raise DemuxlabError(f"{path}: format: not a demuxlab.run/1 run record")
     if not isinstance(data.get("server"), dict):
@@ -166,3 +161,125 @@ def rates(as_json: bool) -> None:
             click.echo(f"{pattern}:")
             for k in RATE_FIELDS:
                 click.echo(f"  {k:<4} = 1/{1.0 / r[k]:.4g} µs⁻¹  ({r[k]:.6g} per µs)")
+
+
+# -- the workflow's model stages (demuxlab.validation) ------------------------------------------------------
+
+
+def _spec(path: str) -> Any:
+    from demuxlab.spec import load_spec
+
+    return load_spec(Path(path))
+
+
+@model.command("calibrate-experiment")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The calibrations as JSON.")
+def calibrate_experiment(spec: str, out: str) -> None:
+    """Fit and store the rates of every HSHA/LF pattern × notifier from the ingested calibration runs."""
+    from demuxlab.commands import write_json_atomic
+    from demuxlab.validation import calibrate_experiment as run
+
+    loaded = _spec(spec)
+    outcomes = run(loaded)
+    for o in outcomes:
+        if o.error:
+            click.echo(f"calibration {o.pattern}/{o.notifier}: not fitted: {o.error}", err=True)
+        else:
+            click.echo(
+                f"calibration {o.pattern}/{o.notifier}: id {o.calibration_id} from {len(o.source_runs)} runs",
+                err=True,
+            )
+    doc = {
+        "experiment": loaded.name,
+        "spec_sha256": loaded.sha256,
+        "calibrations": [o.to_json() for o in outcomes],
+    }
+    write_json_atomic(Path(out), doc)
+
+
+def _calibration_ids(path: Path, spec: Any) -> dict[tuple[str, str], int]:
+    doc = _read_json(path, "calibrations file")
+    if not isinstance(doc, dict) or not isinstance(doc.get("calibrations"), list):
+        raise DemuxlabError(f"{path}: calibrations: not the output of `demuxlab model calibrate-experiment`")
+    if doc.get("spec_sha256") != spec.sha256:
+        raise DemuxlabError(
+            f"{path}: spec_sha256: {str(doc.get('spec_sha256'))[:12]!r} is not this spec's "
+            f"({spec.sha256[:12]}): calibrate again"
+        )
+    ids: dict[tuple[str, str], int] = {}
+    for i, entry in enumerate(doc["calibrations"]):
+        if not isinstance(entry, dict):
+            raise DemuxlabError(f"{path}: calibrations[{i}]: not an object")
+        cid = entry.get("calibration_id")
+        if cid is None:
+            continue
+        if not isinstance(cid, int):
+            raise DemuxlabError(f"{path}: calibrations[{i}].calibration_id: not an integer: {cid!r}")
+        ids[(str(entry.get("pattern")), str(entry.get("notifier")))] = cid
+    return ids
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except OSError as exc:
+        raise DemuxlabError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise DemuxlabError(f"{path}: the {what} is not JSON: {exc.msg} at line {exc.lineno}") from None
+
+
+@model.command("predict-experiment")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--calibrations",
+    "calibrations_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Output of calibrate-experiment; without it only the paper's rates are used.",
+)
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="The predictions as JSON.")
+@click.option("--method", default="ssa", type=click.Choice(["ssa", "fluid", "exact"]), show_default=True)
+@click.option("--rel-ci", default=0.01, type=float, show_default=True, help="SSA: target relative CI")
+@click.option("--seed", default=0, type=int, show_default=True)
+@click.option("--jobs", default=1, type=click.IntRange(min=0), show_default=True, help="0: one per CPU")
+def predict_experiment(
+    spec: str,
+    calibrations_path: Path | None,
+    out: str,
+    method: str,
+    rel_ci: float,
+    seed: int,
+    jobs: int,
+) -> None:
+    """Predict every measured HSHA/LF point (paper and calibrated rates) and store the predictions."""
+    from demuxlab.commands import write_json_atomic
+    from demuxlab.validation import predict_experiment as run
+
+    loaded = _spec(spec)
+    ids = _calibration_ids(calibrations_path, loaded) if calibrations_path is not None else {}
+    entries = run(loaded, ids, method=method, rel_ci=rel_ci, seed=seed, jobs=jobs)
+    done = sum(1 for e in entries if "skipped" not in e)
+    click.echo(f"predictions: {done} stored, {len(entries) - done} skipped", err=True)
+    doc = {
+        "experiment": loaded.name,
+        "spec_sha256": loaded.sha256,
+        "method": method,
+        "rel_ci": rel_ci,
+        "seed": seed,
+        "predictions": entries,
+    }
+    write_json_atomic(Path(out), doc)
+
+
+@model.command("validate-experiment")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--out-dir", required=True, type=click.Path(file_okay=False), help="Where the table and figure go."
+)
+@click.option("--method", default="ssa", type=click.Choice(["ssa", "fluid", "exact"]), show_default=True)
+def validate_experiment(spec: str, out_dir: str, method: str) -> None:
+    """Model vs measurement per HSHA/LF point, with relative errors: CSVs and a figure (seed 001 Fig. 3)."""
+    from demuxlab.validation import write_validation
+
+    for path in write_validation(_spec(spec), Path(out_dir), method):
+        click.echo(f"wrote {path}", err=True)

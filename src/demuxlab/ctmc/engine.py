@@ -8,8 +8,12 @@ jump l_k, either a constant ``{species: delta}`` mapping or a function ``fill(x,
 * the Python-level reference (:meth:`ModelStructure.rates`, :meth:`ModelStructure.delta`), used by the
   exact solver and by the tests;
 * a numba kernel (:func:`compile_structure`): Python source is generated from the same transition list
-  (calls to the same φ functions, constant jumps written inline) and compiled with ``@njit``; tests check
-  it agrees with the reference on random states.
+  (calls to the same φ functions, constant jumps written inline) and compiled with ``@njit``: the rates,
+  the jumps, the drift, Gillespie's direct method (``ssa_run``; after an event only the rates the jump can
+  change are recomputed, see :func:`dependencies`) and a stiff integrator for the fluid ODE
+  (``fluid_run``). The generic parts are the ``_ssa_run`` … ``_fluid_run`` templates below, copied into
+  each generated module. The module is cached on disk with numba's machine code (:func:`cache_dir`).
+  Tests check the kernel against the reference on random states and along simulated paths.
 
 States are float64 vectors holding integers for the CTMC and reals for the fluid approximation. The
 indicator ``H`` is ``min(max(v, 0), 1)``: it equals the paper's H(v) on every non-negative integer and is
@@ -18,9 +22,19 @@ Lipschitz on the reals, which is what the fluid ODE needs.
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import inspect
+import os
+import re
+import sys
+import tempfile
+import textwrap
 import threading
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -146,121 +160,629 @@ class Kernel:
     apply_jump: Any  # (k, x, d) -> None, d receives l_k(x)
     ssa_run: Any  # (x, r, thr, nbins, binlen, max_events, rng) -> (acc, events, status)
     drift: Any  # (x, r, eps, out) -> None
+    fluid_run: Any  # (x, r, eps, thr, span, rtol, atol, h, max_steps) -> (i3, i4, h, steps, status)
+    n_species: int
+    n_transitions: int
+    source_path: str | None  # the generated module's file where the compiled code is cached on disk
+
+    def warm(self) -> None:
+        """Compile (or load from the disk cache) every entry point for the argument types the solvers use."""
+        x = np.zeros(self.n_species, dtype=np.float64)
+        r = np.ones(len(RATE_NAMES), dtype=np.float64)
+        rng = np.random.Generator(np.random.PCG64(0))
+        self.all_rates(x, r, np.empty(self.n_transitions))
+        self.apply_jump(0, x, np.empty(self.n_species))
+        self.ssa_run(x.copy(), r, 0, 1, 1.0, 1, rng)
+        self.drift(x, r, 1e-2, np.empty(self.n_species))
+        self.fluid_run(x.copy(), r, 1e-2, 0, 1.0, 1e-4, 1e-6, 1e-3, 1)
 
 
-_KERNELS: dict[str, Kernel] = {}
+CACHE_ENV = "DEMUXLAB_KERNEL_CACHE"
+
+_KERNELS: dict[int, tuple[ModelStructure, Kernel]] = {}
 _LOCK = threading.Lock()
 _REGISTERED: set[int] = set()
 
+# ---------------------------------------------------------------------------------------------------------
+# Which populations each transition class reads and changes (for the SSA's incremental rate updates).
 
-def _generate_source(st: ModelStructure) -> str:
-    lines = ["def all_rates(x, r, out):"]
-    for k in range(len(st.transitions)):
-        lines.append(f"    out[{k}] = phi_{k}(x, r)")
-    lines += ["", "def apply_jump(k, x, d):", "    d[:] = 0.0"]
+
+@dataclass(frozen=True)
+class Dependencies:
+    """Per transition class k: the populations φ_k reads (``None``: not known, treated as all of them) and
+    the populations its jump can change. After transition j fires only the rates in ``affected(j)`` can
+    change; tests check that on random states against the Python definition."""
+
+    reads: tuple[frozenset[int] | None, ...]
+    changes: tuple[frozenset[int] | None, ...]
+
+    def affected(self, j: int) -> tuple[int, ...]:
+        ch = self.changes[j]
+        return tuple(
+            k for k, rd in enumerate(self.reads) if rd is None or ch is None or not rd.isdisjoint(ch)
+        )
+
+
+_INDEX_NODES: tuple[type[ast.AST], ...] = (ast.Name, ast.Attribute, ast.Constant, ast.UnaryOp, ast.BinOp)
+_INDEX_NODES += (ast.Load, ast.USub, ast.UAdd, ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+
+
+def _constant_index(node: ast.expr, env: dict[str, Any], size: int) -> int | None:
+    """The value of an index such as ``M1`` or ``hsha.M1`` if it is a constant in range, else None."""
+    if not all(isinstance(sub, _INDEX_NODES) for sub in ast.walk(node)):
+        return None
+    try:
+        value = eval(compile(ast.Expression(node), "<index>", "eval"), env)
+    except Exception:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not -size <= value < size:
+        return None
+    return int(value) % size
+
+
+def subscripts(fn: Callable[..., Any], param: int, size: int) -> frozenset[int] | None:
+    """The constant indices at which ``fn`` subscripts its parameter number ``param`` (reads or writes),
+    or None where the parameter is used in any other way (passed on, aliased, indexed by a variable) or
+    the source is not available: then every index has to be assumed."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if len(defs) != 1:
+        return None
+    fdef = defs[0]
+    a = fdef.args
+    if a.posonlyargs or a.vararg or a.kwonlyargs or a.kwarg or len(a.args) <= param:
+        return None
+    name = a.args[param].arg
+    env: dict[str, Any] = dict(getattr(fn, "__globals__", {}))
+    try:
+        env.update(inspect.getclosurevars(fn).nonlocals)
+    except (TypeError, ValueError):
+        return None
+    found: set[int] = set()
+    allowed: set[int] = set()
+    for node in ast.walk(fdef):
+        if node is not fdef and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            return None  # a nested scope could shadow or capture the parameter
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
+            idx = _constant_index(node.slice, env, size)
+            if idx is None:
+                return None
+            found.add(idx)
+            allowed.add(id(node.value))
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Name) and node.id == name and id(node) not in allowed:
+            return None
+    return frozenset(found)
+
+
+def dependencies(st: ModelStructure) -> Dependencies:
+    ns = len(st.species)
+    reads = tuple(subscripts(tr.rate, 0, ns) for tr in st.transitions)
+    changes: list[frozenset[int] | None] = []
+    for tr in st.transitions:
+        if callable(tr.jump):
+            changes.append(subscripts(tr.jump, 1, ns))
+        else:
+            changes.append(frozenset(st.index(sp) for sp, v in tr.jump.items() if v != 0))
+    return Dependencies(reads=reads, changes=tuple(changes))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernel templates. These functions are not called here: their source is copied into every generated
+# kernel module, after the model-specific part, which defines the ``_gen_*`` names they call (the stubs
+# below only let this file be checked as a whole). numba compiles them per model.
+
+_GEN_NS = 0  # number of populations
+_GEN_NK = 0  # number of transition classes
+
+
+def _gen_all_rates(x: FloatArray, r: FloatArray, out: FloatArray) -> None:
+    """out[k] = φ_k(x)."""
+    raise NotImplementedError
+
+
+def _gen_select_fire(u: float, x: FloatArray, r: FloatArray, a: FloatArray, d: FloatArray) -> None:
+    """Fire the first transition j with u < a[0] + … + a[j] (the last one if there is none): x += l_j(x),
+    then a[k] = φ_k(x) for every k that can have changed (d: scratch)."""
+    raise NotImplementedError
+
+
+def _gen_drift_ws(x: FloatArray, r: FloatArray, eps: float, out: FloatArray, d: FloatArray) -> None:
+    """out = Σ_k φ_k(x)·g_k(x)·l_k(x) (d: scratch)."""
+    raise NotImplementedError
+
+
+def _ssa_run(
+    x: FloatArray,
+    r: FloatArray,
+    thr: int,
+    nbins: int,
+    binlen: float,
+    max_events: int,
+    rng: np.random.Generator,
+) -> tuple[FloatArray, int, int]:
+    """Gillespie's direct method from x (updated in place) over ``nbins`` bins of ``binlen`` µs.
+
+    Returns (acc, events, status): acc[b] = ∫ φ_thr dt over bin b, for the bins completed; status 0 when
+    every bin is done, 1 on an absorbing state, 2 when ``max_events`` events have been simulated (the bin
+    it stopped in is left out). Direct method: an exponential
+    holding time, then a uniform draw picks the transition by cumulative sums of the rates; only the rates
+    the fired jump can change are recomputed.
+    """
+    acc = np.zeros(nbins)
+    a = np.empty(_GEN_NK)
+    d = np.empty(_GEN_NS)
+    _gen_all_rates(x, r, a)
+    events = 0
+    for b in range(nbins):
+        left = binlen
+        s = 0.0
+        while True:
+            a0 = 0.0
+            for k in range(_GEN_NK):
+                a0 += a[k]
+            if a0 <= 0.0:
+                return acc[:b], events, 1
+            tau = rng.exponential(1.0 / a0)
+            # Exponential holding times are memoryless: cutting at the bin edge and redrawing is exact.
+            if tau >= left:
+                s += a[thr] * left
+                break
+            s += a[thr] * tau
+            left -= tau
+            _gen_select_fire(rng.random() * a0, x, r, a, d)
+            events += 1
+            if events >= max_events:
+                return acc[:b], events, 2
+        acc[b] = s
+    return acc, events, 0
+
+
+def _drift(x: FloatArray, r: FloatArray, eps: float, out: FloatArray) -> None:
+    """out = the fluid drift at x."""
+    d = np.empty(_GEN_NS)
+    _gen_drift_ws(x, r, eps, out, d)
+
+
+def _jacobian(
+    x: FloatArray,
+    r: FloatArray,
+    eps: float,
+    f0: FloatArray,
+    jac: FloatArray,
+    xt: FloatArray,
+    ft: FloatArray,
+    d: FloatArray,
+) -> None:
+    """jac = ∂drift/∂x at x by forward differences (f0 = drift(x); xt, ft, d scratch)."""
+    n = x.size
+    for i in range(n):
+        xt[i] = x[i]
+    for i in range(n):
+        xi = x[i]
+        xt[i] = xi + 1e-7 * max(abs(xi), 1.0)
+        h = xt[i] - xi
+        _gen_drift_ws(xt, r, eps, ft, d)
+        for j in range(n):
+            jac[j, i] = (ft[j] - f0[j]) / h
+        xt[i] = xi
+
+
+def _lu_factor(w: FloatArray, piv: npt.NDArray[np.int64]) -> bool:
+    """LU factorisation with partial pivoting in place (Doolittle, unit L below the diagonal)."""
+    n = w.shape[0]
+    for k in range(n):
+        p = k
+        m = abs(w[k, k])
+        for i in range(k + 1, n):
+            v = abs(w[i, k])
+            if v > m:
+                m = v
+                p = i
+        piv[k] = p
+        if m == 0.0:
+            return False
+        if p != k:
+            for c in range(n):
+                t = w[k, c]
+                w[k, c] = w[p, c]
+                w[p, c] = t
+        inv = 1.0 / w[k, k]
+        for i in range(k + 1, n):
+            f = w[i, k] * inv
+            w[i, k] = f
+            if f != 0.0:
+                for c in range(k + 1, n):
+                    w[i, c] -= f * w[k, c]
+    return True
+
+
+def _lu_solve(w: FloatArray, piv: npt.NDArray[np.int64], b: FloatArray) -> None:
+    """b = W⁻¹ b in place, W as factorised by _lu_factor."""
+    n = w.shape[0]
+    for k in range(n):
+        p = piv[k]
+        if p != k:
+            t = b[k]
+            b[k] = b[p]
+            b[p] = t
+    for i in range(n):
+        s = b[i]
+        for c in range(i):
+            s -= w[i, c] * b[c]
+        b[i] = s
+    for i in range(n - 1, -1, -1):
+        s = b[i]
+        for c in range(i + 1, n):
+            s -= w[i, c] * b[c]
+        b[i] = s / w[i, i]
+
+
+def _fluid_run(
+    x: FloatArray,
+    r: FloatArray,
+    eps: float,
+    thr: int,
+    span: float,
+    rtol: float,
+    atol: float,
+    h: float,
+    max_steps: int,
+) -> tuple[float, float, float, int, int]:
+    """Integrate dx/dt = drift(x) from x (updated in place) over [0, span] µs.
+
+    Scheme: ROS2 (Verwer, Spee, Blom, Hundsdorfer 1999), a two-stage linearly implicit (Rosenbrock/W)
+    method: order 2 with *any* matrix J in W = I − γhJ, L-stable for γ = 1 + 1/√2 when J is the Jacobian;
+    the embedded first-order solution x + h·k1 gives the error estimate (weighted RMS norm, atol + rtol·|x|).
+    Being a W-method, it keeps J (forward differences of the compiled drift) and the LU factors of W for
+    several steps: J is recomputed after a rejected step and at most every 8 steps, W whenever J or h
+    changes, and h is only changed when the controller asks for a decrease or at least ×1.3. Steps end
+    exactly on span/2, 3·span/4 and span and are at most span/256 long.
+
+    Returns (∫ φ_thr dt over [span/2, 3span/4], the same over [3span/4, span] (trapezoidal rule on the
+    accepted steps), the next step size, steps attempted, status): status 0 ok, 1 the step size fell
+    below 1e-12·span, 2 ``max_steps`` attempts were not enough.
+    """
+    n = x.size
+    gamma = 1.0 + 1.0 / np.sqrt(2.0)
+    f0 = np.empty(n)
+    f1 = np.empty(n)
+    k1 = np.empty(n)
+    k2 = np.empty(n)
+    y1 = np.empty(n)
+    xt = np.empty(n)
+    ft = np.empty(n)
+    jac = np.empty((n, n))
+    w = np.empty((n, n))
+    piv = np.zeros(n, dtype=np.int64)
+    d = np.empty(_GEN_NS)
+    a = np.empty(_GEN_NK)
+    _gen_drift_ws(x, r, eps, f0, d)
+    _gen_all_rates(x, r, a)
+    p0 = a[thr]
+    half = 0.5 * span
+    q3 = 0.75 * span
+    hmax = span / 256.0
+    i3 = 0.0
+    i4 = 0.0
+    t = 0.0
+    steps = 0
+    jac_age = -1  # accepted steps since jac was computed; -1: none yet
+    w_h = -1.0  # the step size w was factorised for; -1: w is stale
+    rejected = False
+    while t < span:
+        if steps >= max_steps:
+            return i3, i4, h, steps, 2
+        edge = half if t < half else (q3 if t < q3 else span)
+        hh = min(h, hmax)
+        clipped = False
+        if t + hh >= edge:
+            hh = edge - t
+            clipped = True
+        if jac_age < 0 or jac_age >= 8 or (rejected and jac_age > 0):
+            _jacobian(x, r, eps, f0, jac, xt, ft, d)
+            jac_age = 0
+            w_h = -1.0
+        steps += 1
+        if hh != w_h:
+            c = -gamma * hh
+            for i in range(n):
+                for j in range(n):
+                    w[i, j] = c * jac[i, j]
+                w[i, i] += 1.0
+            if not _lu_factor(w, piv):
+                w_h = -1.0
+                h = 0.5 * hh
+                rejected = True
+                continue
+            w_h = hh
+        for i in range(n):
+            k1[i] = f0[i]
+        _lu_solve(w, piv, k1)
+        for i in range(n):
+            y1[i] = x[i] + hh * k1[i]
+        _gen_drift_ws(y1, r, eps, f1, d)
+        for i in range(n):
+            k2[i] = f1[i] - 2.0 * k1[i]
+        _lu_solve(w, piv, k2)
+        acc = 0.0
+        for i in range(n):
+            ynew = x[i] + 1.5 * hh * k1[i] + 0.5 * hh * k2[i]
+            e = 0.5 * hh * (k1[i] + k2[i])
+            sc = atol + rtol * max(abs(x[i]), abs(ynew))
+            acc += (e / sc) * (e / sc)
+            y1[i] = ynew
+        err = np.sqrt(acc / n)
+        if err <= 1.0:
+            t0 = t
+            t = edge if clipped else t + hh
+            for i in range(n):
+                x[i] = y1[i]
+            _gen_drift_ws(x, r, eps, f0, d)
+            _gen_all_rates(x, r, a)
+            p1 = a[thr]
+            if t0 >= half:
+                if t0 < q3:
+                    i3 += 0.5 * (p0 + p1) * (t - t0)
+                else:
+                    i4 += 0.5 * (p0 + p1) * (t - t0)
+            p0 = p1
+            jac_age += 1
+            fac = 5.0 if err == 0.0 else min(5.0, 0.9 / np.sqrt(err))
+            if rejected:
+                fac = min(fac, 1.0)
+            rejected = False
+            if not clipped and (fac < 1.0 or fac >= 1.3):
+                h = hh * fac
+        else:
+            rejected = True
+            h = hh * max(0.2, 0.9 / np.sqrt(err))
+        if h < 1e-12 * span:
+            return i3, i4, h, steps, 1
+    return i3, i4, h, steps, 0
+
+
+_TEMPLATES: tuple[Callable[..., Any], ...] = (_ssa_run, _drift, _jacobian, _lu_factor, _lu_solve, _fluid_run)
+
+# ---------------------------------------------------------------------------------------------------------
+# Generation and compilation.
+
+
+def _generate_source(st: ModelStructure, deps: Dependencies | None = None) -> str:
+    """The Python source of one model's kernel module: the model-specific functions, then the templates."""
+    deps = deps if deps is not None else dependencies(st)
+    ns = len(st.species)
+    nk = len(st.transitions)
+    lines = [
+        f"# Kernel of the CTMC {st.name!r}, generated by demuxlab.ctmc.engine; do not edit.",
+        "from __future__ import annotations",
+        "",
+        "import numpy as np",
+        "",
+        f"_GEN_NS = {ns}",
+        f"_GEN_NK = {nk}",
+        "",
+        "",
+        "def _gen_all_rates(x, r, out):",
+    ]
+    lines += [f"    out[{k}] = phi_{k}(x, r)" for k in range(nk)]
+    lines += ["", "", "def _gen_apply_jump(k, x, d):", "    d[:] = 0.0"]
     for k, tr in enumerate(st.transitions):
         lines.append(f"    {'if' if k == 0 else 'elif'} k == {k}:")
         if callable(tr.jump):
             lines.append(f"        jump_{k}(x, d)")
         else:
-            for sp, v in tr.jump.items():
-                lines.append(f"        d[{st.index(sp)}] += {float(v)!r}")
-    lines.append("")
+            lines += [f"        d[{st.index(sp)}] += {float(v)!r}" for sp, v in tr.jump.items()]
+            lines += ["        pass"] if not tr.jump else []
+    fire = _select_fire_source(st, deps, "            ")
+    lines += [
+        "",
+        "",
+        "def _gen_drift_ws(x, r, eps, out, d):",
+        f"    for i in range({ns}):",
+        "        out[i] = 0.0",
+    ]
+    for k, tr in enumerate(st.transitions):
+        lines += [f"    v = phi_{k}(x, r)", "    if v != 0.0:"]
+        if callable(tr.jump):
+            written = deps.changes[k]
+            idx = sorted(written) if written is not None else list(range(ns))
+            lines += [f"        d[{i}] = 0.0" for i in idx]
+            lines.append(f"        jump_{k}(x, d)")
+            lines += [f"        if d[{i}] < 0.0:\n            v *= H(x[{i}] / eps)" for i in idx]
+            lines += [f"        out[{i}] += v * d[{i}]" for i in idx]
+        else:
+            jump = sorted((st.index(sp), float(v)) for sp, v in tr.jump.items() if v != 0)
+            lines += [f"        v *= H(x[{i}] / eps)" for i, v in jump if v < 0.0]
+            lines += [f"        out[{i}] += v * {v!r}" for i, v in jump]
+            lines += ["        pass"] if not jump else []
+    lines += ["", ""]
+    body = "\n".join(lines)
+    templates = "\n\n".join(textwrap.dedent(inspect.getsource(fn)) for fn in _TEMPLATES)
+    if templates.count(_SELECT_FIRE_CALL) != 1:
+        raise AssertionError("engine: the SSA template lost its _gen_select_fire call")
+    return body + templates.replace(_SELECT_FIRE_CALL, fire)
+
+
+# The call in _ssa_run that _generate_source replaces by the generated code itself: numba inlines calls at
+# the IR level, but passing the four arrays costs four atomic reference count updates and four releases
+# per event, which took about half of the time per event.
+_SELECT_FIRE_CALL = "            _gen_select_fire(rng.random() * a0, x, r, a, d)\n"
+
+
+def _select_fire_source(st: ModelStructure, deps: Dependencies, indent: str) -> str:
+    """Statements drawing u and firing the first transition j with u < a[0] + … + a[j] (the last one if
+    there is none): the state update, then the rates that can have changed."""
     ns = len(st.species)
     nk = len(st.transitions)
-    lines += [
-        "def ssa_run(x, r, thr, nbins, binlen, max_events, rng):",
-        # acc[b] = ∫ φ_thr dt over bin b; status 0 ok, 1 absorbing state, 2 event budget spent.
-        "    acc = np.zeros(nbins)",
-        f"    a = np.empty({nk})",
-        f"    d = np.empty({ns})",
-        "    events = 0",
-        "    for b in range(nbins):",
-        "        left = binlen",
-        "        while True:",
-        "            all_rates(x, r, a)",
-        "            a0 = 0.0",
-        f"            for k in range({nk}):",
-        "                a0 += a[k]",
-        "            if a0 <= 0.0:",
-        "                return acc, events, 1",
-        "            tau = rng.exponential(1.0 / a0)",
-        # Exponential holding times are memoryless: cutting at the bin edge and redrawing is exact.
-        "            if tau >= left:",
-        "                acc[b] += a[thr] * left",
-        "                break",
-        "            acc[b] += a[thr] * tau",
-        "            left -= tau",
-        "            u = rng.random() * a0",
-        f"            j = {nk - 1}",
-        "            c = 0.0",
-        f"            for k in range({nk}):",
-        "                c += a[k]",
-        "                if u < c:",
-        "                    j = k",
-        "                    break",
-        "            apply_jump(j, x, d)",
-        f"            for i in range({ns}):",
-        "                x[i] += d[i]",
-        "            events += 1",
-        "            if events >= max_events:",
-        "                return acc, events, 2",
-        "    return acc, events, 0",
-        "",
-        "def drift(x, r, eps, out):",
-        f"    a = np.empty({nk})",
-        f"    d = np.empty({ns})",
-        "    all_rates(x, r, a)",
-        "    out[:] = 0.0",
-        f"    for k in range({nk}):",
-        "        if a[k] == 0.0:",
-        "            continue",
-        "        apply_jump(k, x, d)",
-        "        g = 1.0",
-        f"        for i in range({ns}):",
-        "            if d[i] < 0.0:",
-        "                g *= H(x[i] / eps)",
-        f"        for i in range({ns}):",
-        "            out[i] += a[k] * g * d[i]",
-    ]
-    return "\n".join(lines) + "\n"
+    out = [f"{indent}u = rng.random() * a0", f"{indent}c = a[0]"]
+    pad = indent
+    for k, tr in enumerate(st.transitions):
+        last = k == nk - 1
+        if not last:
+            if k > 0:
+                out.append(f"{pad}c += a[{k}]")
+            out.append(f"{pad}if u < c:")
+        body = pad + "    " if not last else pad
+        start = len(out)
+        if callable(tr.jump):
+            written = deps.changes[k]
+            idx = sorted(written) if written is not None else list(range(ns))
+            out += [f"{body}d[{i}] = 0.0" for i in idx]
+            out.append(f"{body}jump_{k}(x, d)")
+            out += [f"{body}x[{i}] += d[{i}]" for i in idx]
+        else:
+            out += [f"{body}x[{st.index(sp)}] += {float(v)!r}" for sp, v in tr.jump.items() if v != 0]
+        out += [f"{body}a[{m}] = phi_{m}(x, r)" for m in deps.affected(k)]
+        if len(out) == start:
+            out.append(f"{body}pass")  # a jump that changes nothing
+        if not last:
+            out.append(f"{pad}else:")
+            pad += "    "
+    return "\n".join(out) + "\n"
+
+
+def cache_dir() -> Path | None:
+    """Where generated kernels and numba's machine code for them are cached: ``$DEMUXLAB_KERNEL_CACHE``
+    (``off`` disables the cache), else ``$XDG_CACHE_HOME/demuxlab/ctmc-kernels`` (``~/.cache/…``) or, if
+    that cannot be written, a folder in the temporary directory; None if disabled or nothing is writable.
+    Entries are named by a hash of everything they are compiled from, so checkouts and versions can share
+    the folder; deleting it only costs a compile."""
+    env = os.environ.get(CACHE_ENV)
+    if env is not None and env.strip().lower() in ("", "0", "off", "no", "false"):
+        return None
+    candidates: list[Path] = []
+    if env:
+        candidates.append(Path(env))
+    else:
+        try:
+            base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+            candidates.append(base / "demuxlab" / "ctmc-kernels")
+        except RuntimeError:  # no home directory
+            pass
+        user = os.getuid() if hasattr(os, "getuid") else 0
+        candidates.append(Path(tempfile.gettempdir()) / f"demuxlab-ctmc-kernels-{user}")
+    for path in candidates:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(path, os.W_OK):
+            return path
+    return None
+
+
+def _cache_key(st: ModelStructure, source: str) -> str | None:
+    """A hash of everything the compiled code depends on, or None if some of it cannot be pinned down (a
+    φ without a source file, or one that closes over values)."""
+    import numba
+
+    h = hashlib.sha256()
+    h.update(f"{numba.__version__}|{sys.version}|{np.__version__}|".encode())
+    files = {Path(__file__).resolve()}
+    fns: list[Callable[..., Any]] = [tr.rate for tr in st.transitions]
+    fns += [tr.jump for tr in st.transitions if callable(tr.jump)]
+    for fn in fns:
+        if getattr(fn, "__closure__", None):
+            return None
+        try:
+            src = inspect.getsourcefile(fn)
+        except TypeError:
+            return None
+        if src is None or not os.path.isfile(src):
+            return None
+        files.add(Path(src).resolve())
+        h.update(f"{fn.__module__}.{fn.__qualname__}|".encode())
+    for f in sorted(files):
+        h.update(str(f).encode())
+        h.update(f.read_bytes())
+    h.update(source.encode())
+    return h.hexdigest()[:24]
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    try:
+        if path.read_text() == text:
+            return
+    except OSError:
+        pass
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def compile_structure(st: ModelStructure) -> Kernel:
-    """Compile (once per process and structure) the numba kernel generated from ``st``."""
-    with _LOCK:
-        cached = _KERNELS.get(st.name)
-        if cached is not None:
-            return cached
-        import numba
-        from numba.extending import register_jitable
+    """The numba kernel generated from ``st`` (once per process and structure).
 
-        for fn in _HELPERS:
-            if id(fn) not in _REGISTERED:
-                register_jitable(fn)
-                _REGISTERED.add(id(fn))
-        namespace: dict[str, Any] = {"np": np, "H": numba.njit(H)}
-        for k, tr in enumerate(st.transitions):
-            namespace[f"phi_{k}"] = numba.njit(tr.rate)
-            if callable(tr.jump):
-                namespace[f"jump_{k}"] = numba.njit(tr.jump)
-        source = _generate_source(st)
-        code = compile(source, f"<demuxlab.ctmc kernel {st.name}>", "exec")
-        exec(code, namespace)
-        kernel = Kernel(
-            all_rates=numba.njit(namespace["all_rates"]),
-            apply_jump=numba.njit(namespace["apply_jump"]),
-            ssa_run=None,
-            drift=None,
-        )
-        # The generated functions call each other by global name; rebind them to their compiled versions.
-        namespace["all_rates"] = kernel.all_rates
-        namespace["apply_jump"] = kernel.apply_jump
-        kernel = Kernel(
-            all_rates=kernel.all_rates,
-            apply_jump=kernel.apply_jump,
-            ssa_run=numba.njit(namespace["ssa_run"]),
-            drift=numba.njit(namespace["drift"]),
-        )
-        _KERNELS[st.name] = kernel
+    The generated module is written to the kernel cache directory (see :func:`cache_dir`) under a name
+    that hashes its source and the source files of the model's φ and jump functions, and compiled with
+    numba's ``cache=True``: a later process (a pool worker, the next CLI call) loads the machine code
+    instead of compiling it again (≈ 10 s). Without a usable cache directory it is compiled in memory.
+    """
+    with _LOCK:
+        cached = _KERNELS.get(id(st))
+        if cached is not None and cached[0] is st:
+            return cached[1]
+        kernel = _compile(st)
+        _KERNELS[id(st)] = (st, kernel)
         return kernel
+
+
+def _compile(st: ModelStructure) -> Kernel:
+    import numba
+    from numba.extending import register_jitable
+
+    for fn in _HELPERS:
+        if id(fn) not in _REGISTERED:
+            register_jitable(fn)
+            _REGISTERED.add(id(fn))
+    source = _generate_source(st)
+    directory = cache_dir()
+    key = _cache_key(st, source) if directory is not None else None
+    safe = re.sub(r"[^A-Za-z0-9_]", "_", st.name)
+    path: Path | None = None
+    modname = f"demuxlab_ctmc_kernel_{safe}_{id(st):x}"
+    if directory is not None and key is not None:
+        path = directory / f"kernel_{safe}_{key}.py"
+        modname = f"demuxlab_ctmc_kernel_{safe}_{key}"
+        try:
+            _write_if_changed(path, source)
+        except OSError:
+            path = None
+    module = types.ModuleType(modname)
+    module.__dict__["np"] = np
+    module.__dict__["H"] = numba.njit(H)
+    # φ and the jumps are plain calls: LLVM inlines them (numba's IR-level inlining is no faster and
+    # doubles the compile time).
+    for k, tr in enumerate(st.transitions):
+        module.__dict__[f"phi_{k}"] = numba.njit(tr.rate)
+        if callable(tr.jump):
+            module.__dict__[f"jump_{k}"] = numba.njit(tr.jump)
+    filename = str(path) if path is not None else f"<demuxlab.ctmc kernel {st.name}>"
+    module.__file__ = filename
+    exec(compile(source, filename, "exec"), module.__dict__)
+    if path is not None:
+        # numba's cache rebuilds a compiled function's environment by importing its module by name.
+        sys.modules[modname] = module
+    names = [n for n, v in list(module.__dict__.items()) if isinstance(v, types.FunctionType)]
+    names = [n for n in names if getattr(module.__dict__[n], "__module__", None) == modname]
+    for n in names:
+        fn = module.__dict__[n]
+        try:
+            module.__dict__[n] = numba.njit(cache=path is not None)(fn)
+        except RuntimeError:  # no cache locator for the file after all
+            module.__dict__[n] = numba.njit(fn)
+    g = module.__dict__
+    return Kernel(
+        all_rates=g["_gen_all_rates"],
+        apply_jump=g["_gen_apply_jump"],
+        ssa_run=g["_ssa_run"],
+        drift=g["_drift"],
+        fluid_run=g["_fluid_run"],
+        n_species=len(st.species),
+        n_transitions=len(st.transitions),
+        source_path=str(path) if path is not None else None,
+    )

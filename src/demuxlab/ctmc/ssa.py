@@ -3,10 +3,21 @@
 The compiled kernel (engine.compile_structure) advances the chain over equal time bins and returns, per
 bin, ∫ φ_thr(x(t)) dt — the time average of the throughput's generating function, whose steady-state
 expectation is the paper's throughput. The run is: warm-up (``warmup_events`` events, discarded), then
-bins of fixed length; the bins are grouped into 5 equal batches, and the run is doubled until the 95 %
-confidence interval of the 5 batch means (Student t, 4 degrees of freedom) is below ``rel_ci`` of the
-mean, but never stops before ``min_events`` events after the warm-up (a short run can show a small
-spread by chance). ``max_events`` bounds the work; a run stopped by it says ``converged = False``.
+bins of fixed length (20 bins ≈ ``min_events`` events); the bins are grouped into 5 equal batches, and the
+reported estimate and 95 % confidence interval are those of the 5 batch means (Student t, 4 degrees of
+freedom). The run stops once
+
+* that CI is at most ``rel_ci`` of the mean,
+* at least ``min_events`` events were simulated after the warm-up, and
+* the same standard error estimated from 20 batches (19 degrees of freedom, a far steadier estimate than
+  the 5 batches' 4) also puts the 5-batch CI at most ``rel_ci``: with 4 degrees of freedom the sample
+  standard deviation is below half its true value one time in eleven, and such a lucky spread alone must
+  not end a run early.
+
+Otherwise the run is extended, by the factor the 20-batch standard error says is needed for an expected
+5-batch CI of ``AIM`` × ``rel_ci`` (at least ×1.15, at most ×8), instead of being doubled blindly.
+``max_events`` bounds the work; a run stopped by it says ``converged = False``. Everything is a function of
+the model and the seed (PCG64): the same seed gives the same result, in any process.
 """
 
 from __future__ import annotations
@@ -20,7 +31,11 @@ from demuxlab.errors import DemuxlabError
 
 N_BATCHES = 5
 T_975_4 = 2.7764451051977987  # scipy.stats.t.ppf(0.975, 4)
-BINS_PER_BATCH_START = 4
+PLAN_BATCHES = 20  # the run is always a multiple of this many bins; it starts with exactly this many
+C4_5 = 0.9399856029866254  # E[s]/σ for 5 normal samples: the expected 5-batch CI is C4_5·t₄·SE
+AIM = 1.0  # an extension aims at an expected 5-batch CI of AIM × rel_ci
+GROWTH_MIN = 1.15
+GROWTH_MAX = 8.0
 
 
 @dataclass(frozen=True)
@@ -67,8 +82,7 @@ def simulate(
     x = model.initial.copy()
 
     # Warm-up: run a fixed number of events, measure how long (simulated) it took, and use that pace to
-    # size the bins so that the first 5 batches together hold about min_events events.
-    warm_us = 0.0
+    # size the bins so that the first PLAN_BATCHES bins together hold about min_events events.
     if warmup_events > 0:
         step = 1000.0
         left = warmup_events
@@ -77,35 +91,37 @@ def simulate(
             _check(status, model)
             left -= ev
             if status == 0:
-                warm_us += step
                 step *= 2.0
     pace_us = _pace(kernel, x, model, thr, rng)
-    bin_us = pace_us * min_events / (N_BATCHES * BINS_PER_BATCH_START)
+    bin_us = pace_us * min_events / PLAN_BATCHES
 
     acc: list[FloatArray] = []
     events = 0
-    nbins = N_BATCHES * BINS_PER_BATCH_START
+    nbins = PLAN_BATCHES
     converged = False
     while True:
         out, ev, status = kernel.ssa_run(x, model.r, thr, nbins, bin_us, max_events - events, rng)
         _check(status, model)
         events += ev
         acc.append(np.asarray(out, dtype=np.float64))
-        if status == 2:
+        if status == 2 or events >= max_events:
             break
         bins = np.concatenate(acc)
-        means = bins.reshape(N_BATCHES, -1).sum(axis=1) / (bin_us * (len(bins) // N_BATCHES))
-        _, rel = batch_ci(means)
-        if rel <= rel_ci and events >= min_events:
+        _, rel = batch_ci(_batch_means(bins, N_BATCHES, bin_us))
+        guard = _planned_ci(bins, bin_us)
+        if rel <= rel_ci and guard <= rel_ci and events >= min_events:
             converged = True
             break
-        nbins = len(bins)  # double the run; the batches stay 5 of equal length
+        growth = (C4_5 * guard / (AIM * rel_ci)) ** 2 if np.isfinite(guard) else GROWTH_MAX
+        growth = max(growth, min_events / max(events, 1))
+        growth = min(max(growth, GROWTH_MIN), GROWTH_MAX)
+        total = int(np.ceil(len(bins) * growth / PLAN_BATCHES)) * PLAN_BATCHES
+        nbins = total - len(bins)
     bins = np.concatenate(acc)
     usable = (len(bins) // N_BATCHES) * N_BATCHES
     if usable == 0:
         raise DemuxlabError(f"simulate {_name(model)}: max_events={max_events} too small for one batch")
-    per = usable // N_BATCHES
-    means = bins[:usable].reshape(N_BATCHES, per).sum(axis=1) / (bin_us * per)
+    means = _batch_means(bins[:usable], N_BATCHES, bin_us)
     mean, rel = batch_ci(means)
     return SimulationResult(
         throughput_per_us=mean,
@@ -116,6 +132,23 @@ def simulate(
         converged=converged,
         final_state=x,
     )
+
+
+def _batch_means(bins: FloatArray, batches: int, bin_us: float) -> FloatArray:
+    """Means of φ_thr over ``batches`` equal consecutive batches of the bins (their count divides evenly)."""
+    per = len(bins) // batches
+    return np.asarray(bins[: per * batches].reshape(batches, per).sum(axis=1) / (bin_us * per))
+
+
+def _planned_ci(bins: FloatArray, bin_us: float) -> float:
+    """The relative 5-batch CI half-width (t₄ · SE / mean) with the standard error of the mean estimated
+    from PLAN_BATCHES batches."""
+    means = _batch_means(bins, PLAN_BATCHES, bin_us)
+    mean = float(np.mean(means))
+    if mean <= 0.0:
+        return float("inf")
+    se = float(np.std(means, ddof=1)) / float(np.sqrt(len(means)))
+    return T_975_4 * se / mean
 
 
 def _pace(kernel: object, x: FloatArray, model: ModelInstance, thr: int, rng: np.random.Generator) -> float:

@@ -21,20 +21,41 @@ def save_calibration(
     method: str = "seed001-lowest-concurrency",
     url: str | None = None,
 ) -> int:
+    """Store a calibration and return its id.
+
+    A calibration is identified by what it was fitted from: storing one again for the same pattern,
+    notifier, method and set of source runs updates that row in place (its id, and so the predictions
+    that reference it, stay), which makes the workflow's calibrate stage idempotent.
+    """
+    from sqlalchemy import select
+
     from demuxlab.db.engine import session
     from demuxlab.db.models import Calibration
 
-    row = Calibration(
-        pattern=pattern,
-        notifier=notifier,
-        host_id=host_id,
-        rates={**rates.as_dict(), "source": dict(rates.source)},
-        source_runs=list(source_runs),
-        artifacts=dict(artifacts or {}),
-        method=method,
-    )
+    runs = sorted(str(r) for r in source_runs)
+    values = {
+        "host_id": host_id,
+        "rates": {**rates.as_dict(), "source": dict(rates.source)},
+        "artifacts": dict(artifacts or {}),
+    }
     with session(url) as s:
-        s.add(row)
+        row = s.scalars(
+            select(Calibration)
+            .where(
+                Calibration.pattern == pattern,
+                Calibration.notifier == notifier,
+                Calibration.method == method,
+                Calibration.source_runs == runs,
+            )
+            .order_by(Calibration.id)
+            .with_for_update()
+        ).first()
+        if row is None:
+            row = Calibration(pattern=pattern, notifier=notifier, method=method, source_runs=runs, **values)
+            s.add(row)
+        else:
+            for key, value in values.items():
+                setattr(row, key, value)
         s.flush()
         return int(row.id)
 
@@ -55,44 +76,66 @@ def save_prediction(
     prediction: Prediction, point_id: int, calibration_id: int | None = None, url: str | None = None
 ) -> int:
     """Store (replacing any earlier one for the same point, rates and method) a prediction."""
+    return save_predictions([(prediction, point_id, calibration_id)], url)[0]
+
+
+def save_predictions(
+    items: Sequence[tuple[Prediction, int, int | None]], url: str | None = None
+) -> list[int]:
+    """Store predictions ``(prediction, point id, calibration id or None for the paper's rates)`` in one
+    transaction: all of them or, on any error, none. Each replaces an earlier prediction of the same point,
+    rates and method. A prediction must match its point (pattern, threads) and its calibration (pattern,
+    notifier)."""
     from sqlalchemy import delete
 
     from demuxlab.db.engine import session
-    from demuxlab.db.models import Point
+    from demuxlab.db.models import Calibration, Point
     from demuxlab.db.models import Prediction as PredictionRow
 
-    source = "paper" if calibration_id is None else "calibration"
+    ids: list[int] = []
     with session(url) as s:
-        point = s.get(Point, point_id)
-        if point is None:
-            raise DemuxlabError(f"prediction: no point with id {point_id}")
-        if point.pattern != prediction.pattern or point.threads != prediction.threads:
-            raise DemuxlabError(
-                f"prediction: point {point_id} is {point.pattern}/t{point.threads}, "
-                f"the prediction is {prediction.pattern}/t{prediction.threads}"
+        for prediction, point_id, calibration_id in items:
+            point = s.get(Point, point_id)
+            if point is None:
+                raise DemuxlabError(f"prediction: no point with id {point_id}")
+            if point.pattern != prediction.pattern or point.threads != prediction.threads:
+                raise DemuxlabError(
+                    f"prediction: point {point_id} is {point.pattern}/t{point.threads}, "
+                    f"the prediction is {prediction.pattern}/t{prediction.threads}"
+                )
+            if calibration_id is not None:
+                cal = s.get(Calibration, calibration_id)
+                if cal is None:
+                    raise DemuxlabError(f"prediction: no calibration with id {calibration_id}")
+                if (cal.pattern, cal.notifier) != (point.pattern, point.notifier):
+                    raise DemuxlabError(
+                        f"prediction: calibration {calibration_id} is for {cal.pattern}/{cal.notifier}, "
+                        f"point {point_id} is {point.pattern}/{point.notifier}"
+                    )
+            source = "paper" if calibration_id is None else "calibration"
+            cond = (
+                PredictionRow.calibration_id.is_(None)
+                if calibration_id is None
+                else (PredictionRow.calibration_id == calibration_id)
             )
-        cond = (
-            PredictionRow.calibration_id.is_(None)
-            if calibration_id is None
-            else (PredictionRow.calibration_id == calibration_id)
-        )
-        s.execute(
-            delete(PredictionRow).where(
-                PredictionRow.point_id == point_id,
-                PredictionRow.rates_source == source,
-                PredictionRow.method == prediction.method,
-                cond,
+            s.execute(
+                delete(PredictionRow).where(
+                    PredictionRow.point_id == point_id,
+                    PredictionRow.rates_source == source,
+                    PredictionRow.method == prediction.method,
+                    cond,
+                )
             )
-        )
-        row = PredictionRow(
-            point_id=point_id,
-            calibration_id=calibration_id,
-            rates_source=source,
-            method=prediction.method,
-            parameters={**prediction.as_dict(), **prediction.details},
-            throughput_msgs_per_s=prediction.throughput_msgs_per_s,
-            ci_halfwidth_rel=prediction.ci_halfwidth_rel,
-        )
-        s.add(row)
-        s.flush()
-        return int(row.id)
+            row = PredictionRow(
+                point_id=point_id,
+                calibration_id=calibration_id,
+                rates_source=source,
+                method=prediction.method,
+                parameters={**prediction.as_dict(), **prediction.details},
+                throughput_msgs_per_s=prediction.throughput_msgs_per_s,
+                ci_halfwidth_rel=prediction.ci_halfwidth_rel,
+            )
+            s.add(row)
+            s.flush()
+            ids.append(int(row.id))
+    return ids

@@ -1,8 +1,9 @@
 """Schema v1 as SQLAlchemy 2 typed models.
 
-The Alembic migration ``0001_initial`` creates exactly these tables; ``demuxlab db check`` (``alembic
-check``) fails if the two drift apart. Documents (facts, pinning, artifacts, raw binary outputs, rates) are
-JSONB; every table that is written by a single actor has a server-side creation timestamp.
+The Alembic migrations (``0001_initial``, ``0002_point_instrument``) create exactly these tables;
+``demuxlab db check`` (``alembic check``) fails if the two drift apart. Documents (facts, pinning,
+artifacts, raw binary outputs, rates) are JSONB; every table that is written by a single actor has a
+server-side creation timestamp.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     Uuid,
+    false,
     func,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -108,6 +110,8 @@ class Point(Base):
     msg_size: Mapped[int]
     client_threads: Mapped[int]
     rate: Mapped[float | None]
+    # A calibration point (seed 001 §V-A): its runs were instrumented; its key ends in ``/instr``.
+    instrument: Mapped[bool] = mapped_column(server_default=false())
 
     experiment: Mapped[Experiment] = relationship(back_populates="points")
     runs: Mapped[list[Run]] = relationship(back_populates="point", passive_deletes=True)

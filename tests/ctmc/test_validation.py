@@ -1,0 +1,235 @@
+"""The workflow's model stages against a real database: calibrate, predict, validate (demuxlab.validation).
+
+The runs are synthetic run records (the ingest test template) for the points of a real spec, loaded by
+the real ingest; their server timings are known, so the fitted rates and the errors can be checked.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from demuxlab.ctmc.cli import model
+from demuxlab.ctmc.predict import predict
+from demuxlab.ctmc.rates import Rates
+from demuxlab.errors import DemuxlabError
+from demuxlab.ingest import ingest_files
+from demuxlab.spec import Point, Spec, load_spec, run_id, run_order
+from demuxlab.validation import calibrate_experiment, predict_experiment, validation_rows, write_validation
+
+pytestmark = pytest.mark.postgres
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "db" / "data" / "run_record.json"
+SPEC = """\
+name: val
+reproduces: none
+repeats: 2
+calibration: {repeats: 1}
+designs:
+  - {pattern: hsha, notifiers: [epoll-lt], threads: [2, 3]}
+  - {pattern: lf, notifiers: [epoll-lt, poll], threads: [1, 2]}
+  - {pattern: reactor, notifiers: [epoll-lt], threads: [1]}
+matrix:
+  threads: [1]
+  work_us: [10]
+  connections: [3]
+  msg_size: [1]
+"""
+# Per-call service times (µs) of the instrumented runs; notify: τ_e µs per returned descriptor.
+TRUE_US = {"lock": 0.05, "queue_put": 0.3, "queue_get": 0.4, "recv": 6.0, "send": 2.0, "rearm": 0.5}
+TAU_E_US = 1.5
+
+
+def measured(point: Point, repeat: int) -> float:
+    """A throughput per run: grows with threads, differs by repeat."""
+    return 40_000.0 + 10_000.0 * point.threads + 500.0 * repeat
+
+
+def ops(messages: int) -> dict[str, Any]:
+    out = {
+        op: {"count": messages, "total_ns": round(us * 1000 * messages), "mean_ns": us * 1000}
+        for op, us in TRUE_US.items()
+    }
+    out["work"] = {"count": messages, "total_ns": 10_000 * messages, "mean_ns": 10_000.0}
+    return out
+
+
+def record(spec: Spec, point: Point, repeat: int, status: str = "ok") -> dict[str, Any]:
+    rec: dict[str, Any] = copy.deepcopy(json.loads(TEMPLATE.read_text()))
+    rec["experiment"].update(name=spec.name, spec_sha256=spec.sha256, spec_text=spec.text)
+    rec["point"] = point.to_json()
+    rec["repeat"] = repeat
+    rec["run_id"] = run_id(spec, point, repeat)
+    tput = measured(point, repeat)
+    rec["stats"]["throughput_msgs_per_s"] = tput
+    rec["client"]["throughput_msgs_per_s"] = tput
+    server = rec["server"]
+    server.update(
+        pattern=point.pattern, notifier=point.notifier, threads=point.threads, instrument=point.instrument
+    )
+    server["ops"] = ops(100_000) if point.instrument else {}
+    server["notify_by_events"] = (
+        [{"events": h, "count": 1000 // h, "mean_ns": 1000.0 * TAU_E_US * h} for h in (1, 2, 3)]
+        if point.instrument
+        else []
+    )
+    if status == "failed":
+        rec.update(status="failed", failure_reason="demux-client: stalled", client=None, stats=None)
+    return rec
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Spec:
+    path = tmp_path / "val.yaml"
+    path.write_text(SPEC)
+    return load_spec(path)
+
+
+def ingest_spec(spec: Spec, tmp_path: Path, failed: frozenset[str] = frozenset()) -> None:
+    paths = []
+    for i, (point, repeat) in enumerate(run_order(spec)):
+        bad = point.instrument and point.notifier in failed
+        path = tmp_path / f"rec{i}.json"
+        path.write_text(json.dumps(record(spec, point, repeat, "failed" if bad else "ok")))
+        paths.append(path)
+    ingest_files(paths)
+
+
+def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: str) -> None:
+    ingest_spec(spec, tmp_path, failed=frozenset({"poll"}))
+
+    outcomes = {(o.pattern, o.notifier): o for o in calibrate_experiment(spec)}
+    assert set(outcomes) == {("hsha", "epoll-lt"), ("lf", "epoll-lt"), ("lf", "poll")}
+    assert outcomes[("lf", "poll")].calibration_id is None
+    assert outcomes[("lf", "poll")].error == "no successful calibration run (1 failed)"
+    hsha = outcomes[("hsha", "epoll-lt")]
+    assert hsha.calibration_id is not None and hsha.rates is not None
+    assert hsha.rates["r_i"] == pytest.approx(1 / TRUE_US["recv"])
+    assert hsha.rates["r_e"] == pytest.approx(1 / TAU_E_US)
+    assert len(hsha.source_runs) == 1
+    # Stored with provenance: source runs, the server host and the binary.
+    engine = sa.create_engine(database_url)
+    with engine.connect() as conn:
+        cal = (
+            conn.execute(sa.text("select * from calibrations where id = :i"), {"i": hsha.calibration_id})
+            .one()
+            ._mapping
+        )
+        host = conn.execute(
+            sa.text("select hostname from hosts where id = :i"), {"i": cal["host_id"]}
+        ).scalar()
+    assert cal["source_runs"] == hsha.source_runs and host == "node-a"
+    assert cal["artifacts"]["server_artifacts"][0]["sha256"].startswith("0d5e1a4f")
+    # Calibrating again updates the same rows: predictions keep referring to them.
+    again = {(o.pattern, o.notifier): o.calibration_id for o in calibrate_experiment(spec)}
+    assert again[("hsha", "epoll-lt")] == hsha.calibration_id
+
+    ids = {k: o.calibration_id for k, o in outcomes.items() if o.calibration_id is not None}
+    entries = predict_experiment(spec, ids, method="exact")
+    stored = [e for e in entries if "skipped" not in e]
+    skipped = [e for e in entries if "skipped" in e]
+    # hsha t2, t3; lf/epoll-lt t1, t2; lf/poll t1, t2: all from the paper's rates, 4 also calibrated.
+    assert len(stored) == 6 + 4
+    assert {e["point_key"] for e in skipped} == {
+        "lf/poll/t1/w10/c3/b1/ct1/rclosed",
+        "lf/poll/t2/w10/c3/b1/ct1/rclosed",
+    }
+    assert all(e["skipped"] == "no calibration of lf/poll" for e in skipped)
+    assert not any(e["point_key"].startswith("reactor") or e["point_key"].endswith("/instr") for e in entries)
+    lf_rates = Rates.from_dict({**outcomes[("lf", "epoll-lt")].rates})  # type: ignore[arg-type]
+    expect = predict("lf", 2, 10.0, method="exact", connections=3, rates=lf_rates).throughput_msgs_per_s
+    got = next(
+        e
+        for e in stored
+        if e["point_key"].startswith("lf/epoll-lt/t2/") and e["rates_source"] == "calibration"
+    )
+    assert got["throughput_msgs_per_s"] == pytest.approx(expect)
+
+    # Predicting again replaces the rows (one per point, source and method).
+    predict_experiment(spec, ids, method="exact")
+    with engine.connect() as conn:
+        n = conn.execute(sa.text("select count(*) from predictions")).scalar()
+    engine.dispose()
+    assert n == 10
+
+    rows = {r["point_key"]: r for r in validation_rows(spec, method="exact")}
+    assert len(rows) == 6
+    row = rows["hsha/epoll-lt/t3/w10/c3/b1/ct1/rclosed"]
+    mean = (measured_of(spec, row["point_key"], 0) + measured_of(spec, row["point_key"], 1)) / 2
+    assert row["measured_msgs_per_s"] == pytest.approx(mean)
+    assert row["paper_rel_error"] == pytest.approx((row["paper_msgs_per_s"] - mean) / mean)
+    assert row["calibration_rel_error"] == pytest.approx((row["calibration_msgs_per_s"] - mean) / mean)
+    assert rows["lf/poll/t1/w10/c3/b1/ct1/rclosed"]["calibration_msgs_per_s"] is None
+
+    paths = write_validation(spec, tmp_path / "report", method="exact")
+    with paths[0].open() as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == 6 and table[0]["paper_rel_error"] != ""
+    with paths[1].open() as f:
+        summary = {(r["pattern"], r["notifier"], r["rates_source"]): r for r in csv.DictReader(f)}
+    assert int(summary[("lf", "epoll-lt", "calibration")]["points"]) == 2
+    assert ("lf", "poll", "calibration") not in summary
+    assert paths[2].read_bytes().startswith(b"\x89PNG")
+
+
+def measured_of(spec: Spec, point_key: str, repeat: int) -> float:
+    point = next(p for p, _ in run_order(spec) if p.point_key == point_key)
+    return measured(point, repeat)
+
+
+def test_zero_work_points_are_skipped(tmp_path: Path, database_url: str) -> None:
+    path = tmp_path / "val.yaml"
+    path.write_text(SPEC.replace("work_us: [10]", "work_us: [0]").replace("repeats: 1", "repeats: 0"))
+    spec = load_spec(path)
+    ingest_spec(spec, tmp_path)
+    entries = predict_experiment(spec, {}, method="exact")
+    assert entries and all(e["skipped"] for e in entries)
+    assert {e["skipped"] for e in entries if e["rates_source"] == "paper"} == {
+        "zero work: the models need r_c = 1/work_us"
+    }
+
+
+def test_stages_before_ingest_name_the_experiment(spec: Spec, database_url: str) -> None:
+    with pytest.raises(DemuxlabError, match=r"'val'.*ingest first"):
+        calibrate_experiment(spec)
+
+
+def test_cli_stages(spec: Spec, tmp_path: Path, database_url: str) -> None:
+    ingest_spec(spec, tmp_path)
+    spec_file = spec.path
+    cal = tmp_path / "model" / "calibrations.json"
+    res = CliRunner().invoke(model, ["calibrate-experiment", spec_file, "--out", str(cal)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(cal.read_text())
+    assert doc["spec_sha256"] == spec.sha256 and len(doc["calibrations"]) == 3
+    preds = tmp_path / "model" / "predictions.json"
+    args = ["predict-experiment", spec_file, "--calibrations", str(cal), "--out", str(preds)]
+    res = CliRunner().invoke(model, [*args, "--method", "exact"])
+    assert res.exit_code == 0, res.output
+    assert sum("skipped" not in e for e in json.loads(preds.read_text())["predictions"]) == 12
+    res = CliRunner().invoke(
+        model, ["validate-experiment", spec_file, "--out-dir", str(tmp_path / "r"), "--method", "exact"]
+    )
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "r" / "validation.png").is_file()
+
+    # A calibrations file of another spec version is refused by name.
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**doc, "spec_sha256": "0" * 64}))
+    res = CliRunner().invoke(
+        model, ["predict-experiment", spec_file, "--calibrations", str(other), "--out", "x"]
+    )
+    assert isinstance(res.exception, DemuxlabError) and "other.json: spec_sha256" in str(res.exception)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    res = CliRunner().invoke(
+        model, ["predict-experiment", spec_file, "--calibrations", str(broken), "--out", "x"]
+    )
+    assert isinstance(res.exception, DemuxlabError) and "broken.json" in str(res.exception)

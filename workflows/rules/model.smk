@@ -1,0 +1,68 @@
+# CTMC models of HSHA and LF (seed 001): calibrate from the instrumented lowest-concurrency runs, predict
+# every measured HSHA/LF point from the paper's and the calibrated rates, and validate against the runs.
+# On the local pair the models compute on the measured machine, so these jobs take the `pair` resource:
+# no run is measured while they use the CPUs.
+
+
+rule calibrate:
+    input:
+        spec=spec_path,
+        ingested=calibration_runs_ingested,
+        database=ancient(rules.database.output.url),
+    output:
+        calibrations="results/{experiment}/model/calibrations.json",
+    log:
+        "logs/{experiment}/model/calibrate.log",
+    conda:
+        "../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
+    resources:
+        pair=MODEL_PAIR,
+    shell:
+        "{params.cli} model calibrate-experiment {input.spec} --out {output.calibrations} 2> {log}"
+
+
+rule predict:
+    input:
+        spec=spec_path,
+        calibrations=rules.calibrate.output.calibrations,
+        ingested=ingested_runs,
+    output:
+        predictions="results/{experiment}/model/predictions.json",
+    log:
+        "logs/{experiment}/model/predict.log",
+    conda:
+        "../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
+        method=MODEL["method"],
+        rel_ci=MODEL["rel_ci"],
+        seed=MODEL["seed"],
+    threads: workflow.cores
+    resources:
+        pair=MODEL_PAIR,
+    shell:
+        "{params.cli} model predict-experiment {input.spec} --calibrations {input.calibrations}"
+        " --method {params.method} --rel-ci {params.rel_ci} --seed {params.seed} --jobs {threads}"
+        " --out {output.predictions} 2> {log}"
+
+
+rule validate_model:
+    input:
+        spec=spec_path,
+        predictions=rules.predict.output.predictions,
+    output:
+        table="results/{experiment}/report/validation.csv",
+        summary="results/{experiment}/report/validation_summary.csv",
+        figure="results/{experiment}/report/validation.png",
+    log:
+        "logs/{experiment}/model/validate.log",
+    conda:
+        "../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
+        method=MODEL["method"],
+    shell:
+        "{params.cli} model validate-experiment {input.spec} --method {params.method}"
+        " --out-dir $(dirname {output.table}) 2> {log}"
