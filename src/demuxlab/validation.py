@@ -84,6 +84,8 @@ def calibrate_experiment(spec: Spec, url: str | None = None) -> list[Calibration
     from demuxlab.db.models import Point, Run
 
     wanted = sorted({(p.pattern, p.notifier) for p in calibration_points(spec)})
+    if not wanted:  # no calibration runs (calibration.repeats 0): nothing to fit, nothing to wait for
+        return []
     runs: dict[tuple[str, str], list[Run]] = defaultdict(list)
     failed: dict[tuple[str, str], int] = defaultdict(int)
     with session(url) as s:

@@ -196,9 +196,16 @@ def test_zero_work_points_are_skipped(tmp_path: Path, database_url: str) -> None
     }
 
 
-def test_stages_before_ingest_name_the_experiment(spec: Spec, database_url: str) -> None:
+def test_stages_before_ingest_name_the_experiment(spec: Spec, tmp_path: Path, database_url: str) -> None:
     with pytest.raises(DemuxlabError, match=r"'val'.*ingest first"):
         calibrate_experiment(spec)
+    with pytest.raises(DemuxlabError, match=r"'val'.*ingest first"):
+        predict_experiment(spec, {})
+    # Without calibration runs there is nothing to fit: no database access (the workflow runs the stage
+    # before any run of the experiment is ingested).
+    path = tmp_path / "nocal.yaml"
+    path.write_text(SPEC.replace("name: val", "name: nocal").replace("repeats: 1", "repeats: 0"))
+    assert calibrate_experiment(load_spec(path)) == []
 
 
 def test_cli_stages(spec: Spec, tmp_path: Path, database_url: str) -> None:
