@@ -163,11 +163,16 @@ struct conn {
 
 /* Ownership of a connection passes between threads through the kernel (a
  * re-arm or submission here, the event or completion there), an order the C
- * memory model, and so TSan, cannot see.  This release/acquire pair states it;
- * on x86 both are plain moves. */
+ * memory model, and so TSan, cannot see.  This release/acquire pair states it.
+ * The release is a read-modify-write, not a store: a store would replace what
+ * earlier releases published, and a late one (a thread that re-armed, was
+ * preempted, and only then ran its second hand-off while the connection had
+ * already passed through another thread) would hide that thread's accesses
+ * from the next owner -- TSan then reports a race the kernel's ordering rules
+ * out.  An RMW continues the release sequence instead (x86: one locked add). */
 static inline void conn_handoff(struct conn *c)
 {
-    atomic_store_explicit(&c->handoff, 1, memory_order_release);
+    atomic_fetch_add_explicit(&c->handoff, 1, memory_order_release);
 }
 
 static inline void conn_takeover(struct conn *c)
