@@ -27,11 +27,12 @@ atomic_bool g_stop;
 _Thread_local struct tstat *cur_ts;
 
 const char *const op_names[OP_COUNT] = {"notify", "lock", "queue_put", "queue_get", "promote",
-                                        "recv",   "rearm", "work",     "send",      "accept"};
+                                        "recv",   "rearm", "work",     "send",      "accept",
+                                        "idle"};
 
 static const struct pattern_ops *const patterns[] = {
     &pattern_reactor, &pattern_hsha,    &pattern_lf,           &pattern_tpc,
-    &pattern_proactor, &pattern_uring, &pattern_multireactor,
+    &pattern_proactor, &pattern_uring, &pattern_multireactor, &pattern_uring_shared,
 };
 #define NPATTERNS (sizeof(patterns) / sizeof(patterns[0]))
 
@@ -179,6 +180,20 @@ void tstat_merge(struct tstat *dst, const struct tstat *src)
         tinstr_merge(dst->in, src->in);
 }
 
+/* One wait's descriptors, for events_per_call (every wait, blocked or not). */
+void instr_wait_events(int nevents)
+{
+    struct tinstr *in = cur_ts->in;
+    if (in == NULL)
+        return;
+    in->calls++;
+    in->events += (uint64_t)nevents;
+    if ((uint64_t)nevents > in->events_max)
+        in->events_max = (uint64_t)nevents;
+}
+
+/* A notifier call that returned nevents descriptors without blocking: its service time. Callers
+ * never take more than MAX_EVENTS per call, so every bucket is an exact count. */
 void instr_notify(uint64_t t0, int nevents)
 {
     struct tinstr *in = cur_ts->in;
@@ -186,10 +201,7 @@ void instr_notify(uint64_t t0, int nevents)
         return;
     uint64_t dt = now_ns() - t0;
     hist_add(&in->ops[OP_NOTIFY], dt);
-    in->calls++;
-    in->events += (uint64_t)nevents;
-    if ((uint64_t)nevents > in->events_max)
-        in->events_max = (uint64_t)nevents;
+    instr_wait_events(nevents);
     if (nevents > 0) {
         int b = nevents > MAX_EVENTS ? MAX_EVENTS : nevents;
         in->by_events_n[b]++;
@@ -290,7 +302,7 @@ static void parse_args(int argc, char **argv)
         if (strcmp(patterns[i]->name, pattern) == 0)
             s->pattern = patterns[i];
     if (s->pattern == NULL)
-        usage_error("unknown pattern '%s' (one of reactor hsha lf tpc proactor uring multireactor)", pattern);
+        usage_error("unknown pattern '%s' (one of reactor hsha lf tpc proactor uring multireactor uring-shared)", pattern);
     bool known = false;
     for (size_t i = 0; i < NNOTIFIERS; i++)
         known = known || strcmp(notifier_names[i], s->notifier_name) == 0;
@@ -404,8 +416,12 @@ static void print_exit(struct server *s, double elapsed)
         else
             strcpy(cpu, "null");
         printf("%s{\"index\": %d, \"role\": \"%s\", \"cpu\": %s, \"messages\": %" PRIu64
-               ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}}",
+               ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}",
                i ? ", " : "", t->index, t->role, cpu, t->st.messages, t->st.user_s, t->st.sys_s);
+        if (t->st.in != NULL) /* per thread: seconds waiting vs in the notifier */
+            printf(", \"idle_s\": %.6f, \"notify_s\": %.6f", (double)hist_total(&t->st.in->ops[OP_IDLE]) / 1e9,
+                   (double)hist_total(&t->st.in->ops[OP_NOTIFY]) / 1e9);
+        putchar('}');
     }
     printf("], \"ops\": {");
     if (s->instrument) {

@@ -49,12 +49,12 @@ int ep_del(struct notifier *b, int fd)
     return epoll_ctl(n->epfd, EPOLL_CTL_DEL, fd, NULL);
 }
 
-int ep_wait(struct notifier *b, int *fds, int max)
+int ep_wait(struct notifier *b, int *fds, int max, bool block)
 {
     struct ep *n = (struct ep *)b;
     if (max > MAX_EVENTS)
         max = MAX_EVENTS;
-    int r = epoll_wait(n->epfd, n->evs, max, -1);
+    int r = epoll_wait(n->epfd, n->evs, max, block ? -1 : 0);
     if (r < 0)
         return errno == EINTR ? 0 : -1;
     int got = 0;

@@ -19,7 +19,7 @@ struct notifier *ep_create(const struct notifier_ops *ops, uint32_t mask);
 void ep_destroy(struct notifier *b);
 int ep_add(struct notifier *b, int fd);
 int ep_del(struct notifier *b, int fd);
-int ep_wait(struct notifier *b, int *fds, int max);
+int ep_wait(struct notifier *b, int *fds, int max, bool block);
 void ep_wake(struct notifier *b);
 
 #endif

@@ -116,7 +116,7 @@ static int pol_rearm(struct notifier *b, int fd)
     return i > 0 ? 0 : -1;
 }
 
-static int pol_wait(struct notifier *b, int *fds, int max)
+static int pol_wait(struct notifier *b, int *fds, int max, bool block)
 {
     struct pol *n = (struct pol *)b;
     lock_timed(&n->lock);
@@ -125,7 +125,7 @@ static int pol_wait(struct notifier *b, int *fds, int max)
     n->waiting = true;
     pthread_mutex_unlock(&n->lock);
 
-    int r = poll(n->copy, (nfds_t)cnt, -1);
+    int r = poll(n->copy, (nfds_t)cnt, block ? -1 : 0);
 
     lock_timed(&n->lock);
     n->waiting = false;

@@ -83,7 +83,7 @@ static int sel_del(struct notifier *b, int fd)
     return 0;
 }
 
-static int sel_wait(struct notifier *b, int *fds, int max)
+static int sel_wait(struct notifier *b, int *fds, int max, bool block)
 {
     struct sel *n = (struct sel *)b;
     lock_timed(&n->lock);
@@ -93,7 +93,8 @@ static int sel_wait(struct notifier *b, int *fds, int max)
     pthread_mutex_unlock(&n->lock);
     FD_SET(n->efd, &n->ready);
 
-    int r = select(nfds, &n->ready, NULL, NULL, NULL);
+    struct timeval zero = {0, 0};
+    int r = select(nfds, &n->ready, NULL, NULL, block ? NULL : &zero);
 
     lock_timed(&n->lock);
     n->waiting = false;

@@ -78,11 +78,13 @@ static int ur_del(struct notifier *b, int fd)
     return 0;
 }
 
-static int ur_wait(struct notifier *b, int *fds, int max)
+static int ur_wait(struct notifier *b, int *fds, int max, bool block)
 {
     struct ur *n = (struct ur *)b;
     struct io_uring_cqe *cqe;
-    int rc = io_uring_wait_cqe(&n->ring, &cqe);
+    int rc = block ? io_uring_wait_cqe(&n->ring, &cqe) : io_uring_peek_cqe(&n->ring, &cqe);
+    if (rc == -EAGAIN && !block)
+        return 0;
     if (rc < 0)
         return rc == -EINTR ? 0 : -1;
     int got = 0;

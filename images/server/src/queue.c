@@ -56,8 +56,12 @@ void queue_put(struct queue *q, int fd)
 int queue_get(struct queue *q)
 {
     lock_timed(&q->lock);
-    while (q->len == 0 && !stopping())
-        pthread_cond_wait(&q->nonempty, &q->lock);
+    if (q->len == 0 && !stopping()) {
+        uint64_t t0 = instr_start(); /* blocked waiting for work: idle */
+        while (q->len == 0 && !stopping())
+            pthread_cond_wait(&q->nonempty, &q->lock);
+        instr_end(OP_IDLE, t0);
+    }
     if (stopping()) {
         pthread_mutex_unlock(&q->lock);
         return -1;

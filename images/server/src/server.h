@@ -37,6 +37,7 @@ enum op {
     OP_WORK,
     OP_SEND,
     OP_ACCEPT,
+    OP_IDLE,
     OP_COUNT
 };
 
@@ -48,7 +49,7 @@ struct tinstr {
     uint64_t calls;                     /* notifier calls */
     uint64_t events;                    /* descriptors they returned */
     uint64_t events_max;
-    uint64_t by_events_n[MAX_EVENTS + 1]; /* index = events returned, 64 = 64 or more */
+    uint64_t by_events_n[MAX_EVENTS + 1]; /* index = events returned (exact: a call returns at most MAX_EVENTS) */
     uint64_t by_events_ns[MAX_EVENTS + 1];
 };
 
@@ -76,6 +77,7 @@ static inline void instr_end(enum op op, uint64_t t0)
 }
 
 void instr_notify(uint64_t t0, int nevents);
+void instr_wait_events(int nevents);
 
 /* pthread_mutex_lock, with the wait counted as the `lock` operation. */
 static inline void lock_timed(pthread_mutex_t *m)
@@ -105,7 +107,7 @@ struct notifier_ops {
     int (*add)(struct notifier *n, int fd);
     int (*del)(struct notifier *n, int fd);
     int (*rearm)(struct notifier *n, int fd);
-    int (*wait)(struct notifier *n, int *fds, int max);
+    int (*wait)(struct notifier *n, int *fds, int max, bool block); /* block = false: return at once */
     void (*wake)(struct notifier *n);
 };
 
@@ -114,15 +116,35 @@ extern const struct notifier_ops notifier_select, notifier_poll, notifier_epoll_
 
 _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* One notifier call, timed for --instrument: every demultiplexing loop waits through here so the
- * notify timings of all patterns measure the same thing. A failing wait is fatal. */
+/* One wait for events: every demultiplexing loop waits through here so the notify timings of all
+ * patterns measure the same thing. A failing wait is fatal.  Uninstrumented: one blocking call.
+ * With --instrument, waiting is kept apart from the notifier's service time: a non-blocking call
+ * first; if it returns descriptors (the hot path under load: still one call) its time is `notify`,
+ * bucketed by the exact count; if it returns none, the thread blocks in a second call, and the time
+ * from the first call to the second's return is `idle` (CONTRACTS.md §1). */
 static inline int notifier_wait_timed(struct notifier *nt, int *fds, int max)
 {
-    uint64_t t0 = instr_start();
-    int n = nt->ops->wait(nt, fds, max);
+    if (max > MAX_EVENTS)
+        max = MAX_EVENTS;
+    if (cur_ts->in == NULL) {
+        int n = nt->ops->wait(nt, fds, max, true);
+        if (n < 0)
+            die("%s wait failed", nt->ops->name);
+        return n;
+    }
+    uint64_t t0 = now_ns();
+    int n = nt->ops->wait(nt, fds, max, false);
     if (n < 0)
         die("%s wait failed", nt->ops->name);
-    instr_notify(t0, n);
+    if (n > 0) {
+        instr_notify(t0, n);
+        return n;
+    }
+    n = nt->ops->wait(nt, fds, max, true);
+    if (n < 0)
+        die("%s wait failed", nt->ops->name);
+    instr_end(OP_IDLE, t0);
+    instr_wait_events(n);
     return n;
 }
 
@@ -243,7 +265,7 @@ struct pattern_ops {
 };
 
 extern const struct pattern_ops pattern_reactor, pattern_hsha, pattern_lf, pattern_tpc, pattern_proactor,
-    pattern_uring, pattern_multireactor;
+    pattern_uring, pattern_uring_shared, pattern_multireactor;
 
 /* ---- helpers shared by the patterns (conn.c, main.c) ----------------- */
 

@@ -1,129 +1,166 @@
-/* uring.c -- a true asynchronous Proactor on io_uring: accept, recv and send
- * are submitted to the kernel and one completion thread dispatches what they
- * complete.  A whole message goes to T-1 handler threads (or is handled
- * inline when T = 1), which spin the work and submit the echo.  Every
- * connection has at most one operation in flight.  A message counts once its
- * echo is submitted. */
-#include "queue.h"
+/* uring.c -- a true asynchronous Proactor on io_uring, distributed (seed 002's
+ * lesson: distribute the demultiplexing and the event sources): T threads, each
+ * with its OWN ring and its own share of the connections.  A thread submits
+ * recv and send for its connections to its ring, waits for their completions,
+ * and does the work inline, so no ring, lock or queue is shared on the hot path.
+ * Thread 0 also owns the listener (an accept kept in flight on its ring) and
+ * deals new connections out round-robin: a connection for another thread goes
+ * into that thread's inbox (a mutex-protected array) and an eventfd write wakes
+ * it (each ring keeps a read of its eventfd in flight).  A connection never
+ * changes thread.  Every connection has at most one operation in flight.  A
+ * message counts once its echo is submitted.  The single-ring design (one
+ * completion thread + T-1 handlers) is pattern `uring-shared`. */
+#include "uring_wait.h"
 
-#include <errno.h>
-#include <liburing.h>
 #include <poll.h>
-#include <string.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
 
-enum uop { U_ACCEPT = 1, U_LISTEN, U_RECV, U_SEND, U_WAKE };
+enum uop { U_ACCEPT = 1, U_LISTEN, U_RECV, U_SEND, U_INBOX };
 
-struct uring_p {
+struct uthr {
     struct io_uring ring;
-    pthread_mutex_t sq_lock; /* submission side: completion thread + handlers */
-    struct queue done;
-    bool inline_work;
+    int efd;        /* kicked when the inbox has connections, or at shutdown */
+    uint64_t efd_v; /* the in-flight eventfd read's buffer */
+    pthread_mutex_t inbox_lock;
+    int *inbox;
+    int inbox_n, inbox_cap;
+    int *batch; /* the owner's copy of the inbox */
 };
 
-static struct uring_p U;
+struct uring_d {
+    struct uthr *t;
+    int n;
+    int next; /* round-robin cursor, thread 0 only */
+};
+
+static struct uring_d U;
 
 static uint64_t tag(int fd, enum uop op)
 {
     return ((uint64_t)(uint32_t)fd << 8) | (uint64_t)op;
 }
 
-/* Called with sq_lock held. */
-static struct io_uring_sqe *get_sqe(void)
+static struct io_uring_sqe *get_sqe(struct io_uring *ring)
 {
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&U.ring);
+    struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
     while (sqe == NULL) {
-        io_uring_submit(&U.ring);
-        sqe = io_uring_get_sqe(&U.ring);
+        io_uring_submit(ring);
+        sqe = io_uring_get_sqe(ring);
     }
     return sqe;
 }
 
-/* Prepared here, submitted in a batch before the completion thread waits. */
-static void prep_accept(struct server *s)
+static void prep_accept(struct server *s, struct uthr *t)
 {
-    lock_timed(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
+    struct io_uring_sqe *sqe = get_sqe(&t->ring);
     io_uring_prep_accept(sqe, s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     io_uring_sqe_set_data64(sqe, tag(s->lfd, U_ACCEPT));
-    pthread_mutex_unlock(&U.sq_lock);
 }
 
 /* An io_uring accept fails with EMFILE at once, backlog or not; while out of
  * descriptors, wait for the listener to become readable instead. */
-static void prep_listen_poll(struct server *s)
+static void prep_listen_poll(struct server *s, struct uthr *t)
 {
-    lock_timed(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
+    struct io_uring_sqe *sqe = get_sqe(&t->ring);
     io_uring_prep_poll_add(sqe, s->lfd, POLLIN);
     io_uring_sqe_set_data64(sqe, tag(s->lfd, U_LISTEN));
-    pthread_mutex_unlock(&U.sq_lock);
 }
 
-static void prep_recv(struct server *s, struct conn *c)
+static void prep_inbox(struct uthr *t)
 {
-    lock_timed(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
+    struct io_uring_sqe *sqe = get_sqe(&t->ring);
+    io_uring_prep_read(sqe, t->efd, &t->efd_v, sizeof(t->efd_v), 0);
+    io_uring_sqe_set_data64(sqe, tag(0, U_INBOX));
+}
+
+static void prep_recv(struct server *s, struct uthr *t, struct conn *c)
+{
+    struct io_uring_sqe *sqe = get_sqe(&t->ring);
     io_uring_prep_recv(sqe, c->fd, c->buf + c->have, s->msg_size - c->have, 0);
     io_uring_sqe_set_data64(sqe, tag(c->fd, U_RECV));
-    conn_handoff(c); /* after the last touch of c: the completion may run at once */
-    pthread_mutex_unlock(&U.sq_lock);
 }
 
-static void prep_send(struct server *s, struct conn *c, bool submit)
+static void prep_send(struct server *s, struct uthr *t, struct conn *c)
 {
-    lock_timed(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
+    struct io_uring_sqe *sqe = get_sqe(&t->ring);
     io_uring_prep_send(sqe, c->fd, c->buf + c->sent, s->msg_size - c->sent, MSG_NOSIGNAL);
     io_uring_sqe_set_data64(sqe, tag(c->fd, U_SEND));
-    conn_handoff(c);
-    if (submit)
-        io_uring_submit(&U.ring);
-    pthread_mutex_unlock(&U.sq_lock);
 }
 
-static void work(struct server *s)
-{
-    if (s->work_us > 0) {
-        uint64_t t0 = instr_start();
-        spin_us(s->work_us);
-        instr_end(OP_WORK, t0);
-    }
-}
-
-static void new_conn(struct server *s, int fd)
+/* Thread 0: a new connection goes to the next thread in turn. */
+static void deal(struct server *s, struct uthr *me, int fd)
 {
     struct conn *c = conn_open(s, fd);
-    if (c != NULL)
-        prep_recv(s, c);
+    if (c == NULL)
+        return;
+    int r = U.next;
+    U.next = (U.next + 1) % U.n;
+    c->home = r;
+    struct uthr *t = &U.t[r];
+    if (t == me) {
+        prep_recv(s, me, c);
+        return;
+    }
+    pthread_mutex_lock(&t->inbox_lock);
+    if (t->inbox_n == t->inbox_cap) {
+        int cap = t->inbox_cap ? 2 * t->inbox_cap : 64;
+        int *in = realloc(t->inbox, (size_t)cap * sizeof(*in));
+        int *b = realloc(t->batch, (size_t)cap * sizeof(*b));
+        if (in != NULL)
+            t->inbox = in;
+        if (b != NULL)
+            t->batch = b;
+        if (in == NULL || b == NULL)
+            die("out of memory for the inbox of uring thread %d", r);
+        t->inbox_cap = cap;
+    }
+    t->inbox[t->inbox_n++] = fd;
+    pthread_mutex_unlock(&t->inbox_lock);
+    efd_kick(t->efd);
 }
 
-static void on_accept(struct server *s, int res)
+static void on_inbox(struct server *s, struct uthr *t)
+{
+    pthread_mutex_lock(&t->inbox_lock);
+    int n = t->inbox_n;
+    for (int i = 0; i < n; i++)
+        t->batch[i] = t->inbox[i];
+    t->inbox_n = 0;
+    pthread_mutex_unlock(&t->inbox_lock);
+    for (int i = 0; i < n; i++)
+        prep_recv(s, t, &s->conns[t->batch[i]]);
+    if (!stopping())
+        prep_inbox(t);
+}
+
+static void on_accept(struct server *s, struct uthr *t, int res)
 {
     if (res >= 0) {
-        new_conn(s, res);
+        deal(s, t, res);
     } else if (res == -EMFILE || res == -ENFILE) {
         /* accept_one spends the reserve descriptor on the backlog, so the
          * re-submitted accept waits for a new connection instead of failing
          * again at once. */
         int fd = accept_one(s);
         if (fd >= 0) {
-            new_conn(s, fd);
+            deal(s, t, fd);
         } else {
             if (!stopping())
-                prep_listen_poll(s);
+                prep_listen_poll(s, t);
             return;
         }
     } else if (res != -EINTR && res != -ECONNABORTED && res != -EAGAIN && res != -EPROTO) {
         return; /* a listener error: stop accepting, keep serving */
     }
     if (!stopping())
-        prep_accept(s);
+        prep_accept(s, t);
 }
 
-static void on_recv(struct server *s, struct conn *c, int res)
+static void on_recv(struct server *s, struct uthr *t, struct conn *c, int res)
 {
     if (res == -EINTR || res == -EAGAIN) {
-        prep_recv(s, c);
+        prep_recv(s, t, c);
         return;
     }
     if (res <= 0) {
@@ -132,23 +169,23 @@ static void on_recv(struct server *s, struct conn *c, int res)
     }
     c->have += (uint32_t)res;
     if (c->have < s->msg_size) {
-        prep_recv(s, c);
+        prep_recv(s, t, c);
         return;
     }
     c->sent = 0;
-    if (U.inline_work) {
-        work(s);
-        cur_ts->messages++;
-        prep_send(s, c, false);
-    } else {
-        queue_put(&U.done, c->fd);
+    if (s->work_us > 0) {
+        uint64_t t0 = instr_start();
+        spin_us(s->work_us);
+        instr_end(OP_WORK, t0);
     }
+    cur_ts->messages++;
+    prep_send(s, t, c);
 }
 
-static void on_send(struct server *s, struct conn *c, int res)
+static void on_send(struct server *s, struct uthr *t, struct conn *c, int res)
 {
     if (res == -EINTR || res == -EAGAIN) {
-        prep_send(s, c, false);
+        prep_send(s, t, c);
         return;
     }
     if (res <= 0) {
@@ -157,51 +194,41 @@ static void on_send(struct server *s, struct conn *c, int res)
     }
     c->sent += (uint32_t)res;
     if (c->sent < s->msg_size) {
-        prep_send(s, c, false);
+        prep_send(s, t, c);
         return;
     }
     c->have = 0;
-    prep_recv(s, c);
+    prep_recv(s, t, c);
 }
 
-static void *completion_loop(void *arg)
+static void *uring_loop(void *arg)
 {
-    struct server *s = arg;
+    struct server *s = &srv;
+    struct uthr *t = &U.t[(intptr_t)arg];
     while (!stopping()) {
-        pthread_mutex_lock(&U.sq_lock);
-        io_uring_submit(&U.ring);
-        pthread_mutex_unlock(&U.sq_lock);
-
+        int ready = uring_wait_timed(&t->ring, true);
         struct io_uring_cqe *cqe;
-        uint64_t t0 = instr_start();
-        int rc = io_uring_wait_cqe(&U.ring, &cqe);
-        if (rc < 0 && rc != -EINTR)
-            die("io_uring_wait_cqe: %s", strerror(-rc));
-        instr_notify(t0, (int)io_uring_cq_ready(&U.ring));
-        int n = 0;
-        while (n < MAX_EVENTS && !stopping() && io_uring_peek_cqe(&U.ring, &cqe) == 0) {
+        for (int n = 0; n < ready && !stopping() && io_uring_peek_cqe(&t->ring, &cqe) == 0; n++) {
             uint64_t ud = io_uring_cqe_get_data64(cqe);
             int res = cqe->res;
-            io_uring_cqe_seen(&U.ring, cqe);
-            n++;
+            io_uring_cqe_seen(&t->ring, cqe);
             int fd = (int)(ud >> 8);
             switch ((enum uop)(ud & 0xff)) {
             case U_ACCEPT:
-                on_accept(s, res);
+                on_accept(s, t, res);
                 break;
             case U_LISTEN:
                 if (!stopping())
-                    prep_accept(s);
+                    prep_accept(s, t);
                 break;
             case U_RECV:
-                conn_takeover(&s->conns[fd]);
-                on_recv(s, &s->conns[fd], res);
+                on_recv(s, t, &s->conns[fd], res);
                 break;
             case U_SEND:
-                conn_takeover(&s->conns[fd]);
-                on_send(s, &s->conns[fd], res);
+                on_send(s, t, &s->conns[fd], res);
                 break;
-            case U_WAKE:
+            case U_INBOX:
+                on_inbox(s, t);
                 break;
             }
         }
@@ -209,60 +236,56 @@ static void *completion_loop(void *arg)
     return NULL;
 }
 
-static void *handler_loop(void *arg)
-{
-    struct server *s = arg;
-    for (;;) {
-        int fd = queue_get(&U.done);
-        if (fd < 0)
-            break;
-        work(s);
-        cur_ts->messages++;
-        /* The completion thread may be blocked in wait: submit now. */
-        prep_send(s, &s->conns[fd], true);
-    }
-    return NULL;
-}
-
 static int uring_start(struct server *s)
 {
-    struct io_uring_params p = {0};
-    p.flags = IORING_SETUP_CQSIZE;
-    p.cq_entries = (unsigned)s->nslots + 64 > 8192 ? (unsigned)s->nslots + 64 : 8192;
-    int rc = io_uring_queue_init_params(4096, &U.ring, &p);
-    if (rc < 0) {
-        errno = -rc;
+    U.n = s->threads;
+    U.t = calloc((size_t)U.n, sizeof(*U.t));
+    if (U.t == NULL)
         return -1;
+    /* Every connection of a thread can complete at once (its share, but the
+     * deal is only even when no connection closes): room for all of them. */
+    unsigned cq = (unsigned)s->nslots + 64 > 8192 ? (unsigned)s->nslots + 64 : 8192;
+    for (int i = 0; i < U.n; i++) {
+        struct uthr *t = &U.t[i];
+        struct io_uring_params p = {0};
+        p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+        p.cq_entries = cq;
+        int rc = io_uring_queue_init_params(1024, &t->ring, &p);
+        if (rc < 0) {
+            errno = -rc;
+            return -1;
+        }
+        t->efd = eventfd(0, EFD_CLOEXEC); /* blocking: io_uring waits on it by polling */
+        if (t->efd < 0)
+            return -1;
+        pthread_mutex_init(&t->inbox_lock, NULL);
+        prep_inbox(t);
     }
-    pthread_mutex_init(&U.sq_lock, NULL);
-    if (queue_init(&U.done, 1024) < 0)
-        return -1;
-    U.inline_work = s->threads == 1;
-    prep_accept(s);
-    spawn(s, s->threads == 1 ? "proactor" : "completion", completion_loop, s);
-    for (int i = 1; i < s->threads; i++)
-        spawn(s, "handler", handler_loop, s);
+    prep_accept(s, &U.t[0]);
+    for (int i = 0; i < U.n; i++)
+        spawn(s, "proactor", uring_loop, (void *)(intptr_t)i);
     return 0;
 }
 
 static void uring_wake(struct server *s)
 {
     (void)s;
-    pthread_mutex_lock(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
-    io_uring_prep_nop(sqe);
-    io_uring_sqe_set_data64(sqe, tag(0, U_WAKE));
-    io_uring_submit(&U.ring);
-    pthread_mutex_unlock(&U.sq_lock);
-    queue_wake_all(&U.done);
+    for (int i = 0; i < U.n; i++)
+        efd_kick(U.t[i].efd);
 }
 
 static void uring_cleanup(struct server *s)
 {
     (void)s;
-    io_uring_queue_exit(&U.ring);
-    pthread_mutex_destroy(&U.sq_lock);
-    queue_destroy(&U.done);
+    for (int i = 0; i < U.n; i++) {
+        struct uthr *t = &U.t[i];
+        io_uring_queue_exit(&t->ring);
+        close(t->efd);
+        pthread_mutex_destroy(&t->inbox_lock);
+        free(t->inbox);
+        free(t->batch);
+    }
+    free(U.t);
 }
 
 static const char *const notifiers[] = {"uring", NULL};
@@ -270,7 +293,7 @@ static const char *const notifiers[] = {"uring", NULL};
 const struct pattern_ops pattern_uring = {
     .name = "uring",
     .min_threads = 1,
-    .max_threads = MAX_THREADS,
+    .max_threads = 64,
     .notifiers = notifiers,
     .start = uring_start,
     .wake_all = uring_wake,

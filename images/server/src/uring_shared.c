@@ -1,0 +1,277 @@
+/* uring_shared.c -- pattern `uring-shared`, the first io_uring design kept for
+ * comparison: a true asynchronous Proactor on ONE shared ring: accept, recv and
+ * send are submitted to the kernel and one completion thread dispatches what they
+ * complete.  A whole message goes to T-1 handler threads (or is handled
+ * inline when T = 1), which spin the work and submit the echo.  Every
+ * connection has at most one operation in flight.  A message counts once its
+ * echo is submitted. */
+#include "queue.h"
+#include "uring_wait.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <poll.h>
+#include <string.h>
+
+enum uop { U_ACCEPT = 1, U_LISTEN, U_RECV, U_SEND, U_WAKE };
+
+struct uring_p {
+    struct io_uring ring;
+    pthread_mutex_t sq_lock; /* submission side: completion thread + handlers */
+    struct queue done;
+    bool inline_work;
+};
+
+static struct uring_p U;
+
+static uint64_t tag(int fd, enum uop op)
+{
+    return ((uint64_t)(uint32_t)fd << 8) | (uint64_t)op;
+}
+
+/* Called with sq_lock held. */
+static struct io_uring_sqe *get_sqe(void)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&U.ring);
+    while (sqe == NULL) {
+        io_uring_submit(&U.ring);
+        sqe = io_uring_get_sqe(&U.ring);
+    }
+    return sqe;
+}
+
+/* Prepared here, submitted in a batch before the completion thread waits. */
+static void prep_accept(struct server *s)
+{
+    lock_timed(&U.sq_lock);
+    struct io_uring_sqe *sqe = get_sqe();
+    io_uring_prep_accept(sqe, s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, tag(s->lfd, U_ACCEPT));
+    pthread_mutex_unlock(&U.sq_lock);
+}
+
+/* An io_uring accept fails with EMFILE at once, backlog or not; while out of
+ * descriptors, wait for the listener to become readable instead. */
+static void prep_listen_poll(struct server *s)
+{
+    lock_timed(&U.sq_lock);
+    struct io_uring_sqe *sqe = get_sqe();
+    io_uring_prep_poll_add(sqe, s->lfd, POLLIN);
+    io_uring_sqe_set_data64(sqe, tag(s->lfd, U_LISTEN));
+    pthread_mutex_unlock(&U.sq_lock);
+}
+
+static void prep_recv(struct server *s, struct conn *c)
+{
+    lock_timed(&U.sq_lock);
+    struct io_uring_sqe *sqe = get_sqe();
+    io_uring_prep_recv(sqe, c->fd, c->buf + c->have, s->msg_size - c->have, 0);
+    io_uring_sqe_set_data64(sqe, tag(c->fd, U_RECV));
+    conn_handoff(c); /* after the last touch of c: the completion may run at once */
+    pthread_mutex_unlock(&U.sq_lock);
+}
+
+static void prep_send(struct server *s, struct conn *c, bool submit)
+{
+    lock_timed(&U.sq_lock);
+    struct io_uring_sqe *sqe = get_sqe();
+    io_uring_prep_send(sqe, c->fd, c->buf + c->sent, s->msg_size - c->sent, MSG_NOSIGNAL);
+    io_uring_sqe_set_data64(sqe, tag(c->fd, U_SEND));
+    conn_handoff(c);
+    if (submit)
+        io_uring_submit(&U.ring);
+    pthread_mutex_unlock(&U.sq_lock);
+}
+
+static void work(struct server *s)
+{
+    if (s->work_us > 0) {
+        uint64_t t0 = instr_start();
+        spin_us(s->work_us);
+        instr_end(OP_WORK, t0);
+    }
+}
+
+static void new_conn(struct server *s, int fd)
+{
+    struct conn *c = conn_open(s, fd);
+    if (c != NULL)
+        prep_recv(s, c);
+}
+
+static void on_accept(struct server *s, int res)
+{
+    if (res >= 0) {
+        new_conn(s, res);
+    } else if (res == -EMFILE || res == -ENFILE) {
+        /* accept_one spends the reserve descriptor on the backlog, so the
+         * re-submitted accept waits for a new connection instead of failing
+         * again at once. */
+        int fd = accept_one(s);
+        if (fd >= 0) {
+            new_conn(s, fd);
+        } else {
+            if (!stopping())
+                prep_listen_poll(s);
+            return;
+        }
+    } else if (res != -EINTR && res != -ECONNABORTED && res != -EAGAIN && res != -EPROTO) {
+        return; /* a listener error: stop accepting, keep serving */
+    }
+    if (!stopping())
+        prep_accept(s);
+}
+
+static void on_recv(struct server *s, struct conn *c, int res)
+{
+    if (res == -EINTR || res == -EAGAIN) {
+        prep_recv(s, c);
+        return;
+    }
+    if (res <= 0) {
+        conn_close(s, c);
+        return;
+    }
+    c->have += (uint32_t)res;
+    if (c->have < s->msg_size) {
+        prep_recv(s, c);
+        return;
+    }
+    c->sent = 0;
+    if (U.inline_work) {
+        work(s);
+        cur_ts->messages++;
+        prep_send(s, c, false);
+    } else {
+        queue_put(&U.done, c->fd);
+    }
+}
+
+static void on_send(struct server *s, struct conn *c, int res)
+{
+    if (res == -EINTR || res == -EAGAIN) {
+        prep_send(s, c, false);
+        return;
+    }
+    if (res <= 0) {
+        conn_close(s, c);
+        return;
+    }
+    c->sent += (uint32_t)res;
+    if (c->sent < s->msg_size) {
+        prep_send(s, c, false);
+        return;
+    }
+    c->have = 0;
+    prep_recv(s, c);
+}
+
+static void *completion_loop(void *arg)
+{
+    struct server *s = arg;
+    while (!stopping()) {
+        pthread_mutex_lock(&U.sq_lock);
+        io_uring_submit(&U.ring);
+        pthread_mutex_unlock(&U.sq_lock);
+
+        /* Handlers submit under sq_lock too; the wait itself only reads the completion side. */
+        struct io_uring_cqe *cqe;
+        int ready = uring_wait_timed(&U.ring, false);
+        int n = 0;
+        while (n < ready && !stopping() && io_uring_peek_cqe(&U.ring, &cqe) == 0) {
+            uint64_t ud = io_uring_cqe_get_data64(cqe);
+            int res = cqe->res;
+            io_uring_cqe_seen(&U.ring, cqe);
+            n++;
+            int fd = (int)(ud >> 8);
+            switch ((enum uop)(ud & 0xff)) {
+            case U_ACCEPT:
+                on_accept(s, res);
+                break;
+            case U_LISTEN:
+                if (!stopping())
+                    prep_accept(s);
+                break;
+            case U_RECV:
+                conn_takeover(&s->conns[fd]);
+                on_recv(s, &s->conns[fd], res);
+                break;
+            case U_SEND:
+                conn_takeover(&s->conns[fd]);
+                on_send(s, &s->conns[fd], res);
+                break;
+            case U_WAKE:
+                break;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void *handler_loop(void *arg)
+{
+    struct server *s = arg;
+    for (;;) {
+        int fd = queue_get(&U.done);
+        if (fd < 0)
+            break;
+        work(s);
+        cur_ts->messages++;
+        /* The completion thread may be blocked in wait: submit now. */
+        prep_send(s, &s->conns[fd], true);
+    }
+    return NULL;
+}
+
+static int uring_start(struct server *s)
+{
+    struct io_uring_params p = {0};
+    p.flags = IORING_SETUP_CQSIZE;
+    p.cq_entries = (unsigned)s->nslots + 64 > 8192 ? (unsigned)s->nslots + 64 : 8192;
+    int rc = io_uring_queue_init_params(4096, &U.ring, &p);
+    if (rc < 0) {
+        errno = -rc;
+        return -1;
+    }
+    pthread_mutex_init(&U.sq_lock, NULL);
+    if (queue_init(&U.done, 1024) < 0)
+        return -1;
+    U.inline_work = s->threads == 1;
+    prep_accept(s);
+    spawn(s, s->threads == 1 ? "proactor" : "completion", completion_loop, s);
+    for (int i = 1; i < s->threads; i++)
+        spawn(s, "handler", handler_loop, s);
+    return 0;
+}
+
+static void uring_wake(struct server *s)
+{
+    (void)s;
+    pthread_mutex_lock(&U.sq_lock);
+    struct io_uring_sqe *sqe = get_sqe();
+    io_uring_prep_nop(sqe);
+    io_uring_sqe_set_data64(sqe, tag(0, U_WAKE));
+    io_uring_submit(&U.ring);
+    pthread_mutex_unlock(&U.sq_lock);
+    queue_wake_all(&U.done);
+}
+
+static void uring_cleanup(struct server *s)
+{
+    (void)s;
+    io_uring_queue_exit(&U.ring);
+    pthread_mutex_destroy(&U.sq_lock);
+    queue_destroy(&U.done);
+}
+
+static const char *const notifiers[] = {"uring", NULL};
+
+const struct pattern_ops pattern_uring_shared = {
+    .name = "uring-shared",
+    .min_threads = 1,
+    .max_threads = MAX_THREADS,
+    .notifiers = notifiers,
+    .start = uring_start,
+    .wake_all = uring_wake,
+    .cleanup = uring_cleanup,
+};
