@@ -84,7 +84,7 @@ def run_pair(
     duration: float,
     client_threads: int = 1,
     msg_size: int = 1,
-    client_cpu: int = 1,
+    client_cpu: int | str = 1,
 ) -> Result:
     """Starts the server (pinned through its own --cpus/--cpu flag in server_cmd), runs the client pinned
     to client_cpu, stops the server with SIGTERM and returns both JSON reports."""

@@ -86,19 +86,19 @@ def calibrate_experiment(spec: Spec, url: str | None = None) -> list[Calibration
     wanted = sorted({(p.pattern, p.notifier) for p in calibration_points(spec)})
     if not wanted:  # no calibration runs (calibration.repeats 0): nothing to fit, nothing to wait for
         return []
-    runs: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    runs: dict[tuple[str, str], list[tuple[Run, int]]] = defaultdict(list)
     failed: dict[tuple[str, str], int] = defaultdict(int)
     with session(url) as s:
         exp_id = _experiment_id(s, spec)
         rows = s.execute(
-            select(Point.pattern, Point.notifier, Run)
+            select(Point.pattern, Point.notifier, Point.connections, Run)
             .join(Run, Run.point_id == Point.id)
             .where(Point.experiment_id == exp_id, Point.instrument.is_(True))
             .order_by(Point.point_key, Run.repeat_index)
         ).all()
-        for pattern, notifier, run in rows:
+        for pattern, notifier, connections, run in rows:
             if run.status == "ok" and run.server_result is not None:
-                runs[(pattern, notifier)].append(run)
+                runs[(pattern, notifier)].append((run, connections))
             else:
                 failed[(pattern, notifier)] += 1
         s.expunge_all()
@@ -106,17 +106,28 @@ def calibrate_experiment(spec: Spec, url: str | None = None) -> list[Calibration
     return [_fit(spec, key, runs.get(key, []), failed[key], url) for key in wanted]
 
 
-def _fit(spec: Spec, key: tuple[str, str], ok: list[Any], failed: int, url: str | None) -> CalibrationOutcome:
-    from demuxlab.ctmc.calibrate import calibrate
+def _fit(
+    spec: Spec, key: tuple[str, str], found: list[tuple[Any, int]], failed: int, url: str | None
+) -> CalibrationOutcome:
+    from demuxlab.ctmc.calibrate import SelfCheck, calibrate
     from demuxlab.ctmc.store import save_calibration
 
     pattern, notifier = key
+    ok = [r for r, _ in found]
     ids = [str(r.run_id) for r in ok]
     if not ok:
         error = f"no successful calibration run ({failed} failed)"
         return CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, error)
+    checks: list[SelfCheck] = []
     try:
-        rates = calibrate([r.server_result for r in ok], pattern, [f"run {i}" for i in ids])
+        rates = calibrate(
+            [r.server_result for r in ok],
+            pattern,
+            [f"run {i}" for i in ids],
+            measured=[r.throughput_msgs_per_s for r in ok],
+            connections=[c for _, c in found],
+            checks=checks,
+        )
     except DemuxlabError as exc:
         return CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, exc.message)
     hosts = {r.server_host_id for r in ok}
@@ -125,6 +136,7 @@ def _fit(spec: Spec, key: tuple[str, str], ok: list[Any], failed: int, url: str 
         "spec_sha256": spec.sha256,
         "server_artifacts": _unique([r.server_artifact for r in ok]),
         "launchers": sorted({str(r.launcher) for r in ok}),
+        "self_check": [c.as_dict() for c in checks],
     }
     cid = save_calibration(
         rates,

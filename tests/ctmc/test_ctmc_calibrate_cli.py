@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from demuxlab.ctmc.calibrate import INSTANT_RATE, calibrate
+from demuxlab.ctmc.calibrate import INSTANT_RATE, CalibrationRefused, calibrate
 from demuxlab.ctmc.cli import model, parse_int_list
 from demuxlab.ctmc.rates import Rates, paper_rates
 from demuxlab.errors import DemuxlabError
@@ -35,8 +35,7 @@ def server_json(pattern: str, tau_e_us: float, scale: int = 1000, **over: Any) -
         del ops["queue_put"], ops["queue_get"]
         ops["promote"] = _op(50.0, scale)
     ops["notify"] = _op(3000.0, scale)
-    buckets = [{"events": h, "count": 10 * h, "mean_ns": 1000.0 * tau_e_us * h} for h in (1, 2, 3, 5, 8)]
-    buckets.append({"events": 64, "count": 3, "mean_ns": 1.0})  # "64 or more": must be ignored
+    buckets = [{"events": h, "count": 10 * h, "mean_ns": 1000.0 * tau_e_us * h} for h in (1, 2, 3, 5, 8, 64)]
     res = {
         "event": "exit",
         "pattern": pattern,
@@ -44,6 +43,7 @@ def server_json(pattern: str, tau_e_us: float, scale: int = 1000, **over: Any) -
         "threads": 2 if pattern == "hsha" else 1,
         "instrument": True,
         "ops": ops,
+        "events_per_call": {"calls": sum(b["count"] for b in buckets), "mean": 5.0, "max": 64, "cache": 64},
         "notify_by_events": buckets,
     }
     res.update(over)
@@ -65,6 +65,39 @@ def test_calibration_recovers_known_rates(pattern: str) -> None:
     else:
         assert rates.source["r_p"] == "paper"
     assert rates.source["r_l"] == "op:lock"
+
+
+def test_full_cache_bucket_carries_the_fit() -> None:
+    """LF at 512 connections: nearly every call returns a full cache; that exact bucket is the fit."""
+    res = server_json("lf", 1.0)
+    res["notify_by_events"] = [
+        {"events": 3, "count": 5, "mean_ns": 55_000.0},  # calls that waited for the first connections
+        {"events": 64, "count": 1513, "mean_ns": 64 * 700.0},
+    ]
+    rates = calibrate([res], "lf")
+    tau = (5 * 3 * 55.0 + 1513 * 64 * 64 * 0.7) / (5 * 9 + 1513 * 64 * 64)
+    assert 1 / rates.r_e == pytest.approx(tau, rel=1e-9)
+    assert 0.7 < 1 / rates.r_e < 0.71
+
+
+def test_server_without_notify_idle_split_is_refused() -> None:
+    res = server_json("hsha", 2.0)
+    del res["events_per_call"]["cache"]
+    with pytest.raises(CalibrationRefused, match=r"calibrate hsha/epoll-lt: refused: .*include blocking"):
+        calibrate([res], "hsha")
+
+
+@pytest.mark.parametrize(("op", "rate"), [("lock", "r_l"), ("recv", "r_i")])
+def test_rate_off_by_orders_of_magnitude_is_refused(op: str, rate: str) -> None:
+    res = server_json("lf", 1.0)
+    res["ops"][op] = _op(res["ops"][op]["mean_ns"] * 5000, res["ops"][op]["count"])
+    with pytest.raises(
+        CalibrationRefused, match=rf"calibrate lf/epoll-lt: refused: {rate} \(op:{op}.*× the paper"
+    ):
+        calibrate([res], "lf")
+    slow_e = server_json("lf", 500.0)  # 500 µs per descriptor: r_e 800× the paper's 0.635 µs
+    with pytest.raises(CalibrationRefused, match=r"r_e \(fit:notify_by_events\) .* 787×"):
+        calibrate([slow_e], "lf")
 
 
 def test_calibration_pools_runs_by_count() -> None:

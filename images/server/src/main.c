@@ -434,8 +434,9 @@ static void print_exit(struct server *s, double elapsed)
         for (int o = 0; o < OP_COUNT; o++)
             print_hist(op_names[o], &sum->ops[o], &first);
         printf("}, \"events_per_call\": {\"calls\": %" PRIu64 ", \"mean\": %.4f, \"max\": %" PRIu64
-               "}, \"notify_by_events\": [",
-               sum->calls, sum->calls ? (double)sum->events / (double)sum->calls : 0.0, sum->events_max);
+               ", \"cache\": %d}, \"notify_by_events\": [",
+               sum->calls, sum->calls ? (double)sum->events / (double)sum->calls : 0.0, sum->events_max,
+               MAX_EVENTS);
         first = true;
         for (int b = 1; b <= MAX_EVENTS; b++) {
             if (sum->by_events_n[b] == 0)

@@ -13,6 +13,7 @@ int queue_init(struct queue *q, unsigned cap)
         return -1;
     q->cap = c;
     q->head = q->len = 0;
+    q->waiters = q->signaled = 0;
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->nonempty, NULL);
     return 0;
@@ -48,9 +49,13 @@ void queue_put(struct queue *q, int fd)
         grow(q);
     q->ring[(q->head + q->len) & (q->cap - 1)] = fd;
     q->len++;
-    pthread_cond_signal(&q->nonempty);
+    bool wake = q->waiters > q->signaled;
+    if (wake)
+        q->signaled++;
     instr_end(OP_QUEUE_PUT, t0);
     pthread_mutex_unlock(&q->lock);
+    if (wake)
+        pthread_cond_signal(&q->nonempty);
 }
 
 int queue_get(struct queue *q)
@@ -58,8 +63,13 @@ int queue_get(struct queue *q)
     lock_timed(&q->lock);
     if (q->len == 0 && !stopping()) {
         uint64_t t0 = instr_start(); /* blocked waiting for work: idle */
-        while (q->len == 0 && !stopping())
+        while (q->len == 0 && !stopping()) {
+            q->waiters++;
             pthread_cond_wait(&q->nonempty, &q->lock);
+            q->waiters--;
+            if (q->signaled > 0) /* ours, or a spurious wake-up standing in for it */
+                q->signaled--;
+        }
         instr_end(OP_IDLE, t0);
     }
     if (stopping()) {
@@ -70,8 +80,13 @@ int queue_get(struct queue *q)
     int fd = q->ring[q->head];
     q->head = (q->head + 1) & (q->cap - 1);
     q->len--;
+    bool relay = q->len > 0 && q->waiters > q->signaled;
+    if (relay)
+        q->signaled++;
     instr_end(OP_QUEUE_GET, t0);
     pthread_mutex_unlock(&q->lock);
+    if (relay)
+        pthread_cond_signal(&q->nonempty);
     return fd;
 }
 

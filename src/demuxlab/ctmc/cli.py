@@ -111,6 +111,18 @@ def _read_record(path: Path) -> dict[str, Any]:
     return data
 
 
+def _measured(rec: dict[str, Any]) -> float | None:
+    client = rec.get("client")
+    value = client.get("throughput_msgs_per_s") if isinstance(client, dict) else None
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def _connections(rec: dict[str, Any]) -> int | None:
+    point = rec.get("point")
+    value = point.get("connections") if isinstance(point, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 @model.command()
 @click.option("--run-record", "records", required=True, multiple=True, type=click.Path(path_type=Path))
 @click.option("--store", is_flag=True, help="store the calibration in the database")
@@ -126,7 +138,13 @@ def calibrate(records: tuple[Path, ...], store: bool) -> None:
         groups.setdefault(key, []).append((path, rec))
     for (pattern, notifier), items in sorted(groups.items()):
         labels = [f"{p} (run {r.get('run_id')})" for p, r in items]
-        rates = fit([r["server"] for _, r in items], pattern, labels)
+        rates = fit(
+            [r["server"] for _, r in items],
+            pattern,
+            labels,
+            measured=[_measured(r) for _, r in items],
+            connections=[_connections(r) for _, r in items],
+        )
         out: dict[str, Any] = {
             "pattern": pattern,
             "notifier": notifier,
