@@ -25,6 +25,8 @@ CASES = [
     ("tpc", "none", 4),
     ("proactor", "epoll-et", 3),
     ("uring", "uring", 3),
+    ("uring-shared", "uring", 3),
+    ("proactor", "poll", 4),
     ("multireactor", "poll", 2),
 ]
 ENV = {
