@@ -132,9 +132,19 @@ def check_model_stages(results: Path, url: str, spec: Any) -> None:
     """Calibrations from the real instrumented runs, predictions for every HSHA/LF point, validation."""
     calibration = calibration_points(spec)
     pairs = {(p.pattern, p.notifier) for p in calibration}
-    cals = rows(url, "select pattern, notifier, rates, source_runs, host_id from calibrations")
-    assert {(c["pattern"], c["notifier"]) for c in cals} == pairs
+    # Each pair is calibrated, or refused with its reason and figures (issue 10: a calibration must
+    # predict its own runs within 10 %; HSHA's two threads and the client share this host's 2 cores).
+    outcomes = json.loads((results / "model" / "calibrations.json").read_text())["calibrations"]
+    assert {(o["pattern"], o["notifier"]) for o in outcomes} == pairs
+    fitted = {(o["pattern"], o["notifier"]) for o in outcomes if o["calibration_id"] is not None}
+    for o in outcomes:
+        if o["calibration_id"] is None:
+            assert o["error"].startswith(f"calibrate {o['pattern']}/{o['notifier']}: refused: "), o
+    cals = rows(url, "select pattern, notifier, rates, source_runs, host_id, artifacts from calibrations")
+    assert {(c["pattern"], c["notifier"]) for c in cals} == fitted
     for c in cals:
+        for check in c["artifacts"]["self_check"]:
+            assert abs(check["rel_error"]) <= 0.10
         assert len(c["source_runs"]) == spec.calibration_repeats and c["host_id"] is not None
         # Every rate the server measures was fitted from it (per µs: positive, below 1 per ps).
         fitted = {k for k, v in c["rates"]["source"].items() if v != "paper"}
@@ -149,13 +159,18 @@ def check_model_stages(results: Path, url: str, spec: Any) -> None:
         "join points p on p.id = x.point_id",
     )
     assert sorted((x["point_key"], x["rates_source"]) for x in preds) == sorted(
-        (p.point_key, source) for p in model_points for source in ("paper", "calibration")
+        (p.point_key, source)
+        for p in model_points
+        for source in ("paper", "calibration")
+        if source == "paper" or (p.pattern, p.notifier) in fitted
     )
     assert all(x["throughput_msgs_per_s"] > 0 and x["ci_halfwidth_rel"] <= 0.011 for x in preds)
     with (results / "report" / "validation.csv").open() as f:
         table = {row["point_key"]: row for row in csv.DictReader(f)}
     assert set(table) == {p.point_key for p in model_points}
     for row in table.values():
+        if not row["calibration_msgs_per_s"]:
+            continue
         meas, pred = float(row["measured_msgs_per_s"]), float(row["calibration_msgs_per_s"])
         assert float(row["calibration_rel_error"]) == pytest.approx((pred - meas) / meas)
     assert (results / "report" / "validation.png").read_bytes().startswith(b"\x89PNG")
