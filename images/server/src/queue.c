@@ -41,7 +41,7 @@ static void grow(struct queue *q)
     q->cap *= 2;
 }
 
-void queue_put(struct queue *q, int fd)
+static void put(struct queue *q, int fd, bool wake_now)
 {
     lock_timed(&q->lock);
     uint64_t t0 = instr_start();
@@ -49,10 +49,31 @@ void queue_put(struct queue *q, int fd)
         grow(q);
     q->ring[(q->head + q->len) & (q->cap - 1)] = fd;
     q->len++;
-    bool wake = q->waiters > q->signaled;
+    bool wake = wake_now && q->waiters > q->signaled;
     if (wake)
         q->signaled++;
     instr_end(OP_QUEUE_PUT, t0);
+    pthread_mutex_unlock(&q->lock);
+    if (wake)
+        pthread_cond_signal(&q->nonempty);
+}
+
+void queue_put(struct queue *q, int fd)
+{
+    put(q, fd, true);
+}
+
+void queue_put_deferred(struct queue *q, int fd)
+{
+    put(q, fd, false);
+}
+
+void queue_kick(struct queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    bool wake = q->len > 0 && q->waiters > q->signaled;
+    if (wake)
+        q->signaled++;
     pthread_mutex_unlock(&q->lock);
     if (wake)
         pthread_cond_signal(&q->nonempty);

@@ -28,6 +28,11 @@ int queue_init(struct queue *q, unsigned cap);
 void queue_destroy(struct queue *q);
 /* Timed as `lock` (acquiring the mutex) and `queue_put` (the insertion). */
 void queue_put(struct queue *q, int fd);
+/* The same without waking anyone: a busy consumer finds the item when it comes back; queue_kick() after
+ * a batch wakes one sleeper, which relays.  The proactor's demultiplexer so pays at most one futex wake
+ * per notifier call instead of one per message. */
+void queue_put_deferred(struct queue *q, int fd);
+void queue_kick(struct queue *q);
 /* Blocks until an item or shutdown; -1 on shutdown. */
 int queue_get(struct queue *q);
 void queue_wake_all(struct queue *q);
