@@ -62,6 +62,7 @@ class CalibrationOutcome:
     source_runs: list[str]
     failed_runs: int
     error: str | None
+    self_check: tuple[dict[str, Any], ...] = ()  # SelfCheck.as_dict() per workload, refused ones too
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +74,7 @@ class CalibrationOutcome:
             "source_runs": self.source_runs,
             "failed_runs": self.failed_runs,
             "error": self.error,
+            "self_check": list(self.self_check),
         }
 
 
@@ -129,7 +131,8 @@ def _fit(
             checks=checks,
         )
     except DemuxlabError as exc:
-        return CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, exc.message)
+        done = tuple(c.as_dict() for c in checks)
+        return CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, exc.message, done)
     hosts = {r.server_host_id for r in ok}
     artifacts = {
         "experiment": spec.name,
@@ -147,7 +150,17 @@ def _fit(
         artifacts=artifacts,
         url=url,
     )
-    return CalibrationOutcome(pattern, notifier, cid, rates.as_dict(), dict(rates.source), ids, failed, None)
+    return CalibrationOutcome(
+        pattern,
+        notifier,
+        cid,
+        rates.as_dict(),
+        dict(rates.source),
+        ids,
+        failed,
+        None,
+        tuple(c.as_dict() for c in checks),
+    )
 
 
 def _unique(docs: Sequence[Any]) -> list[Any]:

@@ -319,3 +319,29 @@ def test_store_calibration_and_prediction(database_url: str) -> None:
         assert cal.throughput_msgs_per_s == pytest.approx(p.throughput_msgs_per_s)
     with pytest.raises(DemuxlabError, match="no calibration"):
         load_calibration(cid + 1000)
+
+
+def test_cli_calibrate_self_check_from_the_records_client(tmp_path: Path) -> None:
+    """The CLI takes each record's client throughput and point connections for the self-check."""
+    server = {**server_json("lf", 0.5), "work_us": 10.0}
+    rates = calibrate([server], "lf")
+    from demuxlab.ctmc.predict import predict
+
+    good = predict("lf", 1, 10.0, method="ssa", connections=16, rates=rates).throughput_msgs_per_s
+    for name, tput in (("ok", good), ("off", good * 0.7)):
+        rec = {
+            "format": "demuxlab.run/1",
+            "run_id": name,
+            "server": server,
+            "client": {"throughput_msgs_per_s": tput},
+            "point": {"connections": 16},
+        }
+        (tmp_path / f"{name}.json").write_text(json.dumps(rec))
+    res = CliRunner().invoke(model, ["calibrate", "--run-record", str(tmp_path / "ok.json")])
+    assert res.exit_code == 0, res.output
+    (check,) = json.loads(res.output)["self_check"]
+    assert check["connections"] == 16 and abs(check["rel_error"]) < 0.02
+    res = CliRunner().invoke(model, ["calibrate", "--run-record", str(tmp_path / "off.json")])
+    assert isinstance(res.exception, CalibrationRefused)
+    assert "lf/epoll-lt: refused: the fitted rates predict" in str(res.exception)
+    assert "(+4" in str(res.exception)  # 1/0.7 − 1 = +42.9 %

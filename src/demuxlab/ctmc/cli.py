@@ -128,6 +128,7 @@ def _connections(rec: dict[str, Any]) -> int | None:
 @click.option("--store", is_flag=True, help="store the calibration in the database")
 def calibrate(records: tuple[Path, ...], store: bool) -> None:
     """Fit the rates from lowest-concurrency instrumented run records (one JSON line per pattern)."""
+    from demuxlab.ctmc.calibrate import SelfCheck
     from demuxlab.ctmc.calibrate import calibrate as fit
 
     groups: dict[tuple[str, str], list[tuple[Path, dict[str, Any]]]] = {}
@@ -138,12 +139,14 @@ def calibrate(records: tuple[Path, ...], store: bool) -> None:
         groups.setdefault(key, []).append((path, rec))
     for (pattern, notifier), items in sorted(groups.items()):
         labels = [f"{p} (run {r.get('run_id')})" for p, r in items]
+        checks: list[SelfCheck] = []
         rates = fit(
             [r["server"] for _, r in items],
             pattern,
             labels,
             measured=[_measured(r) for _, r in items],
             connections=[_connections(r) for _, r in items],
+            checks=checks,
         )
         out: dict[str, Any] = {
             "pattern": pattern,
@@ -151,6 +154,7 @@ def calibrate(records: tuple[Path, ...], store: bool) -> None:
             "rates": rates.as_dict(),
             "source": rates.source,
             "source_runs": [str(r.get("run_id")) for _, r in items],
+            "self_check": [c.as_dict() for c in checks],
         }
         if store:
             from demuxlab.ctmc.store import save_calibration
