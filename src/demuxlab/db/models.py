@@ -187,7 +187,8 @@ class OpTiming(Base):
     """One operation's timing summary of a run.
 
     ``events`` is NULL for the all-calls row of an operation (from the server's ``ops``) and 1…64 for the
-    ``notify`` rows from ``notify_by_events`` (64 = "64 or more"); the unique key treats NULLs as equal.
+    ``notify`` rows from ``notify_by_events`` (exact counts; 64 = a full cache); the unique key treats NULLs
+    as equal.
     """
 
     __tablename__ = "op_timings"
