@@ -9,7 +9,12 @@
  * it (each ring keeps a read of its eventfd in flight).  A connection never
  * changes thread.  Every connection has at most one operation in flight.  A
  * message counts once its echo is submitted.  The single-ring design (one
- * completion thread + T-1 handlers) is pattern `uring-shared`. */
+ * completion thread + T-1 handlers) is pattern `uring-shared`.
+ *
+ * Each thread creates its own ring, so the ring can be single-issuer with
+ * deferred task work (completions are run when the owner enters the kernel to
+ * wait, not by interrupting it); a kernel without them (before 6.1) gets a
+ * plain ring. */
 #include "uring_wait.h"
 
 #include <poll.h>
@@ -20,6 +25,7 @@ enum uop { U_ACCEPT = 1, U_LISTEN, U_RECV, U_SEND, U_INBOX };
 
 struct uthr {
     struct io_uring ring;
+    bool ring_ok;
     int efd;        /* kicked when the inbox has connections, or at shutdown */
     uint64_t efd_v; /* the in-flight eventfd read's buffer */
     pthread_mutex_t inbox_lock;
@@ -201,10 +207,34 @@ static void on_send(struct server *s, struct uthr *t, struct conn *c, int res)
     prep_recv(s, t, c);
 }
 
+static void ring_init(struct server *s, struct uthr *t, int index)
+{
+    /* Every connection of a thread can complete at once (its share, but the
+     * deal is only even when no connection closes): room for all of them. */
+    unsigned cq = (unsigned)s->nslots + 64 > 8192 ? (unsigned)s->nslots + 64 : 8192;
+    unsigned base = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+    unsigned extra = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+    int rc = -EINVAL;
+    for (int attempt = 0; attempt < 2 && rc == -EINVAL; attempt++) {
+        struct io_uring_params p = {0};
+        p.flags = base | (attempt == 0 ? extra : 0);
+        p.cq_entries = cq;
+        rc = io_uring_queue_init_params(1024, &t->ring, &p);
+    }
+    if (rc < 0)
+        die("cannot create the io_uring of uring thread %d: %s", index, strerror(-rc));
+    t->ring_ok = true;
+    prep_inbox(t);
+    if (index == 0)
+        prep_accept(s, t);
+}
+
 static void *uring_loop(void *arg)
 {
     struct server *s = &srv;
-    struct uthr *t = &U.t[(intptr_t)arg];
+    int index = (int)(intptr_t)arg;
+    struct uthr *t = &U.t[index];
+    ring_init(s, t, index);
     while (!stopping()) {
         int ready = uring_wait_timed(&t->ring, true);
         struct io_uring_cqe *cqe;
@@ -242,26 +272,15 @@ static int uring_start(struct server *s)
     U.t = calloc((size_t)U.n, sizeof(*U.t));
     if (U.t == NULL)
         return -1;
-    /* Every connection of a thread can complete at once (its share, but the
-     * deal is only even when no connection closes): room for all of them. */
-    unsigned cq = (unsigned)s->nslots + 64 > 8192 ? (unsigned)s->nslots + 64 : 8192;
     for (int i = 0; i < U.n; i++) {
         struct uthr *t = &U.t[i];
-        struct io_uring_params p = {0};
-        p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
-        p.cq_entries = cq;
-        int rc = io_uring_queue_init_params(1024, &t->ring, &p);
-        if (rc < 0) {
-            errno = -rc;
-            return -1;
-        }
-        t->efd = eventfd(0, EFD_CLOEXEC); /* blocking: io_uring waits on it by polling */
+        /* Blocking: io_uring waits on it by polling.  A kick before the
+         * thread has armed its read stays in the counter. */
+        t->efd = eventfd(0, EFD_CLOEXEC);
         if (t->efd < 0)
             return -1;
         pthread_mutex_init(&t->inbox_lock, NULL);
-        prep_inbox(t);
     }
-    prep_accept(s, &U.t[0]);
     for (int i = 0; i < U.n; i++)
         spawn(s, "proactor", uring_loop, (void *)(intptr_t)i);
     return 0;
@@ -279,7 +298,8 @@ static void uring_cleanup(struct server *s)
     (void)s;
     for (int i = 0; i < U.n; i++) {
         struct uthr *t = &U.t[i];
-        io_uring_queue_exit(&t->ring);
+        if (t->ring_ok)
+            io_uring_queue_exit(&t->ring);
         close(t->efd);
         pthread_mutex_destroy(&t->inbox_lock);
         free(t->inbox);

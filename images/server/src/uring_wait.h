@@ -30,7 +30,8 @@ static inline int uring_wait_timed(struct io_uring *ring, bool submit)
         return uring_ready(ring);
     }
     uint64_t t0 = now_ns();
-    rc = submit ? io_uring_submit(ring) : 0;
+    /* Submitting also runs completions waiting as task work (deferred ones too). */
+    rc = submit ? io_uring_submit_and_get_events(ring) : 0;
     if (rc < 0 && rc != -EINTR && rc != -EBUSY)
         die("io_uring_submit: %s", strerror(-rc));
     int n = uring_ready(ring);
