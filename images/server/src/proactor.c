@@ -29,10 +29,10 @@ static int place(struct server *s, struct conn *c, void *arg)
 
 /* Edge-triggered: the demultiplexer reads only when it can claim the
  * connection; a busy handler will read the new data itself. */
-static void read_edge(struct server *s, struct conn *c)
+static bool read_edge(struct server *s, struct conn *c)
 {
     if (!conn_claim(c))
-        return;
+        return false;
     int seen = atomic_load_explicit(&c->claims, memory_order_acquire);
     do {
         if (!atomic_load_explicit(&c->live, memory_order_acquire))
@@ -40,7 +40,7 @@ static void read_edge(struct server *s, struct conn *c)
         switch (conn_read(s, c)) {
         case RD_MSG:
             queue_put_deferred(&P.done, c->fd); /* the claim goes with it */
-            return;
+            return true;
         case RD_AGAIN:
             break;
         case RD_CLOSED:
@@ -48,6 +48,7 @@ static void read_edge(struct server *s, struct conn *c)
             break;
         }
     } while (!conn_release(c, &seen));
+    return false;
 }
 
 static void *demux_loop(void *arg)
@@ -57,6 +58,7 @@ static void *demux_loop(void *arg)
     int fds[MAX_EVENTS];
     while (!stopping()) {
         int n = notifier_wait_timed(nt, fds, MAX_EVENTS);
+        int queued = 0;
         for (int i = 0; i < n && !stopping(); i++) {
             if (fds[i] == s->lfd) {
                 accept_all(s, place, NULL);
@@ -67,12 +69,13 @@ static void *demux_loop(void *arg)
             struct conn *c = &s->conns[fds[i]];
             conn_takeover(c);
             if (nt->ops->edge) {
-                read_edge(s, c);
+                queued += read_edge(s, c);
                 continue;
             }
             switch (conn_read(s, c)) {
             case RD_MSG:
                 queue_put_deferred(&P.done, c->fd);
+                queued++;
                 break;
             case RD_AGAIN:
                 conn_rearm(s, nt, c);
@@ -82,7 +85,8 @@ static void *demux_loop(void *arg)
                 break;
             }
         }
-        queue_kick(&P.done); /* one wake-up per batch; handlers relay it */
+        if (queued > 0)
+            queue_kick(&P.done); /* one wake-up per batch; handlers relay it */
     }
     return NULL;
 }
