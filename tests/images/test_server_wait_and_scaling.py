@@ -8,11 +8,26 @@ import os
 import signal
 import socket
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import Server, connect, exchange, recv_exact
+
+
+def wait_stopped(pid: int) -> None:
+    """SIGSTOP is asynchronous: wait until every thread of the process is stopped."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = [
+            (Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()[0])
+            for tid in os.listdir(f"/proc/{pid}/task")
+        ]
+        if all(st == "T" for st in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"server {pid} did not stop")
 
 
 def instrumented(run_server: Any, pattern: str, notifier: str, threads: int, *extra: str) -> Server:
@@ -53,6 +68,7 @@ def test_full_cache_bucket_is_exact(run_server: Any, pattern: str, notifier: str
     them the next call returns exactly a full cache (64), then the remaining 36."""
     srv = instrumented(run_server, pattern, notifier, 1)
     os.kill(srv.proc.pid, signal.SIGSTOP)
+    wait_stopped(srv.proc.pid)
     socks: list[socket.socket] = []
     try:
         for i in range(100):
