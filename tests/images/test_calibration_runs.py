@@ -8,6 +8,7 @@ plausible, and the self-check refuses exactly when the model misses the runs by 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from demuxlab.ctmc.calibrate import (
     SelfCheck,
     calibrate,
 )
-from demuxlab.ctmc.rates import RATE_FIELDS, min_threads, paper_rates
+from demuxlab.ctmc.rates import RATE_FIELDS, Rates, min_threads, paper_rates
 
 CONNECTIONS = 512
 WORK_US = 10.0
@@ -78,18 +79,32 @@ def runs(client_bin: Path, server_bin: Path) -> dict[str, tuple[dict[str, Any], 
     return got
 
 
+def fit_or_refusal(server: dict[str, Any], pattern: str) -> Rates | None:
+    """calibrate() alone; on a host this loaded a contended lock can exceed 100× the paper's 13 ns, and
+    then the refusal must name the rate and a factor beyond the limit."""
+    try:
+        return calibrate([server], pattern)
+    except CalibrationRefused as exc:
+        m = re.search(r"refused: (r_\w+) \(.*?\) is a service time of .*?, ([0-9.e+]+)× the paper", str(exc))
+        assert m is not None, str(exc)
+        factor = float(m.group(2))
+        assert factor > MAX_RATE_FACTOR or factor < 1 / MAX_RATE_FACTOR, str(exc)
+        return None
+
+
 def test_lf_fit_rests_on_the_full_cache_bucket(runs: dict[str, Any]) -> None:
     server, _ = runs["lf"]
     by = {b["events"]: b for b in server["notify_by_events"]}
     calls = sum(b["count"] for b in by.values())
     assert by[64]["count"] >= 0.8 * calls  # at 512 connections the leader's cache comes back full
-    rates = calibrate([server], "lf")
     num = sum(b["count"] * h * b["mean_ns"] / 1000 for h, b in by.items())
-    den = sum(b["count"] * h * h for h in by for b in [by[h]])
-    assert 1 / rates.r_e == pytest.approx(num / den, rel=1e-9)
+    den = sum(b["count"] * h * h for h, b in by.items())
     # The full bucket dominates: τ_e is close to its per-descriptor time, not to the few calls that
     # waited for the first connections (the 55 ms per descriptor of the issue).
-    assert 1 / rates.r_e == pytest.approx(by[64]["mean_ns"] / 64 / 1000, rel=0.2)
+    assert num / den == pytest.approx(by[64]["mean_ns"] / 64 / 1000, rel=0.2)
+    rates = fit_or_refusal(server, "lf")
+    if rates is not None:
+        assert 1 / rates.r_e == pytest.approx(num / den, rel=1e-9)
 
 
 def test_hsha_notify_excludes_the_monitor_waiting(runs: dict[str, Any]) -> None:
@@ -99,16 +114,24 @@ def test_hsha_notify_excludes_the_monitor_waiting(runs: dict[str, Any]) -> None:
     assert monitor["role"] == "monitor"
     # One worker is the bottleneck: the monitor mostly waits, and that is idle, not notify.
     assert monitor["idle_s"] > 5 * monitor["notify_s"]
-    rates = calibrate([server], "hsha")
-    # Per descriptor the notifier's service is well under the ~33 µs that waiting made it.
-    assert 1 / rates.r_e < 10.0
     assert ops["idle"]["count"] > 0
+    # Per descriptor the notifier's service is well under the ~33 µs that waiting made it.
+    by = server["notify_by_events"]
+    tau_e = sum(b["count"] * b["events"] * b["mean_ns"] / 1000 for b in by) / sum(
+        b["count"] * b["events"] ** 2 for b in by
+    )
+    assert tau_e < 10.0
+    rates = fit_or_refusal(server, "hsha")
+    if rates is not None:
+        assert 1 / rates.r_e == pytest.approx(tau_e, rel=1e-9)
 
 
 @pytest.mark.parametrize("pattern", ["hsha", "lf"])
 def test_rates_are_plausible_and_self_check_decides(runs: dict[str, Any], pattern: str) -> None:
     server, client = runs[pattern]
-    rates = calibrate([server], pattern)  # the fit alone: within MAX_RATE_FACTOR of the paper
+    rates = fit_or_refusal(server, pattern)  # the fit alone: within MAX_RATE_FACTOR of the paper
+    if rates is None:
+        return  # refused as implausible (checked there): the self-check never runs
     paper = paper_rates(pattern)
     for k in RATE_FIELDS:
         if rates.source[k] not in ("paper",) and not rates.source[k].startswith("instant:"):
