@@ -653,7 +653,7 @@ def _s2_wrong_architecture(ctx: Context) -> Part:
             continue
         r = peak(reactor)
         where = f"{notifier}, {wl}"
-        ev = (f"{where}: reactor {describe(r)}", *(f"{where}: {describe(h)}" for h in hsha))
+        ev = (f"{where}: {describe(r)}", *(f"{where}: {describe(h)}" for h in hsha))
         worse = [h.threads for h in hsha if above(r.est, h.est)]
         if worse:
             parts.append(
