@@ -116,7 +116,7 @@ class MeasuredPoint:
         return self.server_cpus is not None and self.threads > self.server_cpus
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Workload:
     work_us: float
     connections: int
