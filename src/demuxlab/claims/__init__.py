@@ -583,7 +583,8 @@ def _s1_model(ctx: Context) -> Part:
             continue
         where = f"{design}, {wl} ({source} rates)"
         ev = tuple(
-            f"{where}: t{p.threads}: measured {fmt_est(p.est)} · model {fmt_est(m.est)}" for p, m in have
+            f"{where}: t{p.threads}: measured {fmt_est(p.est)}, n={p.n} · model {fmt_est(m.est)}"
+            for p, m in have
         )
         # Peak: the measured peak against the model's highest prediction over the same thread counts.
         mp = peak([p for p, _ in have])
