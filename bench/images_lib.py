@@ -87,7 +87,8 @@ def run_pair(
     client_cpu: int | str = 1,
 ) -> Result:
     """Starts the server (pinned through its own --cpus/--cpu flag in server_cmd), runs the client pinned
-    to client_cpu, stops the server with SIGTERM and returns both JSON reports."""
+    to client_cpu (one CPU, or a --cpus list such as "8-15"), stops the server with SIGTERM and returns
+    both JSON reports."""
     proc = subprocess.Popen(list(server_cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -116,12 +117,21 @@ def run_pair(
 
 
 def server_cmd(
-    pattern: str, notifier: str, threads: int, *, cpu: int = 0, instrument: bool = False
+    pattern: str,
+    notifier: str,
+    threads: int,
+    *,
+    cpu: int | str = 0,
+    instrument: bool = False,
+    work_us: float = 0.0,
 ) -> list[str]:
+    """The server's command line; ``cpu`` is one CPU or a --cpus list ("0-7")."""
     cmd = [
         str(binary("demux-server")), "--pattern", pattern, "--notifier", notifier, "--threads", str(threads),
         "--port", "0", "--cpus", str(cpu), "--max-conns", "20000",
     ]  # fmt: skip
+    if work_us:
+        cmd += ["--work-us", f"{work_us:.6f}".rstrip("0").rstrip(".")]
     return [*cmd, "--instrument"] if instrument else cmd
 
 

@@ -126,6 +126,37 @@ def test_smoke_spec_native_end_to_end(tmp_path: Path, database_url: str) -> None
     png = (report / "throughput_vs_threads.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     check_model_stages(tmp_path / "results" / "smoke", database_url, spec)
+    check_claims(report, table)
+
+
+def check_claims(report: Path, points: list[dict[str, str]]) -> None:
+    """A verdict (with its reason) for every seed claim, and the best measured design per workload."""
+    from demuxlab.claims import CLAIMS, NOT_TESTABLE, VERDICTS
+
+    with (report / "claims.csv").open() as f:
+        claims = list(csv.DictReader(f))
+    assert [c["claim_id"] for c in claims] == [c.id for c in CLAIMS]
+    hostname = os.uname().nodename
+    for c in claims:
+        assert c["verdict"] in VERDICTS and c["reason"], c
+        assert c["host"] == hostname and f"{os.cpu_count()} cores" in c["hardware"]
+    if (os.cpu_count() or 1) <= 3:  # the server gets one CPU: every thread-scaling test lacks points
+        untestable = [c for c in claims if c["verdict"] == NOT_TESTABLE]
+        assert any("oversubscribed" in c["reason"] for c in untestable), claims
+    measured = [p for p in points if p["instrument"] == "False" and p["throughput_mean"]]
+    best = max(measured, key=lambda p: float(p["throughput_mean"]))
+    with (report / "recommendations.csv").open() as f:
+        (rec,) = list(csv.DictReader(f))  # the smoke spec has one workload
+    assert (rec["pattern"], rec["notifier"], rec["threads"]) == (
+        best["pattern"],
+        best["notifier"],
+        best["threads"],
+    )
+    assert float(rec["mean"]) == pytest.approx(float(best["throughput_mean"]))
+    assert int(rec["candidates"]) == len(measured)
+    md = (report / "claims.md").read_text()
+    assert md.startswith("# Seed claims: smoke") and "## Recommendation" in md
+    assert all(f"## {c['claim_id']}" in md for c in claims)
 
 
 def check_model_stages(results: Path, url: str, spec: Any) -> None:

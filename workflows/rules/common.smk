@@ -113,12 +113,22 @@ def build_outputs(wildcards):
     return out
 
 
+def claims_predictions(wildcards):
+    """The claims of HSHA/LF experiments use the model's predictions: wait for them."""
+    if has_model(wildcards.experiment):
+        return [f"results/{wildcards.experiment}/model/predictions.json"]
+    return []
+
+
 def all_targets():
     targets = []
     for name in SPECS:
         targets += [
             f"results/{name}/report/points.csv",
             f"results/{name}/report/throughput_vs_threads.png",
+            f"results/{name}/report/claims.csv",
+            f"results/{name}/report/claims.md",
+            f"results/{name}/report/recommendations.csv",
         ]
         if has_model(name):
             targets += [

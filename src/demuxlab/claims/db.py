@@ -1,0 +1,129 @@
+"""The thin database layer in front of :mod:`demuxlab.claims`: an experiment's measured points (repeats
+summarized), its newest model predictions and its server hosts' facts, as the plain rows
+:func:`demuxlab.claims.evaluate_claims` and :func:`demuxlab.claims.recommend` take."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from demuxlab.errors import DemuxlabError
+from demuxlab.stats import point_summary
+
+
+@dataclass(frozen=True)
+class ClaimInputs:
+    points: list[dict[str, Any]]
+    predictions: list[dict[str, Any]]
+    facts: dict[str, dict[str, Any]]  # server hostname -> topology facts
+    failed_points: list[str]  # point keys without a successful run (left out of the claims)
+
+
+def load_inputs(
+    experiment: str, spec_sha256: str, method: str = "ssa", url: str | None = None
+) -> ClaimInputs:
+    """The measured (not calibration) points of this exact spec, with their predictions by ``method``."""
+    from sqlalchemy import select
+
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import Experiment, Host, Point, Prediction, Run
+
+    with session(url) as s:
+        exp_id = s.scalar(
+            select(Experiment.id).where(Experiment.name == experiment, Experiment.spec_sha256 == spec_sha256)
+        )
+        if exp_id is None:
+            raise DemuxlabError(
+                f"experiment {experiment!r} (spec {spec_sha256[:12]}) has no runs in the database "
+                "(ingest first)"
+            )
+        pts = {
+            p.id: p
+            for p in s.scalars(
+                select(Point)
+                .where(Point.experiment_id == exp_id, Point.instrument.is_(False))
+                .order_by(Point.point_key)
+            )
+        }
+        hosts = {h.id: h for h in s.scalars(select(Host))}
+        runs: dict[int, list[Run]] = defaultdict(list)
+        for run in s.scalars(select(Run).where(Run.point_id.in_(list(pts)))):
+            runs[run.point_id].append(run)
+        newest: dict[tuple[int, str], Prediction] = {}
+        for pred in s.scalars(
+            select(Prediction)
+            .where(Prediction.point_id.in_(list(pts)), Prediction.method == method)
+            .order_by(Prediction.created_at, Prediction.id)
+        ):
+            newest[(pred.point_id, pred.rates_source)] = pred  # the newest wins
+
+        points: list[dict[str, Any]] = []
+        failed: list[str] = []
+        facts: dict[str, dict[str, Any]] = {}
+        for pid, p in pts.items():
+            ok = [r for r in runs[pid] if r.status == "ok" and r.throughput_msgs_per_s is not None]
+            if not ok:
+                failed.append(p.point_key)
+                continue
+            tput = point_summary([float(r.throughput_msgs_per_s or 0.0) for r in ok])
+            costs = [
+                (r.server_cpu_user_s + r.server_cpu_sys_s) / r.server_messages * 1e6
+                for r in ok
+                if r.server_cpu_user_s is not None and r.server_cpu_sys_s is not None and r.server_messages
+            ]
+            cost = point_summary(costs) if len(costs) == len(ok) else None
+            names = Counter(
+                hosts[r.server_host_id].hostname for r in ok if r.server_host_id in hosts
+            ).most_common()
+            host = names[0][0] if names else ""
+            for r in ok:
+                h = hosts.get(r.server_host_id) if r.server_host_id is not None else None
+                if h is not None and h.hostname == host:
+                    facts.setdefault(host, dict(h.facts or {}))
+            cpus = [
+                len(r.pinning["server_cpus"])
+                for r in ok
+                if isinstance(r.pinning, dict) and r.pinning.get("server_cpus")
+            ]
+            points.append(
+                {
+                    "point_key": p.point_key,
+                    "pattern": p.pattern,
+                    "notifier": p.notifier,
+                    "threads": p.threads,
+                    "work_us": float(p.work_us),
+                    "connections": p.connections,
+                    "msg_size": p.msg_size,
+                    "rate": p.rate,
+                    "client_threads": p.client_threads,
+                    "mean": tput.mean,
+                    "ci_low": tput.ci_low,
+                    "ci_high": tput.ci_high,
+                    "n": tput.n,
+                    "host": host,
+                    "server_cpus": min(cpus) if cpus else None,
+                    "cost_us": cost.mean if cost else None,
+                    "cost_ci_low": cost.ci_low if cost else None,
+                    "cost_ci_high": cost.ci_high if cost else None,
+                }
+            )
+        predictions = []
+        for (pid, source), pred in sorted(newest.items(), key=lambda kv: (pts[kv[0][0]].point_key, kv[0][1])):
+            p = pts[pid]
+            predictions.append(
+                {
+                    "point_key": p.point_key,
+                    "pattern": p.pattern,
+                    "notifier": p.notifier,
+                    "threads": p.threads,
+                    "work_us": float(p.work_us),
+                    "connections": p.connections,
+                    "msg_size": p.msg_size,
+                    "rate": p.rate,
+                    "source": source,
+                    "mean": pred.throughput_msgs_per_s,
+                    "ci_halfwidth_rel": pred.ci_halfwidth_rel,
+                }
+            )
+    return ClaimInputs(points, predictions, facts, failed)
