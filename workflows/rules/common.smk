@@ -1,5 +1,7 @@
 # Shared helpers: load the specs, list every run, and name the targets of `all`.
+import json
 import os
+import shlex
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -111,6 +113,11 @@ def build_outputs(wildcards):
     if launcher_of(wildcards.experiment) == "docker":
         out.append(rules.build_images.output.manifest)
     return out
+
+
+def report_targets(wildcards):
+    """The report files of one experiment (what its bundle holds)."""
+    return [t for t in all_targets() if t.startswith(f"results/{wildcards.experiment}/")]
 
 
 def all_targets():

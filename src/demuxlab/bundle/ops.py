@@ -325,11 +325,11 @@ def rerun(
         wf = paths.repo_root() / "workflows"
         cmd = [
             str(Path(sys.executable).with_name("snakemake")),
+            "all",
             "--snakefile", str(wf / "Snakefile"),
             "--profile", str(wf / profile),
             "--directory", str(workdir / "work"),
             "--configfile", str(cfg_path),
-            "all",
         ]  # fmt: skip
         env = {**os.environ, "DEMUXLAB_DATABASE_URL": url, "DEMUXLAB_BIN": str(extracted / "binaries")}
         log = workdir / "snakemake.log"
