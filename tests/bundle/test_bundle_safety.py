@@ -150,7 +150,7 @@ def test_bad_output_name_is_refused(tmp_path: Path) -> None:
         write_archive(tmp_path / "x.zip", {"a": Entry(data=b"")})
 
 
-# -- secrets --------------------------------------------------------------------------------------------------
+# -- secrets ------------------------------------------------------------------------------------------------
 
 BEGIN = "-----BEGIN "
 KEY_BLOCK = f"{BEGIN}OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
