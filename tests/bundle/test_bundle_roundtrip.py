@@ -157,9 +157,9 @@ def test_tampered_missing_and_extra_files_fail_verify(produced: Produced, tmp_pa
     write_archive(bad, files)
     res = cli("bundle", "verify", str(bad))
     assert res.returncode == 1
-    assert "tampered: experiments/{EXP}/report/points.csv" in res.stderr
+    assert f"tampered: experiments/{EXP}/report/points.csv" in res.stderr
     assert f"missing: {run}" in res.stderr
-    assert "extra (not in MANIFEST.sha256): experiments/{EXP}/report/extra.png" in res.stderr
+    assert f"extra (not in MANIFEST.sha256): experiments/{EXP}/report/extra.png" in res.stderr
     assert "Traceback" not in res.stderr
     # A bundle that does not verify is neither imported nor reproduced.
     res = cli("bundle", "reproduce", str(bad), "--out", str(tmp_path / "r"))
@@ -231,7 +231,7 @@ def test_planted_secret_refuses_the_bundle(produced: Produced, tmp_path: Path) -
         leak.unlink()
     assert res.returncode == 1
     assert (
-        "bundle refused: secrets found: experiments/{EXP}/report/deploy_key.pem:1: private key" in res.stderr
+        f"bundle refused: secrets found: experiments/{EXP}/report/deploy_key.pem:1: private key" in res.stderr
     )
     assert not out.exists() and not list(tmp_path.iterdir())
 

@@ -356,10 +356,20 @@ def load(engine: Engine, rows: Mapping[str, list[dict[str, Any]]]) -> LoadResult
             conn.execute(insert(r), run_rows)
         sample_cols = [col.name for col in s.columns]
         _copy_rows(conn, "samples", sample_cols, ([row[k] for k in sample_cols] for row in rows["samples"]))
-        timing_cols = [col.name for col in o.columns if col.name != "id"]
+        # op timings: their ids are referenced by nothing; kept when all are free (a fresh database).
+        timing_ids = [row["id"] for row in rows["op_timings"]]
+        keep_timing_ids = len(_free_ids(conn, o, timing_ids)) == len(set(timing_ids))
+        timing_cols = [col.name for col in o.columns if keep_timing_ids or col.name != "id"]
         _copy_rows(
             conn, "op_timings", timing_cols, ([row[k] for k in timing_cols] for row in rows["op_timings"])
         )
+        if keep_timing_ids and timing_ids:
+            conn.execute(
+                text(
+                    "SELECT setval(pg_get_serial_sequence('op_timings', 'id'), "
+                    "GREATEST((SELECT max(id) FROM op_timings), 1))"
+                )
+            )
 
         cals = _Placer(conn, c, rows["calibrations"])
         for row in rows["calibrations"]:
