@@ -10,6 +10,7 @@ environment. Every file is scanned for secrets before anything is written; the a
 from __future__ import annotations
 
 import importlib.metadata
+import io
 import json
 import os
 import platform
@@ -78,7 +79,7 @@ def _spec_text(
     candidates: list[tuple[str, str | None]] = []
     spec_file = opts.experiments_dir / f"{name}.yaml"
     if spec_file.is_file():
-        candidates.append((str(spec_file), spec_file.read_bytes().decode()))
+        candidates.append((str(spec_file), spec_file.read_bytes().decode(errors="replace")))
     candidates += [("run record", r["experiment"].get("spec_text")) for r in records[:1]]
     candidates.append(("database", db_text))
     for _, text in candidates:
@@ -142,7 +143,10 @@ def _source(col: Collected, revisions: set[str]) -> dict[str, Any]:
         patch = _git("diff", commit, binary=True)
         if patch:
             col.add("source/uncommitted.patch", patch)
-            col.describe("source/uncommitted.patch", "changes of the working tree the runs were made from")
+            col.describe(
+                "source/uncommitted.patch",
+                "uncommitted changes of the working tree at bundle time (the runs ran on a dirty tree)",
+            )
             out["patch"] = "source/uncommitted.patch"
     if note:
         out["note"] = note
@@ -219,10 +223,10 @@ def scan(files: Mapping[str, Entry], known: Sequence[bytes]) -> list[Finding]:
     for rel in sorted(files):
         entry = files[rel]
         if rel.startswith("images/"):
-            continue  # container layers: scanned as the binaries they hold are (those are in binaries/)
+            continue  # FROM-scratch images of the static binaries (scanned in binaries/); not scanned
         data = entry.data if entry.data is not None else entry.source.read_bytes()  # type: ignore[union-attr]
         if rel.endswith("source/demuxlab-source.tar"):
-            with tarfile.open(fileobj=__import__("io").BytesIO(data)) as tar:
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
                 for member in tar:
                     f = tar.extractfile(member) if member.isreg() else None
                     if f is None:
