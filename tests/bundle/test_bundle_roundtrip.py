@@ -289,3 +289,53 @@ def test_cluster_profile_error_speaks(produced: Produced, fresh_url: str, tmp_pa
     assert res.returncode == 1
     assert res.stderr.startswith("demuxlab: error: rerun: the workflow (profile cluster) failed")
     assert "Traceback" not in res.stderr.splitlines()[0]
+
+
+def rebuilt(src: Path, tmp: Path, change: dict[str, bytes]) -> Path:
+    """The bundle with files replaced, its manifest and crate made consistent again (as an attacker would)."""
+    root = tmp / "orig"
+    digests = extract(src, root)
+    files = {rel: (root / rel).read_bytes() for rel in digests if rel not in (layout.MANIFEST, layout.CRATE)}
+    files.update(change)
+    sums = {rel: layout.sha256_hex(data) for rel, data in files.items()}
+    crate = layout.make_crate(files, sums, name="x", description="x", date_published="2026-01-01")
+    files[layout.CRATE] = layout.canonical_json(crate)
+    sums[layout.CRATE] = layout.sha256_hex(files[layout.CRATE])
+    files[layout.MANIFEST] = layout.make_manifest(sums)
+    out = tmp / "evil.tar.gz"
+    write_archive(out, {rel: Entry(data=data) for rel, data in files.items()})
+    return out
+
+
+def test_a_consistent_but_bad_dump_is_refused_and_writes_nothing(
+    produced: Produced, fresh_url: str, tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from demuxlab.bundle.archive import BundleError
+    from demuxlab.bundle.ops import import_bundle
+
+    root = tmp_path / "x"
+    extract(produced.bundle, root)
+    runs = pq.read_table(root / "db" / "runs.parquet")
+
+    def parquet(table: Any) -> bytes:
+        buf = pa.BufferOutputStream()
+        pq.write_table(table, buf)
+        return bytes(buf.getvalue().to_pybytes())
+
+    retyped = runs.set_column(
+        runs.column_names.index("attempt"), "attempt", pa.array(["one"] * runs.num_rows, pa.string())
+    )
+    dangling = runs.set_column(
+        runs.column_names.index("point_id"), "point_id", pa.array([999] * runs.num_rows, pa.int32())
+    )
+    for i, (table, message) in enumerate(
+        [(retyped, "column 'attempt' is string, expected int32"), (dangling, "does not load")]
+    ):
+        bad = rebuilt(produced.bundle, tmp_path / str(i), {"db/runs.parquet": parquet(table)})
+        assert cli("bundle", "verify", str(bad)).returncode == 0  # consistent: only loading can tell
+        with pytest.raises(BundleError, match=message):
+            import_bundle(bad, fresh_url)
+        assert rows_of(fresh_url, produced.sha)["experiments"] == []  # one transaction: nothing written

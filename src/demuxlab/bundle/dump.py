@@ -229,7 +229,22 @@ def read_parquet(files: Mapping[str, bytes]) -> dict[str, list[dict[str, Any]]]:
                 f"{where}: column {unknown[0]!r} is not in this demuxlab's schema (upgrade demuxlab)"
             )
         cols = [t.columns[c] for c in arrow.column_names]
-        out[name] = [{col.name: _from_cell(col, row[col.name]) for col in cols} for row in arrow.to_pylist()]
+        for col in cols:
+            got, want = arrow.schema.field(col.name).type, _arrow_type(col)
+            if got != want:
+                raise BundleError(f"{where}: column {col.name!r} is {got}, expected {want}")
+        missing = [
+            c.name
+            for c in t.columns
+            if c.name not in arrow.column_names and not c.nullable and c.server_default is None
+        ]
+        if missing:
+            raise BundleError(f"{where}: column {missing[0]!r} is missing")
+        rows = arrow.to_pylist()
+        try:
+            out[name] = [{col.name: _from_cell(col, row[col.name]) for col in cols} for row in rows]
+        except ValueError as exc:  # bad JSON or UUID text (json.JSONDecodeError is a ValueError)
+            raise BundleError(f"{where}: a value does not parse: {str(exc).splitlines()[0]}") from None
     return out
 
 

@@ -123,6 +123,8 @@ def target_url(url: str | None, home: Path | None) -> str:
 
 
 def _load_into(b: Opened, url: str) -> Any:
+    from sqlalchemy.exc import DBAPIError, StatementError
+
     from demuxlab.bundle import dump
     from demuxlab.db.engine import get_engine
     from demuxlab.db.migrations import ensure_schema
@@ -131,7 +133,12 @@ def _load_into(b: Opened, url: str) -> Any:
     rows = dump.read_parquet(files)
     engine = get_engine(url)
     ensure_schema(engine)
-    return dump.load(engine, rows)
+    try:
+        return dump.load(engine, rows)
+    except (DBAPIError, StatementError, KeyError) as exc:
+        lines = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        detail = lines[0] if lines else type(exc).__name__
+        raise BundleError(f"{b.path}: db/ does not load (nothing was written): {detail}") from None
 
 
 def import_bundle(path: Path, url: str, limits: Limits | None = None) -> Any:
