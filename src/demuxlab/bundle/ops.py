@@ -306,6 +306,11 @@ def rerun(
     workdir = workdir.resolve()
     extracted = workdir / "bundle"
     if extracted.exists():
+        # Only ever remove an earlier extraction of a bundle, never a folder of the user's.
+        if not (extracted / layout.MANIFEST).is_file() or not (extracted / layout.BUNDLE_JSON).is_file():
+            raise BundleError(
+                f"rerun: {extracted} exists and is not an extracted bundle; choose another --workdir"
+            )
         shutil.rmtree(extracted)
     workdir.mkdir(parents=True, exist_ok=True)
     with opened(path, limits=limits, keep=extracted) as b:
@@ -328,7 +333,13 @@ def rerun(
         cfg_path = workdir / "rerun-config.yaml"
         cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=True))
         for image in sorted(r for r in b.digests if r.startswith("images/")):
-            subprocess.run(["docker", "load", "-i", str(extracted / image)], check=True, capture_output=True)
+            loaded = subprocess.run(
+                ["docker", "load", "-i", str(extracted / image)], capture_output=True, text=True
+            )
+            if loaded.returncode != 0:
+                raise BundleError(
+                    f"rerun: docker load {image}: {(loaded.stderr.strip() or 'failed').splitlines()[-1]}"
+                )
         wf = paths.repo_root() / "workflows"
         cmd = [
             str(Path(sys.executable).with_name("snakemake")),
