@@ -339,3 +339,30 @@ def test_a_consistent_but_bad_dump_is_refused_and_writes_nothing(
         with pytest.raises(BundleError, match=message):
             import_bundle(bad, fresh_url)
         assert rows_of(fresh_url, produced.sha)["experiments"] == []  # one transaction: nothing written
+
+
+def test_import_defaults_to_an_embedded_database_at_a_chosen_place(produced: Produced) -> None:
+    import shutil
+    import tempfile
+
+    from demuxlab.db.embedded import Cluster
+
+    home = Path(tempfile.mkdtemp(prefix="dlx-imp-"))  # short: the socket path must fit in 107 bytes
+    home.chmod(0o755)
+    cluster = Cluster(home)
+    try:
+        env_free = {k: v for k, v in os.environ.items() if k != "DEMUXLAB_DATABASE_URL"}
+        res = subprocess.run(
+            [str(BIN / "demuxlab"), "bundle", "import", str(produced.bundle), "--home", str(home)],
+            capture_output=True,
+            text=True,
+            env=env_free,
+            timeout=300,
+            check=False,
+        )
+        assert res.returncode == 0, res.stderr
+        assert cluster.url() in res.stdout
+        assert len(rows_of(cluster.url(), produced.sha)["runs"]) == RUNS
+    finally:
+        cluster.stop()
+        shutil.rmtree(home, ignore_errors=True)
