@@ -27,6 +27,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("demuxlab.db.cli", "db"),
     "model": ("demuxlab.ctmc.cli", "model"),
     "claims": ("demuxlab.claims.report", "claims"),
+    "bundle": ("demuxlab.bundle.cli", "bundle"),
 }
 
 _HELP: dict[str, str] = {
@@ -41,6 +42,7 @@ _HELP: dict[str, str] = {
     "db": "Manage the database (embedded PostgreSQL or DEMUXLAB_DATABASE_URL).",
     "model": "CTMC performance models of HSHA and LF.",
     "claims": "A verdict for every seed claim and the best design per workload.",
+    "bundle": "Reproducibility bundles: create, verify, import, reproduce, rerun.",
 }
 
 

@@ -129,12 +129,25 @@ def write_csv(rows: Sequence[dict[str, Any]], path: Path, fields: Sequence[str] 
     tmp.replace(path)
 
 
+# Metadata that would make two renderings of the same data differ (dates, random ids): left out, so a
+# bundle's figures can be regenerated and compared (``demuxlab bundle reproduce``).
+_DETERMINISTIC_METADATA: dict[str, dict[str, Any]] = {
+    ".png": {},
+    ".svg": {"Date": None},
+    ".pdf": {"CreationDate": None, "ModDate": None},
+}
+
+
 def save_figure(fig: Any, path: Path) -> None:
-    """Save a matplotlib figure atomically (a reader never sees half a PNG) and close it."""
+    """Save a matplotlib figure atomically (a reader never sees half a PNG) and close it; deterministic:
+    the same data give the same bytes (no dates, a fixed SVG hash salt)."""
+    import matplotlib
     import matplotlib.pyplot as plt
 
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=110)
+    metadata = _DETERMINISTIC_METADATA.get(path.suffix.lower())
+    with matplotlib.rc_context({"svg.hashsalt": "demuxlab"}):
+        fig.savefig(tmp, dpi=110, metadata=metadata)
     plt.close(fig)
     tmp.replace(path)
 

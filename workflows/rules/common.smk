@@ -1,5 +1,7 @@
 # Shared helpers: load the specs, list every run, and name the targets of `all`.
+import json
 import os
+import shlex
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -118,6 +120,11 @@ def claims_predictions(wildcards):
     if has_model(wildcards.experiment):
         return [f"results/{wildcards.experiment}/model/predictions.json"]
     return []
+
+
+def report_targets(wildcards):
+    """The report files of one experiment (what its bundle holds)."""
+    return [t for t in all_targets() if t.startswith(f"results/{wildcards.experiment}/")]
 
 
 def all_targets():

@@ -1,8 +1,8 @@
 """Schema v1 as SQLAlchemy 2 typed models.
 
-The Alembic migrations (``0001_initial``, ``0002_point_instrument``) create exactly these tables;
-``demuxlab db check`` (``alembic check``) fails if the two drift apart. Documents (facts, pinning,
-artifacts, raw binary outputs, rates) are JSONB; every table that is written by a single actor has a
+The Alembic migrations (``0001_initial``, ``0002_point_instrument``, ``0007_i12_bundles``) create exactly
+these tables; ``demuxlab db check`` (``alembic check``) fails if the two drift apart. Documents (facts,
+pinning, artifacts, raw binary outputs, rates) are JSONB; every table that is written by a single actor has a
 server-side creation timestamp.
 """
 
@@ -69,6 +69,8 @@ class Experiment(Base):
     spec_sha256: Mapped[str]
     git_rev: Mapped[str | None]
     created_at: Mapped[created_ts]
+    # An experiment rerun from a bundle (``demuxlab bundle rerun``): the original experiment.
+    rerun_of_id: Mapped[int | None] = mapped_column(ForeignKey("experiments.id", ondelete="SET NULL"))
 
     points: Mapped[list[Point]] = relationship(back_populates="experiment", passive_deletes=True)
 
