@@ -26,6 +26,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("demuxlab.commands", "report"),
     "db": ("demuxlab.db.cli", "db"),
     "model": ("demuxlab.ctmc.cli", "model"),
+    "hosts": ("demuxlab.hosts", "hosts"),
+    "testbed": ("demuxlab.hosts", "testbed"),
 }
 
 _HELP: dict[str, str] = {
@@ -33,12 +35,14 @@ _HELP: dict[str, str] = {
     "artifacts": "Identify the binaries or images a launcher runs (hashes, digests).",
     "plan": "Expand a spec into its sweep points and run order.",
     "facts": "Collect this host's topology and noise facts.",
-    "pairs": "List the valid pattern × notifier pairs of the server binary.",
+    "pairs": "List the valid pattern × notifier pairs, or an inventory's host pairs (--inventory).",
     "run-point": "Run one repeat of one sweep point and write its run record.",
     "ingest": "Load run records into PostgreSQL (idempotent per run id).",
     "report": "Aggregate an experiment's runs into a CSV and figures.",
     "db": "Manage the database (embedded PostgreSQL or DEMUXLAB_DATABASE_URL).",
     "model": "CTMC performance models of HSHA and LF.",
+    "hosts": "Store facts of inventory hosts in the hosts table.",
+    "testbed": "The test cluster on this machine: up | down | status.",
 }
 
 
