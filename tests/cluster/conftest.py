@@ -7,10 +7,12 @@ temporary directory, so a developer's `make testbed` is never touched; it is rem
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from cluster_helpers import ROOT, Testbed
@@ -73,3 +75,14 @@ def image_ids(testbed: Testbed) -> dict[str, str]:
     ids = {name: _image_id(name) for name in testbed.image_names}
     assert all(ids.values())
     return {k: v for k, v in ids.items() if v}
+
+
+@pytest.fixture(scope="module")
+def cluster_db(pg_server: Any) -> Iterator[str]:
+    """A database at schema head shared by a module's runs (a second run must find the first's hosts)."""
+    name = f"cluster_{os.urandom(4).hex()}"
+    url: str = pg_server.create_database(name, template=pg_server.template)
+    try:
+        yield url
+    finally:
+        pg_server.drop_database(name)

@@ -47,13 +47,13 @@ def before(testbed: Testbed) -> dict[str, dict[str, str]]:
 
 
 def test_site_from_scratch(
-    testbed: Testbed, before: dict[str, dict[str, str]], image_ids: dict[str, str], database_url: str
+    testbed: Testbed, before: dict[str, dict[str, str]], image_ids: dict[str, str], cluster_db: str
 ) -> None:
     for host in testbed.hosts:
         # From scratch: the engine is installed but not configured and not running.
         assert testbed.sh(host, "docker info", check=False).returncode != 0
         assert testbed.sh(host, "test -e /etc/docker/daemon.json", check=False).returncode != 0
-    play = testbed.play("site.yml", env={"DEMUXLAB_DATABASE_URL": database_url})
+    play = testbed.play("site.yml", env={"DEMUXLAB_DATABASE_URL": cluster_db})
     assert_all_ok(play, testbed.hosts)
     for host in testbed.hosts:
         assert play.recap[host]["changed"] > 0
@@ -73,7 +73,7 @@ def test_site_from_scratch(
         # A knob this host lacks is skipped with its reason, never an error.
         assert "cpufreq" in state["skipped"]["governor"]
     # Facts of every host, from the same collector as `demuxlab facts`, in the hosts table.
-    engine = create_engine(database_url)
+    engine = create_engine(cluster_db)
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT hostname, facts FROM hosts")).all()
     engine.dispose()
@@ -91,8 +91,8 @@ def test_site_from_scratch(
     assert json.loads(facts_file.read_text())["hostname"] == testbed.hosts[0]
 
 
-def test_second_run_changes_nothing(testbed: Testbed, database_url: str) -> None:
-    play = testbed.play("site.yml", env={"DEMUXLAB_DATABASE_URL": database_url})
+def test_second_run_changes_nothing(testbed: Testbed, cluster_db: str) -> None:
+    play = testbed.play("site.yml", env={"DEMUXLAB_DATABASE_URL": cluster_db})
     assert_all_ok(play, testbed.hosts)
     assert {h: play.recap[h]["changed"] for h in testbed.hosts} == dict.fromkeys(testbed.hosts, 0), play.out[
         -3000:
