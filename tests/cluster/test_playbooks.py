@@ -134,7 +134,7 @@ def test_broken_hosts_provision(testbed: Testbed) -> None:
     (host_vars / f"{wrong_key}.yml").write_text(f"ansible_ssh_private_key_file: {other_key}\n")
     testbed.sh(unreachable, "iptables -I INPUT -p tcp --dport 22 -j REJECT --reject-with tcp-reset")
     testbed.sh(no_sudo, "mv /etc/sudoers.d/demux /root/sudoers.demux")
-    testbed.sh(healthy, "rm /etc/docker/daemon.json")
+    testbed.sh(healthy, "rm -f /etc/docker/daemon.json")
     try:
         play = testbed.play("provision.yml")
         assert play.rc != 0
