@@ -28,6 +28,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("demuxlab.ctmc.cli", "model"),
     "claims": ("demuxlab.claims.report", "claims"),
     "bundle": ("demuxlab.bundle.cli", "bundle"),
+    "hosts": ("demuxlab.hosts", "hosts"),
+    "testbed": ("demuxlab.hosts", "testbed"),
 }
 
 _HELP: dict[str, str] = {
@@ -35,7 +37,7 @@ _HELP: dict[str, str] = {
     "artifacts": "Identify the binaries or images a launcher runs (hashes, digests).",
     "plan": "Expand a spec into its sweep points and run order.",
     "facts": "Collect this host's topology and noise facts.",
-    "pairs": "List the valid pattern × notifier pairs of the server binary.",
+    "pairs": "List the valid pattern × notifier pairs, or an inventory's host pairs (--inventory).",
     "run-point": "Run one repeat of one sweep point and write its run record.",
     "ingest": "Load run records into PostgreSQL (idempotent per run id).",
     "report": "Aggregate an experiment's runs into a CSV and figures.",
@@ -43,6 +45,8 @@ _HELP: dict[str, str] = {
     "model": "CTMC performance models of HSHA and LF.",
     "claims": "A verdict for every seed claim and the best design per workload.",
     "bundle": "Reproducibility bundles: create, verify, import, reproduce, rerun.",
+    "hosts": "Store facts of inventory hosts in the hosts table.",
+    "testbed": "The test cluster on this machine: up | down | status.",
 }
 
 
