@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build sanitize images quickstart test lint bench clean db-stop
+.PHONY: help setup build sanitize images quickstart test lint bench clean db-stop dashboard
 
 help:  ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -30,22 +30,26 @@ quickstart: setup build  ## Run the smoke experiment end to end and print where 
 	@echo
 	@echo "quickstart: results in $(CURDIR)/workflows/results/smoke/ (CSV, figures, run records)"
 	@echo "quickstart: database $$($(VENV)/bin/demuxlab db url)"
+	@echo "quickstart: dashboard: make dashboard   (or .venv/bin/demuxlab dashboard), then open http://127.0.0.1:8050/"
 
 test: setup build sanitize  ## Set up, build, and run every test.
-	@$(VENV)/bin/ruff check src tests bench
-	@$(VENV)/bin/ruff format --check src tests bench
+	@$(VENV)/bin/ruff check src tests bench dashboard
+	@$(VENV)/bin/ruff format --check src tests bench dashboard
 	@$(VENV)/bin/mypy
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
 	@$(VENV)/bin/pytest -q
 
 lint:  ## ruff, mypy and snakemake --lint only.
-	@$(VENV)/bin/ruff check src tests bench
-	@$(VENV)/bin/ruff format --check src tests bench
+	@$(VENV)/bin/ruff check src tests bench dashboard
+	@$(VENV)/bin/ruff format --check src tests bench dashboard
 	@$(VENV)/bin/mypy
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
 
 bench: setup build  ## Run the benchmark scripts (they print figures; minutes).
 	@for b in bench/*.py; do case $$b in *_lib.py) continue;; esac; echo "== $$b"; $(PY) $$b || exit 1; done
+
+dashboard: setup  ## Serve the dashboard on http://127.0.0.1:8050/ (DASHBOARD_ARGS="--host H --port P").
+	@$(VENV)/bin/demuxlab dashboard $(DASHBOARD_ARGS)
 
 db-stop:  ## Stop the embedded PostgreSQL.
 	@$(VENV)/bin/demuxlab db stop

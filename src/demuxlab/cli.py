@@ -26,6 +26,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("demuxlab.commands", "report"),
     "db": ("demuxlab.db.cli", "db"),
     "model": ("demuxlab.ctmc.cli", "model"),
+    "dashboard": ("demuxlab.dashboard.cli", "dashboard"),
 }
 
 _HELP: dict[str, str] = {
@@ -39,6 +40,7 @@ _HELP: dict[str, str] = {
     "report": "Aggregate an experiment's runs into a CSV and figures.",
     "db": "Manage the database (embedded PostgreSQL or DEMUXLAB_DATABASE_URL).",
     "model": "CTMC performance models of HSHA and LF.",
+    "dashboard": "Serve the web dashboard (read-only) on 127.0.0.1:8050.",
 }
 
 
