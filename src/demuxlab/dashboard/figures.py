@@ -10,25 +10,24 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from demuxlab.dashboard import style
 from demuxlab.dashboard.data import AXES, PARAMS
+from demuxlab.dashboard.plot import Fig, FigureDict, bar, scatter
 
 PARAM_LABEL: dict[str, str] = {"pattern": "pattern", "notifier": "notifier", **AXES}
 SOURCES: tuple[str, ...] = ("paper", "calibration")
 METHOD_PREFERENCE: tuple[str, ...] = ("ssa", "exact", "fluid")
 
 
-def empty_figure(message: str, height: int = 320) -> go.Figure:
+def empty_figure(message: str, height: int = 320) -> FigureDict:
     """A blank figure that says why it is blank (no data, nothing chosen)."""
-    fig = go.Figure()
+    fig = Fig()
     fig.update_layout(**style.base_layout(height=height))
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     fig.add_annotation(text=message, showarrow=False, font={"size": 15, "color": style.MUTED})
-    return fig
+    return fig.to_dict()
 
 
 # -- statistics -----------------------------------------------------------------------------------------
@@ -110,23 +109,39 @@ def sweep_figure(
     sources: Sequence[str] = SOURCES,
     residuals: bool = True,
     title: str = "",
-) -> go.Figure:
+) -> FigureDict:
     """Throughput vs ``x``: mean with its 95 % CI band per series, every repeat as a faint marker, the
     model's predictions (per source) as lines with the SSA CI as error bars, and a residual panel
-    (model − measured, % of measured) under it. One column per value of ``facet``."""
+    (model − measured, % of measured) under it. One column per value of ``facet``.
+
+    Grouping is done in plain Python over records (a sweep has hundreds of points, not millions): per-group
+    pandas operations would cost more than the rest of the request."""
     if points.empty or points["mean"].notna().sum() == 0:
         return empty_figure("no ok runs to plot for this selection")
     pts = with_ci(points)
     facet = facet if facet and facet != x and facet in pts else None
     facet_values = sorted(pts[facet].unique().tolist()) if facet else [None]
     picked = pick_predictions(preds) if preds is not None and not preds.empty else pd.DataFrame()
-    show_res = residuals and not picked.empty and any(s in set(picked["source"]) for s in sources)
+    pred_by: dict[tuple[int, str], tuple[float, float]] = {}
+    if not picked.empty:
+        for pid, src, val, ci in zip(
+            picked["point_id"], picked["source"], picked["predicted"], picked["ci_halfwidth_rel"], strict=True
+        ):
+            pred_by[(int(pid), str(src))] = (float(val), float(ci) if ci is not None and ci == ci else 0.0)
+    have_sources = [src for src in sources if any(k[1] == src for k in pred_by)]
+    show_res = residuals and bool(have_sources)
+    reps_by: dict[int, list[tuple[float, str]]] = {}
+    if repeats is not None and not repeats.empty:
+        for pid, thr, rid in zip(
+            repeats["point_id"], repeats["throughput_msgs_per_s"], repeats["run_id"], strict=True
+        ):
+            reps_by.setdefault(int(pid), []).append((float(thr), str(rid)))
     rows = 2 if show_res else 1
-    fig = make_subplots(
+    fig = Fig(
         rows=rows,
         cols=len(facet_values),
         shared_xaxes=True,
-        shared_yaxes="rows",
+        shared_yaxes=True,
         row_heights=[0.72, 0.28] if show_res else None,
         vertical_spacing=0.06,
         horizontal_spacing=0.04,
@@ -137,26 +152,31 @@ def sweep_figure(
     series_keys = [k for k in PARAMS if k not in (x, facet)]
     label_keys = [k for k in series_keys if k in varying(pts, series_keys)]
     colour_order = sorted(pts[colour].unique().tolist()) if colour in pts else []
+    records = pts.to_dict("records")
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for rec in records:
+        fkey = rec[facet] if facet else None
+        groups.setdefault((fkey, *(rec[k] for k in series_keys)), []).append(rec)
     shown: set[str] = set()
     for col, fv in enumerate(facet_values, start=1):
-        sub_f = pts if facet is None else pts[pts[facet] == fv]
-        for _key, grp in sub_f.groupby(series_keys, sort=True, dropna=False):
-            grp = grp.sort_values(x)
-            first = grp.iloc[0]
+        keys = sorted((k for k in groups if k[0] == fv), key=lambda k: tuple(str(v) for v in k[1:]))
+        for key in keys:
+            grp = sorted(groups[key], key=lambda r: float(r[x]))
+            first = grp[0]
             name = _label(first, label_keys) or _label(first, [colour])
-            c = style.colour_for(first[colour], colour_order) if colour in grp else style.OKABE_ITO[0]
+            c = style.colour_for(first[colour], colour_order)
             dash = style.dash_for(first["notifier"]) if colour != "notifier" else "solid"
             symbol = style.symbol_for(first["notifier"])
             legend = name not in shown
             shown.add(name)
-            xs = grp[x].astype(float).tolist()
-            band = grp.dropna(subset=["half"])
-            if len(band) >= 1:
-                bx = band[x].astype(float).tolist()
+            xs = [float(r[x]) for r in grp]
+            band = [r for r in grp if r["half"] == r["half"]]
+            if band:
+                bx = [float(r[x]) for r in band]
                 fig.add_trace(
-                    go.Scatter(
+                    scatter(
                         x=bx + bx[::-1],
-                        y=band["hi"].tolist() + band["lo"].tolist()[::-1],
+                        y=[float(r["hi"]) for r in band] + [float(r["lo"]) for r in band][::-1],
                         fill="toself",
                         fillcolor=style.rgba(c, 0.16),
                         line={"width": 0},
@@ -169,16 +189,16 @@ def sweep_figure(
                     col=col,
                 )
             fig.add_trace(
-                go.Scatter(
+                scatter(
                     x=xs,
-                    y=grp["mean"].tolist(),
+                    y=[_f(r["mean"]) for r in grp],
                     mode="lines+markers",
                     name=name,
                     legendgroup=name,
                     showlegend=legend,
                     line={"color": c, "dash": dash, "width": 2},
                     marker={"symbol": symbol, "size": 7, "color": c},
-                    customdata=np.stack([grp["n_ok"], grp["half"].fillna(0), grp["n_failed"]], axis=1),
+                    customdata=[[int(r["n_ok"]), _f(r["half"]) or 0.0, int(r["n_failed"])] for r in grp],
                     hovertemplate=(
                         f"{name}<br>{PARAM_LABEL[x]} %{{x}}<br>"
                         "mean %{y:,.0f} msg/s ± %{customdata[1]:,.0f}"
@@ -188,39 +208,43 @@ def sweep_figure(
                 row=1,
                 col=col,
             )
-            if repeats is not None and not repeats.empty:
-                rep = repeats[repeats["point_id"].isin(grp["point_id"])].merge(
-                    grp[["point_id", x]], on="point_id"
-                )
-                if not rep.empty:
-                    fig.add_trace(
-                        go.Scatter(
-                            x=rep[x].astype(float).tolist(),
-                            y=rep["throughput_msgs_per_s"].tolist(),
-                            mode="markers",
-                            name=f"{name} repeats",
-                            legendgroup=name,
-                            showlegend=False,
-                            marker={"color": style.rgba(c, 0.35), "size": 6, "symbol": symbol},
-                            customdata=rep["run_id"].tolist(),
-                            hovertemplate="run %{customdata}<br>%{y:,.0f} msg/s<extra>repeat</extra>",
-                        ),
-                        row=1,
-                        col=col,
-                    )
-            if picked.empty:
-                continue
-            for source in sources:
-                pr = picked[(picked["source"] == source) & picked["point_id"].isin(grp["point_id"])]
-                if pr.empty:
-                    continue
-                pr = pr.merge(grp[["point_id", x, "mean"]], on="point_id").sort_values(x)
-                err = (pr["predicted"] * pr["ci_halfwidth_rel"].astype(float)).fillna(0).tolist()
-                sname = f"{name} · {style.SOURCE_LABEL[source]}"
+            rx, ry, rid = [], [], []
+            for r in grp:
+                for thr, run in reps_by.get(int(r["point_id"]), []):
+                    rx.append(float(r[x]))
+                    ry.append(thr)
+                    rid.append(run)
+            if rx:
                 fig.add_trace(
-                    go.Scatter(
-                        x=pr[x].astype(float).tolist(),
-                        y=pr["predicted"].tolist(),
+                    scatter(
+                        x=rx,
+                        y=ry,
+                        mode="markers",
+                        name=f"{name} repeats",
+                        legendgroup=name,
+                        showlegend=False,
+                        marker={"color": style.rgba(c, 0.35), "size": 6, "symbol": symbol},
+                        customdata=rid,
+                        hovertemplate="run %{customdata}<br>%{y:,.0f} msg/s<extra>repeat</extra>",
+                    ),
+                    row=1,
+                    col=col,
+                )
+            for source in have_sources:
+                pr = [
+                    (r, pred_by[(int(r["point_id"]), source)])
+                    for r in grp
+                    if (int(r["point_id"]), source) in pred_by
+                ]
+                if not pr:
+                    continue
+                sname = f"{name} · {style.SOURCE_LABEL[source]}"
+                err = [val * ci for _, (val, ci) in pr]
+                px = [float(r[x]) for r, _ in pr]
+                fig.add_trace(
+                    scatter(
+                        x=px,
+                        y=[val for _, (val, _ci) in pr],
                         mode="lines",
                         name=sname,
                         legendgroup=sname,
@@ -234,11 +258,14 @@ def sweep_figure(
                 )
                 shown.add(sname)
                 if show_res:
-                    resid = (pr["predicted"] - pr["mean"]) / pr["mean"] * 100.0
+                    resid = [
+                        (val - float(r["mean"])) / float(r["mean"]) * 100.0 if _f(r["mean"]) else None
+                        for r, (val, _ci) in pr
+                    ]
                     fig.add_trace(
-                        go.Scatter(
-                            x=pr[x].astype(float).tolist(),
-                            y=resid.tolist(),
+                        scatter(
+                            x=px,
+                            y=resid,
                             mode="lines+markers",
                             name=f"{sname} residual",
                             legendgroup=sname,
@@ -259,12 +286,18 @@ def sweep_figure(
     )
     for col in range(1, len(facet_values) + 1):
         fig.update_xaxes(title_text=PARAM_LABEL.get(x, x), row=rows, col=col)
-        if x in ("threads", "connections") and pts[x].nunique() > 1:
-            fig.update_xaxes(type="linear", row=1, col=col)
     fig.update_yaxes(title_text="throughput (msg/s)", row=1, col=1, rangemode="tozero")
     if show_res:
         fig.update_yaxes(title_text="model − measured (%)", row=2, col=1, zeroline=True, zerolinewidth=1)
-    return fig
+    return fig.to_dict()
+
+
+def _f(v: Any) -> float | None:
+    """A float for JSON, None for missing (NaN/None)."""
+    if v is None:
+        return None
+    f = float(v)
+    return None if f != f else f
 
 
 def _fmt(v: Any) -> str:
@@ -425,14 +458,14 @@ OP_LABEL: dict[str, str] = {
 }
 
 
-def operations_figure(ops: pd.DataFrame, *, x: str = "threads", statistic: str = "mean_us") -> go.Figure:
+def operations_figure(ops: pd.DataFrame, *, x: str = "threads", statistic: str = "mean_us") -> FigureDict:
     """Per-operation service time vs ``x`` (one panel per operation; colour = pattern, dash = notifier)."""
     if ops.empty:
         return empty_figure("no instrumented runs in this experiment (instrument: true, or calibration runs)")
     present = [op for op in OPS_ORDER if op in set(ops["op"])] + sorted(set(ops["op"]) - set(OPS_ORDER))
     cols = min(3, len(present))
     nrows = math.ceil(len(present) / cols)
-    fig = make_subplots(
+    fig = Fig(
         rows=nrows,
         cols=cols,
         subplot_titles=[OP_LABEL.get(op, op) for op in present],
@@ -451,7 +484,7 @@ def operations_figure(ops: pd.DataFrame, *, x: str = "threads", statistic: str =
             name = _label(first, label_keys)
             colour = style.colour_for(first["pattern"])
             fig.add_trace(
-                go.Scatter(
+                scatter(
                     x=grp[x].astype(float).tolist(),
                     y=grp[statistic].tolist(),
                     mode="lines+markers",
@@ -473,14 +506,14 @@ def operations_figure(ops: pd.DataFrame, *, x: str = "threads", statistic: str =
     fig.update_layout(
         **style.base_layout(title={"text": "Service time per operation", "x": 0.01}, height=300 * nrows)
     )
-    return fig
+    return fig.to_dict()
 
 
-def events_figure(ev: pd.DataFrame, *, x: str = "threads") -> go.Figure:
+def events_figure(ev: pd.DataFrame, *, x: str = "threads") -> FigureDict:
     """Descriptors returned per notifier call vs ``x``."""
     if ev.empty:
         return empty_figure("no notifier calls by events recorded (instrumented runs only)")
-    fig = go.Figure()
+    fig = Fig()
     keys = [k for k in PARAMS if k != x]
     label_keys = varying(ev, keys) or ["pattern", "notifier"]
     for _, grp in ev.groupby(keys, sort=True):
@@ -488,7 +521,7 @@ def events_figure(ev: pd.DataFrame, *, x: str = "threads") -> go.Figure:
         first = grp.iloc[0]
         colour = style.colour_for(first["pattern"])
         fig.add_trace(
-            go.Scatter(
+            scatter(
                 x=grp[x].astype(float).tolist(),
                 y=grp["events_per_call"].tolist(),
                 mode="lines+markers",
@@ -505,7 +538,7 @@ def events_figure(ev: pd.DataFrame, *, x: str = "threads") -> go.Figure:
             yaxis_title="descriptors per call",
         )
     )
-    return fig
+    return fig.to_dict()
 
 
 # -- one run --------------------------------------------------------------------------------------------
@@ -521,7 +554,7 @@ def run_timeline_figure(
     stationary: bool | None = None,
     drift_rel: float | None = None,
     trimmed_seconds: int = 0,
-) -> go.Figure:
+) -> FigureDict:
     """Per-second throughput over the run's timeline: warm-up and cool-down shaded, the measure phase
     marked (samples cover it, one per whole second), the run's throughput as a line, and the
     stationarity verdict in the title."""
@@ -531,7 +564,7 @@ def run_timeline_figure(
         else ("stationary" if stationary else "NOT stationary")
         + (f" (drift {drift_rel * 100:+.1f} %)" if drift_rel is not None else "")
     )
-    fig = go.Figure()
+    fig = Fig()
     total = warmup_s + measure_s + cooldown_s
     fig.add_vrect(x0=0, x1=warmup_s, fillcolor=style.rgba("#999999", 0.18), line_width=0, layer="below")
     fig.add_vrect(
@@ -556,7 +589,7 @@ def run_timeline_figure(
             for s in samples["second"]
         ]
         fig.add_trace(
-            go.Scatter(
+            scatter(
                 x=xs,
                 y=samples["throughput_msgs_per_s"].tolist(),
                 mode="lines+markers",
@@ -585,21 +618,22 @@ def run_timeline_figure(
     )
     fig.update_xaxes(range=[0, max(total, 1)])
     fig.update_yaxes(rangemode="tozero")
-    return fig
+    return fig.to_dict()
 
 
 LATENCY_KEYS: tuple[str, ...] = ("p50", "p90", "p99", "p999", "max")
 
 
-def latency_figure(latency: Mapping[str, Any] | None) -> go.Figure:
+def latency_figure(latency: Mapping[str, Any] | None) -> FigureDict:
     if not latency:
         return empty_figure("no latency percentiles (failed run or open-loop client without them)", 300)
     keys = [k for k in LATENCY_KEYS if latency.get(k) is not None]
-    fig = go.Figure(
-        go.Bar(
+    fig = Fig()
+    fig.add_trace(
+        bar(
             x=keys,
             y=[float(latency[k]) for k in keys],
-            marker_color=[style.OKABE_ITO[i] for i in range(len(keys))],
+            marker={"color": [style.OKABE_ITO[i] for i in range(len(keys))]},
             text=[f"{float(latency[k]):,.1f}" for k in keys],
             textposition="outside",
         )
@@ -614,7 +648,7 @@ def latency_figure(latency: Mapping[str, Any] | None) -> go.Figure:
             yaxis_type="log",
         )
     )
-    return fig
+    return fig.to_dict()
 
 
 def topology_figure(
@@ -624,13 +658,13 @@ def topology_figure(
     *,
     same_host: bool = False,
     per_row: int = 16,
-) -> go.Figure:
+) -> FigureDict:
     """Each host's CPUs grouped by NUMA node (a square per CPU, labelled with its number and core); with a
     pinning plan, which CPUs the server (and which of its threads) and the client were given."""
     panels = [(label, facts) for label, facts in hosts if facts]
     if not panels:
         return empty_figure("no topology facts for this host", 260)
-    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[label for label, _ in panels])
+    fig = Fig(rows=1, cols=len(panels), subplot_titles=[label for label, _ in panels])
     pinning = pinning or {}
     server_cpus = set(pinning.get("server_cpus") or [])
     client_cpus = set(pinning.get("client_cpus") or [])
@@ -694,7 +728,7 @@ def topology_figure(
         }
         for kind, g in groups.items():
             fig.add_trace(
-                go.Scatter(
+                scatter(
                     x=g["x"],
                     y=g["y"],
                     mode="markers+text",
@@ -720,7 +754,7 @@ def topology_figure(
             legend={"orientation": "h", "y": -0.05},
         )
     )
-    return fig
+    return fig.to_dict()
 
 
 # -- model ----------------------------------------------------------------------------------------------
@@ -759,21 +793,21 @@ def rates_table(calibrations: pd.DataFrame, paper: Mapping[str, Mapping[str, flo
     )
 
 
-def rates_figure(table: pd.DataFrame) -> go.Figure:
+def rates_figure(table: pd.DataFrame) -> FigureDict:
     """Calibrated time per operation vs the paper's (log scale), one group per rate."""
     if table.empty:
         return empty_figure("no calibrations yet (HSHA/LF experiments with calibration runs make them)", 300)
-    fig = go.Figure()
+    fig = Fig()
     first = table.drop_duplicates("rate")
-    fig.add_trace(go.Bar(x=first["rate"], y=first["paper_us"], name="paper", marker_color="#BBBBBB"))
+    fig.add_trace(bar(x=first["rate"], y=first["paper_us"], name="paper", marker={"color": "#BBBBBB"}))
     for i, (cid, grp) in enumerate(table.groupby("calibration", sort=True)):
         head = grp.iloc[0]
         fig.add_trace(
-            go.Bar(
+            bar(
                 x=grp["rate"],
                 y=grp["calibrated_us"],
                 name=f"#{cid} {head['pattern']}/{head['notifier']}",
-                marker_color=style.OKABE_ITO[i % len(style.OKABE_ITO)],
+                marker={"color": style.OKABE_ITO[i % len(style.OKABE_ITO)]},
             )
         )
     fig.update_layout(
@@ -785,7 +819,7 @@ def rates_figure(table: pd.DataFrame) -> go.Figure:
             yaxis_title="µs per operation (1/rate)",
         )
     )
-    return fig
+    return fig.to_dict()
 
 
 def whatif_figure(
@@ -794,13 +828,13 @@ def whatif_figure(
     measured: pd.DataFrame | None = None,
     *,
     title: str = "What if",
-) -> go.Figure:
+) -> FigureDict:
     """Predicted throughput vs threads: the fluid curve, SSA points with their CI, measured means."""
     if fluid.empty:
         return empty_figure("no prediction (pick a pattern HSHA or LF)")
-    fig = go.Figure()
+    fig = Fig()
     fig.add_trace(
-        go.Scatter(
+        scatter(
             x=fluid["threads"].tolist(),
             y=fluid["throughput_msgs_per_s"].tolist(),
             mode="lines+markers",
@@ -810,7 +844,7 @@ def whatif_figure(
     )
     if ssa is not None and not ssa.empty:
         fig.add_trace(
-            go.Scatter(
+            scatter(
                 x=ssa["threads"].tolist(),
                 y=ssa["throughput_msgs_per_s"].tolist(),
                 mode="markers",
@@ -824,7 +858,7 @@ def whatif_figure(
         )
     if measured is not None and not measured.empty:
         fig.add_trace(
-            go.Scatter(
+            scatter(
                 x=measured["threads"].tolist(),
                 y=measured["mean"].tolist(),
                 mode="markers",
@@ -846,7 +880,7 @@ def whatif_figure(
         )
     )
     fig.update_yaxes(rangemode="tozero")
-    return fig
+    return fig.to_dict()
 
 
 # -- compare --------------------------------------------------------------------------------------------
@@ -876,13 +910,13 @@ def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 def compare_figure(
     a: pd.DataFrame, b: pd.DataFrame, *, x: str = "threads", label_a: str = "A", label_b: str = "B"
-) -> go.Figure:
+) -> FigureDict:
     """A and B on the same axes (A solid, B dashed; colour = pattern × notifier series) with their CI
     bands, and the ratio B/A under them (marker filled where the CIs do not overlap)."""
     table = compare_table(a, b)
     if table.empty:
         return empty_figure("the two sides share no point with ok runs")
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.06)
+    fig = Fig(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.06)
     keys = [k for k in PARAMS if k != x]
     label_keys = varying(table, keys) or ["pattern", "notifier"]
     order = sorted({_label(r, label_keys) for _, r in table.iterrows()})
@@ -894,7 +928,7 @@ def compare_figure(
         xs = grp[x].astype(float).tolist()
         for side, dash, lab in (("a", "solid", label_a), ("b", "dash", label_b)):
             fig.add_trace(
-                go.Scatter(
+                scatter(
                     x=xs,
                     y=grp[f"{side}_mean"].tolist(),
                     mode="lines+markers",
@@ -907,7 +941,7 @@ def compare_figure(
                 col=1,
             )
         fig.add_trace(
-            go.Scatter(
+            scatter(
                 x=xs,
                 y=grp["ratio_b_over_a"].tolist(),
                 mode="lines+markers",
@@ -930,19 +964,19 @@ def compare_figure(
     fig.update_yaxes(title_text="throughput (msg/s)", row=1, col=1, rangemode="tozero")
     fig.update_yaxes(title_text=f"{label_b} / {label_a}", row=2, col=1)
     fig.update_xaxes(title_text=PARAM_LABEL.get(x, x), row=2, col=1)
-    return fig
+    return fig.to_dict()
 
 
-def progress_figure(latest: pd.DataFrame) -> go.Figure:
+def progress_figure(latest: pd.DataFrame) -> FigureDict:
     """The latest runs' throughputs in ingest order (failed runs as crosses at zero)."""
     if latest.empty:
         return empty_figure("no runs yet", 220)
     d = latest.sort_values("ingested_at")
     ok = d[d["status"] == "ok"]
     bad = d[d["status"] != "ok"]
-    fig = go.Figure()
+    fig = Fig()
     fig.add_trace(
-        go.Scatter(
+        scatter(
             x=ok["ingested_at"].tolist(),
             y=ok["throughput_msgs_per_s"].tolist(),
             mode="markers+lines",
@@ -953,7 +987,7 @@ def progress_figure(latest: pd.DataFrame) -> go.Figure:
     )
     if not bad.empty:
         fig.add_trace(
-            go.Scatter(
+            scatter(
                 x=bad["ingested_at"].tolist(),
                 y=[0] * len(bad),
                 mode="markers",
@@ -970,7 +1004,7 @@ def progress_figure(latest: pd.DataFrame) -> go.Figure:
             yaxis_title="msg/s",
         )
     )
-    return fig
+    return fig.to_dict()
 
 
 def humanize_seconds(seconds: float | None) -> str:

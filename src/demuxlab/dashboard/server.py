@@ -30,6 +30,8 @@ def is_loopback(host: str) -> bool:
 def _warm_models() -> None:
     """Load the compiled CTMC kernels once in the background, so the first what-if answers at once."""
     try:
+        import scipy.stats  # noqa: F401  (the CIs; its first import takes seconds)
+
         from demuxlab.ctmc.predict import predict
 
         for pattern in ("hsha", "lf"):
