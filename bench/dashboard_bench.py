@@ -547,7 +547,7 @@ def main() -> int:
 
         from demuxlab.dashboard.app import create_app
 
-        ro = url.set(username="demuxlab_ro", password=None).render_as_string(hide_password=False)
+        ro = url._replace(username="demuxlab_ro", password=None).render_as_string(hide_password=False)
         app = create_app(ro)
         client = Client(app)
         with psycopg.connect(url.set(drivername="postgresql").render_as_string(hide_password=False)) as conn:

@@ -123,7 +123,9 @@ def site(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     tmp = tmp_path_factory.mktemp("dash")
     name = f"test_dash_{uuid.uuid4().hex[:10]}"
     url = pg_server.create_database(name, pg_server.template)
-    ro_url = make_url(url).set(username="demuxlab_ro", password=None).render_as_string(hide_password=False)
+    ro_url = (
+        make_url(url)._replace(username="demuxlab_ro", password=None).render_as_string(hide_password=False)
+    )
     spec = sample.load(tmp)
     runs = sample.planned(spec)
     failed = {f"{p.point_key}|{r}" for p, r in runs[3:5]}

@@ -128,5 +128,7 @@ def readonly_url() -> str:
     raw = os.environ.get(DASHBOARD_ENV_URL, "").strip()
     if raw:
         return parse_url(raw, origin=DASHBOARD_ENV_URL).render_as_string(hide_password=False)
-    url = parse_url(database_url()).set(username=READONLY_ROLE, password=None)
+    url = parse_url(database_url())._replace(
+        username=READONLY_ROLE, password=None
+    )  # .set() keeps None fields
     return url.render_as_string(hide_password=False)
