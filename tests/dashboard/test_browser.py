@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import dashboard_sample as sample
+import pytest
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.browser]
 

@@ -152,7 +152,7 @@ def sweep_figure(
     series_keys = [k for k in PARAMS if k not in (x, facet)]
     label_keys = [k for k in series_keys if k in varying(pts, series_keys)]
     colour_order = sorted(pts[colour].unique().tolist()) if colour in pts else []
-    records = pts.to_dict("records")
+    records: list[dict[str, Any]] = pts.to_dict("records")  # type: ignore[assignment]
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for rec in records:
         fkey = rec[facet] if facet else None
@@ -468,7 +468,7 @@ def operations_figure(ops: pd.DataFrame, *, x: str = "threads", statistic: str =
     fig = Fig(
         rows=nrows,
         cols=cols,
-        subplot_titles=[OP_LABEL.get(op, op) for op in present],
+        subplot_titles=[OP_LABEL.get(str(op), str(op)) for op in present],
         vertical_spacing=0.12,
         horizontal_spacing=0.07,
     )

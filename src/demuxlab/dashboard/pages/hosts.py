@@ -24,7 +24,8 @@ def layout(host: str | None = None, **_: Any) -> Any:
             ]
         options = [
             {
-                "label": f"{h.hostname!s} (#{h.id!s}, {h.cpu_model or '?'!s}, first seen {h.first_seen:%Y-%m-%d})",
+                "label": f"{h.hostname!s} (#{h.id!s}, {h.cpu_model or '?'!s}, "
+                f"first seen {h.first_seen:%Y-%m-%d})",
                 "value": str(h.id),
             }
             for h in hosts.itertuples()
