@@ -298,7 +298,7 @@ def progress(conn: Connection, exp: ExperimentRef) -> dict[str, Any]:
     }
 
 
-def runs_of(conn: Connection, exp: ExperimentRef, limit: int = 500) -> pd.DataFrame:
+def runs_of(conn: Connection, exp: ExperimentRef, limit: int = 200) -> pd.DataFrame:
     return frame(
         conn,
         """

@@ -58,6 +58,7 @@ def layout(
             for c in cals.itertuples()
         ]
         provenance = cals.drop(columns=["rates"]).rename(columns={"hostname": "host"})
+        rate_rows = figures.rates_table(cals, _paper())
         rate_inputs = [
             html.Div(
                 [
@@ -87,10 +88,8 @@ def layout(
                         "Time per operation (1/rate) fitted from instrumented runs, next to the paper's.",
                         className="dlx-muted",
                     ),
-                    common.figure_block(
-                        "model-rates-graph", figures.rates_figure(figures.rates_table(cals, _paper()))
-                    ),
-                    common.table_block("model-rates", figures.rates_table(cals, _paper())),
+                    common.figure_block("model-rates-graph", figures.rates_figure(rate_rows)),
+                    common.table_block("model-rates", rate_rows),
                     html.H2("Provenance"),
                     common.table_block("model-provenance", provenance, page_size=8),
                 ],
