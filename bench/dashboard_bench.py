@@ -430,6 +430,7 @@ def steps(c: Client, exp: str, run_id: str, host_id: int) -> list[tuple[str, Cal
                     "experiments-table.data",
                     {"experiments-refresh.n_intervals": None, "experiments-choice.value": exp},
                 )
+                + c.call("experiments-static.children", {"experiments-choice.value": exp})
             ),
         ),
         (

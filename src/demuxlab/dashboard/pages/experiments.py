@@ -7,7 +7,7 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import Input, Output, callback, dcc, html
+from dash import Input, Output, State, callback, dcc, html
 
 from demuxlab.dashboard import common, data, figures
 
@@ -49,6 +49,7 @@ def layout(experiment: str | None = None, **_: Any) -> Any:
                 className="dlx-controls",
             ),
             html.Div(id="experiments-detail"),
+            html.Div(id="experiments-static"),
             common.url_state_store("experiments"),
             _refresh(),
         ]
@@ -136,8 +137,6 @@ def refresh(_n: int | None, experiment: str | None) -> tuple[Any, Any, Any]:
 def _detail(conn: Any, experiment: str) -> Any:
     exp = data.resolve_experiment(conn, experiment)
     prog = data.progress(conn, exp)
-    info = data.experiment_detail(conn, exp)
-    pairs, builds = data.host_pairs_and_builds(conn, exp)
     latest = prog["latest"]
     last_ok = latest[latest["status"] == "ok"]
     latest_thr = None if last_ok.empty else float(last_ok.iloc[0]["throughput_msgs_per_s"])
@@ -164,8 +163,6 @@ def _detail(conn: Any, experiment: str) -> Any:
             "experiments-eta",
         ),
     ]
-    runs = data.runs_of(conn, exp)
-    runs["run_id"] = runs["run_id"].map(common.link_run)
     reasons = prog["reasons"]
     return [
         html.H2(f"{exp.name} @{exp.spec_sha256[:8]}", id="experiments-title"),
@@ -181,31 +178,73 @@ def _detail(conn: Any, experiment: str) -> Any:
             ],
             className="dlx-section",
         ),
-        html.Div(
-            [
-                html.H2("Runs"),
-                html.P("failed first, then newest; the id opens the run", className="dlx-muted"),
-                common.table_block("experiments-runs", runs, markdown=("run_id",)),
-            ],
-            className="dlx-section",
-        ),
-        html.Div(
-            [
-                html.H2("Spec and provenance"),
-                common.facts_list(
-                    [
-                        ("spec sha256", info["spec_sha256"]),
-                        ("git revision", info["git_rev"]),
-                        ("first ingested", info["created_at"]),
-                        ("host pairs", ", ".join(pairs)),
-                        ("server builds", ", ".join(builds)),
-                    ]
-                ),
-                html.Pre(info["spec_text"] or "(spec text not stored)", className="dlx-spec"),
-            ],
-            className="dlx-section",
-        ),
     ]
+
+
+def _runs(conn: Any, exp: data.ExperimentRef) -> Any:
+    runs = data.runs_of(conn, exp)
+    runs["run_id"] = runs["run_id"].map(common.link_run)
+    return runs
+
+
+@callback(Output("experiments-static", "children"), Input("experiments-choice", "value"))
+def static(experiment: str | None) -> Any:
+    """What does not change while runs come in (the spec), and the runs table, whose data the live
+    callback below refreshes without rebuilding it (its sorting, filter and page stay)."""
+    if not experiment:
+        return None
+
+    def body() -> Any:
+        with common.store().connect() as conn:
+            exp = data.resolve_experiment(conn, experiment)
+            info = data.experiment_detail(conn, exp)
+            pairs, builds = data.host_pairs_and_builds(conn, exp)
+            runs = _runs(conn, exp)
+        return [
+            html.Div(
+                [
+                    html.H2("Runs"),
+                    html.P("failed first, then newest (200); the id opens the run", className="dlx-muted"),
+                    common.table_block("experiments-runs", runs, markdown=("run_id",)),
+                ],
+                className="dlx-section",
+            ),
+            html.Div(
+                [
+                    html.H2("Spec and provenance"),
+                    common.facts_list(
+                        [
+                            ("spec sha256", info["spec_sha256"]),
+                            ("git revision", info["git_rev"]),
+                            ("first ingested", info["created_at"]),
+                            ("host pairs", ", ".join(pairs)),
+                            ("server builds", ", ".join(builds)),
+                        ]
+                    ),
+                    html.Pre(info["spec_text"] or "(spec text not stored)", className="dlx-spec"),
+                ],
+                className="dlx-section",
+            ),
+        ]
+
+    return common.guard("experiment", body)
+
+
+@callback(
+    Output("experiments-runs", "data"),
+    Input("experiments-refresh", "n_intervals"),
+    State("experiments-choice", "value"),
+    prevent_initial_call=True,
+)
+def live_runs(_n: int | None, experiment: str | None) -> Any:
+    if not experiment:
+        return dash.no_update
+    try:
+        with common.store().connect() as conn:
+            runs = _runs(conn, data.resolve_experiment(conn, experiment))
+    except (data.DataUnavailable, data.NotFound):
+        return dash.no_update
+    return common.table_props(runs, markdown=("run_id",))["data"]
 
 
 def _card(label: str, value: Any, id_: str, kind: str = "") -> html.Div:

@@ -3,6 +3,7 @@ an interactive what-if (fluid at once, SSA on request) through :mod:`demuxlab.ct
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import dash
@@ -258,22 +259,36 @@ def override(rates: Any, overrides: dict[str, float | None]) -> Any:
     return replace(rates, **changes, source=src)
 
 
+@functools.lru_cache(maxsize=4096)
+def _predict(
+    pattern: str, rates: tuple[float, ...], threads: int, work_us: float, connections: int, method: str
+) -> tuple[float, float | None]:
+    """One prediction; cached, since the solvers are deterministic (the SSA's seed is fixed) and the
+    what-if asks the same points again as the user moves one control."""
+    from demuxlab.ctmc.predict import predict
+    from demuxlab.ctmc.rates import RATE_FIELDS, Rates
+
+    r = Rates.from_dict(dict(zip(RATE_FIELDS, rates, strict=True)), where="what-if rates")
+    p = predict(pattern, threads, work_us, method=method, connections=connections, rates=r, rel_ci=0.03)
+    return p.throughput_msgs_per_s, p.ci_halfwidth_rel
+
+
 def predict_curve(
     pattern: str, rates: Any, threads: list[int], work_us: float, connections: int, method: str
 ) -> pd.DataFrame:
-    from demuxlab.ctmc.predict import predict
-    from demuxlab.ctmc.rates import min_threads
+    from demuxlab.ctmc.rates import RATE_FIELDS, min_threads
 
+    key = tuple(float(getattr(rates, k)) for k in RATE_FIELDS)
     rows = []
     for t in threads:
         if t < min_threads(pattern):
             continue
-        p = predict(pattern, t, work_us, method=method, connections=connections, rates=rates, rel_ci=0.03)
+        thr, ci = _predict(pattern, key, t, float(work_us), int(connections), method)
         rows.append(
             {
                 "threads": t,
-                "throughput_msgs_per_s": p.throughput_msgs_per_s,
-                "ci_halfwidth_rel": p.ci_halfwidth_rel,
+                "throughput_msgs_per_s": thr,
+                "ci_halfwidth_rel": ci,
             }
         )
     return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel"])
