@@ -111,3 +111,19 @@ def test_the_dashboard_connection_cannot_write(database_url: str) -> None:
                 conn.execute(text("INSERT INTO experiments (name, spec_sha256) VALUES ('x', 'y')"))
     finally:
         store.dispose()
+
+
+def test_binding_beyond_loopback_is_recognised() -> None:
+    from demuxlab.dashboard.server import is_loopback
+
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.0.2.7")
+
+
+def test_dashboard_command_rejects_a_bad_port() -> None:
+    from click.testing import CliRunner
+
+    from demuxlab.dashboard.cli import dashboard
+
+    result = CliRunner().invoke(dashboard, ["--port", "70000"])
+    assert result.exit_code == 2 and "70000" in result.output
