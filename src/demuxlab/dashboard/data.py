@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 from sqlalchemy import Connection, Engine, create_engine, text
-from sqlalchemy.exc import DBAPIError, ProgrammingError
+from sqlalchemy.exc import DBAPIError, OperationalError, ProgrammingError
 
 from demuxlab.db.engine import mask_url, parse_url, readonly_url
 
@@ -107,9 +107,14 @@ class Store:
                     kind="permission",
                 ) from None
             raise
-        except DBAPIError as exc:
-            if exc.connection_invalidated or isinstance(exc.orig, Exception):
-                self._forget_pool()
+        except OperationalError as exc:
+            if "statement timeout" in str(exc.orig):
+                raise DataUnavailable(
+                    f"database {self.masked_url()}: a query took longer than "
+                    f"{_STATEMENT_TIMEOUT_MS // 1000} s and was cancelled",
+                    kind="timeout",
+                ) from None
+            self._forget_pool()  # the server went away: start from fresh connections when it is back
             raise DataUnavailable(
                 f"cannot reach database {self.masked_url()}: {_first_line(exc)}", kind="unreachable"
             ) from None
