@@ -192,11 +192,12 @@ def test_operations_and_events_figures() -> None:
                 "runs": 1,
             }
             for t in (2, 4)
-            for op in ("notify", "lock", "zzz")
+            for op in ("notify", "lock", "zzz", "rearm")
         ]
     )
     fig = figures.operations_figure(ops)
-    assert titles(fig) == ["obtain events (notifier call)", "lock wait", "zzz"]
+    assert titles(fig) == ["obtain events (notifier call)", "lock wait", "re-arm", "zzz"]  # 3 + 1 panels
+    assert fig["data"][-1]["xaxis"] == "x4"
     assert figures.operations_figure(ops.iloc[0:0])["layout"]["annotations"][0]["text"].startswith(
         "no instrumented"
     )

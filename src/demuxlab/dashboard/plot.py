@@ -95,15 +95,17 @@ class Fig:
                     ya["showticklabels"] = False
                 self.layout[self._name("xaxis", n)] = xa
                 self.layout[self._name("yaxis", n)] = ya
-        for c, title in enumerate(subplot_titles or [], start=1):
-            if c > cols:
+        # Titles fill the grid row by row (as plotly.subplots.make_subplots does).
+        for i, title in enumerate(subplot_titles or []):
+            r, c = i // cols + 1, i % cols + 1
+            if r > rows:
                 break
-            xd = self.layout[self._name("xaxis", self._index(1, c))]["domain"]
+            xd = self.layout[self._name("xaxis", self._index(r, c))]["domain"]
             self.layout["annotations"].append(
                 {
                     "text": title,
                     "x": (xd[0] + xd[1]) / 2,
-                    "y": tops[0][1],
+                    "y": tops[r - 1][1],
                     "xref": "paper",
                     "yref": "paper",
                     "xanchor": "center",
