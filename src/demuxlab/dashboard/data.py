@@ -137,7 +137,10 @@ def _first_line(exc: DBAPIError) -> str:
 
 def frame(conn: Connection, sql: str, params: Mapping[str, Any] | None = None) -> pd.DataFrame:
     result = conn.execute(text(sql), dict(params or {}))
-    return pd.DataFrame(result.fetchall(), columns=list(result.keys()))
+    columns = list(result.keys())
+    rows = result.fetchall()
+    # Column lists: several times faster than handing pandas a list of Row objects.
+    return pd.DataFrame({c: [r[i] for r in rows] for i, c in enumerate(columns)}, columns=columns)
 
 
 # -- experiments ----------------------------------------------------------------------------------------
