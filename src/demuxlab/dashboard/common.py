@@ -9,7 +9,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
-import plotly.graph_objects as go
 from dash import ALL, Input, Output, clientside_callback, dash_table, dcc, html
 
 from demuxlab.dashboard import style
@@ -110,7 +109,12 @@ GRAPH_CONFIG: dict[str, Any] = {
 
 
 def figure_block(
-    graph_id: str, figure: go.Figure | None = None, *, pdf: bool = False, height: int | None = None
+    graph_id: str,
+    figure: Any = None,
+    *,
+    pdf: bool = False,
+    height: int | None = None,
+    loading: bool = True,
 ) -> html.Div:
     """A graph with its download buttons: PNG and SVG (drawn by Plotly in the browser), and PDF (drawn
     on the server, for the sweep) when ``pdf``."""
@@ -134,19 +138,16 @@ def figure_block(
         )
         buttons.append(dcc.Download(id=f"{graph_id}-pdf-download"))
     style_: dict[str, Any] = {"height": f"{height}px"} if height else {}
+    graph = dcc.Graph(
+        id=graph_id,
+        figure=figure if figure is not None else {"data": [], "layout": {}},
+        config=GRAPH_CONFIG,  # type: ignore[arg-type]
+        style=style_,
+    )
     return html.Div(
         [
             html.Div([html.Span("download", className="dlx-muted"), *buttons], className="dlx-dl-bar"),
-            dcc.Loading(
-                dcc.Graph(
-                    id=graph_id,
-                    figure=figure or go.Figure(),
-                    config=GRAPH_CONFIG,  # type: ignore[arg-type]
-                    style=style_,
-                ),
-                type="dot",
-                delay_show=300,
-            ),
+            dcc.Loading(graph, type="dot", delay_show=300) if loading else graph,
         ],
         className="dlx-figure",
     )

@@ -168,7 +168,8 @@ def _detail(conn: Any, experiment: str) -> Any:
         html.H2(f"{exp.name} @{exp.spec_sha256[:8]}", id="experiments-title"),
         html.Div(cards, className="dlx-cards"),
         html.Div(bar, className="dlx-progress", title="ok (green), failed (orange) of the planned runs"),
-        common.figure_block("experiments-latest-graph", figures.progress_figure(latest)),
+        # No loading overlay: the live refresh replaces this block every few seconds.
+        common.figure_block("experiments-latest-graph", figures.progress_figure(latest), loading=False),
         html.Div(
             [
                 html.H2("Failures by reason"),
