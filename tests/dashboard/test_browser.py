@@ -45,6 +45,8 @@ class Site:
     page: Any
     console: list[str] = field(default_factory=list)
     ingested: int = 0
+    drop: Any = None  # () -> None: drop the database (the server loses it)
+    create: Any = None  # () -> None: create it again, empty, at schema head
 
     def goto(self, path: str, wait_for: str | None = None) -> Any:
         self.page.goto(self.base + path)
@@ -155,7 +157,15 @@ def site(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
             context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
             context.set_default_timeout(TIMEOUT_MS)
             page = context.new_page()
-            s = Site(base=base, url=url, records=records, spec=spec, page=page)
+            s = Site(
+                base=base,
+                url=url,
+                records=records,
+                spec=spec,
+                page=page,
+                drop=lambda: pg_server.drop_database(name),
+                create=lambda: pg_server.create_database(name, pg_server.template),
+            )
             page.on("console", lambda m: s.console.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: s.console.append(str(e)))
             try:
@@ -180,6 +190,21 @@ def test_empty_database_says_so(site: Site) -> None:
     site.goto("/sweep", "#frame-empty-db")
     site.shot("empty")
     site.no_console_errors()
+
+
+def test_lost_database_shows_a_page_and_the_page_recovers(site: Site) -> None:
+    site.drop()
+    try:
+        site.goto("/", "[role=alert]")
+        site.page.wait_for_selector("#frame-db-down", state="attached")
+        assert "Database unavailable" in site.page.inner_text("[role=alert]")
+        site.shot("unavailable")
+    finally:
+        site.console.clear()  # the health checks' 503s are logged by the browser: expected here
+        site.create()
+    # The page polls /healthz and reloads itself once the database answers.
+    site.page.wait_for_selector("#frame-empty-db", timeout=TIMEOUT_MS)
+    site.console.clear()
 
 
 def test_every_page_renders(site: Site) -> None:
