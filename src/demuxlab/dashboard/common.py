@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlencode
 
 import pandas as pd
 from dash import ALL, Input, Output, clientside_callback, dash_table, dcc, html
@@ -213,11 +212,6 @@ def facts_list(items: Sequence[tuple[str, Any]]) -> html.Dl:
 
 def link_run(run_id: str) -> str:
     return f"[{run_id[:8]}](/run?run={run_id})"
-
-
-def query(**params: Any) -> str:
-    clean = {k: v for k, v in params.items() if v not in (None, "", [], ())}
-    return "?" + urlencode(clean, doseq=True) if clean else ""
 
 
 # -- URL state ------------------------------------------------------------------------------------------
