@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build sanitize images quickstart test lint bench clean db-stop testbed testbed-down
+.PHONY: help setup build sanitize images quickstart test lint bench clean db-stop testbed testbed-down dashboard
 
 help:  ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -30,18 +30,19 @@ quickstart: setup build  ## Run the smoke experiment end to end and print where 
 	@echo
 	@echo "quickstart: results in $(CURDIR)/workflows/results/smoke/ (CSV, figures, run records)"
 	@echo "quickstart: database $$($(VENV)/bin/demuxlab db url)"
+	@echo "quickstart: dashboard: make dashboard   (or .venv/bin/demuxlab dashboard), then open http://127.0.0.1:8050/"
 
 test: setup build sanitize  ## Set up, build, and run every test.
-	@$(VENV)/bin/ruff check src tests bench
-	@$(VENV)/bin/ruff format --check src tests bench
+	@$(VENV)/bin/ruff check src tests bench dashboard
+	@$(VENV)/bin/ruff format --check src tests bench dashboard
 	@$(VENV)/bin/mypy
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
 	@cd playbooks && ../$(VENV)/bin/ansible-lint -q
 	@$(VENV)/bin/pytest -q
 
 lint:  ## ruff, mypy, snakemake --lint and ansible-lint only.
-	@$(VENV)/bin/ruff check src tests bench
-	@$(VENV)/bin/ruff format --check src tests bench
+	@$(VENV)/bin/ruff check src tests bench dashboard
+	@$(VENV)/bin/ruff format --check src tests bench dashboard
 	@$(VENV)/bin/mypy
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
 	@cd playbooks && ../$(VENV)/bin/ansible-lint -q
@@ -54,6 +55,9 @@ testbed: setup  ## Create the test cluster: PAIRS (default 2) pairs of SSH hosts
 
 testbed-down:  ## Remove the test cluster (everything `make testbed` made but its cached host image).
 	@$(VENV)/bin/demuxlab testbed down
+
+dashboard: setup  ## Serve the dashboard on http://127.0.0.1:8050/ (DASHBOARD_ARGS="--host H --port P").
+	@$(VENV)/bin/demuxlab dashboard $(DASHBOARD_ARGS)
 
 db-stop:  ## Stop the embedded PostgreSQL.
 	@$(VENV)/bin/demuxlab db stop

@@ -30,6 +30,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("demuxlab.bundle.cli", "bundle"),
     "hosts": ("demuxlab.hosts", "hosts"),
     "testbed": ("demuxlab.hosts", "testbed"),
+    "dashboard": ("demuxlab.dashboard.cli", "dashboard"),
 }
 
 _HELP: dict[str, str] = {
@@ -47,6 +48,7 @@ _HELP: dict[str, str] = {
     "bundle": "Reproducibility bundles: create, verify, import, reproduce, rerun.",
     "hosts": "Store facts of inventory hosts in the hosts table.",
     "testbed": "The test cluster on this machine: up | down | status.",
+    "dashboard": "Serve the web dashboard (read-only) on 127.0.0.1:8050.",
 }
 
 

@@ -111,3 +111,24 @@ def session(url: str | None = None) -> Iterator[Session]:
     engine = get_engine(url)
     with Session(engine) as sess, sess.begin():
         yield sess
+
+
+DASHBOARD_ENV_URL = "DEMUXLAB_DASHBOARD_DATABASE_URL"
+READONLY_ROLE = "demuxlab_ro"
+
+
+def readonly_url() -> str:
+    """The URL the dashboard reads through: ``DEMUXLAB_DASHBOARD_DATABASE_URL`` as given, else the URL in
+    use (:func:`database_url`) with its user swapped for the read-only role ``demuxlab_ro`` (created by
+    migration ``0001``) and no password: the same socket or host, port and database.
+
+    This starts nothing. For an external server whose ``demuxlab_ro`` needs a password, give the whole
+    URL in ``DEMUXLAB_DASHBOARD_DATABASE_URL``.
+    """
+    raw = os.environ.get(DASHBOARD_ENV_URL, "").strip()
+    if raw:
+        return parse_url(raw, origin=DASHBOARD_ENV_URL).render_as_string(hide_password=False)
+    url = parse_url(database_url())._replace(
+        username=READONLY_ROLE, password=None
+    )  # .set() keeps None fields
+    return url.render_as_string(hide_password=False)

@@ -1,0 +1,125 @@
+"""Operations: per-operation service times of instrumented runs vs threads (seed 000 Figs. 9, 10, 12,
+13) and events per notifier call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+from dash import Input, Output, callback, dcc, html
+
+from demuxlab.dashboard import common, data, figures
+
+dash.register_page(__name__, path="/operations", name="Operations", title="demuxlab · operations")
+
+STATISTICS = {
+    "mean_us": "mean (total / calls)",
+    "p50_us": "median of the runs' p50",
+    "p99_us": "median of the runs' p99",
+}
+
+
+def layout(experiment: str | None = None, x: str = "threads", statistic: str = "mean_us", **_: Any) -> Any:
+    def body() -> Any:
+        with common.store().connect() as conn:
+            options = data.experiment_options(conn)
+            if not options:
+                return [html.H1("Operations"), common.empty_database_panel()]
+            chosen = experiment or options[0]["value"]
+            data.resolve_experiment(conn, chosen)
+        return [
+            html.H1("Operations"),
+            html.P(
+                "Time per operation inside the server, from instrumented runs (instrument: true, and the "
+                "CTMC calibration runs).",
+                className="dlx-muted",
+            ),
+            html.Div(
+                [
+                    html.Div(
+                        [
+                            html.Label("Experiment"),
+                            dcc.Dropdown(
+                                id="operations-experiment", options=options, value=chosen, clearable=False
+                            ),
+                        ],
+                        className="dlx-control dlx-wide",
+                    ),
+                    html.Div(
+                        [
+                            html.Label("x axis"),
+                            dcc.Dropdown(
+                                id="operations-x",
+                                options=[{"label": v, "value": k} for k, v in data.AXES.items()],
+                                value=x if x in data.AXES else "threads",
+                                clearable=False,
+                            ),
+                        ],
+                        className="dlx-control",
+                    ),
+                    html.Div(
+                        [
+                            html.Label("statistic"),
+                            dcc.Dropdown(
+                                id="operations-statistic",
+                                options=[{"label": v, "value": k} for k, v in STATISTICS.items()],
+                                value=statistic if statistic in STATISTICS else "mean_us",
+                                clearable=False,
+                            ),
+                        ],
+                        className="dlx-control dlx-wide",
+                    ),
+                ],
+                className="dlx-controls",
+            ),
+            html.Div(id="operations-status"),
+            common.figure_block("operations-graph"),
+            common.figure_block("operations-events-graph"),
+            html.H2("Per point and operation"),
+            common.table_block("operations-table"),
+            common.url_state_store("operations"),
+        ]
+
+    return common.guard("experiment", body, hint=html.P(dcc.Link("all experiments", href="/")))
+
+
+common.url_sync(
+    "operations",
+    [
+        ("operations-experiment", "value", "experiment"),
+        ("operations-x", "value", "x"),
+        ("operations-statistic", "value", "statistic"),
+    ],
+)
+
+
+@callback(
+    Output("operations-graph", "figure"),
+    Output("operations-events-graph", "figure"),
+    Output("operations-table", "data"),
+    Output("operations-table", "columns"),
+    Output("operations-status", "children"),
+    Input("operations-experiment", "value"),
+    Input("operations-x", "value"),
+    Input("operations-statistic", "value"),
+)
+def update(experiment: str, x: str, statistic: str) -> tuple[Any, ...]:
+    try:
+        with common.store().connect() as conn:
+            exp = data.resolve_experiment(conn, experiment)
+            ops = data.operation_times(conn, exp)
+            ev = data.events_per_call(conn, exp)
+    except data.DataUnavailable as exc:
+        blank = figures.empty_figure("database unavailable")
+        return blank, blank, [], [], common.unavailable_panel(exc)
+    except data.NotFound as exc:
+        blank = figures.empty_figure(str(exc))
+        return blank, blank, [], [], common.not_found_panel(exc, "experiment")
+    t = common.table_props(ops.round(4))
+    return (
+        figures.operations_figure(ops, x=x, statistic=statistic),
+        figures.events_figure(ev, x=x),
+        t["data"],
+        t["columns"],
+        None,
+    )

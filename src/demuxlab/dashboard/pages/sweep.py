@@ -1,0 +1,296 @@
+"""Sweep: throughput vs threads (or work, connections, size) with CIs, repeats, the models and residuals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import pandas as pd
+from dash import Input, Output, State, callback, dcc, html
+
+from demuxlab.dashboard import common, data, figures
+
+dash.register_page(__name__, path="/sweep", name="Sweep", title="demuxlab · sweep")
+
+COLOUR_CHOICES = ("pattern", "notifier", "work_us", "connections", "msg_size", "threads")
+SOURCE_OPTIONS = [
+    {"label": "model: paper rates", "value": "paper"},
+    {"label": "model: calibrated rates", "value": "calibration"},
+    {"label": "residual panel", "value": "residuals"},
+]
+
+
+def _control(label: str, child: Any, wide: bool = False) -> html.Div:
+    return html.Div([html.Label(label), child], className="dlx-control" + (" dlx-wide" if wide else ""))
+
+
+def layout(
+    experiment: str | None = None,
+    x: str = "threads",
+    colour: str = "pattern",
+    facet: str = "notifier",
+    patterns: str = "",
+    notifiers: str = "",
+    show: str = "paper,calibration,residuals",
+    **_: Any,
+) -> Any:
+    def body() -> Any:
+        with common.store().connect() as conn:
+            options = data.experiment_options(conn)
+            if not options:
+                return [html.H1("Sweep"), common.empty_database_panel()]
+            chosen = experiment or options[0]["value"]
+            exp = data.resolve_experiment(conn, chosen)
+            pts = data.sweep_points(conn, exp)
+        return [
+            html.H1("Sweep"),
+            html.Div(
+                [
+                    _control(
+                        "Experiment",
+                        dcc.Dropdown(id="sweep-experiment", options=options, value=chosen, clearable=False),
+                        wide=True,
+                    ),
+                    _control(
+                        "x axis",
+                        dcc.Dropdown(
+                            id="sweep-x",
+                            options=[{"label": v, "value": k} for k, v in data.AXES.items()],
+                            value=x if x in data.AXES else "threads",
+                            clearable=False,
+                        ),
+                    ),
+                    _control(
+                        "colour",
+                        dcc.Dropdown(
+                            id="sweep-colour",
+                            options=[{"label": figures.PARAM_LABEL[c], "value": c} for c in COLOUR_CHOICES],
+                            value=colour if colour in COLOUR_CHOICES else "pattern",
+                            clearable=False,
+                        ),
+                    ),
+                    _control(
+                        "facet (columns)",
+                        dcc.Dropdown(
+                            id="sweep-facet",
+                            options=[{"label": "none", "value": "none"}]
+                            + [{"label": figures.PARAM_LABEL[c], "value": c} for c in data.PARAMS],
+                            value=facet if facet in (*data.PARAMS, "none") else "notifier",
+                            clearable=False,
+                        ),
+                    ),
+                    _control(
+                        "patterns",
+                        dcc.Dropdown(
+                            id="sweep-patterns",
+                            options=sorted(pts["pattern"].unique().tolist()),
+                            value=common.split_list(patterns),
+                            multi=True,
+                            placeholder="all",
+                        ),
+                    ),
+                    _control(
+                        "notifiers",
+                        dcc.Dropdown(
+                            id="sweep-notifiers",
+                            options=sorted(pts["notifier"].unique().tolist()),
+                            value=common.split_list(notifiers),
+                            multi=True,
+                            placeholder="all",
+                        ),
+                    ),
+                    _control(
+                        "show",
+                        dcc.Checklist(
+                            id="sweep-show",
+                            options=SOURCE_OPTIONS,
+                            value=common.split_list(show),
+                            inline=True,
+                        ),
+                        wide=True,
+                    ),
+                ],
+                className="dlx-controls",
+            ),
+            html.Div(id="sweep-status"),
+            common.figure_block("sweep-graph", pdf=True),
+            html.Div(id="sweep-clicked", className="dlx-muted"),
+            html.Div(
+                [
+                    html.H2("Points"),
+                    html.P(
+                        "mean and 95 % CI half-width of the ok runs; predictions and their error "
+                        "(model − measured) / measured",
+                        className="dlx-muted",
+                    ),
+                    common.table_block("sweep-table"),
+                    html.H2("Model error by pattern × notifier"),
+                    common.table_block("sweep-errors", page_size=10),
+                ],
+                className="dlx-section",
+            ),
+            common.url_state_store("sweep"),
+        ]
+
+    return common.guard("experiment", body, hint=html.P(dcc.Link("all experiments", href="/")))
+
+
+common.url_sync(
+    "sweep",
+    [
+        ("sweep-experiment", "value", "experiment"),
+        ("sweep-x", "value", "x"),
+        ("sweep-colour", "value", "colour"),
+        ("sweep-facet", "value", "facet"),
+        ("sweep-patterns", "value", "patterns"),
+        ("sweep-notifiers", "value", "notifiers"),
+        ("sweep-show", "value", "show"),
+    ],
+)
+
+
+def load(experiment: str) -> tuple[data.ExperimentRef, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    with common.store().connect() as conn:
+        exp = data.resolve_experiment(conn, experiment)
+        return exp, data.sweep_points(conn, exp), data.sweep_repeats(conn, exp), data.predictions(conn, exp)
+
+
+def select(points: pd.DataFrame, patterns: list[str] | None, notifiers: list[str] | None) -> pd.DataFrame:
+    out = points
+    if patterns:
+        out = out[out["pattern"].isin(patterns)]
+    if notifiers:
+        out = out[out["notifier"].isin(notifiers)]
+    return out
+
+
+@callback(
+    Output("sweep-patterns", "options"),
+    Output("sweep-notifiers", "options"),
+    Input("sweep-experiment", "value"),
+    prevent_initial_call=True,
+)
+def options(experiment: str) -> tuple[Any, Any]:
+    try:
+        with common.store().connect() as conn:
+            pts = data.sweep_points(conn, data.resolve_experiment(conn, experiment))
+    except (data.DataUnavailable, data.NotFound):
+        return [], []
+    return sorted(pts["pattern"].unique().tolist()), sorted(pts["notifier"].unique().tolist())
+
+
+@callback(
+    Output("sweep-graph", "figure"),
+    Output("sweep-table", "data"),
+    Output("sweep-table", "columns"),
+    Output("sweep-errors", "data"),
+    Output("sweep-errors", "columns"),
+    Output("sweep-status", "children"),
+    Input("sweep-experiment", "value"),
+    Input("sweep-x", "value"),
+    Input("sweep-colour", "value"),
+    Input("sweep-facet", "value"),
+    Input("sweep-patterns", "value"),
+    Input("sweep-notifiers", "value"),
+    Input("sweep-show", "value"),
+)
+def update(
+    experiment: str,
+    x: str,
+    colour: str,
+    facet: str,
+    patterns: list[str] | None,
+    notifiers: list[str] | None,
+    show: list[str] | None,
+) -> tuple[Any, ...]:
+    show = show or []
+    try:
+        exp, pts, reps, preds = load(experiment)
+    except data.DataUnavailable as exc:
+        return (figures.empty_figure("database unavailable"), [], [], [], [], common.unavailable_panel(exc))
+    except data.NotFound as exc:
+        return (figures.empty_figure(str(exc)), [], [], [], [], common.not_found_panel(exc, "experiment"))
+    sel = select(pts, patterns, notifiers)
+    sources = [s for s in figures.SOURCES if s in show]
+    fig = figures.sweep_figure(
+        sel,
+        reps,
+        preds[preds["point_id"].isin(sel["point_id"])] if not preds.empty else preds,
+        x=x,
+        colour=colour,
+        facet=None if facet == "none" else facet,
+        sources=sources,
+        residuals="residuals" in show,
+        title=f"{exp.name} @{exp.spec_sha256[:8]}: throughput vs {figures.PARAM_LABEL.get(x, x)}",
+    )
+    table = figures.sweep_table(sel, preds)
+    errors = figures.error_summary(table)
+    status: Any = None
+    if pts.empty:
+        status = common.message(f"{exp.label} has no measured points yet.", "info")
+    elif preds.empty and sources:
+        status = common.message(
+            "No model predictions stored for this experiment (HSHA/LF experiments get them from the "
+            "workflow's predict stage).",
+            "info",
+        )
+    t = common.table_props(table)
+    e = common.table_props(errors)
+    return fig, t["data"], t["columns"], e["data"], e["columns"], status
+
+
+@callback(
+    Output("sweep-graph-pdf-download", "data"),
+    Input("sweep-graph-pdf", "n_clicks"),
+    State("sweep-experiment", "value"),
+    State("sweep-x", "value"),
+    State("sweep-colour", "value"),
+    State("sweep-facet", "value"),
+    State("sweep-patterns", "value"),
+    State("sweep-notifiers", "value"),
+    State("sweep-show", "value"),
+    prevent_initial_call=True,
+)
+def pdf(
+    _n: int,
+    experiment: str,
+    x: str,
+    colour: str,
+    facet: str,
+    patterns: list[str] | None,
+    notifiers: list[str] | None,
+    show: list[str] | None,
+) -> Any:
+    exp, pts, reps, preds = load(experiment)
+    sel = select(pts, patterns, notifiers)
+    payload = figures.sweep_pdf(
+        sel,
+        reps,
+        preds,
+        x=x,
+        colour=colour,
+        facet=None if facet == "none" else facet,
+        sources=[s for s in figures.SOURCES if s in (show or [])],
+        title=f"{exp.name} @{exp.spec_sha256[:8]}",
+    )
+    return dcc.send_bytes(  # type: ignore[attr-defined]
+        payload, f"demuxlab-{exp.name}-{exp.spec_sha256[:8]}-sweep.pdf"
+    )
+
+
+@callback(
+    Output("sweep-clicked", "children"),
+    Input("sweep-graph", "clickData"),
+    prevent_initial_call=True,
+)
+def clicked(click: dict[str, Any] | None) -> Any:
+    """A click on a repeat's marker offers that run's page."""
+    for p in (click or {}).get("points", []):
+        cd = p.get("customdata")
+        if isinstance(cd, str) and len(cd) == 36:
+            return [
+                "repeat ",
+                dcc.Link(f"run {cd}", href=f"/run?run={cd}", id="sweep-run-link"),
+                f": {p['y']:,.0f} msg/s",
+            ]
+    return "Click a repeat's faint marker to open that run."
