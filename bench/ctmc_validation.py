@@ -122,7 +122,10 @@ def main() -> None:
             print(f"# calibration run {pattern} w{work:g} t{lo}: {calib_tput[(pattern, work)]:,.0f} msg/s")
             results += runs
         try:
-            rates[pattern] = calibrate([r.server for r in results], pattern)
+            # With the measured throughputs the fit must also predict its own runs within 10 % (self-check).
+            rates[pattern] = calibrate(
+                [r.server for r in results], pattern, measured=[r.throughput for r in results]
+            )
         except DemuxlabError as exc:
             rates[pattern] = None
             refused[pattern] = exc.message

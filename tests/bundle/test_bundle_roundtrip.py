@@ -207,6 +207,9 @@ def test_reproduce_regenerates_every_figure_and_table(produced: Produced, tmp_pa
     assert {line.split()[1].rstrip(":") for line in lines} == {
         f"experiments/{EXP}/report/{f}"
         for f in (
+            "claims.csv",
+            "claims.md",
+            "recommendations.csv",
             "points.csv",
             "throughput_vs_threads.png",
             "validation.csv",

@@ -195,6 +195,7 @@ def _env(name: str, value: str) -> Iterator[None]:
 
 def _regenerate(b: Opened, url: str, out: Path, tmp: Path) -> None:
     """Run the report stages on the loaded data: the same code the workflow runs."""
+    from demuxlab.claims.report import write_claims
     from demuxlab.report import write_report
     from demuxlab.validation import write_validation
 
@@ -208,6 +209,8 @@ def _regenerate(b: Opened, url: str, out: Path, tmp: Path) -> None:
             write_report(spec, report)
             if f"experiments/{name}/report/validation.csv" in b.digests:
                 write_validation(spec, report, method, url)
+            if f"experiments/{name}/report/claims.csv" in b.digests:
+                write_claims(spec, report, method, url)
 
 
 def _compare(b: Opened, out: Path, max_rms: float) -> list[Check]:

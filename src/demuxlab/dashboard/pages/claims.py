@@ -1,22 +1,18 @@
 """Claims: an experiment's claims (which design is fastest where, does the model hold) and the
-recommendations, from :mod:`demuxlab.claims` when that module is installed.
-
-The hook is :func:`evaluate`: it hands the experiment's per-point summary (the Sweep page's table), the
-stored predictions and the hosts' facts to ``demuxlab.claims.evaluate_claims`` and ``recommend`` and
-shows what comes back as tables. Until the module exists the page says so.
+recommendations: the verdicts the workflow writes to ``report/claims.csv`` and ``recommendations.csv``,
+computed by the same code (:mod:`demuxlab.claims`) from the database as it is now.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import dash
 import pandas as pd
 from dash import Input, Output, callback, dcc, html
-from sqlalchemy import text
 
-from demuxlab.dashboard import common, data, figures
+from demuxlab.dashboard import common, data
+from demuxlab.errors import DemuxlabError
 
 dash.register_page(__name__, path="/claims", name="Claims", title="demuxlab · claims")
 
@@ -48,27 +44,25 @@ def layout(experiment: str | None = None, **_: Any) -> Any:
 common.url_sync("claims", [("claims-experiment", "value", "experiment")])
 
 
-def _as_frame(value: Any) -> pd.DataFrame:
-    if isinstance(value, pd.DataFrame):
-        return value
-    rows = [
-        v.as_dict() if hasattr(v, "as_dict") else (v if isinstance(v, dict) else vars(v)) for v in value or []
+def evaluate(name: str, spec_sha256: str, url: str) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """(claims, recommendations, notes) for one experiment: the same inputs and code as the workflow's
+    ``demuxlab claims`` (:func:`demuxlab.claims.db.load_inputs`), read through the dashboard's URL."""
+    from demuxlab.claims import evaluate_claims, recommend
+    from demuxlab.claims.db import load_inputs
+
+    inputs = load_inputs(name, spec_sha256, "ssa", url)
+    verdicts = evaluate_claims(inputs.points, inputs.predictions, inputs.facts)
+    recs = recommend(inputs.points, inputs.predictions)
+    notes = [
+        f"{len(inputs.points)} measured points with a successful run, {len(inputs.predictions)} SSA predictions"
     ]
-    return pd.DataFrame(rows)
-
-
-def evaluate(
-    points: pd.DataFrame, preds: pd.DataFrame, facts: list[dict[str, Any]]
-) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """(claims, recommendations) from ``demuxlab.claims``, or None when it is not installed."""
-    try:
-        claims = importlib.import_module("demuxlab.claims")
-    except ModuleNotFoundError:
-        return None
-    records = figures.sweep_table(points, preds).to_dict("records")
-    found = claims.evaluate_claims(records, predictions=preds.to_dict("records"), facts=facts)
-    recommended = claims.recommend(records) if hasattr(claims, "recommend") else []
-    return _as_frame(found), _as_frame(recommended)
+    if inputs.failed_points:
+        notes.append(f"left out (no successful run): {', '.join(inputs.failed_points)}")
+    return (
+        pd.DataFrame([v.to_row() for v in verdicts]),
+        pd.DataFrame([r.to_row() for r in recs]),
+        notes,
+    )
 
 
 @callback(Output("claims-body", "children"), Input("claims-experiment", "value"))
@@ -76,27 +70,12 @@ def update(experiment: str) -> Any:
     def body() -> Any:
         with common.store().connect() as conn:
             exp = data.resolve_experiment(conn, experiment)
-            pts = data.sweep_points(conn, exp)
-            preds = data.predictions(conn, exp)
-            facts = [
-                h.facts
-                for h in conn.execute(
-                    text(
-                        "SELECT DISTINCT h.id, h.facts FROM hosts h JOIN runs r ON r.server_host_id = h.id "
-                        "JOIN points p ON p.id = r.point_id WHERE p.experiment_id = :id"
-                    ),
-                    {"id": exp.id},
-                )
-            ]
-        result = evaluate(pts, preds, facts)
-        if result is None:
-            return common.message(
-                "The claims module (demuxlab.claims) is not installed in this build: claims and "
-                "recommendations appear here once it is.",
-                id="claims-missing",
-            )
-        found, recommended = result
+        try:
+            found, recommended, notes = evaluate(exp.name, exp.spec_sha256, common.store().url)
+        except DemuxlabError as exc:
+            return common.message(str(exc), id="claims-error")
         return [
+            html.P("; ".join(notes)),
             html.H2("Claims"),
             common.table_block("claims-table", found),
             html.H2("Recommendations"),
