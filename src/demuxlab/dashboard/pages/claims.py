@@ -54,7 +54,8 @@ def evaluate(name: str, spec_sha256: str, url: str) -> tuple[pd.DataFrame, pd.Da
     verdicts = evaluate_claims(inputs.points, inputs.predictions, inputs.facts)
     recs = recommend(inputs.points, inputs.predictions)
     notes = [
-        f"{len(inputs.points)} measured points with a successful run, {len(inputs.predictions)} SSA predictions"
+        f"{len(inputs.points)} measured points with a successful run, "
+        f"{len(inputs.predictions)} SSA predictions"
     ]
     if inputs.failed_points:
         notes.append(f"left out (no successful run): {', '.join(inputs.failed_points)}")
