@@ -310,12 +310,41 @@ def acquire(pair: str, run_id: str, *, wait_s: float, reap: bool = True) -> Leas
         raise
 
 
+CONTROLLER_LOCK = ".snakemake/demuxlab-controller.lock"
+
+
+def hold_controller(directory: Path | str) -> Lease:
+    """The workflow lock: one live Snakemake controller per working directory, held until it exits.
+
+    Snakemake's own lock (``.snakemake/locks``) outlives a controller killed with ``kill -9`` and stops
+    the rerun ("Directory cannot be locked"); this one is an flock that dies with its holder, so the
+    command as typed resumes after any crash while a second *live* controller is refused.
+    """
+    directory = Path(directory).resolve()
+    path = directory / CONTROLLER_LOCK
+    fd = _open(path)
+    try:
+        if _try_lock(fd):
+            return _take("controller", "workflow", path, fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    info = _read_info(path)
+    raise LeaseBusy(
+        f"another workflow controller is running in {directory} (pid {info.get('pid')} on "
+        f"{info.get('host')}, since {info.get('since')}): wait for it to finish or stop it; a controller "
+        "that was killed holds nothing, so rerunning after a crash needs no --unlock"
+    )
+
+
 __all__ = [
     "Lease",
     "LeaseBusy",
     "acquire",
     "describe",
     "end_orphans",
+    "hold_controller",
     "holder",
     "lease_dir",
     "lease_path",
