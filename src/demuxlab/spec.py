@@ -275,7 +275,7 @@ def _is_number(checker: Any, value: Any) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 
 
-_Validator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+StrictValidator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
     jsonschema.Draft202012Validator,
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
         {"integer": _is_int, "number": _is_number}
@@ -456,7 +456,7 @@ def _value_problems(doc: Any) -> list[str]:
 
 
 def _schema_problems(doc: Any) -> list[str]:
-    validator = _Validator(schema())
+    validator = StrictValidator(schema())
     errors = sorted(validator.iter_errors(doc), key=lambda e: (_path_sort_key(e.absolute_path), e.message))
     return [f"{_field_path(e.absolute_path)}: {e.message}" for e in errors]
 
@@ -766,4 +766,9 @@ def run_order(spec: Spec) -> list[tuple[Point, int]]:
 
 def run_id(spec: Spec, point: Point, repeat: int) -> str:
     """``uuid5(RUN_NAMESPACE, "{experiment}|{spec_sha256}|{point_key}|{repeat}")`` as a string."""
-    return str(uuid.uuid5(RUN_NAMESPACE, f"{spec.name}|{spec.sha256}|{point.point_key}|{repeat}"))
+    return run_id_of(spec.name, spec.sha256, point.point_key, repeat)
+
+
+def run_id_of(experiment: str, spec_sha256: str, point_key: str, repeat: int) -> str:
+    """The run id rule (CONTRACTS.md §4) over its parts; ingest checks every record against it."""
+    return str(uuid.uuid5(RUN_NAMESPACE, f"{experiment}|{spec_sha256}|{point_key}|{repeat}"))
