@@ -406,8 +406,9 @@ def _check_expanded(root: yaml.Node, file: str) -> None:
 
 
 def _parse_yaml(text: str, file: str) -> Any:
-    loader = _StrictLoader(text)
+    loader: _StrictLoader | None = None
     try:
+        loader = _StrictLoader(text)  # the reader refuses control characters here already
         node = loader.get_single_node()
         if node is None:
             return None
@@ -417,13 +418,14 @@ def _parse_yaml(text: str, file: str) -> Any:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}" if mark is not None else "(unknown line)"
         problem = exc.problem or exc.context or "invalid YAML"
-        raise SpecError(f"{file}: {where}: YAML syntax error: {problem}") from exc
+        raise SpecError(f"{file}: {where}: YAML syntax error: {excerpt(problem)}") from exc
     except yaml.YAMLError as exc:
         raise SpecError(f"{file}: YAML syntax error: {excerpt(str(exc).splitlines()[0])}") from exc
     except RecursionError:  # cannot happen with the bounds above; never a traceback if it does
         raise SpecError(f"{file}: YAML nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _path_text(path: Sequence[str | int]) -> str:
