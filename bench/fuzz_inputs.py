@@ -30,20 +30,22 @@ import fuzz_lib
 CLASSES = ("clear", "accepted", "wrongly_accepted", "traceback", "hang")
 
 
-def run_isolated(func, arg, timeout: float, memory_mb: int) -> tuple[str, str, float]:  # type: ignore[no-untyped-def]
-    """``func(arg)`` in a forked child: (class, detail, seconds)."""
+def run_isolated(func, arg, timeout: float, memory_mb: int) -> tuple[str, str, float, float]:  # type: ignore[no-untyped-def]
+    """``func(arg)`` in a forked child: (class, detail, wall seconds, CPU seconds of the child)."""
     r, w = os.pipe()
     t0 = time.monotonic()
     pid = os.fork()
     if pid == 0:  # child
         os.close(r)
+        cpu0 = time.process_time()
         try:
             limit = memory_mb * 1024 * 1024
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
             cls, detail = func(arg)
         except BaseException as exc:
             cls, detail = "traceback", f"{type(exc).__name__} in the harness: {exc}"[:300]
-        os.write(w, f"{cls}\t{detail}".encode()[:4000])
+        cpu = time.process_time() - cpu0
+        os.write(w, f"{cpu:.4f}\t{cls}\t{detail}".encode()[:4000])
         os._exit(0)
     os.close(w)
     deadline = t0 + timeout
@@ -55,15 +57,15 @@ def run_isolated(func, arg, timeout: float, memory_mb: int) -> tuple[str, str, f
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             os.close(r)
-            return "hang", f"more than {timeout:g} s", time.monotonic() - t0
+            return "hang", f"more than {timeout:g} s", time.monotonic() - t0, timeout
         time.sleep(0.002)
     data = os.read(r, 4096).decode(errors="replace")
     os.close(r)
     elapsed = time.monotonic() - t0
     if not data:
-        return "hang", f"child died (status {status}; out of memory?)", elapsed
-    cls, _, detail = data.partition("\t")
-    return cls, detail, elapsed
+        return "hang", f"child died (status {status}; out of memory?)", elapsed, elapsed
+    cpu, cls, detail = data.split("\t", 2)
+    return cls, detail, elapsed, float(cpu)
 
 
 def special_spec_files(tmp: Path) -> list[tuple[str, Path]]:
@@ -104,14 +106,16 @@ def main() -> int:
     examples: dict[str, list[str]] = defaultdict(list)
     slowest: dict[str, float] = defaultdict(float)
     over_1s: Counter[str] = Counter()
+    over_1s_cpu: Counter[str] = Counter()
 
-    def record(kind: str, what: str, cls: str, detail: str, elapsed: float) -> None:
+    def record(kind: str, what: str, cls: str, detail: str, elapsed: float, cpu: float) -> None:
         counts[kind][cls] += 1
-        slowest[kind] = max(slowest[kind], elapsed)
-        if elapsed > 1.0:
-            over_1s[kind] += 1
-            if len(examples[f"{kind}/over 1 s"]) < args.examples:
-                examples[f"{kind}/over 1 s"].append(f"{what}: {elapsed:.2f} s, {cls}")
+        slowest[kind] = max(slowest[kind], cpu)
+        over_1s[kind] += elapsed > 1.0
+        if cpu > 1.0:
+            over_1s_cpu[kind] += 1
+            if len(examples[f"{kind}/over 1 s of CPU"]) < args.examples:
+                examples[f"{kind}/over 1 s of CPU"].append(f"{what}: {cpu:.2f} s, {cls}")
         if cls not in ("clear", "accepted") and len(examples[f"{kind}/{cls}"]) < args.examples:
             examples[f"{kind}/{cls}"].append(f"{what}: {detail}")
 
@@ -125,17 +129,17 @@ def main() -> int:
             folder.mkdir()
             path = folder / f"{name}.yaml"
             path.write_bytes(data)
-            cls, detail, elapsed = run_isolated(
+            cls, detail, elapsed, cpu = run_isolated(
                 lambda p: fuzz_lib.classify_spec(p, pairs), path, args.timeout, args.memory_mb
             )
-            record("spec", what, cls, detail, elapsed)
+            record("spec", what, cls, detail, elapsed, cpu)
             path.unlink()
             folder.rmdir()
         for what, path in special_spec_files(tmp):
-            cls, detail, elapsed = run_isolated(
+            cls, detail, elapsed, cpu = run_isolated(
                 lambda p: fuzz_lib.classify_spec(p, pairs), path, args.timeout, args.memory_mb
             )
-            record("spec", what, cls, detail, elapsed)
+            record("spec", what, cls, detail, elapsed, cpu)
         spec_s = time.monotonic() - t0
 
         t0 = time.monotonic()
@@ -143,26 +147,29 @@ def main() -> int:
             what, data = fuzz_lib.record_variant(rng)
             path = tmp / f"r{i}.json"
             path.write_bytes(data)
-            cls, detail, elapsed = run_isolated(fuzz_lib.classify_record, path, args.timeout, args.memory_mb)
-            record("record", what, cls, detail, elapsed)
+            cls, detail, elapsed, cpu = run_isolated(
+                fuzz_lib.classify_record, path, args.timeout, args.memory_mb
+            )
+            record("record", what, cls, detail, elapsed, cpu)
             path.unlink()
         fifo = tmp / "fifo.json"
         os.mkfifo(fifo)
         for what, path in (("FIFO", fifo), ("/dev/zero", Path("/dev/zero"))):
-            cls, detail, elapsed = run_isolated(fuzz_lib.classify_record, path, args.timeout, args.memory_mb)
-            record("record", what, cls, detail, elapsed)
+            cls, detail, elapsed, cpu = run_isolated(
+                fuzz_lib.classify_record, path, args.timeout, args.memory_mb
+            )
+            record("record", what, cls, detail, elapsed, cpu)
         record_s = time.monotonic() - t0
 
     print(f"fuzz campaign: seed {args.seed}, timeout {args.timeout:g} s, {args.memory_mb} MiB per variant")
-    print(
-        f"{'input':8} {'total':>6} " + " ".join(f"{c:>17}" for c in CLASSES) + f" {'>1 s':>5} {'slowest':>8}"
-    )
+    head = f"{'input':8} {'total':>6} " + " ".join(f"{c:>17}" for c in CLASSES)
+    print(head + f" {'>1s wall':>9} {'>1s CPU':>8} {'max CPU':>8}")
     for kind in ("spec", "record"):
         c = counts[kind]
         print(
             f"{kind:8} {sum(c.values()):6d} "
             + " ".join(f"{c[k]:17d}" for k in CLASSES)
-            + f" {over_1s[kind]:5d} {slowest[kind]:7.2f}s"
+            + f" {over_1s[kind]:9d} {over_1s_cpu[kind]:8d} {slowest[kind]:7.2f}s"
         )
     print(f"time: specs {spec_s:.1f} s, records {record_s:.1f} s (a shared machine: times are indicative)")
     for key, lines in sorted(examples.items()):
