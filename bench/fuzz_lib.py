@@ -423,6 +423,20 @@ def record_oracle(raw: bytes) -> list[str]:
             for x in client.get("per_second") or []
         ):
             bad.append("per_second sample negative")
+        for label, v in (client.get("latency_us") or {}).items():
+            if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
+                bad.append(f"latency_us.{label} negative or not a number")
+        for role in ("server", "client"):
+            facts = (rec.get("hosts") or {}).get(role) or {}
+            for k in ("sockets", "cores", "threads_per_core"):
+                v = facts.get(k)
+                if v is not None and (not _is_int(v) or not 0 <= v < 2**31):
+                    bad.append(f"hosts.{role}.{k} does not fit an integer column")
+        for name, op in ((rec.get("server") or {}).get("ops") or {}).items():
+            for k in ("total_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns"):
+                v = op.get(k)
+                if v is not None and not (isinstance(v, int | float) and 0 <= v < 2**63):
+                    bad.append(f"server.ops.{name}.{k} does not fit a bigint column")
         started = dt.datetime.fromisoformat(rec["started_at"])
         if rec.get("finished_at") is not None and dt.datetime.fromisoformat(rec["finished_at"]) < started:
             bad.append("finished before started")

@@ -62,7 +62,11 @@ _STR_OR_NULL: dict[str, Any] = {"type": ["string", "null"]}
 _OBJ_OR_NULL: dict[str, Any] = {"type": ["object", "null"]}
 BIGINT_MAX = 2**63 - 1
 _COUNT: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": BIGINT_MAX}
+INT_MAX = 2**31 - 1
 _NONNEG_OR_NULL: dict[str, Any] = {"type": ["number", "null"], "minimum": 0}
+# Stored in bigint columns (rounded): bounded like them.
+_NS_OR_NULL: dict[str, Any] = {"type": ["number", "null"], "minimum": 0, "maximum": BIGINT_MAX}
+_SMALL_COUNT_OR_NULL: dict[str, Any] = {"type": ["integer", "null"], "minimum": 0, "maximum": INT_MAX}
 _CPU_S: dict[str, Any] = {
     "type": ["object", "null"],
     "properties": {"user": {"type": "number", "minimum": 0}, "sys": {"type": "number", "minimum": 0}},
@@ -70,17 +74,22 @@ _CPU_S: dict[str, Any] = {
 _FACTS: dict[str, Any] = {
     "type": ["object", "null"],
     "required": ["hostname"],
-    "properties": {"hostname": {"type": "string", "minLength": 1}},
+    "properties": {
+        "hostname": {"type": "string", "minLength": 1},
+        # Stored in integer columns of hosts.
+        "numa_nodes": {"type": ["array", "integer", "null"], "minimum": 0, "maximum": INT_MAX},
+        "sockets": _SMALL_COUNT_OR_NULL,
+        "cores": _SMALL_COUNT_OR_NULL,
+        "threads_per_core": _SMALL_COUNT_OR_NULL,
+    },
 }
 _OP: dict[str, Any] = {
     "type": "object",
     "required": ["count"],
     "properties": {
         "count": _COUNT,
-        **{
-            k: _NONNEG_OR_NULL
-            for k in ("total_ns", "mean_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns")
-        },
+        "mean_ns": _NONNEG_OR_NULL,
+        **{k: _NS_OR_NULL for k in ("total_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns")},
     },
 }
 
@@ -182,7 +191,7 @@ RECORD_SCHEMA: dict[str, Any] = {
                         "type": "object",
                         "required": ["events", "count", "mean_ns"],
                         "properties": {
-                            "events": {"type": "integer", "minimum": 0, "maximum": BIGINT_MAX},
+                            "events": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
                             "count": _COUNT,
                             "mean_ns": _NONNEG_OR_NULL,
                         },
@@ -196,7 +205,8 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "throughput_msgs_per_s": _NONNEG_OR_NULL,
                 "messages": _COUNT,
                 "per_second": {"type": "array", "maxItems": MAX_PHASE_S + 1},
-                "latency_us": _OBJ_OR_NULL,
+                # Latencies in microseconds: none negative.
+                "latency_us": {"type": ["object", "null"], "additionalProperties": _NONNEG_OR_NULL},
                 "cpu_s": _CPU_S,
                 "errors": _COUNT,
             },
