@@ -75,6 +75,9 @@ HOSTILE: list[Callable[[], Any]] = [
     lambda: [],
     lambda: {},
     lambda: [1] * 1500,
+    lambda: [{"a": i} for i in range(1000)],  # unsortable items: quadratic uniqueItems in jsonschema
+    lambda: [{}] * 3000,
+    lambda: list(range(6000)),
     lambda: list(range(1, 60)),
     lambda: _deep(40),
     lambda: {"a": 1},

@@ -29,7 +29,7 @@ import math
 import os
 import stat
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -193,13 +193,19 @@ class _StrictLoader(yaml.SafeLoader):
     nesting depth while composing (PyYAML's composer recurses once per level)."""
 
     _depth = 0
+    _nodes = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         self._depth += 1
+        self._nodes += 1
         try:
+            problem = None
             if self._depth > lim.MAX_YAML_DEPTH:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 problem = f"nested more than {lim.MAX_YAML_DEPTH} levels deep"
+            elif self._nodes > lim.MAX_YAML_NODES:  # stop reading at once (aliases are counted later)
+                problem = f"more than {lim.MAX_YAML_NODES} YAML nodes"
+            if problem is not None:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise yaml.composer.ComposerError(None, None, problem, mark)
             return super().compose_node(parent, index)
         finally:
@@ -275,8 +281,30 @@ def _is_number(checker: Any, value: Any) -> bool:
     return not isinstance(value, float) or math.isfinite(value)
 
 
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """uniqueItems in linear time. jsonschema's compares every pair when items cannot be sorted (a list
+    of mappings): seconds for a few thousand. Our unique lists hold scalars; a list with anything else
+    already fails its items' type, so it is not compared at all."""
+    if not unique or not isinstance(instance, list):
+        return
+    seen: set[tuple[str, Any]] = set()
+    for item in instance:
+        key: tuple[str, Any]
+        if item is None or isinstance(item, bool | str):
+            key = (type(item).__name__, item)
+        elif isinstance(item, int | float):
+            key = ("number", item)  # 1 and 1.0 are the same JSON number
+        else:
+            return
+        if key in seen:
+            yield jsonschema.ValidationError(f"{excerpt(repr(item), 40)} occurs more than once")
+            return
+        seen.add(key)
+
+
 StrictValidator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
     jsonschema.Draft202012Validator,
+    validators={"uniqueItems": _unique_items},
     type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
         {"integer": _is_int, "number": _is_number}
     ),
@@ -445,6 +473,10 @@ def _value_problems(doc: Any) -> list[str]:
                     continue
                 stack.append((v, (*path, k)))
         elif isinstance(value, list):
+            if len(value) > lim.MAX_ARRAY_ITEMS:
+                # Before the schema: its uniqueItems is quadratic in the length of a list.
+                problems.append(f"{_path_text(path)}: {len(value)} items, more than {lim.MAX_ARRAY_ITEMS}")
+                continue
             stack.extend((v, (*path, i)) for i, v in enumerate(value))
         elif isinstance(value, float):
             if not math.isfinite(value):

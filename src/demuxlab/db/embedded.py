@@ -11,7 +11,7 @@ and ``pg_hba.conf`` allows nothing but ``peer`` authentication through the ``pg_
 ingest; not a superuser), ``demuxlab_ro`` (readers, e.g. the dashboard) and ``postgres`` (the superuser,
 for administration and tests). Any other OS user is refused twice: by the file system, and by the map.
 A cluster made by an older version (``trust`` for everyone, the superuser in the URL) is converted in
-place on its next start: see :meth:`Cluster._secure`.
+place on its next start (``ensure_running``; marked by ``<state>/pg/secured``).
 """
 
 from __future__ import annotations
