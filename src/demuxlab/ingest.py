@@ -184,9 +184,10 @@ RECORD_SCHEMA: dict[str, Any] = {
             "properties": {
                 "messages": _COUNT,
                 "cpu_s": _CPU_S,
-                "ops": {"type": "object", "additionalProperties": _OP},
+                "ops": {"type": "object", "additionalProperties": _OP, "maxProperties": 256},
                 "notify_by_events": {
                     "type": "array",
+                    "maxItems": 4096,
                     "items": {
                         "type": "object",
                         "required": ["events", "count", "mean_ns"],
@@ -236,7 +237,7 @@ RECORD_SCHEMA: dict[str, Any] = {
 _VALIDATOR = StrictValidator(RECORD_SCHEMA)
 
 # A record is a page of JSON plus one sample per second: generous, but not unbounded.
-MAX_RECORD_BYTES = 64 * 1024 * 1024
+MAX_RECORD_BYTES = 4 * 1024 * 1024  # a day of per-second samples is about 1 MiB
 MAX_RECORD_DEPTH = 64
 
 
@@ -734,11 +735,13 @@ def ingest_run_record(
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate key {_short(key)}")
-        out[key] = value
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {_short(key)}")
+            seen.add(key)
     return out
 
 
