@@ -168,6 +168,12 @@ def pairs(inventory: str | None, as_json: bool) -> None:
     show_default=True,
     help="Seconds without progress after which the client fails the run.",
 )
+@click.option(
+    "--lease-wait",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds to wait while another run holds the pair (default: the longest a run of the spec takes).",
+)
 def run_point(
     spec: str,
     rid: str,
@@ -180,8 +186,13 @@ def run_point(
     max_attempts: int,
     instrument: bool,
     stall_timeout: float,
+    lease_wait: float | None,
 ) -> None:
-    """Run one repeat of one sweep point and write its run record (docs/CONTRACTS.md §5)."""
+    """Run one repeat of one sweep point and write its run record (docs/CONTRACTS.md §5).
+
+    The run holds its pair's lease (demuxlab.lease) from before its server starts until its server and
+    client are gone; they die with this process, however it dies.
+    """
     from demuxlab.launch import RunRequest, get_launcher
     from demuxlab.plan import plan_pinning
     from demuxlab.spec import run_id, run_order
@@ -216,7 +227,7 @@ def run_point(
         instrument=bool(instrument) or point.instrument,
         stall_timeout_s=stall_timeout,
     )
-    record = launcher.run(req)
+    record = run_leased(launcher, req, lease_wait)
     out_path = Path(out)
     if record["status"] == "failed" and attempt < max_attempts:
         # Keep the failed attempt's record beside the runs; the workflow retries the job.
@@ -233,6 +244,36 @@ def run_point(
         click.echo(
             f"run {rid}: {point.point_key} repeat {repeat}: failed: {record['failure_reason']}", err=True
         )
+
+
+def run_leased(launcher: Any, req: Any, lease_wait: float | None) -> dict[str, Any]:
+    """``launcher.run(req)`` holding ``req.host_pair``'s lease; SIGTERM unwinds it (server stopped)."""
+    import dataclasses
+    import signal
+
+    from demuxlab import lease as pair_lease
+    from demuxlab.errors import LaunchError
+    from demuxlab.launch.base import SERVER_START_TIMEOUT_S, SERVER_STOP_TIMEOUT_S, total_s
+
+    if lease_wait is None:  # another run of this spec ends within this
+        lease_wait = total_s(req.phases) + req.stall_timeout_s + SERVER_START_TIMEOUT_S
+        lease_wait += SERVER_STOP_TIMEOUT_S + 60.0
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise LaunchError(f"run {req.run_id}: terminated (SIGTERM), run stopped", exit_code=143)
+
+    signal.signal(signal.SIGTERM, stop)
+    pair, rid = req.host_pair, req.run_id
+    busy = pair_lease.holder(pair)
+    if busy is not None:
+        click.echo(f"run {rid}: waiting up to {lease_wait:g} s: {pair_lease.describe(pair, busy)}", err=True)
+    with pair_lease.acquire(pair, rid, wait_s=lease_wait) as held:
+        ended = launcher.end_orphans(pair)
+        if ended:
+            click.echo(f"run {rid}: ended {len(ended)} orphan(s) left on pair {pair!r}", err=True)
+        record: dict[str, Any] = launcher.run(dataclasses.replace(req, lease=held))
+    return record
 
 
 def _relative(path: Path) -> str:
@@ -262,7 +303,7 @@ def artifacts(launcher_name: str, out: str | None) -> None:
 @click.argument("records", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--done", type=click.Path(dir_okay=False), help="Touch this file once all are ingested.")
 def ingest(records: tuple[str, ...], done: str | None) -> None:
-    """Load run records into PostgreSQL; idempotent per run id, one transaction per run."""
+    """Load run records into PostgreSQL; idempotent per run id, all records in one transaction."""
     from demuxlab.ingest import ingest_files
 
     results = ingest_files([Path(r) for r in records])
