@@ -26,6 +26,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("demuxlab.commands", "report"),
     "db": ("demuxlab.db.cli", "db"),
     "model": ("demuxlab.ctmc.cli", "model"),
+    "cluster": ("demuxlab.cluster.cli", "cluster"),
 }
 
 _HELP: dict[str, str] = {
@@ -39,6 +40,7 @@ _HELP: dict[str, str] = {
     "report": "Aggregate an experiment's runs into a CSV and figures.",
     "db": "Manage the database (embedded PostgreSQL or DEMUXLAB_DATABASE_URL).",
     "model": "CTMC performance models of HSHA and LF.",
+    "cluster": "Sweeps across host pairs: provisioning, facts, progress, quarantine.",
 }
 
 
