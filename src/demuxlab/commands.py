@@ -133,7 +133,7 @@ def pairs() -> None:
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Where to write the run record.")
 @click.option("--server-facts", type=click.Path(dir_okay=False), help="Server host facts (else collected).")
 @click.option("--client-facts", type=click.Path(dir_okay=False), help="Client host facts (else = server's).")
-@click.option("--launcher", "launcher_name", help="Override the spec's launcher (native | docker | remote | sim).")
+@click.option("--launcher", "launcher_name", help="Override the spec's launcher (native|docker|remote|sim).")
 @click.option("--pair", "host_pair", default="local", show_default=True, help="Host pair name.")
 @click.option(
     "--pairs-from",

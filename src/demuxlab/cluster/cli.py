@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
 import click
 
 from demuxlab.errors import ConfigError, LaunchError
@@ -44,10 +45,14 @@ def provision(inventory: str, out: str, playbook: str) -> None:
     except FileNotFoundError:
         raise ConfigError("ansible-playbook not found: run `make setup`") from None
     if res.returncode != 0:
-        raise LaunchError(f"{books / playbook}: ansible-playbook failed (status {res.returncode}); see its log")
+        raise LaunchError(f"{books / playbook}: ansible-playbook failed (status {res.returncode})")
     write_json_atomic(
         Path(out),
-        {"inventory": str(Path(inventory).resolve()), "playbook": playbook, "seconds": round(time.monotonic() - t0, 1)},
+        {
+            "inventory": str(Path(inventory).resolve()),
+            "playbook": playbook,
+            "seconds": round(time.monotonic() - t0, 1),
+        },
     )
 
 
@@ -74,7 +79,7 @@ def facts(inventory: str, host_name: str, out: str | None) -> None:
 
 @cluster.command()
 @state_option
-@click.option("--pairs-from", type=click.Path(), help="Inventory or simulated cluster file (lists idle pairs too).")
+@click.option("--pairs-from", type=click.Path(), help="Inventory or simulated cluster file.")
 @click.option("--json", "as_json", is_flag=True, help="Print progress.json instead of a table.")
 def progress(state: str, pairs_from: str | None, as_json: bool) -> None:
     """Runs done / failed / running per pair, quarantined pairs, and the sweep's remaining runs."""
@@ -103,7 +108,8 @@ def unquarantine(state: str, pair: str) -> None:
         if not st.quarantined:
             click.echo(f"pair {pair}: not quarantined", err=True)
             return
-        st.quarantined, st.quarantine_reason, st.quarantined_at, st.consecutive_failures = False, None, None, 0
+        st.quarantined, st.consecutive_failures = False, 0
+        st.quarantine_reason = st.quarantined_at = None
         write_state(Path(state), st)
     click.echo(f"pair {pair}: back in service", err=True)
 

@@ -172,7 +172,7 @@ def load_pairs(source: str | Path) -> PairsSource:
         if isinstance(doc, dict) and "simulated" in doc:
             return _simulated(path, doc)
     if not path.exists():
-        raise ConfigError(f"{path}: inventory not found (set the workflow's `inventory` or DEMUXLAB_INVENTORY)")
+        raise ConfigError(f"{path}: inventory not found (DEMUXLAB_INVENTORY or the workflow's `inventory`)")
     return _from_inventory(path)
 
 
@@ -183,7 +183,10 @@ def sim_facts(host: Host, hardware_class: str) -> dict[str, Any]:
         "kernel": "sim",
         "cpu_model": f"simulated ({hardware_class})",
         "online_cpus": [0, 1],
-        "cpus": [{"cpu": 0, "core": 0, "socket": 0, "node": 0}, {"cpu": 1, "core": 1, "socket": 0, "node": 0}],
+        "cpus": [
+            {"cpu": 0, "core": 0, "socket": 0, "node": 0},
+            {"cpu": 1, "core": 1, "socket": 0, "node": 0},
+        ],
         "numa_nodes": [{"node": 0, "cpus": [0, 1]}],
         "sockets": 1,
         "cores": 2,

@@ -79,7 +79,9 @@ def format_progress(doc: dict[str, Any]) -> str:
     rows = [("pair", "state", "class", "done", "failed", "running / why quarantined")]
     for p in doc["pairs"]:
         detail = p["quarantine_reason"] if p["state"] == "quarantined" else (p["running"] or "")
-        rows.append((p["pair"], p["state"], p["hardware_class"] or "", str(p["done"]), str(p["failed"]), detail))
+        rows.append(
+            (p["pair"], p["state"], p["hardware_class"] or "", str(p["done"]), str(p["failed"]), detail)
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r[:5], widths, strict=True)) + "  " + r[5] for r in rows]
     runs = doc["runs"]
@@ -111,7 +113,8 @@ def pairs_report(spec: Any, pairs_from: str, state: Path, out: Path) -> list[dic
             counts[(pair, status)] = int(n)
     rows = []
     names = [p.name for p in source.pairs]
-    for name in names + ([None] if any(k[0] is None for k in counts) else []):  # type: ignore[list-item]
+    listed: list[str | None] = [*names, *([None] if any(k[0] is None for k in counts) else [])]
+    for name in listed:
         st = read_state(state, name) if name else None
         rows.append(
             {

@@ -22,8 +22,14 @@ from types import FrameType
 from typing import Any
 
 from demuxlab.cluster.pairs import ClusterPair, PairsSource, hardware_class, load_pairs, sim_facts
-from demuxlab.cluster.schedule import NoPairError, TryAcquire, assign_pair, default_try_acquire, eligible_pairs
 from demuxlab.cluster.progress import progress_doc, write_progress
+from demuxlab.cluster.schedule import (
+    NoPairError,
+    TryAcquire,
+    assign_pair,
+    default_try_acquire,
+    eligible_pairs,
+)
 from demuxlab.cluster.state import read_state, record_outcome, write_state
 from demuxlab.errors import ConfigError
 from demuxlab.launch.base import RECORD_FORMAT, Launcher, RunRequest, _utc_now
@@ -160,7 +166,7 @@ def run_on_cluster(
     eligible = eligible_pairs(source.pairs, {n: c["id"] for n, c in classes.items()}, pinned)
     if not eligible:
         known = ", ".join(sorted({c["id"] for c in classes.values()}))
-        raise ConfigError(f"{spec.path}: hardware_class: no pair of class {pinned!r} (the pairs have: {known})")
+        raise ConfigError(f"{spec.path}: hardware_class: no pair of class {pinned!r} (pairs have: {known})")
     base = RunRequest(
         run_id=run_id,
         experiment=experiment,

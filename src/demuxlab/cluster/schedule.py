@@ -50,9 +50,7 @@ class Assignment:
     tries: int
 
 
-def preference(
-    pairs: Sequence[ClusterPair], lane: int, tried: set[str]
-) -> list[ClusterPair]:
+def preference(pairs: Sequence[ClusterPair], lane: int, tried: set[str]) -> list[ClusterPair]:
     """Rule 3: pairs not tried yet by this run first, each group rotated to start at ``lane mod n``."""
     if not pairs:
         return []
@@ -102,6 +100,6 @@ def assign_pair(
             return Assignment(pair=pair, lease=lease, waited_s=time.monotonic() - t0, tries=tries)
         if time.monotonic() >= deadline:
             raise NoPairError(
-                f"no pair became free within {wait_s:g} s for run {run_id} ({len(healthy)} healthy, all leased)"
+                f"no pair free within {wait_s:g} s for run {run_id} ({len(healthy)} healthy, all leased)"
             )
         time.sleep(poll_s)
