@@ -126,6 +126,7 @@ class Run(Base):
         CheckConstraint("status = 'ok' OR failure_reason IS NOT NULL", name="failure_reason"),
         Index(None, "server_host_id"),
         Index(None, "client_host_id"),
+        Index(None, "host_pair"),
     )
 
     run_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
@@ -163,6 +164,10 @@ class Run(Base):
     client_result: Mapped[JSONDoc | None]
     server_result: Mapped[JSONDoc | None]
     ingested_at: Mapped[created_ts]
+    # Cluster runs (0005_i9_cluster): the pair's hardware class id, and the pre-run noise check.
+    hardware_class: Mapped[str | None]
+    noisy: Mapped[bool | None]
+    noise: Mapped[JSONDoc | None]
 
     point: Mapped[Point] = relationship(back_populates="runs")
     samples: Mapped[list[Sample]] = relationship(back_populates="run", passive_deletes=True)
