@@ -193,7 +193,7 @@ def _run_point(tmp_path: Path, cluster: Path, rid: str, *extra: str) -> subproce
             "--cluster-state",
             str(tmp_path / "cs"),
             *extra,
-        ],  # fmt: skip
+        ],
         capture_output=True,
         text=True,
         timeout=120,
