@@ -189,6 +189,12 @@ def pairs() -> None:
     show_default=True,
     help="Seconds without progress after which the client fails the run.",
 )
+@click.option(
+    "--lease-wait",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Seconds to wait while another run holds the pair (default: the longest a run of the spec takes).",
+)
 def run_point(
     spec: str,
     rid: str,
@@ -201,6 +207,7 @@ def run_point(
     max_attempts: int,
     instrument: bool,
     stall_timeout: float,
+    lease_wait: float | None,
     pairs_from: str | None = None,
     cluster_state: str = "results/cluster",
     lane: int = 0,
@@ -208,7 +215,11 @@ def run_point(
     pair_wait: float = 3600.0,
     noise_wait: float = 60.0,
 ) -> None:
-    """Run one repeat of one sweep point and write its run record (docs/CONTRACTS.md §5)."""
+    """Run one repeat of one sweep point and write its run record (docs/CONTRACTS.md §5).
+
+    The run holds its pair's lease (demuxlab.lease) from before its server starts until its server and
+    client are gone; they die with this process, however it dies.
+    """
     from demuxlab.launch import RunRequest, get_launcher
     from demuxlab.plan import plan_pinning
     from demuxlab.spec import run_id, run_order
@@ -249,7 +260,7 @@ def run_point(
         instrument=bool(instrument) or point.instrument,
         stall_timeout_s=stall_timeout,
     )
-    record = launcher.run(req)
+    record = run_leased(launcher, req, lease_wait)
     _write_run_record(record, Path(out), rid, point, repeat, attempt, max_attempts)
 
 
@@ -323,6 +334,36 @@ def _write_run_record(
         click.echo(
             f"run {rid}: {point.point_key} repeat {repeat}: failed: {record['failure_reason']}", err=True
         )
+
+
+def run_leased(launcher: Any, req: Any, lease_wait: float | None) -> dict[str, Any]:
+    """``launcher.run(req)`` holding ``req.host_pair``'s lease; SIGTERM unwinds it (server stopped)."""
+    import dataclasses
+    import signal
+
+    from demuxlab import lease as pair_lease
+    from demuxlab.errors import LaunchError
+    from demuxlab.launch.base import SERVER_START_TIMEOUT_S, SERVER_STOP_TIMEOUT_S, total_s
+
+    if lease_wait is None:  # another run of this spec ends within this
+        lease_wait = total_s(req.phases) + req.stall_timeout_s + SERVER_START_TIMEOUT_S
+        lease_wait += SERVER_STOP_TIMEOUT_S + 60.0
+
+    def stop(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise LaunchError(f"run {req.run_id}: terminated (SIGTERM), run stopped", exit_code=143)
+
+    signal.signal(signal.SIGTERM, stop)
+    pair, rid = req.host_pair, req.run_id
+    busy = pair_lease.holder(pair)
+    if busy is not None:
+        click.echo(f"run {rid}: waiting up to {lease_wait:g} s: {pair_lease.describe(pair, busy)}", err=True)
+    with pair_lease.acquire(pair, rid, wait_s=lease_wait) as held:
+        ended = launcher.end_orphans(pair)
+        if ended:
+            click.echo(f"run {rid}: ended {len(ended)} orphan(s) left on pair {pair!r}", err=True)
+        record: dict[str, Any] = launcher.run(dataclasses.replace(req, lease=held))
+    return record
 
 
 def _relative(path: Path) -> str:

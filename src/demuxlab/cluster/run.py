@@ -31,7 +31,7 @@ from demuxlab.cluster.schedule import (
     eligible_pairs,
 )
 from demuxlab.cluster.state import read_state, record_outcome, write_state
-from demuxlab.errors import ConfigError
+from demuxlab.errors import ConfigError, LaunchError
 from demuxlab.launch.base import RECORD_FORMAT, Launcher, RunRequest, _utc_now
 from demuxlab.plan import Pinning, plan_pinning
 from demuxlab.spec import Point, Spec
@@ -102,14 +102,14 @@ def make_launcher(opts: ClusterOptions, pair: ClusterPair, runs_on_pair: int) ->
     raise ConfigError(f"--pairs-from runs with the remote or sim launcher, not {opts.launcher!r}")
 
 
-class _Terminated(BaseException):
-    """SIGTERM (the controller's snakemake stopping): unwind so the run's containers are removed."""
-
-
 @contextlib.contextmanager
 def _sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM (the controller's snakemake stopping) unwinds the run, so its containers are removed and
+    nothing is recorded; the rerun repeats it."""
+
     def handler(signum: int, frame: FrameType | None) -> None:
-        raise _Terminated()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise LaunchError("run terminated (SIGTERM); its containers were removed", exit_code=143)
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
@@ -208,8 +208,13 @@ def run_on_cluster(
             server_addr=pair.server.address or pair.server.ansible_host,
         )
         launcher = make_launcher(opts, pair, st.done + st.failed)
+        req = dataclasses.replace(req, lease=lease)
         t0 = time.monotonic()
         with _sigterm_unwinds():
+            # With the lease held, whatever a dead run left on the pair's hosts is an orphan.
+            orphans = launcher.end_orphans(pair.name)
+            if orphans:
+                print(f"run {run_id}: removed {len(orphans)} orphan(s) on pair {pair.name}", file=sys.stderr)
             record = launcher.run(req)
         record["pair"] = {
             "name": pair.name,

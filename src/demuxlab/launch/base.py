@@ -12,6 +12,7 @@ raises.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
@@ -21,14 +22,17 @@ import subprocess
 import tempfile
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from demuxlab.plan import Pinning
 from demuxlab.spec import Phases, Point
 from demuxlab.stats import steady_state
+
+if TYPE_CHECKING:
+    from demuxlab.lease import Lease
 
 RECORD_FORMAT = "demuxlab.run/1"
 
@@ -55,6 +59,9 @@ class RunRequest:
     port: int = 0
     instrument: bool = False
     stall_timeout_s: float = 5.0
+    # The pair lease the run holds (demuxlab.lease): server and client inherit its descriptor, so the
+    # pair stays busy while any of them lives, and are recorded in it as the run's children.
+    lease: Lease | None = field(default=None, compare=False, repr=False)
 
 
 def total_s(phases: Phases) -> float:
@@ -103,6 +110,30 @@ def _last_json_line(text: str, event: str | None = None) -> dict[str, Any] | Non
     return None
 
 
+_PR_SET_PDEATHSIG = 1
+try:
+    _LIBC: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
+except OSError:  # pragma: no cover (no libc: not Linux)
+    _LIBC = None
+
+
+def die_with_parent(then: Callable[[], None] | None = None) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGKILL when the process that started it dies (even by kill -9),
+    then runs ``then`` (pinning). Built before the fork, so the child only calls prctl and getppid."""
+    parent = os.getpid()
+    libc = _LIBC
+
+    def prepare() -> None:
+        if libc is not None:
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGKILL)
+        if then is not None:
+            then()
+
+    return prepare
+
+
 def _first_line(text: str) -> str:
     for line in text.splitlines():
         if line.strip():
@@ -114,6 +145,7 @@ class Launcher(ABC):
     """Runs server and client for one run; subclasses map argument vectors to pinned processes."""
 
     name: str = ""
+    host_pair: str = "local"  # the pair of the run in progress (labels on what it starts)
 
     @abstractmethod
     def artifacts(self) -> dict[str, dict[str, Any]]:
@@ -129,6 +161,14 @@ class Launcher(ABC):
 
     def cleanup(self, run_id: str) -> None:  # noqa: B027 (optional hook)
         """Remove whatever a run may have left behind (containers); must not raise."""
+
+    def end_orphans(self, pair: str) -> list[str]:
+        """End what earlier runs on ``pair`` left running outside this host's process tree (containers).
+
+        Called with the pair's lease held: nothing of a live run can be running on it, so whatever is
+        found is an orphan. Returns what was ended, for the log.
+        """
+        return []
 
     def check(self) -> None:  # noqa: B027 (optional hook)
         """Raise :class:`~demuxlab.errors.LaunchError` if this launcher cannot run here."""
@@ -174,6 +214,7 @@ class Launcher(ABC):
     def run(self, req: RunRequest) -> dict[str, Any]:
         """Run ``req`` and return its run record; never raises for a failure of the run itself."""
         started_at, t0 = _utc_now(), time.monotonic()
+        self.host_pair = req.host_pair
         self.check()
         artifacts = self.artifacts()
         out = _Outcome()
@@ -196,8 +237,11 @@ class Launcher(ABC):
                 stdout=subprocess.PIPE,
                 stderr=err,
                 text=True,
-                preexec_fn=self.preexec(req.pinning.server_cpus),
+                preexec_fn=die_with_parent(self.preexec(req.pinning.server_cpus)),
+                pass_fds=_lease_fds(req),
             )
+            if req.lease is not None:
+                req.lease.add_child(proc.pid, "server")
             assert proc.stdout is not None
             stdout_head = ""
             try:
@@ -253,24 +297,33 @@ class Launcher(ABC):
         argv = self.wrap("client", self.client_args(req, port), req.pinning.client_cpus, req.run_id)
         # The client stops itself; the margin covers connecting and a stall timeout.
         limit = total_s(req.phases) + req.stall_timeout_s + 30.0
-        try:
-            proc = subprocess.run(
-                argv,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=limit,
-                preexec_fn=self.preexec(req.pinning.client_cpus),
-            )
-        except subprocess.TimeoutExpired:
-            out.fail(f"client did not finish within {limit:g} s")
-            return
-        out.client = _last_json_line(proc.stdout)
+        with subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=die_with_parent(self.preexec(req.pinning.client_cpus)),
+            pass_fds=_lease_fds(req),
+        ) as proc:
+            if req.lease is not None:
+                req.lease.add_child(proc.pid, "client")
+            try:
+                stdout, stderr = proc.communicate(timeout=limit)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                out.fail(f"client did not finish within {limit:g} s")
+                return
+            except BaseException:
+                proc.kill()
+                raise
+        out.client = _last_json_line(stdout)
         if proc.returncode != 0:
-            detail = _first_line(proc.stderr) or (out.client or {}).get("error") or "no reason given"
+            detail = _first_line(stderr) or (out.client or {}).get("error") or "no reason given"
             out.fail(f"client exited with status {proc.returncode}: {detail}")
         elif out.client is None or not out.client.get("ok", False):
-            out.fail(f"client printed no result: {_first_line(proc.stderr)}")
+            out.fail(f"client printed no result: {_first_line(stderr)}")
 
     def _record(
         self,
@@ -312,6 +365,10 @@ class Launcher(ABC):
             # Wall time outside the phases; meaningless for a run cut short by its failure.
             "orchestration_s": round(wall_s - total_s(req.phases), 4) if out.failure is None else None,
         }
+
+
+def _lease_fds(req: RunRequest) -> tuple[int, ...]:
+    return (req.lease.fd,) if req.lease is not None and req.lease.held else ()
 
 
 def sha256_file(path: os.PathLike[str] | str) -> str:

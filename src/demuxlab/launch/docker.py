@@ -20,6 +20,7 @@ from typing import Any
 from demuxlab.errors import LaunchError
 from demuxlab.launch.base import Launcher, cpu_list
 
+PAIR_LABEL = "org.demuxlab.pair"
 IMAGES = {"server": "demuxlab/server:latest", "client": "demuxlab/client:latest"}
 
 
@@ -72,6 +73,10 @@ class DockerLauncher(Launcher):
         cmd = [
             "docker", "run", "--rm", "--init=false",
             "--name", container_name(run_id, role),
+            # Labels let the next run on this pair find and end containers its killed holder left.
+            "--label", f"{PAIR_LABEL}={self.host_pair}",
+            "--label", f"org.demuxlab.run_id={run_id}",
+            "--label", f"org.demuxlab.role={role}",
             "--network", "host",
             "--ulimit", f"nofile={nofile}:{nofile}",
             "--security-opt", "seccomp=unconfined",  # newer default profiles block io_uring
@@ -84,3 +89,16 @@ class DockerLauncher(Launcher):
         for role in self.images:
             with contextlib.suppress(OSError, subprocess.SubprocessError):
                 _docker("rm", "-f", container_name(run_id, role), timeout=30)
+
+    def end_orphans(self, pair: str) -> list[str]:
+        # `docker run` dies with the run (PR_SET_PDEATHSIG), its container does not: with the pair's
+        # lease held, any container labelled with the pair belongs to a dead run.
+        try:
+            res = _docker("ps", "-aq", "--filter", f"label={PAIR_LABEL}={pair}", timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return []
+        ids = res.stdout.split() if res.returncode == 0 else []
+        if ids:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                _docker("rm", "-f", *ids, timeout=60)
+        return ids

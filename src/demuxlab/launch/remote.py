@@ -11,8 +11,9 @@ Before the run both hosts are checked for noise (:func:`noise_check`): CPU gover
 containers, heavy processes. A noisy host makes the run wait, at most ``noise_wait_s``, for the transient
 causes to pass; then it runs anyway and its record says ``noise.flagged: true`` with the reasons.
 
-Every container carries the labels ``org.demuxlab.run`` and ``org.demuxlab.pair``: the next holder of a
-pair's lease removes whatever a crashed run left on it (:meth:`RemoteLauncher.end_orphans`).
+Every container carries the labels ``org.demuxlab.run_id`` and ``org.demuxlab.pair`` (as the docker
+launcher's): the next holder of a pair's lease removes whatever a crashed run left on it
+(:meth:`RemoteLauncher.end_orphans`).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from demuxlab.cluster.pairs import ClusterPair, Host
 from demuxlab.cluster.ssh import env_for_docker, ssh, write_config
 from demuxlab.errors import LaunchError
 from demuxlab.launch.base import Launcher, RunRequest, cpu_list
+from demuxlab.launch.docker import PAIR_LABEL
 
 IMAGES = {"server": "demuxlab/server:latest", "client": "demuxlab/client:latest"}
-LABEL_RUN = "org.demuxlab.run"
-LABEL_PAIR = "org.demuxlab.pair"
+LABEL_RUN = "org.demuxlab.run_id"
+LABEL_PAIR = PAIR_LABEL  # the docker launcher's: one label for the orphans of both
 
 # The noise check, run on a host with its own python3 (Ansible needs one there anyway). It prints one JSON
 # line: governor(s), 1-minute load, online CPUs, running containers that are not demuxlab runs, and the
@@ -62,7 +64,7 @@ hz = os.sysconf('SC_CLK_TCK'); me = os.getpid()
 heavy = sorted(((round(100.0 * (b[p][0] - a[p][0]) / hz / 0.5), b[p][1]) for p in b
                 if p in a and p != me and (b[p][0] - a[p][0]) / hz / 0.5 > 0.5), reverse=True)[:5]
 try:
-    ps = subprocess.run(['docker', 'ps', '--format', '{{.Names}}\t{{.Label "org.demuxlab.run"}}'],
+    ps = subprocess.run(['docker', 'ps', '--format', '{{.Names}}\t{{.Label "org.demuxlab.run_id"}}'],
                         capture_output=True, text=True, timeout=20)
     containers = [l.split('\t')[0] for l in ps.stdout.splitlines()
                   if l.strip() and l.split('\t')[1:2] in ([], [''])]
@@ -170,6 +172,7 @@ class RemoteLauncher(Launcher):
             "--name", container_name(run_id, role),
             "--label", f"{LABEL_RUN}={run_id}",
             "--label", f"{LABEL_PAIR}={self.pair.name}",
+            "--label", f"org.demuxlab.role={role}",
             "--network", "host",
             "--ulimit", "nofile=65536:65536",
             "--security-opt", "seccomp=unconfined",  # newer default profiles block io_uring
