@@ -27,6 +27,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("demuxlab.db.cli", "db"),
     "model": ("demuxlab.ctmc.cli", "model"),
     "cluster": ("demuxlab.cluster.cli", "cluster"),
+    "hosts": ("demuxlab.hosts", "hosts"),
+    "testbed": ("demuxlab.hosts", "testbed"),
 }
 
 _HELP: dict[str, str] = {
@@ -34,13 +36,15 @@ _HELP: dict[str, str] = {
     "artifacts": "Identify the binaries or images a launcher runs (hashes, digests).",
     "plan": "Expand a spec into its sweep points and run order.",
     "facts": "Collect this host's topology and noise facts.",
-    "pairs": "List the valid pattern × notifier pairs of the server binary.",
+    "pairs": "List the valid pattern × notifier pairs, or an inventory's host pairs (--inventory).",
     "run-point": "Run one repeat of one sweep point and write its run record.",
     "ingest": "Load run records into PostgreSQL (idempotent per run id).",
     "report": "Aggregate an experiment's runs into a CSV and figures.",
     "db": "Manage the database (embedded PostgreSQL or DEMUXLAB_DATABASE_URL).",
     "model": "CTMC performance models of HSHA and LF.",
     "cluster": "Sweeps across host pairs: provisioning, facts, progress, quarantine.",
+    "hosts": "Store facts of inventory hosts in the hosts table.",
+    "testbed": "The test cluster on this machine: up | down | status.",
 }
 
 

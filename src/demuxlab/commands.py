@@ -120,8 +120,21 @@ def facts(out: str | None) -> None:
 
 
 @click.command()
-def pairs() -> None:
-    """List the valid pattern × notifier pairs of build/bin/demux-server as JSON."""
+@click.option(
+    "--inventory",
+    type=click.Path(),
+    help="List the host pairs of this Ansible inventory (playbooks/README.md) instead.",
+)
+@click.option("--json", "as_json", is_flag=True, help="With --inventory: print JSON, not a table.")
+def pairs(inventory: str | None, as_json: bool) -> None:
+    """List the valid pattern × notifier pairs of build/bin/demux-server as JSON, or with --inventory the
+    host pairs of an inventory (name, server and client hosts, their pair-network addresses and CPU sets)."""
+    if inventory is not None:
+        from demuxlab.inventory import format_pairs_table, load_inventory
+
+        inv = load_inventory(Path(inventory))
+        click.echo(json.dumps(inv.to_json(), indent=1) if as_json else format_pairs_table(inv))
+        return
     from demuxlab.pairs import valid_pairs
 
     click.echo(json.dumps([p.to_json() for p in valid_pairs()], indent=1))
