@@ -36,19 +36,26 @@ def _read_facts(path: Path) -> dict[str, Any]:
     return doc
 
 
-def store_facts(paths: list[Path]) -> list[tuple[Path, int, str]]:
-    """Upsert each facts document into ``hosts`` (one transaction); returns (path, host id, hostname)."""
+def store_facts(paths: list[Path]) -> list[tuple[Path, int, str, bool]]:
+    """Upsert each facts document into ``hosts`` (one transaction).
+
+    Returns (path, host id, hostname, new) per file; ``new`` is false when that machine state was known.
+    """
+    from sqlalchemy import select
+
     from demuxlab.db.engine import get_engine
     from demuxlab.db.models import Host
     from demuxlab.ingest import _host_row, _table, _upsert
 
     docs = [(path, _read_facts(path)) for path in paths]  # all checked before anything is written
     engine = get_engine()
-    out: list[tuple[Path, int, str]] = []
+    out: list[tuple[Path, int, str, bool]] = []
     with engine.begin() as conn:
         for path, doc in docs:
-            host_id = _upsert(conn, _table(Host), ("facts_sha256",), _host_row(doc))
-            out.append((path, host_id, doc["hostname"]))
+            row = _host_row(doc)
+            known = conn.execute(select(Host.id).where(Host.facts_sha256 == row["facts_sha256"])).scalar()
+            host_id = known if known is not None else _upsert(conn, _table(Host), ("facts_sha256",), row)
+            out.append((path, host_id, doc["hostname"], known is None))
     return out
 
 
@@ -64,8 +71,8 @@ def hosts_store(facts_files: tuple[str, ...]) -> None:
     from demuxlab.db.migrations import upgrade
 
     upgrade()
-    for path, host_id, hostname in store_facts([Path(p) for p in facts_files]):
-        click.echo(f"{path}: host {hostname}: hosts.id {host_id}")
+    for path, host_id, hostname, new in store_facts([Path(p) for p in facts_files]):
+        click.echo(f"{path}: host {hostname}: {'new' if new else 'known'}: hosts.id {host_id}")
 
 
 @click.group()

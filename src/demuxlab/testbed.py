@@ -70,9 +70,12 @@ os.chown(f"{user.pw_dir}/.ssh", user.pw_uid, user.pw_gid)
 install(f"{SRC}/authorized_keys", f"{user.pw_dir}/.ssh/authorized_keys", 0o600, user.pw_uid, user.pw_gid)
 os.makedirs("/run/sshd", exist_ok=True)
 
-# Private copies of machine-wide knobs: a privileged container could otherwise change the real machine.
+# Private copies of machine-wide knobs: tuning a test host must not change the shared machine.
 views = "/run/demuxlab-tb"
 os.makedirs(views, exist_ok=True)
+# The host's own cgroup tree (cgroupns private) becomes writable for its Docker engine.
+for sub in os.listdir("/sys/fs/cgroup"):
+    subprocess.run(["mount", "-o", "remount,rw,bind", f"/sys/fs/cgroup/{sub}"], check=False)
 for name, path in (("thp_enabled", "/sys/kernel/mm/transparent_hugepage/enabled"),
                    ("thp_defrag", "/sys/kernel/mm/transparent_hugepage/defrag")):
     if os.path.exists(path):
@@ -82,9 +85,6 @@ for name, path in (("thp_enabled", "/sys/kernel/mm/transparent_hugepage/enabled"
             f.write(text)
         subprocess.run(["mount", "--bind", f"{views}/{name}", path], check=True)
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "demuxlab-tb-irq", "/proc/irq"], check=False)
-# cpufreq, SMT control, turbo: read-only here (a VM has none of them; a real machine's stay untouched).
-subprocess.run(["mount", "--bind", "/sys/devices/system/cpu", "/sys/devices/system/cpu"], check=False)
-subprocess.run(["mount", "-o", "remount,bind,ro", "/sys/devices/system/cpu"], check=False)
 
 sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e"])
 def stop(signum, frame):
@@ -104,12 +104,17 @@ while True:
 '''
 
 SETUP_IN_CHROOT = f"""set -e
-useradd --create-home --shell /bin/bash {USER}
+id {USER} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {USER}
 echo '{USER} ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/{USER}
 chmod 0440 /etc/sudoers.d/{USER}
 rm -f /etc/ssh/ssh_host_*
 printf 'PasswordAuthentication no\\nKbdInteractiveAuthentication no\\nPermitRootLogin no\\nUseDNS no\\n' \
   > /etc/ssh/sshd_config.d/demuxlab-tb.conf
+# This machine's VM lacks CAP_SYS_RESOURCE: the engine's init script cannot raise its limits above the
+# container's hard limits, so it keeps those instead of failing (a real host's script is left alone).
+sed -i -e 's#ulimit -n 1048576$#ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"#' \\
+       -e 's#ulimit -u unlimited$#ulimit -u unlimited 2>/dev/null || true#' \\
+       -e 's#ulimit -p unlimited$#ulimit -p unlimited 2>/dev/null || true#' /etc/init.d/docker
 apt-get clean
 rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 """
@@ -200,33 +205,43 @@ def build_image(log: Any = print) -> tuple[str, bool]:
             what="debootstrap",
             timeout=1800,
         )
-        (rootfs / "usr/local/sbin/demuxlab-tb-init").write_text(INIT_SCRIPT)
-        os.chmod(rootfs / "usr/local/sbin/demuxlab-tb-init", 0o755)
-        _run(["chroot", str(rootfs), "/bin/sh", "-c", SETUP_IN_CHROOT], what="configure rootfs")
-        tar = subprocess.Popen(
-            ["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE
-        )
-        try:
-            _run(
-                [
-                    "docker",
-                    "import",
-                    "--change",
-                    'CMD ["/usr/local/sbin/demuxlab-tb-init"]',
-                    "--change",
-                    f"LABEL {LABEL}.image=1",
-                    "-",
-                    tag,
-                ],
-                what="docker import",
-                input_bytes=tar.stdout.read() if tar.stdout else b"",
-                timeout=600,
-            )
-        finally:
-            tar.wait()
+        import_rootfs(rootfs, tag)
         return tag, True
     finally:
         subprocess.run(["rm", "-rf", "--one-file-system", str(work)], check=False)
+
+
+def import_rootfs(rootfs: Path, tag: str) -> None:
+    """Configure a debootstrapped ``rootfs`` (user, sudo, sshd, init) and ``docker import`` it as ``tag``."""
+    init = rootfs / "usr/local/sbin/demuxlab-tb-init"
+    init.write_text(INIT_SCRIPT)
+    init.chmod(0o755)
+    _run(["chroot", str(rootfs), "/bin/sh", "-c", SETUP_IN_CHROOT], what="configure rootfs")
+    tar = subprocess.Popen(["tar", "-C", str(rootfs), "--numeric-owner", "-c", "."], stdout=subprocess.PIPE)
+    try:
+        proc = subprocess.run(
+            [
+                "docker",
+                "import",
+                "--change",
+                'CMD ["/usr/local/sbin/demuxlab-tb-init"]',
+                "--change",
+                f"LABEL {LABEL}.image=1",
+                "-",
+                tag,
+            ],
+            stdin=tar.stdout,
+            capture_output=True,
+            timeout=900,
+            check=False,
+        )
+    finally:
+        if tar.stdout:
+            tar.stdout.close()
+        tar.wait()
+    if proc.returncode != 0 or tar.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip().splitlines() or [f"tar exit {tar.returncode}"]
+        raise LaunchError(f"testbed: docker import: {err[-1]}")
 
 
 @dataclass(frozen=True)
@@ -325,7 +340,23 @@ def up(pairs: int = 2, log: Any = print) -> dict[str, Any]:
             host.name,
             "--label",
             f"{LABEL}={tb_id}",
-            "--privileged",
+            # Not --privileged: this machine's VM lacks CAP_SYS_RESOURCE, which --privileged asks for.
+            # Everything else a Docker engine inside needs: capabilities, its own cgroup namespace
+            # (remounted writable by the init), /proc/sys, devices. /sys stays read-only.
+            "--cap-add",
+            "ALL",
+            "--cap-drop",
+            "SYS_RESOURCE",
+            "--cgroupns",
+            "private",
+            "--security-opt",
+            "seccomp=unconfined",
+            "--security-opt",
+            "apparmor=unconfined",
+            "--security-opt",
+            "systempaths=unconfined",
+            "--device-cgroup-rule",
+            "a *:* rwm",
             "--network",
             net,
             "--cpuset-cpus",
@@ -368,6 +399,7 @@ def up(pairs: int = 2, log: Any = print) -> dict[str, Any]:
     )
     (tdir / "known_hosts").write_text(known)
     _wait_ssh(state_hosts, tdir)
+    nofile = _docker("exec", hosts[0].container(tb_id), "sh", "-c", "ulimit -Hn", what="nofile limit")
     state: dict[str, Any] = {
         "id": tb_id,
         "pairs": pairs,
@@ -378,6 +410,7 @@ def up(pairs: int = 2, log: Any = print) -> dict[str, Any]:
         "key_file": str(tdir / "id_ed25519"),
         "known_hosts": str(tdir / "known_hosts"),
         "hosts": state_hosts,
+        "nofile_hard": int(nofile) if nofile.isdigit() else 1024,
         "inventory": str(inventory_dir()),
         "image_s": round(t_image, 2),
         "up_s": round(time.monotonic() - t0, 2),
@@ -444,6 +477,8 @@ def write_inventory(state: dict[str, Any]) -> Path:
                     f"-o UserKnownHostsFile={state['known_hosts']} -o StrictHostKeyChecking=yes"
                 ),
                 "demuxlab_testbed": True,
+                # pam_limits cannot go above the hard limit the hosts start with (no CAP_SYS_RESOURCE).
+                "host_tuning_nofile": state["nofile_hard"],
                 "docker_engine_users": [state["user"]],
             },
             "children": {"demuxlab_pairs": {"children": pairs}},

@@ -285,3 +285,13 @@ def synthetic_topology(
         hostname=f"synthetic-{sockets}s{cores_per_socket}c{threads_per_core}t{nodes_per_socket}n",
         collected_at=_now(),
     )
+
+
+if __name__ == "__main__":
+    # The host_facts role runs this file on each cluster host with the host's own python3 (stdlib only):
+    # one collector for `demuxlab facts` and for Ansible.
+    import json
+    import sys
+
+    json.dump(collect_facts(), sys.stdout)
+    sys.stdout.write("\n")

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Kernel knobs of a measured host: apply, or restore what an earlier apply changed (stdlib only).
+
+    demuxlab_knobs.py apply   --state FILE [--check] [--root /] --governor G --thp T --somaxconn N
+                              [--turbo on|off] [--smt on|off] [--irq-cpus LIST] [--stop-irqbalance]
+    demuxlab_knobs.py restore --state FILE [--check] [--root /]
+
+Prints one JSON object: {"changed": bool, "knobs": {name: {"before", "after", "changed"}},
+"skipped": {name: reason}}. A knob the host does not have (a VM without cpufreq, a container without
+IRQs) is skipped with the reason, never an error. The first value seen before any change is kept in the
+state file, so ``restore`` puts back what the host had before demuxlab touched it, however often ``apply``
+ran. With --check nothing is written (the state file neither).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path("/")
+
+
+def path(rel: str) -> Path:
+    return ROOT / rel.lstrip("/")
+
+
+def read(p: Path) -> str | None:
+    try:
+        return p.read_text().strip()
+    except OSError:
+        return None
+
+
+def bracketed(text: str) -> str:
+    """``always [madvise] never`` -> ``madvise``; a plain value stays as it is."""
+    m = re.search(r"\[([^\]]+)\]", text)
+    return m.group(1) if m else text.strip()
+
+
+class Knobs:
+    def __init__(self, state_file: Path, check: bool) -> None:
+        self.state_file = state_file
+        self.check = check
+        try:
+            self.state = json.loads(state_file.read_text())
+        except (OSError, ValueError):
+            self.state = {}
+        self.knobs: dict[str, dict[str, object]] = {}
+        self.skipped: dict[str, str] = {}
+
+    def write_file(self, name: str, p: Path, want: str, current: str | None, parse=lambda s: s) -> None:
+        if current is None:
+            self.skipped[name] = f"{p} does not exist on this host"
+            return
+        before = parse(current)
+        if before == want:
+            self.knobs[name] = {"before": before, "after": want, "changed": False}
+            return
+        if not self.check:
+            try:
+                p.write_text(want + "\n")
+            except OSError as exc:
+                self.skipped[name] = f"{p} is not writable here ({exc.strerror})"
+                return
+            after = parse(read(p) or "")
+            if after != want:
+                self.skipped[name] = f"{p} did not take {want!r} (reads {after!r})"
+                return
+            self.state.setdefault("original", {}).setdefault(name, {"path": str(p), "value": before})
+        self.knobs[name] = {"before": before, "after": want, "changed": True}
+
+    def save(self) -> None:
+        if self.check:
+            return
+        self.state_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, self.state_file)
+
+    def result(self) -> dict[str, object]:
+        changed = any(k["changed"] for k in self.knobs.values())
+        return {"changed": changed, "knobs": self.knobs, "skipped": self.skipped}
+
+
+def online_cpus() -> list[int]:
+    return parse_cpus(read(path("/sys/devices/system/cpu/online")) or "")
+
+
+def parse_cpus(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.extend(range(int(lo), int(hi) + 1))
+        elif part.strip():
+            cpus.append(int(part))
+    return sorted(set(cpus))
+
+
+def irqbalance_running() -> bool:
+    proc = path("/proc")
+    try:
+        return any(e.name.isdigit() and read(e / "comm") == "irqbalance" for e in proc.iterdir())
+    except OSError:
+        return False
+
+
+def service(name: str, action: str) -> str | None:
+    """Run ``service NAME ACTION``; the error text, or None on success."""
+    try:
+        proc = subprocess.run(["service", name, action], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if proc.returncode != 0:
+        return (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
+    return None
+
+
+def nic_irqs() -> list[int]:
+    """IRQs of network interfaces (from sysfs msi_irqs and /proc/interrupts names)."""
+    irqs: set[int] = set()
+    net = path("/sys/class/net")
+    try:
+        ifaces = [p for p in net.iterdir() if (p / "device").exists()]
+    except OSError:
+        ifaces = []
+    for iface in ifaces:
+        msi = iface / "device" / "msi_irqs"
+        try:
+            irqs.update(int(p.name) for p in msi.iterdir() if p.name.isdigit())
+        except OSError:
+            pass
+        irq = read(iface / "device" / "irq")
+        if irq and irq.isdigit() and irq != "0":
+            irqs.add(int(irq))
+    text = read(path("/proc/interrupts")) or ""
+    names = [p.name for p in ifaces]
+    for line in text.splitlines():
+        head, _, rest = line.partition(":")
+        if head.strip().isdigit() and any(n in rest for n in names):
+            irqs.add(int(head))
+    return sorted(irqs)
+
+
+def apply(args: argparse.Namespace, k: Knobs) -> None:
+    cpus = online_cpus()
+    cpu_dir = path("/sys/devices/system/cpu")
+    # CPU frequency governor, per CPU.
+    govs = [cpu_dir / f"cpu{c}" / "cpufreq" / "scaling_governor" for c in cpus]
+    if args.governor and not any(g.exists() for g in govs):
+        k.skipped["governor"] = "no cpufreq on this host (a VM or a container): governor left as is"
+    elif args.governor:
+        for c, g in zip(cpus, govs):
+            k.write_file(f"governor.cpu{c}", g, args.governor, read(g))
+    # Turbo: recorded always, set only when asked.
+    no_turbo = cpu_dir / "intel_pstate" / "no_turbo"
+    boost = cpu_dir / "cpufreq" / "boost"
+    if no_turbo.exists():
+        current = read(no_turbo)
+        k.knobs.setdefault("turbo.recorded", {"before": current == "0", "after": current == "0", "changed": False})
+        if args.turbo:
+            k.write_file("turbo", no_turbo, "0" if args.turbo == "on" else "1", current)
+    elif boost.exists():
+        current = read(boost)
+        k.knobs.setdefault("turbo.recorded", {"before": current == "1", "after": current == "1", "changed": False})
+        if args.turbo:
+            k.write_file("turbo", boost, "1" if args.turbo == "on" else "0", current)
+    else:
+        k.skipped["turbo"] = "no intel_pstate/no_turbo or cpufreq/boost: turbo unknown"
+    # SMT: recorded always, set only when asked.
+    smt = cpu_dir / "smt" / "control"
+    if smt.exists():
+        current = read(smt)
+        k.knobs.setdefault("smt.recorded", {"before": current, "after": current, "changed": False})
+        if args.smt and current in ("on", "off"):
+            k.write_file("smt", smt, args.smt, current)
+        elif args.smt:
+            k.skipped["smt"] = f"SMT control reads {current!r}: cannot be switched"
+    else:
+        k.skipped["smt"] = "no smt/control: SMT state unknown"
+    # Transparent huge pages.
+    thp = path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if args.thp:
+        k.write_file("thp", thp, args.thp, read(thp), parse=bracketed)
+    # Listen backlog.
+    if args.somaxconn:
+        p = path("/proc/sys/net/core/somaxconn")
+        k.write_file("somaxconn", p, str(args.somaxconn), read(p))
+    # irqbalance would move IRQs back onto the measured CPUs.
+    if args.stop_irqbalance:
+        running = irqbalance_running()
+        k.knobs["irqbalance"] = {"before": running, "after": False, "changed": running}
+        if running and not k.check:
+            err = service("irqbalance", "stop")
+            if err:
+                k.knobs.pop("irqbalance")
+                k.skipped["irqbalance"] = f"could not stop irqbalance: {err}"
+            else:
+                k.state.setdefault("original", {}).setdefault("irqbalance", {"service": True, "value": True})
+    # NIC interrupts onto the CPUs that are not measured.
+    irq_cpus = args.irq_cpus
+    if not irq_cpus and args.measured_cpus:
+        measured = set(parse_cpus(args.measured_cpus))
+        rest = [c for c in cpus if c not in measured]
+        irq_cpus = ",".join(str(c) for c in rest)
+    if irq_cpus:
+        irqs = nic_irqs()
+        if not irqs:
+            k.skipped["nic_irqs"] = "no NIC interrupts visible on this host (virtual NICs): nothing to move"
+        for irq in irqs:
+            p = path(f"/proc/irq/{irq}/smp_affinity_list")
+            k.write_file(f"irq{irq}", p, irq_cpus, read(p), parse=lambda s: ",".join(map(str, parse_cpus(s))))
+    else:
+        k.skipped["nic_irqs"] = "every online CPU is measured: no CPUs left for NIC interrupts"
+    if not k.check:
+        k.state["skipped"] = k.skipped
+
+
+def restore(k: Knobs) -> None:
+    originals = k.state.get("original", {})
+    for name, entry in sorted(originals.items()):
+        if entry.get("service"):
+            running = irqbalance_running()
+            k.knobs[name] = {"before": running, "after": True, "changed": not running}
+            if not running and not k.check:
+                err = service("irqbalance", "start")
+                if err:
+                    k.skipped[name] = f"could not start irqbalance again: {err}"
+                    continue
+            continue
+        p = Path(entry["path"])
+        parse = bracketed if name == "thp" else (lambda s: s)
+        k.write_file(name, p, str(entry["value"]), read(p), parse=parse)
+    if not k.check:
+        k.state["original"] = {n: e for n, e in originals.items() if n in k.skipped}
+
+
+def main() -> int:
+    global ROOT
+    ap = argparse.ArgumentParser()
+    ap.add_argument("action", choices=("apply", "restore"))
+    ap.add_argument("--state", required=True)
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--root", default="/")
+    ap.add_argument("--governor", default="")
+    ap.add_argument("--turbo", choices=("", "on", "off"), default="")
+    ap.add_argument("--smt", choices=("", "on", "off"), default="")
+    ap.add_argument("--thp", default="")
+    ap.add_argument("--somaxconn", type=int, default=0)
+    ap.add_argument("--irq-cpus", default="")
+    ap.add_argument("--measured-cpus", default="")
+    ap.add_argument("--stop-irqbalance", action="store_true")
+    args = ap.parse_args()
+    ROOT = Path(args.root)
+    k = Knobs(Path(args.state), args.check)
+    if args.action == "apply":
+        apply(args, k)
+    else:
+        restore(k)
+    k.save()
+    print(json.dumps(k.result(), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
