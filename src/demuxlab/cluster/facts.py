@@ -18,7 +18,7 @@ from demuxlab.errors import LaunchError
 
 def remote_facts(host: Host, all_hosts: Sequence[Host], timeout: float = 60.0) -> dict[str, Any]:
     write_config(all_hosts)
-    program = inspect.getsource(topology) + "\nimport json as _j\nprint(_j.dumps(collect_facts()))\n"
+    program = inspect.getsource(topology)  # run as __main__: prints the facts as one JSON line
     try:
         res = ssh(host, "python3 -", stdin=program, timeout=timeout)
     except subprocess.TimeoutExpired:
