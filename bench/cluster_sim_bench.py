@@ -65,14 +65,15 @@ def snakemake(workdir: Path, specs: Path, cluster: Path, name: str, *extra: str)
     ]  # fmt: skip
 
 
-def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS in MB of the child (snakemake itself), exit status."""
+def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float, int, float]:
+    """Wall seconds, peak RSS in MB of snakemake, exit status, CPU seconds of snakemake and its jobs."""
     t0 = time.monotonic()
     with log.open("w") as out:
         # From workflows/, as a user types it (the profile's configfile is relative to it).
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO / "workflows")
         _, status, usage = os.wait4(proc.pid, 0)
-    return time.monotonic() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
+    return time.monotonic() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), cpu
 
 
 def env_for(tmp: Path, cluster: Path) -> dict[str, str]:
@@ -95,7 +96,7 @@ def dag_figures(tmp: Path, sizes: list[int], pairs: int) -> None:
         work = tmp / f"dag-work-{size}"
         work.mkdir()
         log = tmp / f"dag-{size}.log"
-        wall, rss, code = timed(
+        wall, rss, code, _ = timed(
             snakemake(work, specs, cluster, name, "-n", "--quiet", "rules"), env_for(tmp, cluster), log
         )
         total = re.search(r"^total\s+(\d+)", log.read_text(), re.M)
@@ -123,7 +124,7 @@ def sweep_figures(tmp: Path, runs_wanted: int, pairs: int, duration_s: float) ->
     print(
         f"\nSweep: {runs} runs of {duration_s:g} s on {pairs} simulated pairs (real workflow, sim launcher)"
     )
-    wall, rss, code = timed(snakemake(work, specs, cluster, name), env_for(tmp, cluster), log)
+    wall, rss, code, cpu = timed(snakemake(work, specs, cluster, name), env_for(tmp, cluster), log)
     if code != 0:
         print(f"workflow failed (status {code}): see {log}")
         print(log.read_text()[-3000:])
@@ -159,6 +160,10 @@ def sweep_figures(tmp: Path, runs_wanted: int, pairs: int, duration_s: float) ->
     print(f"lease wait per run: median {sorted(waited)[len(waited) // 2]:.3f} s, max {max(waited):.3f} s")
     print(f"whole workflow (build check, runs, ingest, report): {wall:.1f} s")
     print(f"controller (snakemake) peak RSS: {rss:.0f} MB")
+    print(
+        f"controller CPU per run (snakemake + run-point + ingest processes): {cpu / runs:.2f} s;"
+        f" {pairs} pairs of {duration_s:g} s runs need {pairs / duration_s * cpu / runs:.2f} CPUs of it"
+    )
     print(f"(this machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; shared)")
 
 

@@ -60,7 +60,7 @@ def host_facts(source: PairsSource, state: Path) -> dict[str, dict[str, Any]]:
                 continue
             path = state / "facts" / f"{host.name}.json"
             try:
-                out[host.name] = json.loads(path.read_text())
+                out[host.name] = restrict_cpus(json.loads(path.read_text()), host.cpus)
             except FileNotFoundError:
                 raise ConfigError(
                     f"{path}: facts of host {host.name} not collected (the workflow's cluster_facts rule "
@@ -68,6 +68,20 @@ def host_facts(source: PairsSource, state: Path) -> dict[str, dict[str, Any]]:
                 ) from None
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return out
+
+
+def restrict_cpus(facts: dict[str, Any], cpus: str | None) -> dict[str, Any]:
+    """The facts as the planner may use them: only the CPUs the inventory gives the host, if it does."""
+    if not cpus:
+        return facts
+    from demuxlab.topology import parse_cpu_list
+
+    allowed = set(parse_cpu_list(cpus))
+    out = dict(facts)
+    out["online_cpus"] = [c for c in facts.get("online_cpus") or [] if c in allowed]
+    out["cpus"] = [row for row in facts.get("cpus") or [] if row.get("cpu") in allowed]
+    out["allowed_cpus"] = cpus
     return out
 
 
