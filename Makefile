@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: help setup build sanitize images quickstart test lint bench clean db-stop
+.PHONY: help setup build sanitize images quickstart test lint bench clean db-stop testbed testbed-down
 
 help:  ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -36,16 +36,24 @@ test: setup build sanitize  ## Set up, build, and run every test.
 	@$(VENV)/bin/ruff format --check src tests bench
 	@$(VENV)/bin/mypy
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
+	@cd playbooks && ../$(VENV)/bin/ansible-lint -q
 	@$(VENV)/bin/pytest -q
 
-lint:  ## ruff, mypy and snakemake --lint only.
+lint:  ## ruff, mypy, snakemake --lint and ansible-lint only.
 	@$(VENV)/bin/ruff check src tests bench
 	@$(VENV)/bin/ruff format --check src tests bench
 	@$(VENV)/bin/mypy
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
+	@cd playbooks && ../$(VENV)/bin/ansible-lint -q
 
 bench: setup build  ## Run the benchmark scripts (they print figures; minutes).
 	@for b in bench/*.py; do case $$b in *_lib.py) continue;; esac; echo "== $$b"; $(PY) $$b || exit 1; done
+
+testbed: setup  ## Create the test cluster: PAIRS (default 2) pairs of SSH hosts (playbooks/README.md).
+	@$(VENV)/bin/demuxlab testbed up --pairs $(or $(PAIRS),2)
+
+testbed-down:  ## Remove the test cluster (everything `make testbed` made but its cached host image).
+	@$(VENV)/bin/demuxlab testbed down
 
 db-stop:  ## Stop the embedded PostgreSQL.
 	@$(VENV)/bin/demuxlab db stop

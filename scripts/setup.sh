@@ -13,7 +13,8 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # --- system packages -----------------------------------------------------------------------------------
 # liburing-dev: the io_uring notifier/pattern (static liburing.a); docker.io: the docker launcher and images;
 # postgresql-15: the embedded database; iproute2: network namespaces in the multi-host tests.
-packages=(build-essential liburing-dev docker.io postgresql-15 iproute2 procps util-linux)
+# debootstrap, openssh-client: the test cluster (`make testbed`: a Debian rootfs, hosts reached over SSH).
+packages=(build-essential liburing-dev docker.io postgresql-15 iproute2 procps util-linux debootstrap openssh-client)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

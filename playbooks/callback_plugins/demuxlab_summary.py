@@ -29,6 +29,15 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def _problem(result: dict[str, Any]) -> str:
+    # A loop's result says "One or more items failed": the first failed item says what.
+    items = result.get("results")
+    if isinstance(items, list):
+        failed = [r for r in items if isinstance(r, dict) and r.get("failed")]
+        if failed:
+            item = failed[0]
+            label = item.get("item")
+            text = _problem(item)
+            return _one_line(f"{label}: {text}" if isinstance(label, str | int) else text)
     msg = result.get("msg")
     if isinstance(msg, str) and msg.strip() and msg.strip() != "non-zero return code":
         text = msg
@@ -59,7 +68,14 @@ class CallbackModule(CallbackBase):  # type: ignore[misc]
         self.problems[result._host.get_name()] = ("FAILED", _problem(result._result))
 
     def v2_runner_on_unreachable(self, result: Any) -> None:
-        self.problems[result._host.get_name()] = ("UNREACHABLE", _problem(result._result))
+        text = re.sub(
+            r"^Data could not be sent to remote host \"[^\"]*\"\. Make sure this host can be reached over ssh: ",
+            "",
+            _problem(result._result),
+        )
+        if not text.startswith("ssh: "):
+            text = f"ssh: {text}"
+        self.problems[result._host.get_name()] = ("UNREACHABLE", text)
 
     def v2_playbook_on_stats(self, stats: Any) -> None:
         for host in sorted(self.problems):

@@ -26,6 +26,10 @@ def _read_facts(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: facts file not found") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return _check_facts(doc, str(path))
+
+
+def _check_facts(doc: Any, path: str) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: expected a facts object (docs/CONTRACTS.md §3), got {type(doc).__name__}")
     for key in _REQUIRED:
@@ -37,9 +41,14 @@ def _read_facts(path: Path) -> dict[str, Any]:
 
 
 def store_facts(paths: list[Path]) -> list[tuple[Path, int, str, bool]]:
-    """Upsert each facts document into ``hosts`` (one transaction).
+    """Upsert each facts file into ``hosts`` (one transaction); see :func:`store_docs`."""
+    return store_docs([(path, _read_facts(path)) for path in paths])
 
-    Returns (path, host id, hostname, new) per file; ``new`` is false when that machine state was known.
+
+def store_docs(docs: list[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, int, str, bool]]:
+    """Upsert each (source, facts) into ``hosts`` (one transaction).
+
+    Returns (source, host id, hostname, new); ``new`` is false when that machine state was known.
     """
     from sqlalchemy import select
 
@@ -47,7 +56,6 @@ def store_facts(paths: list[Path]) -> list[tuple[Path, int, str, bool]]:
     from demuxlab.db.models import Host
     from demuxlab.ingest import _host_row, _table, _upsert
 
-    docs = [(path, _read_facts(path)) for path in paths]  # all checked before anything is written
     engine = get_engine()
     out: list[tuple[Path, int, str, bool]] = []
     with engine.begin() as conn:
@@ -65,13 +73,41 @@ def hosts() -> None:
 
 
 @hosts.command("store")
-@click.argument("facts_files", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def hosts_store(facts_files: tuple[str, ...]) -> None:
+@click.argument("facts_files", nargs=-1, type=click.Path(dir_okay=False))
+@click.option(
+    "--by-host",
+    "by_host",
+    type=click.File("r"),
+    help="Read one JSON object {inventory host: facts} (`-` for stdin) instead of files.",
+)
+@click.option(
+    "--write-dir",
+    type=click.Path(file_okay=False),
+    help="With --by-host: also write each host's facts to DIR/<host>.json.",
+)
+def hosts_store(facts_files: tuple[str, ...], by_host: Any, write_dir: str | None) -> None:
     """Store facts documents (docs/CONTRACTS.md §3) in the hosts table; idempotent per machine state."""
+    from demuxlab.commands import write_json_atomic
     from demuxlab.db.migrations import upgrade
 
+    docs: list[tuple[Path, dict[str, Any]]] = [(Path(p), _read_facts(Path(p))) for p in facts_files]
+    if by_host is not None:
+        where = by_host.name
+        try:
+            doc = json.load(by_host)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{where}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{where}: expected an object {{host: facts}}, got {type(doc).__name__}")
+        for host, facts in doc.items():
+            checked = _check_facts(facts, f"{where}: {host}")
+            docs.append((Path(write_dir or ".") / f"{host}.json", checked))
+            if write_dir:
+                write_json_atomic(Path(write_dir) / f"{host}.json", checked)
+    if not docs:
+        raise click.UsageError("give FACTS_FILES or --by-host")
     upgrade()
-    for path, host_id, hostname, new in store_facts([Path(p) for p in facts_files]):
+    for path, host_id, hostname, new in store_docs(docs):
         click.echo(f"{path}: host {hostname}: {'new' if new else 'known'}: hosts.id {host_id}")
 
 

@@ -306,8 +306,9 @@ def _typed(value: Any, kind: type) -> Any:
 
 
 def facts_sha256(facts: Mapping[str, Any]) -> str:
-    """The identity of a host's facts: sha256 of their canonical JSON without ``collected_at``."""
-    stable = {k: v for k, v in facts.items() if k != "collected_at"}
+    """The identity of a host's facts: sha256 of their canonical JSON without the volatile facts
+    (``collected_at``, ``load``)."""
+    stable = {k: v for k, v in facts.items() if k not in ("collected_at", "load")}
     text = json.dumps(stable, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 

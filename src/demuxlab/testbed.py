@@ -121,16 +121,20 @@ rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 
 
 def testbed_dir() -> Path:
-    return state_dir() / "testbed"
+    """Keys, host keys, state: ``$DEMUXLAB_TESTBED_DIR`` or ``<state>/testbed``."""
+    env = os.environ.get("DEMUXLAB_TESTBED_DIR")
+    return Path(env).resolve() if env else state_dir() / "testbed"
 
 
 def testbed_id() -> str:
-    """Short id of this checkout's testbed (from its state folder): names never clash across checkouts."""
-    return hashlib.sha256(str(state_dir()).encode()).hexdigest()[:8]
+    """Short id of this testbed (from its folder): names never clash across checkouts or test sessions."""
+    return hashlib.sha256(str(testbed_dir()).encode()).hexdigest()[:8]
 
 
 def inventory_dir() -> Path:
-    return repo_root() / "playbooks" / "inventories" / "testbed"
+    """``$DEMUXLAB_TESTBED_INVENTORY`` or ``playbooks/inventories/testbed``."""
+    env = os.environ.get("DEMUXLAB_TESTBED_INVENTORY")
+    return Path(env).resolve() if env else repo_root() / "playbooks" / "inventories" / "testbed"
 
 
 def _run(

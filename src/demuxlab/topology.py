@@ -7,6 +7,7 @@ they share ``core``; the kernel's own ``core_id`` is only unique within a socket
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -29,6 +30,9 @@ FACT_KEYS: tuple[str, ...] = (
     "turbo",
     "irqbalance",
     "memory_bytes",
+    "caches",
+    "nics",
+    "load",
     "collected_at",
 )
 
@@ -127,6 +131,85 @@ def _turbo(cpu_dir: Path) -> bool | None:
     return None
 
 
+def _caches(cpu_dir: Path, online: list[int]) -> list[dict[str, Any]] | None:
+    """Each cache instance once: level, type, size and the CPUs sharing it (sysfs ``cache/index*``)."""
+    seen: dict[tuple[int, str, str], dict[str, Any]] = {}
+    for cpu in online:
+        base = cpu_dir / f"cpu{cpu}" / "cache"
+        try:
+            indexes = sorted(p for p in base.iterdir() if p.name.startswith("index"))
+        except OSError:
+            continue
+        for index in indexes:
+            level = _read_int(index / "level")
+            kind = _read(index / "type")
+            shared = _read(index / "shared_cpu_list")
+            if level is None or kind is None or shared is None:
+                continue
+            key = (level, kind, shared)
+            if key not in seen:
+                seen[key] = {
+                    "level": level,
+                    "type": kind,
+                    "size_bytes": _size_bytes(_read(index / "size")),
+                    "cpus": parse_cpu_list(shared),
+                }
+    if not seen:
+        return None
+    return sorted(seen.values(), key=lambda c: (c["level"], c["type"], c["cpus"]))
+
+
+def _size_bytes(text: str | None) -> int | None:
+    if not text:
+        return None
+    units = {"K": 1024, "M": 1024**2, "G": 1024**3}
+    if text[-1] in units and text[:-1].isdigit():
+        return int(text[:-1]) * units[text[-1]]
+    return int(text) if text.isdigit() else None
+
+
+def _nics(root: Path, proc: Path) -> list[dict[str, Any]] | None:
+    """Interfaces backed by a device (not lo, veth, bridges) and the CPUs their IRQs may run on."""
+    net = root / "sys" / "class" / "net"
+    try:
+        names = sorted(p.name for p in net.iterdir() if (p / "device").exists())
+    except OSError:
+        return None
+    interrupts = _read(proc / "interrupts") or ""
+    nics: list[dict[str, Any]] = []
+    for name in names:
+        irqs: set[int] = set()
+        with contextlib.suppress(OSError):
+            irqs.update(
+                int(p.name) for p in (net / name / "device" / "msi_irqs").iterdir() if p.name.isdigit()
+            )
+        for line in interrupts.splitlines():
+            head, _, rest = line.partition(":")
+            if head.strip().isdigit() and name in rest.split():
+                irqs.add(int(head))
+        rows = []
+        for irq in sorted(irqs):
+            affinity = _read(proc / "irq" / str(irq) / "smp_affinity_list")
+            rows.append({"irq": irq, "cpus": parse_cpu_list(affinity) if affinity is not None else None})
+        nics.append({"name": name, "driver": _driver(net / name), "irqs": rows})
+    return nics
+
+
+def _driver(iface: Path) -> str | None:
+    try:
+        return (iface / "device" / "driver").resolve().name
+    except OSError:
+        return None
+
+
+def _load(proc: Path) -> list[float] | None:
+    text = _read(proc / "loadavg")
+    try:
+        return [float(x) for x in text.split()[:3]] if text else None
+    except ValueError:
+        return None
+
+
 def _numa(node_dir: Path, online: list[int]) -> tuple[dict[int, int], list[dict[str, Any]] | None]:
     """CPU → node, and the node list (only nodes with online CPUs); ``None`` without NUMA in sysfs."""
     try:
@@ -160,6 +243,9 @@ def facts_from_cpus(
     memory_bytes: int | None = None,
     collected_at: str | None = None,
     smt_active: bool | None = None,
+    caches: list[dict[str, Any]] | None = None,
+    nics: list[dict[str, Any]] | None = None,
+    load: list[float] | None = None,
 ) -> dict[str, Any]:
     """Facts from per-CPU rows ``{"cpu", "core", "socket", "node"}``; all but ``cpu`` may be null.
 
@@ -207,6 +293,9 @@ def facts_from_cpus(
         "turbo": turbo,
         "irqbalance": irqbalance,
         "memory_bytes": memory_bytes,
+        "caches": caches,
+        "nics": nics,
+        "load": load,
         "collected_at": collected_at,
     }
 
@@ -257,6 +346,9 @@ def collect_facts(*, root: Path = Path("/")) -> dict[str, Any]:
         memory_bytes=_memory_bytes(proc),
         collected_at=_now(),
         smt_active=None if smt_active is None else smt_active == 1,
+        caches=_caches(cpu_dir, online),
+        nics=_nics(root, proc),
+        load=_load(proc),
     )
 
 

@@ -31,6 +31,9 @@ CONTRACT_KEYS = {
     "turbo",
     "irqbalance",
     "memory_bytes",
+    "caches",
+    "nics",
+    "load",
     "collected_at",
 }
 

@@ -1,0 +1,117 @@
+"""The host_tuning role's knob script against a fake sysfs/procfs: apply, record, restore, check mode."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from demuxlab.paths import repo_root
+
+SCRIPT = repo_root() / "playbooks" / "roles" / "host_tuning" / "files" / "demuxlab_knobs.py"
+
+
+def fake_host(root: Path, *, cpufreq: bool = True) -> None:
+    files = {
+        "sys/devices/system/cpu/online": "0-3",
+        "sys/devices/system/cpu/intel_pstate/no_turbo": "0",
+        "sys/devices/system/cpu/smt/control": "on",
+        "sys/kernel/mm/transparent_hugepage/enabled": "always [madvise] never",
+        "proc/sys/net/core/somaxconn": "4096",
+    }
+    if cpufreq:
+        files.update(
+            {f"sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor": "powersave" for c in range(4)}
+        )
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text + "\n")
+
+
+def knobs(root: Path, action: str, *args: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            action,
+            "--root",
+            str(root),
+            "--state",
+            str(root / "state.json"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc
+
+
+APPLY = ("--governor", "performance", "--thp", "never", "--somaxconn", "65535", "--measured-cpus", "0-1")
+
+
+def read(root: Path, rel: str) -> str:
+    return (root / rel).read_text().strip()
+
+
+def test_apply_records_and_restore_puts_back(tmp_path: Path) -> None:
+    fake_host(tmp_path)
+    first = knobs(tmp_path, "apply", *APPLY)
+    assert first["changed"] is True
+    assert read(tmp_path, "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor") == "performance"
+    assert read(tmp_path, "sys/kernel/mm/transparent_hugepage/enabled") == "never"
+    assert read(tmp_path, "proc/sys/net/core/somaxconn") == "65535"
+    # turbo and SMT are recorded, not changed, unless asked
+    assert first["knobs"]["turbo.recorded"]["before"] is True
+    assert first["knobs"]["smt.recorded"]["before"] == "on"
+    assert read(tmp_path, "sys/devices/system/cpu/smt/control") == "on"
+    # no NIC in the fake host: skipped with the reason
+    assert "no NIC interrupts" in first["skipped"]["nic_irqs"]
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["original"]["thp"]["value"] == "madvise"
+    assert state["original"]["governor.cpu0"]["value"] == "powersave"
+
+    second = knobs(tmp_path, "apply", *APPLY)
+    assert second["changed"] is False
+    # The original survives a second apply (it is not overwritten by the tuned value).
+    assert json.loads((tmp_path / "state.json").read_text())["original"]["somaxconn"]["value"] == "4096"
+
+    restored = knobs(tmp_path, "restore")
+    assert restored["changed"] is True
+    assert read(tmp_path, "proc/sys/net/core/somaxconn") == "4096"
+    assert read(tmp_path, "sys/kernel/mm/transparent_hugepage/enabled") == "madvise"
+    assert read(tmp_path, "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") == "powersave"
+    assert knobs(tmp_path, "restore")["changed"] is False
+
+
+def test_check_mode_writes_nothing(tmp_path: Path) -> None:
+    fake_host(tmp_path)
+    result = knobs(tmp_path, "apply", *APPLY, "--check")
+    assert result["changed"] is True
+    assert read(tmp_path, "proc/sys/net/core/somaxconn") == "4096"
+    assert not (tmp_path / "state.json").exists()
+
+
+def test_missing_knobs_are_skipped_with_reason(tmp_path: Path) -> None:
+    fake_host(tmp_path, cpufreq=False)
+    (tmp_path / "sys/devices/system/cpu/intel_pstate/no_turbo").unlink()
+    result = knobs(tmp_path, "apply", *APPLY, "--turbo", "off")
+    assert "no cpufreq" in result["skipped"]["governor"]
+    assert "turbo unknown" in result["skipped"]["turbo"]
+    assert result["knobs"]["somaxconn"]["changed"] is True
+
+
+@pytest.mark.parametrize(("turbo", "want"), [("off", "1"), ("on", "0")])
+def test_turbo_and_smt_set_when_asked(tmp_path: Path, turbo: str, want: str) -> None:
+    fake_host(tmp_path)
+    knobs(tmp_path, "apply", "--turbo", turbo, "--smt", "off")
+    assert read(tmp_path, "sys/devices/system/cpu/intel_pstate/no_turbo") == want
+    assert read(tmp_path, "sys/devices/system/cpu/smt/control") == "off"
+    knobs(tmp_path, "restore")
+    assert read(tmp_path, "sys/devices/system/cpu/intel_pstate/no_turbo") == "0"
+    assert read(tmp_path, "sys/devices/system/cpu/smt/control") == "on"
