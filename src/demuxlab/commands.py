@@ -296,7 +296,7 @@ def _run_point_on_cluster(
     instrument: bool,
     stall_timeout: float,
 ) -> None:
-    from demuxlab.cluster.run import ClusterOptions, run_on_cluster
+    from demuxlab.cluster.run import ClusterOptions, run_on_cluster, update_progress
 
     opts = ClusterOptions(
         pairs_from=pairs_from,
@@ -326,7 +326,10 @@ def _run_point_on_cluster(
         instrument=bool(instrument) or point.instrument,
         failures_dir=out_path.parent.parent / "failures",
     )
-    _write_run_record(record, out_path, rid, point, repeat, attempt, max_attempts)
+    try:
+        _write_run_record(record, out_path, rid, point, repeat, attempt, max_attempts)
+    finally:
+        update_progress(opts)
 
 
 def _write_run_record(

@@ -250,6 +250,11 @@ def run_on_cluster(
         write_state(opts.state, st)
     finally:
         lease.release()
-    with contextlib.suppress(OSError):
-        write_progress(opts.state, progress_doc(opts.state, [p.name for p in source.pairs]))
     return record
+
+
+def update_progress(opts: ClusterOptions) -> None:
+    """Rewrite ``progress.json`` (after the run's record is in place, so it counts as finished)."""
+    with contextlib.suppress(OSError, ConfigError):
+        names = [p.name for p in load_pairs(opts.pairs_from).pairs]
+        write_progress(opts.state, progress_doc(opts.state, names))
