@@ -31,7 +31,7 @@ from demuxlab.cluster.schedule import (
     eligible_pairs,
 )
 from demuxlab.cluster.state import read_state, record_outcome, write_state
-from demuxlab.errors import ConfigError, LaunchError
+from demuxlab.errors import ConfigError, DemuxlabError, LaunchError
 from demuxlab.launch.base import RECORD_FORMAT, Launcher, RunRequest, _utc_now
 from demuxlab.plan import Pinning, plan_pinning
 from demuxlab.spec import Point, Spec
@@ -116,6 +116,10 @@ def make_launcher(opts: ClusterOptions, pair: ClusterPair, runs_on_pair: int) ->
     raise ConfigError(f"--pairs-from runs with the remote or sim launcher, not {opts.launcher!r}")
 
 
+class Terminated(LaunchError):
+    """The run was stopped by SIGTERM: not the pair's fault, nothing recorded."""
+
+
 @contextlib.contextmanager
 def _sigterm_unwinds() -> Iterator[None]:
     """SIGTERM (the controller's snakemake stopping) unwinds the run, so its containers are removed and
@@ -123,7 +127,7 @@ def _sigterm_unwinds() -> Iterator[None]:
 
     def handler(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        raise LaunchError("run terminated (SIGTERM); its containers were removed", exit_code=143)
+        raise Terminated("run terminated (SIGTERM); its containers were removed", exit_code=143)
 
     previous = signal.signal(signal.SIGTERM, handler)
     try:
@@ -132,7 +136,7 @@ def _sigterm_unwinds() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _no_pair_record(req: RunRequest, reason: str, launcher: str) -> dict[str, Any]:
+def _failed_record(req: RunRequest, reason: str, launcher: str) -> dict[str, Any]:
     now = _utc_now()
     return {
         "format": RECORD_FORMAT,
@@ -142,14 +146,14 @@ def _no_pair_record(req: RunRequest, reason: str, launcher: str) -> dict[str, An
         "repeat": req.repeat,
         "attempt": req.attempt,
         "launcher": launcher,
-        "host_pair": None,
+        "host_pair": req.host_pair if req.hosts else None,
         "status": "failed",
         "failure_reason": reason,
         "started_at": now,
         "finished_at": now,
         "phases": req.phases.to_json(),
-        "hosts": None,
-        "pinning": None,
+        "hosts": req.hosts or None,
+        "pinning": req.pinning.to_json() if req.hosts else None,
         "artifacts": None,
         "server": None,
         "client": None,
@@ -205,7 +209,7 @@ def run_on_cluster(
             try_acquire=try_acquire,
         )
     except NoPairError as exc:
-        return _no_pair_record(base, exc.message, opts.launcher)
+        return _failed_record(base, exc.message, opts.launcher)
     pair, lease = assignment.pair, assignment.lease
     try:
         st = read_state(opts.state, pair.name)
@@ -229,7 +233,12 @@ def run_on_cluster(
             orphans = launcher.end_orphans(pair.name)
             if orphans:
                 print(f"run {run_id}: removed {len(orphans)} orphan(s) on pair {pair.name}", file=sys.stderr)
-            record = launcher.run(req)
+            try:
+                record = launcher.run(req)
+            except Terminated:
+                raise
+            except DemuxlabError as exc:  # the pair's engine or SSH is gone: this pair failed the run
+                record = _failed_record(req, f"pair {pair.name}: {exc.message}", opts.launcher)
         record["pair"] = {
             "name": pair.name,
             "server": pair.server.to_json(),
