@@ -44,10 +44,12 @@ def sweep(tmp: Path, testbed: Testbed, db: str, name: str, *config: str) -> subp
         "DEMUXLAB_DATABASE_URL": db,
         "DEMUXLAB_LEASE_DIR": str(tmp / "leases"),
     }
+    # --configfile replaces the profile's (cluster/workflow.yaml), so this one names the cluster too.
+    conf = tmp / "cluster.yaml"
+    conf.write_text("host_pair: cluster\ncluster: {quarantine_after: 1, noise_wait_s: 0, pair_wait_s: 600}\n")
     cmd = [
-        SNAKEMAKE, "--profile", "cluster", "all", "--directory", str(tmp / "work"),
-        "--config", f"experiments=[{name}]", f"experiments_dir={specs}",
-        "cluster={quarantine_after: 1, noise_wait_s: 0, pair_wait_s: 600}", *config,
+        SNAKEMAKE, "--profile", "cluster", "all", "--directory", str(tmp / "work"), "--configfile", str(conf),
+        "--config", f"experiments=[{name}]", f"experiments_dir={specs}", *config,
     ]  # fmt: skip
     return subprocess.run(
         cmd, cwd=ROOT / "workflows", env=env, capture_output=True, text=True, timeout=1100, check=False
