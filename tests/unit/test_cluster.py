@@ -295,3 +295,35 @@ def test_remote_launcher_command_lines(tmp_path: Path) -> None:
     assert server[server.index("--cpuset-cpus") + 1] == "2,3"
     assert server[server.index("--network") + 1] == "host"
     assert server[-2:] == ["--threads", "2"] and "demuxlab/server:latest" in server
+
+
+def test_a_spec_pinning_a_hardware_class_runs_only_there(tmp_path: Path) -> None:
+    cluster = sim_file(tmp_path, "simulated: {pairs: 3, classes: {sim-002: big}}\n")
+    big = load_pairs(cluster).pairs[2]
+    cls = hardware_class(sim_facts(big.server, "big"), sim_facts(big.client, "big"))["id"]
+    spec = tmp_path / "specs" / "tiny.yaml"
+    spec.parent.mkdir()
+    text = (REPO / "tests" / "integration" / "specs" / "tiny.yaml").read_text()
+    spec.write_text(text + f"hardware_class: {cls}\n")
+    plan = subprocess.run([DEMUXLAB, "plan", str(spec)], capture_output=True, text=True, check=True)
+    rid = json.loads(plan.stdout)["runs"][0]["run_id"]
+    out = tmp_path / "res" / "runs" / f"{rid}.json"
+    base = [DEMUXLAB, "run-point", str(spec), "--run-id", rid, "--out", str(out), "--launcher", "sim"]
+    res = subprocess.run(
+        [*base, "--pairs-from", str(cluster), "--cluster-state", str(tmp_path / "cs"), "--lane", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text())["host_pair"] == "sim-002"
+    other = sim_file(tmp_path, "simulated: {pairs: 2}\n")
+    res = subprocess.run(
+        [*base, "--pairs-from", str(other), "--cluster-state", str(tmp_path / "cs2")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 2
+    assert res.stderr.strip().startswith(f"demuxlab: error: {spec}: hardware_class: no pair of class '{cls}'")
+    assert len(res.stderr.strip().splitlines()) == 1

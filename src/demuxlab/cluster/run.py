@@ -180,7 +180,7 @@ def run_on_cluster(
     source = load_pairs(opts.pairs_from)
     facts = host_facts(source, opts.state)
     classes = pair_classes(source, facts)
-    pinned = getattr(spec, "hardware_class", None)
+    pinned = spec.hardware_class
     eligible = eligible_pairs(source.pairs, {n: c["id"] for n, c in classes.items()}, pinned)
     if not eligible:
         known = ", ".join(sorted({c["id"] for c in classes.values()}))
