@@ -18,7 +18,7 @@ if CLUSTER and not SIMULATED:
             "../envs/demuxlab.yaml"
         params:
             cli=DEMUXLAB,
-            inventory=INVENTORY,
+            inventory=lambda wc: INVENTORY,
         shell:
             "{params.cli} cluster provision --inventory {params.inventory} --out {output.done} > {log} 2>&1"
 
@@ -33,7 +33,7 @@ if CLUSTER and not SIMULATED:
             "../envs/demuxlab.yaml"
         params:
             cli=DEMUXLAB,
-            inventory=INVENTORY,
+            inventory=lambda wc: INVENTORY,
         shell:
             "{params.cli} cluster facts --inventory {params.inventory} --host {wildcards.host}"
             " --out {output.facts} 2> {log}"
@@ -53,7 +53,7 @@ if CLUSTER:
             "../envs/demuxlab.yaml"
         params:
             cli=DEMUXLAB,
-            inventory=INVENTORY,
+            inventory=lambda wc: INVENTORY,
             state=CLUSTER_STATE,
         shell:
             "{params.cli} cluster report {input.spec} --pairs-from {params.inventory}"
