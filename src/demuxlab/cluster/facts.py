@@ -17,10 +17,10 @@ from demuxlab.errors import LaunchError
 
 
 def remote_facts(host: Host, all_hosts: Sequence[Host], timeout: float = 60.0) -> dict[str, Any]:
-    write_config(all_hosts)
+    setup = write_config(all_hosts)
     program = inspect.getsource(topology)  # run as __main__: prints the facts as one JSON line
     try:
-        res = ssh(host, "python3 -", stdin=program, timeout=timeout)
+        res = ssh(setup, host, "python3 -", stdin=program, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise LaunchError(f"{host.name}: facts: no answer over SSH within {timeout:g} s") from None
     if res.returncode != 0:

@@ -5,10 +5,12 @@ multiplexed connection per host (ControlMaster), which keeps the per-command cos
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from demuxlab.cluster.pairs import Host
@@ -22,8 +24,17 @@ def ssh_dir() -> Path:
     return path
 
 
-def write_config(hosts: Sequence[Host]) -> Path:
-    """Write ``ssh_config`` for ``hosts`` (atomically) and the ``bin/ssh`` wrapper that uses it."""
+@dataclass(frozen=True)
+class SshSetup:
+    """A generated ``ssh_config`` and the directory of the ``ssh`` wrapper that uses it."""
+
+    config: Path
+    bin_dir: Path
+
+
+def write_config(hosts: Sequence[Host]) -> SshSetup:
+    """Write the ``ssh_config`` for ``hosts`` and an ``ssh`` wrapper that uses it, both named by a hash of
+    their content: concurrent runs on different pairs never overwrite each other's hosts."""
     base = ssh_dir()
     control = base / "cm"
     control.mkdir(exist_ok=True, mode=0o700)
@@ -46,19 +57,23 @@ def write_config(hosts: Sequence[Host]) -> Path:
             "  ControlPersist 120",
             "",
         ]
-    config = base / "config"
-    tmp = config.with_name(f".config.{os.getpid()}.tmp")
-    tmp.write_text("\n".join(lines))
-    os.replace(tmp, config)
-    wrapper = base / "bin" / "ssh"
+    text = "\n".join(lines)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    config = base / f"config-{digest}"
+    _write_if_changed(config, text, 0o600)
+    wrapper = base / f"bin-{digest}" / "ssh"
     wrapper.parent.mkdir(exist_ok=True)
-    text = f'#!/bin/sh\nexec /usr/bin/ssh -F {shlex.quote(str(config))} "$@"\n'
-    if not wrapper.exists() or wrapper.read_text() != text:
-        tmp = wrapper.with_name(f".ssh.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        tmp.chmod(0o755)
-        os.replace(tmp, wrapper)
-    return config
+    _write_if_changed(wrapper, f'#!/bin/sh\nexec /usr/bin/ssh -F {shlex.quote(str(config))} "$@"\n', 0o755)
+    return SshSetup(config=config, bin_dir=wrapper.parent)
+
+
+def _write_if_changed(path: Path, text: str, mode: int) -> None:
+    if path.exists() and path.read_text() == text:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.chmod(mode)
+    os.replace(tmp, path)
 
 
 def host_options(host_vars: dict[str, object]) -> dict[str, str]:
@@ -77,21 +92,20 @@ def host_options(host_vars: dict[str, object]) -> dict[str, str]:
     return out
 
 
-def env_for_docker() -> dict[str, str]:
-    """The environment in which ``docker -H ssh://HOST`` uses the generated config."""
+def env_for_docker(setup: SshSetup) -> dict[str, str]:
+    """The environment in which ``docker -H ssh://HOST`` uses ``setup``'s config."""
     env = dict(os.environ)
-    env["PATH"] = f"{ssh_dir() / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}"
+    env["PATH"] = f"{setup.bin_dir}:{env.get('PATH', '/usr/bin:/bin')}"
     env.pop("DOCKER_HOST", None)
     return env
 
 
 def ssh(
-    host: Host, command: str, *, timeout: float = 60.0, stdin: str | None = None
+    setup: SshSetup, host: Host, command: str, *, timeout: float = 60.0, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run ``command`` (a shell line) on ``host``; never raises for the command's own failure."""
-    config = ssh_dir() / "config"
     return subprocess.run(
-        ["/usr/bin/ssh", "-F", str(config), host.name, command],
+        ["/usr/bin/ssh", "-F", str(setup.config), host.name, command],
         input=stdin,
         capture_output=True,
         text=True,

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from demuxlab.cluster.pairs import ClusterPair, Host
-from demuxlab.cluster.ssh import env_for_docker, ssh, write_config
+from demuxlab.cluster.ssh import SshSetup, env_for_docker, ssh, write_config
 from demuxlab.errors import LaunchError
 from demuxlab.launch.base import Launcher, RunRequest, cpu_list
 from demuxlab.launch.docker import PAIR_LABEL
@@ -112,7 +112,7 @@ class RemoteLauncher(Launcher):
         self.noise_wait_s = noise_wait_s
         self.noise_poll_s = noise_poll_s
         self.images = dict(images or IMAGES)
-        self._ready = False
+        self._ssh: SshSetup | None = None
         self._nofile = 0
 
     def host(self, role: str) -> Host:
@@ -125,22 +125,23 @@ class RemoteLauncher(Launcher):
             text=True,
             timeout=timeout,
             check=False,
-            env=env_for_docker(),
+            env=env_for_docker(self.setup()),
         )
 
     def _both(self, fn: Any) -> list[Any]:
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             return list(pool.map(fn, self.pair.hosts))
 
+    def setup(self) -> SshSetup:
+        if self._ssh is None:
+            self._ssh = write_config(self.pair.hosts)
+        return self._ssh
+
     def check(self) -> None:
-        if self._ready:
-            return
         if shutil.which("docker") is None:
             raise LaunchError("the remote launcher needs the docker CLI on the controller: run `make setup`")
-        write_config(self.pair.hosts)
-        # The base class starts `docker` without an env: make the ssh wrapper the one it finds.
-        os.environ["PATH"] = env_for_docker()["PATH"]
-        self._ready = True
+        # The base class starts `docker` without an env: make this pair's ssh wrapper the one it finds.
+        os.environ["PATH"] = env_for_docker(self.setup())["PATH"]
 
     def artifacts(self) -> dict[str, dict[str, Any]]:
         def inspect(role: str) -> dict[str, Any]:
@@ -217,7 +218,7 @@ class RemoteLauncher(Launcher):
 
         def look(host: Host) -> tuple[str, dict[str, Any]]:
             try:
-                res = ssh(host, "python3 -", stdin=NOISE_SCRIPT, timeout=30)
+                res = ssh(self.setup(), host, "python3 -", stdin=NOISE_SCRIPT, timeout=30)
             except subprocess.TimeoutExpired:
                 return host.name, {"error": "noise check timed out"}
             line = (res.stdout.strip().splitlines() or [""])[-1]
