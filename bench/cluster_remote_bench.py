@@ -38,6 +38,9 @@ def main() -> None:
     args = ap.parse_args()
     from demuxlab.cluster.pairs import load_pairs
 
+    if not Path(args.inventory).exists():
+        print(f"no inventory at {args.inventory}: `demuxlab testbed up` (then site.yml) first; skipped")
+        return
     pairs = load_pairs(args.inventory).pairs
     with tempfile.TemporaryDirectory(prefix="demuxlab-i9-remote-") as tmp_s:
         tmp = Path(tmp_s)
