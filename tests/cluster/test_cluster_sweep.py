@@ -98,13 +98,16 @@ def test_sweep_over_two_pairs(testbed: Testbed, cluster_db: str, work: Path) -> 
         )
         assert r["hardware_class"].startswith("hw-") and r["noisy"] is not None
         assert r["server_result"]["connections_accepted"] == 8
-    # The client connected to the server host's pair-network address, never loopback.
+    # The client connected to the server host's pair-network address, never loopback, and the traffic
+    # came from the client host.
     for path in (work / "work" / "results" / "tbsweep" / "runs").glob("*.json"):
         record = json.loads(path.read_text())
         address = record["pair"]["server"]["address"]
         assert not ipaddress.ip_address(address).is_loopback
         assert record["pair"]["client"]["address"] != address
         assert record["pinning"]["same_host"] is False
+        # The server host saw the connections coming from the client host's pair address.
+        assert record["network"]["server_peers"] == [record["pair"]["client"]["address"]]
     state = work / "work" / "results" / "cluster"
     assert (state / "provisioned.json").is_file()
     assert sorted(p.stem for p in (state / "facts").glob("*.json")) == sorted(testbed.hosts)

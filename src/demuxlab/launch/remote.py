@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -114,6 +115,7 @@ class RemoteLauncher(Launcher):
         self.images = dict(images or IMAGES)
         self._ssh: SshSetup | None = None
         self._nofile = 0
+        self._peers: dict[str, list[str] | None] = {}
 
     def host(self, role: str) -> Host:
         return self.pair.server if role == "server" else self.pair.client
@@ -255,11 +257,57 @@ class RemoteLauncher(Launcher):
                 }
             time.sleep(min(self.noise_poll_s, max(0.0, self.noise_wait_s - waited)))
 
+    # -- where the traffic went ------------------------------------------------------------------------
+
+    def server_peers(self, port: int) -> list[str] | None:
+        """The remote addresses of the server's established connections, seen on the server host."""
+        host = self.pair.server
+        try:
+            res = ssh(self.setup(), host, f"ss -Htn state established '( sport = :{port} )'", timeout=20)
+        except subprocess.TimeoutExpired:
+            return None
+        if res.returncode != 0:
+            return None
+        peers = set()
+        for line in res.stdout.splitlines():
+            fields = line.split()
+            if len(fields) >= 4:
+                peers.add(fields[-1].rsplit(":", 1)[0].strip("[]"))
+        return sorted(peers)
+
+    def _client(self, req: RunRequest, port: int, out: Any) -> None:
+        # While the client measures, look at the server's peers once: the record shows the traffic came
+        # over the pair network from the client host, not over loopback.
+        # The client container takes a moment to start over SSH: look until its connections show.
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(0.5):
+                peers = self.server_peers(port)
+                if peers:
+                    self._peers["peers"] = peers
+                    return
+                self._peers.setdefault("peers", peers)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            super()._client(req, port, out)
+        finally:
+            done.set()
+            watcher.join(timeout=30)
+
     def run(self, req: RunRequest) -> dict[str, Any]:
         self.check()
         conns = req.point.connections
         self._nofile = conns + 256 if conns > 768 else 0
         noise = self.wait_quiet()
+        self._peers.clear()
         record = super().run(req)
         record["noise"] = noise
+        record["network"] = {
+            "server_address": req.server_addr,
+            "server_peers": self._peers.get("peers"),
+            "client_address": self.pair.client.address,
+        }
         return record
