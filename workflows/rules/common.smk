@@ -197,7 +197,12 @@ def inventory_files():
 
 
 def playbook_files():
-    return sorted(str(p) for p in (REPO / "playbooks").rglob("*") if p.is_file() and "inventories" not in p.parts)
+    """The playbooks (a change re-provisions); not the inventories, nor Python's byte-code caches."""
+    return sorted(
+        str(p)
+        for p in (REPO / "playbooks").rglob("*")
+        if p.is_file() and not {"inventories", "__pycache__"} & set(p.parts) and p.suffix != ".pyc"
+    )
 
 
 def write_sweep_plan():
