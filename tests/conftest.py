@@ -86,7 +86,7 @@ def pg_server() -> Iterator[PgServer]:
                 home, settings={"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
             )
             cluster.ensure_running()
-            admin_url = cluster.url("postgres")
+            admin_url = cluster.admin_url("postgres")
         server = PgServer(admin_url=admin_url, template=f"demuxlab_template_{uuid.uuid4().hex[:8]}")
         server.create_database(server.template)
         engine = create_engine(server.url_for(server.template))

@@ -38,7 +38,7 @@ _HELP: dict[str, str] = {
     "facts": "Collect this host's topology and noise facts.",
     "pairs": "List the valid pattern × notifier pairs, or an inventory's host pairs (--inventory).",
     "run-point": "Run one repeat of one sweep point and write its run record.",
-    "ingest": "Load run records into PostgreSQL (idempotent per run id).",
+    "ingest": "Load run records into PostgreSQL (idempotent per run id; all or nothing).",
     "report": "Aggregate an experiment's runs into a CSV and figures.",
     "db": "Manage the database (embedded PostgreSQL or DEMUXLAB_DATABASE_URL).",
     "model": "CTMC performance models of HSHA and LF.",

@@ -409,7 +409,7 @@ def artifacts(launcher_name: str, out: str | None) -> None:
 @click.argument("records", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--done", type=click.Path(dir_okay=False), help="Touch this file once all are ingested.")
 def ingest(records: tuple[str, ...], done: str | None) -> None:
-    """Load run records into PostgreSQL; idempotent per run id, one transaction per run."""
+    """Load run records into PostgreSQL; idempotent per run id, all records in one transaction."""
     from demuxlab.ingest import ingest_files
 
     results = ingest_files([Path(r) for r in records])

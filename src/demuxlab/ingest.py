@@ -14,6 +14,8 @@ import functools
 import hashlib
 import json
 import math
+import os
+import stat
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,14 +49,24 @@ from sqlalchemy.orm import Session
 from demuxlab import paths
 from demuxlab.db.models import Base, Experiment, Host, OpTiming, Point, Run, Sample
 from demuxlab.errors import DatabaseError, DemuxlabError
+from demuxlab.limits import MAX_RUNS, limits
 from demuxlab.report import POINT_FIELDS as _POINT_PARAMS
+from demuxlab.spec import Point as SpecPoint
+from demuxlab.spec import StrictValidator, run_id_of
 
+MAX_PHASE_S = limits().max_phase_s
 FORMAT = "demuxlab.run/1"
 
 _NUM_OR_NULL: dict[str, Any] = {"type": ["number", "null"]}
 _STR_OR_NULL: dict[str, Any] = {"type": ["string", "null"]}
 _OBJ_OR_NULL: dict[str, Any] = {"type": ["object", "null"]}
-_COUNT: dict[str, Any] = {"type": "integer", "minimum": 0}
+BIGINT_MAX = 2**63 - 1
+_COUNT: dict[str, Any] = {"type": "integer", "minimum": 0, "maximum": BIGINT_MAX}
+INT_MAX = 2**31 - 1
+_NONNEG_OR_NULL: dict[str, Any] = {"type": ["number", "null"], "minimum": 0}
+# Stored in bigint columns (rounded): bounded like them.
+_NS_OR_NULL: dict[str, Any] = {"type": ["number", "null"], "minimum": 0, "maximum": BIGINT_MAX}
+_SMALL_COUNT_OR_NULL: dict[str, Any] = {"type": ["integer", "null"], "minimum": 0, "maximum": INT_MAX}
 _CPU_S: dict[str, Any] = {
     "type": ["object", "null"],
     "properties": {"user": {"type": "number", "minimum": 0}, "sys": {"type": "number", "minimum": 0}},
@@ -62,17 +74,22 @@ _CPU_S: dict[str, Any] = {
 _FACTS: dict[str, Any] = {
     "type": ["object", "null"],
     "required": ["hostname"],
-    "properties": {"hostname": {"type": "string", "minLength": 1}},
+    "properties": {
+        "hostname": {"type": "string", "minLength": 1},
+        # Stored in integer columns of hosts.
+        "numa_nodes": {"type": ["array", "integer", "null"], "minimum": 0, "maximum": INT_MAX},
+        "sockets": _SMALL_COUNT_OR_NULL,
+        "cores": _SMALL_COUNT_OR_NULL,
+        "threads_per_core": _SMALL_COUNT_OR_NULL,
+    },
 }
 _OP: dict[str, Any] = {
     "type": "object",
     "required": ["count"],
     "properties": {
         "count": _COUNT,
-        **{
-            k: _NUM_OR_NULL
-            for k in ("total_ns", "mean_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns")
-        },
+        "mean_ns": _NONNEG_OR_NULL,
+        **{k: _NS_OR_NULL for k in ("total_ns", "p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns")},
     },
 }
 
@@ -121,18 +138,24 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "point_key": {"type": "string", "minLength": 1},
                 "pattern": {"type": "string", "minLength": 1},
                 "notifier": {"type": "string", "minLength": 1},
-                "threads": {"type": "integer", "minimum": 1},
-                "work_us": {"type": "number", "minimum": 0},
-                "connections": {"type": "integer", "minimum": 1},
-                "msg_size": {"type": "integer", "minimum": 1},
-                "client_threads": {"type": "integer", "minimum": 1},
-                "rate": {"type": ["number", "null"], "exclusiveMinimum": 0},
+                # The binaries' limits, as for specs (demuxlab.limits).
+                "threads": {"type": "integer", "minimum": 1, "maximum": limits().max_threads},
+                "work_us": {"type": "number", "minimum": 0, "maximum": limits().max_work_us},
+                "connections": {"type": "integer", "minimum": 1, "maximum": limits().connections},
+                "msg_size": {"type": "integer", "minimum": 1, "maximum": limits().msg_size},
+                "client_threads": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": limits().client_max_threads,
+                },
+                "rate": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": limits().max_rate},
                 # Absent in records written before calibration points existed: a measured point.
                 "instrument": {"type": "boolean"},
             },
         },
-        "repeat": {"type": "integer", "minimum": 0},
-        "attempt": {"type": "integer", "minimum": 1},
+        # Bounded like a spec's sweep (a repeat index is below its repeats) and PostgreSQL's integer.
+        "repeat": {"type": "integer", "minimum": 0, "maximum": MAX_RUNS - 1},
+        "attempt": {"type": "integer", "minimum": 1, "maximum": 1000},
         "launcher": _STR_OR_NULL,
         "host_pair": _STR_OR_NULL,
         "status": {"enum": ["ok", "failed"]},
@@ -143,7 +166,8 @@ RECORD_SCHEMA: dict[str, Any] = {
             "type": "object",
             "required": ["warmup_s", "measure_s", "cooldown_s"],
             "properties": {
-                k: {"type": "number", "minimum": 0} for k in ("warmup_s", "measure_s", "cooldown_s")
+                k: {"type": "number", "minimum": 0, "maximum": MAX_PHASE_S}
+                for k in ("warmup_s", "measure_s", "cooldown_s")
             },
         },
         "hosts": {"type": ["object", "null"], "properties": {"server": _FACTS, "client": _FACTS}},
@@ -160,16 +184,17 @@ RECORD_SCHEMA: dict[str, Any] = {
             "properties": {
                 "messages": _COUNT,
                 "cpu_s": _CPU_S,
-                "ops": {"type": "object", "additionalProperties": _OP},
+                "ops": {"type": "object", "additionalProperties": _OP, "maxProperties": 256},
                 "notify_by_events": {
                     "type": "array",
+                    "maxItems": 4096,
                     "items": {
                         "type": "object",
                         "required": ["events", "count", "mean_ns"],
                         "properties": {
-                            "events": {"type": "integer", "minimum": 0},
+                            "events": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
                             "count": _COUNT,
-                            "mean_ns": _NUM_OR_NULL,
+                            "mean_ns": _NONNEG_OR_NULL,
                         },
                     },
                 },
@@ -178,10 +203,11 @@ RECORD_SCHEMA: dict[str, Any] = {
         "client": {
             "type": ["object", "null"],
             "properties": {
-                "throughput_msgs_per_s": _NUM_OR_NULL,
+                "throughput_msgs_per_s": _NONNEG_OR_NULL,
                 "messages": _COUNT,
-                "per_second": {"type": "array"},
-                "latency_us": _OBJ_OR_NULL,
+                "per_second": {"type": "array", "maxItems": MAX_PHASE_S + 1},
+                # Latencies in microseconds: none negative.
+                "latency_us": {"type": ["object", "null"], "additionalProperties": _NONNEG_OR_NULL},
                 "cpu_s": _CPU_S,
                 "errors": _COUNT,
             },
@@ -189,12 +215,12 @@ RECORD_SCHEMA: dict[str, Any] = {
         "stats": {
             "type": ["object", "null"],
             "properties": {
-                "throughput_msgs_per_s": _NUM_OR_NULL,
+                "throughput_msgs_per_s": _NONNEG_OR_NULL,
                 "stationary": {"type": ["boolean", "null"]},
                 "drift_rel": _NUM_OR_NULL,
             },
         },
-        "orchestration_s": _NUM_OR_NULL,
+        "orchestration_s": _NONNEG_OR_NULL,
         # Cluster runs: the pair (with its hardware class) and the noise check of both hosts.
         "pair": {
             "type": ["object", "null"],
@@ -218,7 +244,12 @@ RECORD_SCHEMA: dict[str, Any] = {
     ],
 }
 
-_VALIDATOR = jsonschema.Draft202012Validator(RECORD_SCHEMA)
+# The spec's strict types: an integer is not 2.0, a number is finite.
+_VALIDATOR = StrictValidator(RECORD_SCHEMA)
+
+# A record is a page of JSON plus one sample per second: generous, but not unbounded.
+MAX_RECORD_BYTES = 4 * 1024 * 1024  # a day of per-second samples is about 1 MiB
+MAX_RECORD_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -360,6 +391,58 @@ def _check_series(source: str, per_second: list[Any]) -> None:
             )
 
 
+def _check_values(source: str, record: Any) -> None:
+    """Every number finite, every key a string, nesting bounded (records may come as Python objects)."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(record, ())]
+    while stack:
+        value, path = stack.pop()
+        if len(path) > MAX_RECORD_DEPTH:
+            raise _fail(source, _field(path[:8]) + "…", f"nested more than {MAX_RECORD_DEPTH} levels deep")
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    raise _fail(source, _field(path), f"key {_short(k)} is not a string")
+                stack.append((v, (*path, k)))
+        elif isinstance(value, list | tuple):
+            stack.extend((v, (*path, i)) for i, v in enumerate(value))
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise _fail(source, _field(path), f"{value} is not a finite number")
+
+
+def _check_identity(source: str, record: dict[str, Any], run_id: uuid.UUID) -> None:
+    """The point's fields make its key, and the run id is the rule over (experiment, spec, point, repeat)."""
+    point = record["point"]
+    try:
+        key = SpecPoint(
+            pattern=point["pattern"],
+            notifier=point["notifier"],
+            threads=point["threads"],
+            work_us=point["work_us"],
+            connections=point["connections"],
+            msg_size=point["msg_size"],
+            client_threads=point["client_threads"],
+            rate=point["rate"],
+            instrument=bool(point.get("instrument", False)),
+        ).point_key
+    except (TypeError, ValueError, OverflowError):
+        key = None
+    if key != point["point_key"]:
+        raise _fail(
+            source,
+            "point.point_key",
+            f"{_short(point['point_key'])} does not match the point's fields (they make {_short(key)})",
+        )
+    exp = record["experiment"]
+    expected = run_id_of(exp["name"], exp["spec_sha256"], point["point_key"], record["repeat"])
+    if str(run_id) != expected:
+        raise _fail(
+            source,
+            "run_id",
+            f"{run_id} is not the id of experiment {_short(exp['name'])}, spec {exp['spec_sha256'][:12]}…, "
+            f"point {_short(point['point_key'])}, repeat {record['repeat']} (expected {expected})",
+        )
+
+
 def prepare_record(record: Any, source: str = "<record>") -> _Prepared:
     """Validate a run record and shape it into rows; raise :class:`DemuxlabError` naming the field."""
     if not isinstance(record, dict):
@@ -368,6 +451,7 @@ def prepare_record(record: Any, source: str = "<record>") -> _Prepared:
     if fmt != FORMAT:
         problem = "missing" if fmt is None else f"unknown format {_short(fmt)} (expected {FORMAT!r})"
         raise _fail(source, "format", problem)
+    _check_values(source, record)
     error = _schema_error(source, record)
     if error is not None:
         raise error
@@ -375,9 +459,14 @@ def prepare_record(record: Any, source: str = "<record>") -> _Prepared:
         run_id = uuid.UUID(record["run_id"])
     except ValueError:
         raise _fail(source, "run_id", f"not a UUID: {_short(record['run_id'])}") from None
+    _check_identity(source, record, run_id)
     started = _timestamp(source, "started_at", record["started_at"])
     finished = record.get("finished_at")
     finished_at = _timestamp(source, "finished_at", finished) if finished is not None else None
+    if finished_at is not None and finished_at < started:
+        raise _fail(
+            source, "finished_at", f"{_short(finished)} is before started_at {_short(record['started_at'])}"
+        )
 
     client: dict[str, Any] = record.get("client") or {}
     server: dict[str, Any] = record.get("server") or {}
@@ -660,40 +749,102 @@ def ingest_run_record(
         raise _db_error(prep.source, exc) from None
 
 
-def load_record(path: str | Path) -> _Prepared:
-    """Read and validate one run record file."""
-    path = Path(path)
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {_short(key)}")
+            seen.add(key)
+    return out
+
+
+def _read_record_bytes(path: Path) -> bytes:
+    """A regular file (no FIFO or device), at most MAX_RECORD_BYTES."""
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as exc:
         raise DemuxlabError(f"{path}: cannot read run record: {exc.strerror}") from None
     try:
-        record = json.loads(text)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise DemuxlabError(f"{path}: cannot read run record: not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read(MAX_RECORD_BYTES + 1)
+    except OSError as exc:
+        raise DemuxlabError(f"{path}: cannot read run record: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_RECORD_BYTES:
+        raise DemuxlabError(f"{path}: more than {MAX_RECORD_BYTES} bytes, more than a run record holds")
+    return raw
+
+
+def parse_record(raw: bytes, source: str) -> Any:
+    """JSON as run records are written: UTF-8, no duplicate keys, bounded nesting."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DemuxlabError(f"{source}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        # NaN and Infinity parse (to be refused by field in prepare_record); duplicate keys do not.
+        return json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
-        raise DemuxlabError(f"{path}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise DemuxlabError(
+            f"{source}: not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except ValueError as exc:  # from the hooks
+        raise DemuxlabError(f"{source}: not a valid run record: {exc}") from None
+    except RecursionError:
+        raise DemuxlabError(f"{source}: not a valid run record: JSON nested too deeply") from None
+
+
+def load_record(path: str | Path) -> _Prepared:
+    """Read and validate one run record file."""
+    path = Path(path)
+    record = parse_record(_read_record_bytes(path), str(path))
     return prepare_record(record, str(path))
 
 
 def ingest_files(paths_: Iterable[str | Path], *, engine: Engine | None = None) -> list[IngestResult]:
-    """Ingest run record files, each in its own transaction.
+    """Ingest run record files, all or nothing: ONE transaction for the whole batch.
 
-    Every file is read and validated before the first write, so one malformed file means nothing is
-    written. The schema is upgraded to head first if needed.
+    Every file is read and validated before the first write; then all are written in one transaction,
+    so a failure of any (a malformed file, a database error) leaves the database exactly as it was and
+    the message "nothing written" is true. Records are written in a fixed order (experiment, point key,
+    repeat) so that concurrent batches take their locks in the same order. The schema is upgraded to head
+    first if needed.
     """
     from demuxlab.db import migrations
     from demuxlab.db.engine import get_engine
 
     prepared = [load_record(p) for p in paths_]
+    order = sorted(
+        range(len(prepared)),
+        key=lambda i: (
+            prepared[i].experiment["name"],
+            prepared[i].experiment["spec_sha256"],
+            prepared[i].point["point_key"],
+            prepared[i].run["repeat_index"],
+        ),
+    )
     engine = engine or get_engine()
     migrations.ensure_schema(engine)
-    results = []
-    for prep in prepared:
-        try:
-            with engine.begin() as conn:
-                results.append(_write(conn, prep))
-        except (DBAPIError, psycopg.Error) as exc:
-            raise _db_error(prep.source, exc) from None
-    return results
+    results: list[IngestResult | None] = [None] * len(prepared)
+    current = prepared[order[0]] if order else None
+    try:
+        with engine.begin() as conn:
+            for i in order:
+                current = prepared[i]
+                results[i] = _write(conn, current)
+    except (DBAPIError, psycopg.Error) as exc:
+        assert current is not None
+        error = _db_error(current.source, exc)
+        if len(prepared) > 1:
+            error = DatabaseError(f"{error.message} (batch of {len(prepared)} records: none written)")
+        raise error from None
+    return [r for r in results if r is not None]
 
 
 # -- queries -------------------------------------------------------------------------------------------------

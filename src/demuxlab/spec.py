@@ -3,10 +3,18 @@
 A spec is checked in three layers, and the first problem found is reported as one line
 ``file: field.path: problem`` (with ``(and N more)`` when there are several):
 
-1. YAML syntax (with the line number; duplicate keys are errors, not silently "last one wins");
-2. the JSON schema ``schemas/experiment.schema.json`` (the same file Snakemake's ``validate`` uses);
+1. the file and its YAML: a regular file of at most ``limits.MAX_SPEC_BYTES``, safe YAML (no tags
+   beyond the core types) with the line number of a syntax error; duplicate keys are errors, not
+   silently "last one wins"; merge keys (``<<: *defaults``) work; nesting depth and the node count with
+   every alias expanded are bounded (no "billion laughs", no recursive aliases);
+2. the JSON schema ``schemas/experiment.schema.json``, its upper bounds filled in from the binaries' own
+   limits (``images/common/demux_limits.h``, :mod:`demuxlab.limits`); integers must be integers (``2.0``
+   is not), every number finite and given with at most the binaries' 6 decimals;
 3. facts the schema cannot know: the name equals the file stem, each (pattern, notifier) is listed by
-   ``demux-server --list``, thread counts lie in the pair's range, select stays under FD_SETSIZE.
+   ``demux-server --list``, thread counts lie in the pair's range, select stays under FD_SETSIZE, client
+   threads do not outnumber connections, the sweep holds at most ``limits.MAX_RUNS`` runs.
+
+Error messages quote at most a short excerpt of any value.
 """
 
 from __future__ import annotations
@@ -17,8 +25,11 @@ import hashlib
 import importlib.resources
 import itertools
 import json
+import math
+import os
+import stat
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +37,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from demuxlab import limits as lim
 from demuxlab.errors import SpecError
 from demuxlab.pairs import Pair, pairs_by_key
 
@@ -179,11 +191,33 @@ class Point:
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate mapping keys instead of keeping the last one."""
+    """SafeLoader that rejects duplicate mapping keys instead of keeping the last one, and bounds the
+    nesting depth while composing (PyYAML's composer recurses once per level)."""
+
+    _depth = 0
+    _nodes = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        self._depth += 1
+        self._nodes += 1
+        try:
+            problem = None
+            if self._depth > lim.MAX_YAML_DEPTH:
+                problem = f"nested more than {lim.MAX_YAML_DEPTH} levels deep"
+            elif self._nodes > lim.MAX_YAML_NODES:  # stop reading at once (aliases are counted later)
+                problem = f"more than {lim.MAX_YAML_NODES} YAML nodes"
+            if problem is not None:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(None, None, problem, mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *defaults`: merged keys may be overridden, that is what merging is for
             key = self.construct_object(key_node, deep=deep)
             try:
                 duplicate = key in seen
@@ -197,12 +231,86 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# Upper bounds the schema file leaves to the binaries (and to demuxlab.limits): (path, keyword, value).
+def _bounds() -> list[tuple[tuple[str, ...], str, int]]:
+    b = lim.limits()
+    axes = ("properties", "matrix", "properties")
+    design = ("properties", "designs", "items", "properties")
+    out: list[tuple[tuple[str, ...], str, int]] = [
+        (("properties", "seed"), "maximum", lim.MAX_SEED),
+        (("properties", "repeats"), "maximum", lim.MAX_RUNS),
+        (("properties", "calibration", "properties", "repeats"), "maximum", lim.MAX_RUNS),
+        (("properties", "client", "properties", "threads"), "maximum", b.client_max_threads),
+        (("properties", "client", "properties", "rate"), "maximum", b.max_rate),
+        (("properties", "designs"), "maxItems", lim.MAX_ARRAY_ITEMS),
+    ]
+    for phase in ("warmup_s", "measure_s", "cooldown_s"):
+        out.append((("properties", "phases", "properties", phase), "maximum", b.max_phase_s))
+    maxima = {
+        "threads": b.max_threads,
+        "work_us": b.max_work_us,
+        "connections": b.connections,
+        "msg_size": b.msg_size,
+    }
+    for prefix in (axes, design):
+        for axis, value in maxima.items():
+            out.append(((*prefix, axis, "items"), "maximum", value))
+            out.append(((*prefix, axis), "maxItems", lim.MAX_ARRAY_ITEMS))
+    return out
+
+
 @functools.cache
 def schema() -> dict[str, Any]:
-    """The experiment spec JSON schema (draft 2020-12)."""
+    """The experiment spec JSON schema (draft 2020-12), with the binaries' limits as upper bounds."""
     text = importlib.resources.files("demuxlab").joinpath("schemas/experiment.schema.json").read_text()
     loaded: dict[str, Any] = json.loads(text)
+    for path, keyword, value in _bounds():
+        node = loaded
+        for part in path:
+            node = node[part]
+        node[keyword] = value
     return loaded
+
+
+def _is_int(checker: Any, value: Any) -> bool:
+    # JSON Schema's "integer" admits 2.0; a count given as 2.0 (or !!float 2) is a mistake here.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(checker: Any, value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return not isinstance(value, float) or math.isfinite(value)
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    """uniqueItems in linear time. jsonschema's compares every pair when items cannot be sorted (a list
+    of mappings): seconds for a few thousand. Our unique lists hold scalars; a list with anything else
+    already fails its items' type, so it is not compared at all."""
+    if not unique or not isinstance(instance, list):
+        return
+    seen: set[tuple[str, Any]] = set()
+    for item in instance:
+        key: tuple[str, Any]
+        if item is None or isinstance(item, bool | str):
+            key = (type(item).__name__, item)
+        elif isinstance(item, int | float):
+            key = ("number", item)  # 1 and 1.0 are the same JSON number
+        else:
+            return
+        if key in seen:
+            yield jsonschema.ValidationError(f"{excerpt(repr(item), 40)} occurs more than once")
+            return
+        seen.add(key)
+
+
+StrictValidator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    jsonschema.Draft202012Validator,
+    validators={"uniqueItems": _unique_items},
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_int, "number": _is_number}
+    ),
+)
 
 
 def schema_path() -> Path:
@@ -237,37 +345,154 @@ def _path_sort_key(parts: Iterable[str | int]) -> tuple[tuple[int, int, str], ..
     return tuple((0, part, "") if isinstance(part, int) else (1, 0, part) for part in parts)
 
 
+MAX_PROBLEM_CHARS = 240
+
+
+def excerpt(text: str, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters (values in messages may be huge)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _raise_first(file: str, problems: Sequence[str]) -> None:
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise SpecError(f"{file}: {problems[0]}{more}")
+        raise SpecError(f"{file}: {excerpt(problems[0])}{more}")
 
 
 def _read(path: Path, file: str) -> tuple[bytes, str]:
+    """The file's bytes and text: a regular file (no FIFO or device), at most ``MAX_SPEC_BYTES``."""
+    cap = lim.MAX_SPEC_BYTES
     try:
-        raw = path.read_bytes()
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then says what it is.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         raise SpecError(f"{file}: cannot read: {exc.strerror}") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise SpecError(f"{file}: cannot read: {kind} (a spec is a YAML file)")
+        if info.st_size > cap:
+            raise SpecError(f"{file}: {info.st_size} bytes is more than a spec may hold ({cap} bytes)")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read(cap + 1)
+    except OSError as exc:
+        raise SpecError(f"{file}: cannot read: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    if len(raw) > cap:
+        raise SpecError(f"{file}: more than {cap} bytes, more than a spec may hold")
     try:
         return raw, raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SpecError(f"{file}: not UTF-8 text (byte {exc.start})") from exc
 
 
+def _node_children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_expanded(root: yaml.Node, file: str) -> None:
+    """Bound the document as it would be with every alias expanded: nodes, depth, no cycles.
+
+    Iterative post-order over the node graph, each node measured once: linear in the file, whatever
+    the aliases would expand to.
+    """
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            children = _node_children(node)
+            size[key] = min(1 + sum(size[id(c)] for c in children), lim.MAX_YAML_NODES + 1)
+            depth[key] = 1 + max((depth[id(c)] for c in children), default=0)
+            open_.discard(key)
+            line = node.start_mark.line + 1
+            if size[key] > lim.MAX_YAML_NODES:
+                raise SpecError(
+                    f"{file}: line {line}: more than {lim.MAX_YAML_NODES} YAML nodes with aliases expanded"
+                )
+            if depth[key] > lim.MAX_YAML_DEPTH:
+                raise SpecError(
+                    f"{file}: line {line}: nested more than {lim.MAX_YAML_DEPTH} levels deep "
+                    "with aliases expanded"
+                )
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            raise SpecError(f"{file}: line {node.start_mark.line + 1}: YAML alias refers to itself")
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _node_children(node) if id(child) not in size)
+
+
 def _parse_yaml(text: str, file: str) -> Any:
+    loader: _StrictLoader | None = None
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        loader = _StrictLoader(text)  # the reader refuses control characters here already
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expanded(node, file)
+        return loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}" if mark is not None else "(unknown line)"
         problem = exc.problem or exc.context or "invalid YAML"
-        raise SpecError(f"{file}: {where}: YAML syntax error: {problem}") from exc
+        raise SpecError(f"{file}: {where}: YAML syntax error: {excerpt(problem)}") from exc
     except yaml.YAMLError as exc:
-        raise SpecError(f"{file}: YAML syntax error: {str(exc).splitlines()[0]}") from exc
+        raise SpecError(f"{file}: YAML syntax error: {excerpt(str(exc).splitlines()[0])}") from exc
+    except RecursionError:  # cannot happen with the bounds above; never a traceback if it does
+        raise SpecError(f"{file}: YAML nested too deeply") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _path_text(path: Sequence[str | int]) -> str:
+    return _field_path(path)
+
+
+def _value_problems(doc: Any) -> list[str]:
+    """Non-finite numbers, numbers the binaries cannot take in fixed point, keys that are not strings."""
+    problems: list[str] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(doc, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    problems.append(f"{_path_text(path)}: key {excerpt(repr(k), 40)} is not a string")
+                    continue
+                stack.append((v, (*path, k)))
+        elif isinstance(value, list):
+            if len(value) > lim.MAX_ARRAY_ITEMS:
+                # Before the schema: its uniqueItems is quadratic in the length of a list.
+                problems.append(f"{_path_text(path)}: {len(value)} items, more than {lim.MAX_ARRAY_ITEMS}")
+                continue
+            stack.extend((v, (*path, i)) for i, v in enumerate(value))
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                problems.append(f"{_path_text(path)}: {value} is not a finite number")
+            elif abs(value) < 1e15 and round(value, lim.limits().decimals) != value:
+                problems.append(
+                    f"{_path_text(path)}: {value!r} has more than {lim.limits().decimals} decimals "
+                    "(the binaries take numbers in fixed point)"
+                )
+    return sorted(problems)
 
 
 def _schema_problems(doc: Any) -> list[str]:
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = StrictValidator(schema())
     errors = sorted(validator.iter_errors(doc), key=lambda e: (_path_sort_key(e.absolute_path), e.message))
     return [f"{_field_path(e.absolute_path)}: {e.message}" for e in errors]
 
@@ -356,6 +581,39 @@ def _check_select(
             )
 
 
+def _check_client(doc: dict[str, Any], problems: list[str]) -> None:
+    """Every client thread needs a connection (demux-client refuses --threads > --connections)."""
+    threads = doc["client"]["threads"]
+    for d_index, design in enumerate(doc["designs"]):
+        own = design["connections"] is not None
+        values = design["connections"] if own else doc["matrix"]["connections"]
+        field = f"designs[{d_index}].connections" if own else "matrix.connections"
+        for c_index, connections in enumerate(values):
+            if connections < threads:
+                problems.append(
+                    f"client.threads: {threads} threads is more than the {connections} connections of "
+                    f"{field}[{c_index}] (every client thread needs a connection)"
+                )
+                return
+
+
+def _count_runs(doc: dict[str, Any], resolved: Sequence[tuple[tuple[int, ...], ...]]) -> int:
+    """How many runs the spec makes (points × repeats + calibration), counted without expanding them."""
+    from demuxlab.ctmc.rates import PATTERNS
+
+    measured = calibration = 0
+    for design, per_notifier in zip(doc["designs"], resolved, strict=True):
+        workload = 1
+        for axis in ("work_us", "connections", "msg_size"):
+            workload *= len(design[axis] if design[axis] is not None else doc["matrix"][axis])
+        measured += sum(len(threads) for threads in per_notifier) * workload
+        if design["pattern"] in PATTERNS:
+            calibration += len(design["notifiers"]) * workload
+    cal_repeats = doc["calibration"]["repeats"]
+    cal_repeats = doc["repeats"] if cal_repeats is None else cal_repeats
+    return int(measured * doc["repeats"] + calibration * cal_repeats)
+
+
 def _unchecked_threads(design: dict[str, Any], matrix: dict[str, Any]) -> tuple[int, ...]:
     return tuple(design["threads"] if design["threads"] is not None else matrix["threads"])
 
@@ -382,6 +640,7 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
     doc = _parse_yaml(text, file)
     if doc is None:
         raise SpecError(f"{file}: (top level): the file holds no YAML document")
+    _raise_first(file, _value_problems(doc))
     if isinstance(doc, dict):
         _fill_defaults(schema(), doc)
     _raise_first(file, _schema_problems(doc))
@@ -396,7 +655,11 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
         resolved = [
             tuple(_unchecked_threads(d, doc["matrix"]) for _ in d["notifiers"]) for d in doc["designs"]
         ]
+    _check_client(doc, problems)
     _raise_first(file, problems)
+    runs = _count_runs(doc, resolved)
+    if runs > lim.MAX_RUNS:
+        raise SpecError(f"{file}: (top level): {runs} runs is more than a spec may hold ({lim.MAX_RUNS})")
 
     matrix = doc["matrix"]
     designs = tuple(
@@ -540,4 +803,9 @@ def run_order(spec: Spec) -> list[tuple[Point, int]]:
 
 def run_id(spec: Spec, point: Point, repeat: int) -> str:
     """``uuid5(RUN_NAMESPACE, "{experiment}|{spec_sha256}|{point_key}|{repeat}")`` as a string."""
-    return str(uuid.uuid5(RUN_NAMESPACE, f"{spec.name}|{spec.sha256}|{point.point_key}|{repeat}"))
+    return run_id_of(spec.name, spec.sha256, point.point_key, repeat)
+
+
+def run_id_of(experiment: str, spec_sha256: str, point_key: str, repeat: int) -> str:
+    """The run id rule (CONTRACTS.md §4) over its parts; ingest checks every record against it."""
+    return str(uuid.uuid5(RUN_NAMESPACE, f"{experiment}|{spec_sha256}|{point_key}|{repeat}"))

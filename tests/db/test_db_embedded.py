@@ -132,3 +132,108 @@ def test_bad_database_url(monkeypatch: pytest.MonkeyPatch, url: str, match: str)
 def test_plain_postgresql_url_means_psycopg3(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEMUXLAB_DATABASE_URL", "postgresql://u:pw@db.example:5433/x")
     assert database_url() == "postgresql+psycopg://u:pw@db.example:5433/x"
+
+
+# -- permissions (issue "Crash-safe sweeps and hostile input": a database only its owner can use) -----------
+
+
+def _psql_as(os_user: str, cluster: Cluster, role: str) -> subprocess.CompletedProcess[str]:
+    conninfo = f"host={cluster.socket_dir} port=54329 user={role} dbname=postgres connect_timeout=5"
+    return subprocess.run(
+        ["runuser", "-u", os_user, "--", str(pg_bin_dir() / "psql"), conninfo, "-Atc", "select current_user"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        check=False,
+    )
+
+
+@pytest.fixture
+def test_cluster(pg_server: object) -> Cluster:
+    import os
+
+    if os.environ.get("DEMUXLAB_TEST_DATABASE_URL") or os.geteuid() != 0:
+        pytest.skip("needs the embedded test cluster and root (to act as another OS user)")
+    return Cluster(Path(os.environ["DEMUXLAB_HOME"]))
+
+
+@pytest.mark.postgres
+def test_other_os_users_are_refused(test_cluster: Cluster) -> None:
+    import stat
+
+    cluster = test_cluster
+    for path in (cluster.root, cluster.socket_dir):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+    hba = [line for line in (cluster.data_dir / "pg_hba.conf").read_text().splitlines() if line.strip()]
+    assert [line for line in hba if not line.startswith("#")] == ["local all all peer map=demuxlab"]
+
+    # The owner (this OS user) gets the owner role, the readers' role and the superuser.
+    for role in ("demuxlab", "demuxlab_ro", "postgres"):
+        res = _psql_as("root", cluster, role)
+        assert res.returncode == 0 and res.stdout.strip() == role, res.stderr
+    # Another OS user: refused by the file system...
+    for role in ("demuxlab", "demuxlab_ro", "postgres"):
+        res = _psql_as("nobody", cluster, role)
+        assert res.returncode != 0 and "Permission denied" in res.stderr, res.stderr
+    # ...and by authentication, should the socket be reachable (a careless chmod).
+    sock = cluster.socket_dir / ".s.PGSQL.54329"
+    modes = {p: stat.S_IMODE(p.stat().st_mode) for p in (cluster.root, cluster.socket_dir, sock)}
+    try:
+        for path in modes:
+            path.chmod(0o777)
+        for role in ("demuxlab", "demuxlab_ro", "postgres"):
+            res = _psql_as("nobody", cluster, role)
+            assert res.returncode != 0 and "authentication failed" in res.stderr, res.stderr
+    finally:
+        for path, mode in modes.items():
+            path.chmod(mode)
+
+
+@pytest.mark.postgres
+def test_owner_role_is_not_a_superuser_and_readers_only_read(test_cluster: Cluster) -> None:
+    owner = test_cluster.url().replace("postgresql+psycopg://", "postgresql://")
+    reader = test_cluster.url(role="demuxlab_ro").replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(owner, autocommit=True) as conn:
+        assert conn.execute("SELECT current_user, current_setting('is_superuser')").fetchone() == (
+            "demuxlab",
+            "off",
+        )
+        conn.execute("CREATE TABLE IF NOT EXISTS perm_probe (x int)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("CREATE ROLE perm_intruder")
+    try:
+        with psycopg.connect(reader, autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM perm_probe").fetchone() == (0,)  # default privileges
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("INSERT INTO perm_probe VALUES (1)")
+    finally:
+        with psycopg.connect(owner, autocommit=True) as conn:
+            conn.execute("DROP TABLE perm_probe")
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_cluster_of_an_older_version_is_secured_on_start(fresh_home: Path) -> None:
+    cluster = Cluster(fresh_home, settings={"fsync": "off"})
+    cluster.ensure_running()
+    admin = cluster.admin_url("demuxlab").replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("CREATE TABLE old_runs (id serial PRIMARY KEY)")  # made by the superuser, as before
+        conn.execute("ALTER DATABASE demuxlab OWNER TO postgres")
+    cluster.stop()
+    # What older versions left: trust for everyone, open folders and socket, no marker.
+    (cluster.data_dir / "pg_hba.conf").write_text("local all all trust\nhost all all 127.0.0.1/32 trust\n")
+    cluster.secured_marker.unlink()
+    cluster.root.chmod(0o755)
+    cluster.socket_dir.chmod(0o777)
+
+    cluster.ensure_running()
+    assert "trust" not in (cluster.data_dir / "pg_hba.conf").read_text()
+    assert cluster.root.stat().st_mode & 0o077 == 0 and cluster.socket_dir.stat().st_mode & 0o077 == 0
+    with psycopg.connect(admin, autocommit=True) as conn:
+        owners = dict(conn.execute("SELECT tablename, tableowner FROM pg_tables WHERE schemaname = 'public'"))
+        db_owner = conn.execute("SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = 'demuxlab'")
+        assert owners == {"old_runs": "demuxlab"} and db_owner.fetchone() == ("demuxlab",)
+    with psycopg.connect(cluster.url().replace("postgresql+psycopg://", "postgresql://")) as conn:
+        conn.execute("INSERT INTO old_runs DEFAULT VALUES")  # the owner role may write, sequence included

@@ -17,6 +17,7 @@ from demuxlab.db.engine import get_engine
 from demuxlab.db.models import Experiment, Host, OpTiming, Point, Run, Sample
 from demuxlab.errors import DatabaseError, DemuxlabError
 from demuxlab.ingest import facts_sha256, ingest_files, ingest_run_record, point_summaries
+from demuxlab.spec import run_id_of
 
 pytestmark = pytest.mark.postgres
 
@@ -136,8 +137,7 @@ def test_reingest_is_idempotent_and_replaces(
         run = s.scalars(select(Run)).one()
         assert run.throughput_msgs_per_s == 2000.0
 
-    # A new attempt of the same (point, repeat) under another run id replaces the old run too.
-    record["run_id"] = str(uuid.uuid4())
+    # A new attempt of the same (point, repeat) replaces the old run too.
     record["attempt"] = 2
     result = ingest_run_record(get_engine(), record)
     assert result.replaced == 1
@@ -166,9 +166,16 @@ def test_failure_mid_ingest_leaves_nothing(
     other = make_record()
     other["experiment"]["name"] = "other"
     other["hosts"]["server"]["hostname"] = "node-z"
+    other["run_id"] = new_run_id(other)
     with pytest.raises(DatabaseError):
         ingest_files([write_record(other)])
     assert counts(engine) == before
+
+
+def new_run_id(record: dict[str, Any]) -> str:
+    """The run id rule over the record's (possibly edited) experiment, point and repeat."""
+    exp = record["experiment"]
+    return run_id_of(exp["name"], exp["spec_sha256"], record["point"]["point_key"], record["repeat"])
 
 
 def _drop(record: dict[str, Any], dotted: str) -> None:
@@ -219,6 +226,33 @@ MALFORMED = [
         "server.notify_by_events[4].events",
         "duplicate",
     ),
+    # Issue "Crash-safe sweeps and hostile input": values that were accepted and should not be.
+    (
+        "negative throughput",
+        lambda r: _set(r, "stats.throughput_msgs_per_s", -5.0),
+        "stats.throughput_msgs_per_s",
+        "minimum: 0",
+    ),
+    ("NaN measure_s", lambda r: _set(r, "phases.measure_s", float("nan")), "phases.measure_s", "finite"),
+    ("NaN drift", lambda r: _set(r, "stats.drift_rel", float("nan")), "stats.drift_rel", "finite"),
+    ("NaN work", lambda r: _set(r, "point.work_us", float("nan")), "point.work_us", "finite"),
+    ("infinite rate", lambda r: _set(r, "point.rate", float("inf")), "point.rate", "finite"),
+    ("negative orchestration", lambda r: _set(r, "orchestration_s", -0.5), "orchestration_s", "minimum: 0"),
+    (
+        "finished before started",
+        lambda r: _set(r, "finished_at", "2020-01-01T00:00:00Z"),
+        "finished_at",
+        "before started_at",
+    ),
+    ("float repeat", lambda r: _set(r, "repeat", 0.0), "repeat", "expected integer"),
+    ("huge repeat", lambda r: _set(r, "repeat", 2**31), "repeat", "invalid (maximum"),
+    ("repeat under another id", lambda r: _set(r, "repeat", 7), "run_id", "is not the id of"),
+    ("other experiment", lambda r: _set(r, "experiment.name", "other"), "run_id", "experiment 'other'"),
+    ("field contradicts key", lambda r: _set(r, "point.threads", 8), "point.point_key", "does not match"),
+    ("huge thread count", lambda r: _set(r, "point.threads", 10**30), "point.threads", "maximum"),
+    ("negative latency", lambda r: _set(r, "client.latency_us.p99", -1), "client.latency_us.p99", "minimum"),
+    ("huge core count", lambda r: _set(r, "hosts.server.cores", 2**40), "hosts.server.cores", "maximum"),
+    ("huge op time", lambda r: _set(r, "server.ops.lock.max_ns", 1e300), "server.ops.lock.max_ns", "maximum"),
 ]
 
 
@@ -243,6 +277,56 @@ def test_malformed_record_names_file_and_field(
     assert message.startswith(f"{bad}: field {field}: "), message
     assert problem in message, message
     assert all(n == 0 for n in counts(engine).values())
+
+
+def test_hostile_files_are_one_line_errors(
+    tmp_path: Path, engine: Engine, make_record: MakeRecord, write_record: WriteRecord
+) -> None:
+    import json
+    import os
+
+    good = json.dumps(make_record())
+    cases = {
+        "dup.json": (good[:-1] + ', "repeat": 0}', "duplicate key 'repeat'"),
+        "nan.json": (
+            good.replace('"drift_rel": ', '"drift_rel": NaN, "x": '),
+            "drift_rel: nan is not a finite number",
+        ),
+        "latin1.json": (None, "not UTF-8 text"),
+        "deep.json": ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    }
+    for name, (content, problem) in cases.items():
+        path = tmp_path / name
+        if content is None:
+            path.write_bytes(good.encode()[:40] + b"\xe4" + good.encode()[40:])
+        else:
+            path.write_text(content)
+        with pytest.raises(DemuxlabError) as info:
+            ingest_files([path])
+        assert problem in info.value.message and "\n" not in info.value.message, (name, info.value.message)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(DemuxlabError, match="not a regular file"):
+        ingest_files([fifo])
+    assert all(n == 0 for n in counts(engine).values())
+
+
+def test_batch_is_all_or_nothing(engine: Engine, make_record: MakeRecord, write_record: WriteRecord) -> None:
+    first = write_record(make_record(repeat=0))
+    second = write_record(make_record(repeat=1))
+    with engine.begin() as conn:
+        # A database-level failure of the second record only (its samples break a constraint).
+        conn.execute(text("ALTER TABLE runs ADD CONSTRAINT test_repeat_0 CHECK (repeat_index = 0)"))
+    with pytest.raises(DatabaseError) as info:
+        ingest_files([first, second])
+    assert (
+        "nothing written" in info.value.message and "batch of 2 records: none written" in info.value.message
+    )
+    assert all(n == 0 for n in counts(engine).values())  # the first, valid, record is not there either
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE runs DROP CONSTRAINT test_repeat_0"))
+    assert len(ingest_files([second, first])) == 2
+    assert counts(engine)["runs"] == 2
 
 
 def test_unreadable_and_non_json_files(tmp_path: Path, engine: Engine) -> None:
@@ -332,11 +416,13 @@ def test_spec_text_from_spec_path(
         spec_text=None,
         spec_sha256=hashlib.sha256(spec.read_bytes()).hexdigest(),
     )
+    record["run_id"] = new_run_id(record)
     ingest_run_record(get_engine(), record)
 
     # The file changed after the run: its text must not be stored under the old hash.
     stale = make_record()
     stale["experiment"].update(spec_path=str(spec), spec_text=None, spec_sha256="0" * 64)
+    stale["run_id"] = new_run_id(stale)
     ingest_run_record(get_engine(), stale)
 
     with Session(engine) as s:

@@ -135,3 +135,34 @@ def test_docker_run_matches_native_contract(binaries: Path, docker_engine: None)
         ["docker", "ps", "-aq", "--filter", "name=demuxlab-00000000-0000-4"], capture_output=True, text=True
     )
     assert leftover.stdout.strip() == ""
+
+
+@pytest.mark.docker
+def test_docker_orphans_of_a_pair_are_ended(binaries: Path, docker_engine: None) -> None:
+    """A container left by a killed run (labelled with its pair) is removed by the next run's launcher."""
+    import uuid
+
+    from demuxlab.launch.docker import IMAGES, PAIR_LABEL, DockerLauncher
+
+    subprocess.run(["make", "-C", str(REPO), "images"], check=True, capture_output=True, timeout=600)
+    pair, other = f"i14-{uuid.uuid4().hex[:8]}", f"i14-{uuid.uuid4().hex[:8]}"
+    made = []
+    for label in (pair, pair, other):
+        res = subprocess.run(
+            ["docker", "create", "--label", f"{PAIR_LABEL}={label}", IMAGES["server"], "--list"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        made.append(res.stdout.strip())
+    try:
+        ended = DockerLauncher().end_orphans(pair)
+        assert {i[:12] for i in ended} == {made[0][:12], made[1][:12]}
+        left = subprocess.run(
+            ["docker", "ps", "-aq", "--no-trunc", "--filter", f"label={PAIR_LABEL}"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        assert made[0] not in left and made[1] not in left and made[2] in left  # another pair's: untouched
+    finally:
+        subprocess.run(["docker", "rm", "-f", *made], capture_output=True, check=False)

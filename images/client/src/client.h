@@ -10,11 +10,12 @@
 #include <sys/socket.h>
 
 #include "hist.h"
+#include "demux_limits.h"
 
-#define CLIENT_MAX_CPUS 1024
-#define CLIENT_MAX_THREADS 1024
-#define CLIENT_MAX_CONNS 1000000
-#define CLIENT_MAX_MSG (64u << 20)
+#define CLIENT_MAX_CPUS DEMUX_MAX_CPUS
+#define CLIENT_MAX_THREADS DEMUX_CLIENT_MAX_THREADS
+#define CLIENT_MAX_CONNS DEMUX_CLIENT_MAX_CONNS
+#define CLIENT_MAX_MSG ((unsigned)DEMUX_CLIENT_MAX_MSG)
 /* A prime period makes consecutive messages and neighbouring connections differ. */
 #define PATTERN_PERIOD 251u
 

@@ -137,11 +137,11 @@ static void parse_options(int argc, char **argv, struct options *opt)
         case O_CONNS: opt->connections = (uint32_t)opt_u64("connections", optarg, 1, CLIENT_MAX_CONNS); break;
         case O_THREADS: opt->threads = (uint32_t)opt_u64("threads", optarg, 1, CLIENT_MAX_THREADS); break;
         case O_MSG: opt->msg_size = (uint32_t)opt_u64("msg-size", optarg, 1, CLIENT_MAX_MSG); break;
-        case O_WARMUP: opt->warmup_s = opt_double("warmup", optarg, 0, 86400, 0); break;
-        case O_DURATION: opt->duration_s = opt_double("duration", optarg, 0, 86400, 1); break;
-        case O_COOLDOWN: opt->cooldown_s = opt_double("cooldown", optarg, 0, 86400, 0); break;
-        case O_RATE: opt->rate = opt_double("rate", optarg, 0, 1e9, 1); break;
-        case O_STALL: opt->stall_timeout_s = opt_double("stall-timeout", optarg, 0, 86400, 1); break;
+        case O_WARMUP: opt->warmup_s = opt_double("warmup", optarg, 0, DEMUX_MAX_PHASE_S, 0); break;
+        case O_DURATION: opt->duration_s = opt_double("duration", optarg, 0, DEMUX_MAX_PHASE_S, 1); break;
+        case O_COOLDOWN: opt->cooldown_s = opt_double("cooldown", optarg, 0, DEMUX_MAX_PHASE_S, 0); break;
+        case O_RATE: opt->rate = opt_double("rate", optarg, 0, DEMUX_MAX_RATE, 1); break;
+        case O_STALL: opt->stall_timeout_s = opt_double("stall-timeout", optarg, 0, DEMUX_MAX_PHASE_S, 1); break;
         case O_JSON:
             if (optarg[0] == '\0')
                 die_usage("--json: empty file name");

@@ -20,7 +20,7 @@
 #define DEMUX_BUILD_INFO "source=unknown compiler=unknown flags=unknown"
 #endif
 
-#define MAX_SLOTS (1 << 20)
+#define MAX_SLOTS DEMUX_MAX_SLOTS
 
 struct server srv;
 atomic_bool g_stop;
@@ -240,7 +240,7 @@ static void parse_args(int argc, char **argv)
             s->bind_addr = optarg;
             break;
         case O_WORK:
-            if (parse_double(optarg, 0, 1e6, &s->work_us) < 0)
+            if (parse_double(optarg, 0, DEMUX_MAX_WORK_US, &s->work_us) < 0)
                 usage_error("bad --work-us '%s' (a number of microseconds, 0..1000000)", optarg);
             break;
         case O_MSG:

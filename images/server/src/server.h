@@ -17,12 +17,13 @@
 #include <unistd.h>
 
 #include "hist.h"
+#include "demux_limits.h"
 #include "util.h"
 
-#define MAX_THREADS 1024
+#define MAX_THREADS DEMUX_MAX_THREADS
 #define MAX_EVENTS 64 /* descriptors taken from one notifier call */
-#define MAX_MSG_SIZE (1u << 20)
-#define MAX_CPUS 1024
+#define MAX_MSG_SIZE ((unsigned)DEMUX_MAX_MSG_SIZE)
+#define MAX_CPUS DEMUX_MAX_CPUS
 
 /* ---- instrumentation ------------------------------------------------- */
 

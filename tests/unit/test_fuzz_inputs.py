@@ -1,0 +1,156 @@
+"""Property-based fuzzing of specs and run records: a clear one-line error or a valid result, never a
+traceback, never a wrong acceptance, never longer than a second (of CPU: the machine is shared).
+
+The variants and the oracles live in ``bench/fuzz_lib.py``, shared with the larger campaign
+``bench/fuzz_inputs.py``; Hypothesis drives the random choices here, with bounded example counts.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("fuzz_lib", REPO / "bench" / "fuzz_lib.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fl = _load()
+PAIRS = fl.contract_pairs()
+FUZZ = settings(
+    max_examples=120,
+    deadline=None,  # timed below in CPU seconds: wall time on a shared machine says little
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+def _cpu() -> float:
+    return time.process_time()
+
+
+@FUZZ
+@given(rng=st.randoms(use_true_random=False))
+def test_spec_variants_are_clear_errors_or_valid_plans(tmp_path: Path, rng) -> None:  # type: ignore[no-untyped-def]
+    what, data = fl.spec_variant(rng)
+    folder = Path(tempfile.mkdtemp(dir=tmp_path))
+    path = folder / f"{what.split(':', 1)[0]}.yaml"
+    path.write_bytes(data)
+    t0 = _cpu()
+    cls, detail = fl.classify_spec(path, PAIRS)
+    spent = _cpu() - t0
+    assert cls in ("clear", "accepted"), f"{what}: {cls}: {detail}"
+    assert spent < 1.0, f"{what}: {spent:.2f} s of CPU"
+
+
+@FUZZ
+@given(rng=st.randoms(use_true_random=False))
+def test_record_variants_are_clear_errors_or_right(tmp_path: Path, rng) -> None:  # type: ignore[no-untyped-def]
+    what, data = fl.record_variant(rng)
+    path = Path(tempfile.mkdtemp(dir=tmp_path)) / "record.json"
+    path.write_bytes(data)
+    t0 = _cpu()
+    cls, detail = fl.classify_record(path)
+    spent = _cpu() - t0
+    assert cls in ("clear", "accepted"), f"{what}: {cls}: {detail}"
+    assert spent < 1.0, f"{what}: {spent:.2f} s of CPU"
+
+
+HOSTILE_BASE = "name: hostile\nreproduces: none\ndesigns: [{pattern: reactor, notifiers: [poll]}]\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("repeats: 2.0", "repeats: 2.0 is not of type 'integer'"),
+        ("repeats: !!float 2", "repeats: 2.0 is not of type 'integer'"),
+        ("repeats: 1000000000", "repeats: 1000000000 is greater than the maximum of 100000"),
+        ("client: {threads: 1.0}", "client.threads: 1.0 is not of type 'integer'"),
+        ("client: {threads: 65}", "client.threads: 65 threads is more than the 64 connections"),
+        ("phases: {measure_s: .nan}", "phases.measure_s: nan is not a finite number"),
+        ("phases: {measure_s: 86401}", "phases.measure_s: 86401 is greater than the maximum of 86400"),
+        ("client: {rate: 1.0e+10}", "client.rate: 10000000000.0 is greater than the maximum of 1000000000"),
+        ("matrix: {work_us: [.inf]}", "matrix.work_us[0]: inf is not a finite number"),
+        ("matrix: {msg_size: [1099511627776]}", "matrix.msg_size[0]: 1099511627776 is greater than"),
+        ("matrix: {connections: [10000000]}", "matrix.connections[0]: 10000000 is greater than"),
+        ("matrix: {work_us: [0.0000001]}", "has more than 6 decimals"),
+        ("x: " + "[" * 3000 + "]" * 3000, "nested more than 32 levels deep"),
+        ("a: &a [*a]", "YAML alias refers to itself"),
+    ],
+)
+def test_issue_examples_are_refused(tmp_path: Path, text: str, problem: str) -> None:
+    from demuxlab.errors import SpecError
+    from demuxlab.spec import load_spec
+
+    path = tmp_path / "hostile.yaml"
+    path.write_text(HOSTILE_BASE + ("" if "matrix" in text else "matrix: {}\n") + text + "\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(path, pairs=PAIRS)
+    assert problem in info.value.message and "\n" not in info.value.message, info.value.message
+
+
+def test_merge_keys_work_and_bombs_stay_small(tmp_path: Path) -> None:
+    from demuxlab.errors import SpecError
+    from demuxlab.spec import load_spec
+
+    path = tmp_path / "merge.yaml"
+    path.write_text(
+        "name: merge\nreproduces: none\n"
+        "defaults: &d {pattern: reactor, notifiers: [poll]}\n"
+        "designs:\n  - <<: *d\n  - {<<: *d, pattern: lf, threads: [2]}\n"
+        "matrix: {connections: [8]}\n".replace("defaults: &d", "x-defaults: &d")
+    )
+    # An unknown top-level key is refused even when it only carries an anchor: the schema is closed.
+    with pytest.raises(SpecError, match="x-defaults"):
+        load_spec(path, pairs=PAIRS)
+    path.write_text(
+        "name: merge\nreproduces: none\n"
+        "designs:\n  - &d {pattern: reactor, notifiers: [poll]}\n  - {<<: *d, pattern: lf, threads: [2]}\n"
+        "matrix: {connections: [8]}\n"
+    )
+    spec = load_spec(path, pairs=PAIRS)
+    assert [(d.pattern, d.notifiers) for d in spec.designs] == [("reactor", ("poll",)), ("lf", ("poll",))]
+
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(
+        "name: bomb\nreproduces: none\n" + fl._laughs(9, 9).replace("description: ", "description: ")
+    )
+    t0 = _cpu()
+    with pytest.raises(SpecError) as info:
+        load_spec(bomb, pairs=PAIRS)
+    assert "YAML nodes with aliases expanded" in info.value.message and len(info.value.message) < 300
+    assert _cpu() - t0 < 1.0
+
+
+def test_special_files_are_refused_at_once(tmp_path: Path) -> None:
+    import os
+
+    from demuxlab.errors import SpecError
+    from demuxlab.spec import load_spec
+
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * (50 * 1024 * 1024))
+    for path, problem in (
+        (fifo, "not a regular file"),
+        (Path("/dev/zero"), "not a regular file"),
+        (big, "more than a spec may hold"),
+    ):
+        with pytest.raises(SpecError, match=problem):
+            load_spec(path, pairs=PAIRS)
