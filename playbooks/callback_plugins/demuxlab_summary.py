@@ -23,9 +23,10 @@ DOCUMENTATION = """
 """
 
 
-def _one_line(text: str, limit: int = 300) -> str:
+def _one_line(text: str, head: int = 120, tail: int = 220) -> str:
+    """Whitespace collapsed; a long text keeps its start (what failed) and its end (why)."""
     text = re.sub(r"\s+", " ", text).strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= head + tail + 1 else f"{text[:head]}…{text[-tail:]}"
 
 
 def _problem(result: dict[str, Any]) -> str:
@@ -47,6 +48,12 @@ def _problem(result: dict[str, Any]) -> str:
         if result.get("cmd"):
             cmd = result["cmd"]
             text = f"{' '.join(cmd) if isinstance(cmd, list) else cmd}: {text}"
+    # A module that failed on an exception says why only in the traceback's last line.
+    exc = result.get("exception")
+    if isinstance(exc, str) and exc.strip():
+        last = exc.strip().splitlines()[-1]
+        if last not in str(text):
+            text = f"{text}: {last}"
     # Ansible's own wording for SSH failures carries the useful part after the prefix.
     text = re.sub(r"^Failed to connect to the host via ssh: ", "ssh: ", str(text))
     return _one_line(text)

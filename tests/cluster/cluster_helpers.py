@@ -7,7 +7,6 @@ temporary directory, so a developer's `make testbed` is never touched; it is rem
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -71,14 +70,8 @@ class Testbed:
             "ANSIBLE_FORCE_COLOR": "0",
             **(env or {}),
         }
-        extra_vars = {
-            "images_names": self.image_names,
-            "images_cache_dir": str(self.base / "images"),
-            "host_facts_dir": str(self.base / "facts"),
-        }
-        extra = ["-e", json.dumps(extra_vars)]
         proc = subprocess.run(
-            [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), playbook, *extra, *args],
+            [str(VENV_BIN / "ansible-playbook"), "-i", str(self.inventory), playbook, *args],
             cwd=PLAYBOOKS,
             capture_output=True,
             text=True,

@@ -7,6 +7,7 @@ temporary directory, so a developer's `make testbed` is never touched; it is rem
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -60,6 +61,19 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
             name = f"{tb.PREFIX}{state['id']}/{role}:test"
             subprocess.run(["docker", "tag", f"demuxlab/{role}:latest", name], check=True)
             names.append(name)
+        # The session's settings as inventory group vars (not extra vars: a test overrides one host's).
+        group_vars = base / "inventory" / "group_vars"
+        group_vars.mkdir(parents=True, exist_ok=True)
+        (group_vars / "all.yml").write_text(
+            json.dumps(
+                {
+                    "images_names": names,
+                    "images_cache_dir": str(base / "images"),
+                    "host_facts_dir": str(base / "facts"),
+                }
+            )
+            + "\n"
+        )
         yield Testbed(state=state, inventory=base / "inventory", base=base, image_names=names)
     finally:
         try:
