@@ -3,8 +3,9 @@ real scheduler, leases, state files and ingest, with the ``sim`` launcher, which
 duration. Two figures:
 
 1. **DAG build** (``--dag-runs``, default 2500,5000,10000): the time and peak memory of
-   ``snakemake --profile cluster -n all`` on a 64-pair simulated cluster for sweeps of those sizes, to see
-   that the DAG grows no faster than the sweep (runs per second of DAG building, MB per 1,000 runs).
+   ``snakemake --profile cluster -n all`` on a simulated cluster of ``--dag-pairs`` (64) pairs for sweeps
+   of those sizes, to see that the DAG grows no faster than the sweep (runs per second of DAG building,
+   MB per 1,000 runs).
 2. **Makespan** (``--runs``, ``--pairs``, ``--duration-s``): the sweep executed; makespan of the runs
    (first run start → last run end, from the records) against the ideal ``ceil(runs / pairs) × duration``,
    the scheduler overhead per run (lane time ÷ runs per lane − duration), the wall time of the whole
@@ -174,6 +175,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=8)
     ap.add_argument("--duration-s", type=float, default=20.0)
     ap.add_argument("--dag-runs", default="2500,5000,10000")
+    ap.add_argument("--dag-pairs", type=int, default=64)
     ap.add_argument("--skip-dag", action="store_true")
     ap.add_argument("--skip-sweep", action="store_true")
     args = ap.parse_args()
@@ -182,7 +184,7 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     with tempfile.TemporaryDirectory(prefix="demuxlab-i9-bench-") as tmp:
         if not args.skip_dag:
-            dag_figures(Path(tmp), [int(x) for x in args.dag_runs.split(",") if x], args.pairs)
+            dag_figures(Path(tmp), [int(x) for x in args.dag_runs.split(",") if x], args.dag_pairs)
         if not args.skip_sweep:
             sweep_figures(Path(tmp), args.runs, args.pairs, args.duration_s)
 
