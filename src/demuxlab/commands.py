@@ -146,8 +146,42 @@ def pairs(inventory: str | None, as_json: bool) -> None:
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Where to write the run record.")
 @click.option("--server-facts", type=click.Path(dir_okay=False), help="Server host facts (else collected).")
 @click.option("--client-facts", type=click.Path(dir_okay=False), help="Client host facts (else = server's).")
-@click.option("--launcher", "launcher_name", help="Override the spec's launcher (native | docker).")
+@click.option("--launcher", "launcher_name", help="Override the spec's launcher (native|docker|remote|sim).")
 @click.option("--pair", "host_pair", default="local", show_default=True, help="Host pair name.")
+@click.option(
+    "--pairs-from",
+    type=click.Path(),
+    help="Run on a free healthy pair of this inventory (or simulated cluster file), under its lease.",
+)
+@click.option(
+    "--cluster-state",
+    type=click.Path(file_okay=False),
+    default="results/cluster",
+    show_default=True,
+    help="With --pairs-from: per-pair health (pairs/) and host facts (facts/).",
+)
+@click.option("--lane", type=click.IntRange(min=0), default=0, show_default=True, help="With --pairs-from.")
+@click.option(
+    "--quarantine-after",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="With --pairs-from: quarantine a pair after this many failed runs in a row (0: never).",
+)
+@click.option(
+    "--pair-wait",
+    type=click.FloatRange(min=0),
+    default=3600.0,
+    show_default=True,
+    help="With --pairs-from: seconds to wait for a free pair.",
+)
+@click.option(
+    "--noise-wait",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="With --pairs-from: seconds a noisy host may delay the run before it runs flagged.",
+)
 @click.option("--attempt", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option(
     "--max-attempts",
@@ -187,6 +221,12 @@ def run_point(
     instrument: bool,
     stall_timeout: float,
     lease_wait: float | None,
+    pairs_from: str | None = None,
+    cluster_state: str = "results/cluster",
+    lane: int = 0,
+    quarantine_after: int = 3,
+    pair_wait: float = 3600.0,
+    noise_wait: float = 60.0,
 ) -> None:
     """Run one repeat of one sweep point and write its run record (docs/CONTRACTS.md §5).
 
@@ -203,6 +243,12 @@ def run_point(
     if not found:
         raise SpecError(f"{spec}: run id {rid!r} is not a run of this spec (see `demuxlab plan {spec}`)")
     point, repeat = found[0]
+    if pairs_from:
+        _run_point_on_cluster(
+            loaded, point, repeat, rid, Path(out), Path(spec), pairs_from, Path(cluster_state), launcher_name,
+            lane, quarantine_after, pair_wait, noise_wait, attempt, max_attempts, instrument, stall_timeout,
+        )  # fmt: skip
+        return
     server_host = read_json(Path(server_facts), "server facts") if server_facts else collect_facts()
     client_host = read_json(Path(client_facts), "client facts") if client_facts else server_host
     same_host = server_host.get("hostname") == client_host.get("hostname")
@@ -228,7 +274,67 @@ def run_point(
         stall_timeout_s=stall_timeout,
     )
     record = run_leased(launcher, req, lease_wait)
-    out_path = Path(out)
+    _write_run_record(record, Path(out), rid, point, repeat, attempt, max_attempts)
+
+
+def _run_point_on_cluster(
+    loaded: Any,
+    point: Any,
+    repeat: int,
+    rid: str,
+    out_path: Path,
+    spec_path: Path,
+    pairs_from: str,
+    state: Path,
+    launcher_name: str | None,
+    lane: int,
+    quarantine_after: int,
+    pair_wait: float,
+    noise_wait: float,
+    attempt: int,
+    max_attempts: int,
+    instrument: bool,
+    stall_timeout: float,
+) -> None:
+    from demuxlab.cluster.run import ClusterOptions, run_on_cluster, update_progress
+
+    opts = ClusterOptions(
+        pairs_from=pairs_from,
+        state=state,
+        launcher=launcher_name or "remote",
+        lane=lane,
+        quarantine_after=quarantine_after,
+        pair_wait_s=pair_wait,
+        noise_wait_s=noise_wait,
+    )
+    experiment = {
+        "name": loaded.name,
+        "spec_sha256": loaded.sha256,
+        "git_rev": git_revision(),
+        "spec_path": _relative(spec_path),
+        "spec_text": loaded.text,
+    }
+    record = run_on_cluster(
+        loaded,
+        point,
+        repeat,
+        rid,
+        experiment,
+        opts,
+        attempt=attempt,
+        stall_timeout_s=stall_timeout,
+        instrument=bool(instrument) or point.instrument,
+        failures_dir=out_path.parent.parent / "failures",
+    )
+    try:
+        _write_run_record(record, out_path, rid, point, repeat, attempt, max_attempts)
+    finally:
+        update_progress(opts)
+
+
+def _write_run_record(
+    record: dict[str, Any], out_path: Path, rid: str, point: Any, repeat: int, attempt: int, max_attempts: int
+) -> None:
     if record["status"] == "failed" and attempt < max_attempts:
         # Keep the failed attempt's record beside the runs; the workflow retries the job.
         failed = out_path.parent.parent / "failures" / f"{rid}.attempt{attempt}.json"

@@ -221,6 +221,17 @@ RECORD_SCHEMA: dict[str, Any] = {
             },
         },
         "orchestration_s": _NONNEG_OR_NULL,
+        # Cluster runs: the pair (with its hardware class) and the noise check of both hosts.
+        "pair": {
+            "type": ["object", "null"],
+            "properties": {
+                "hardware_class": {
+                    "type": ["object", "null"],
+                    "properties": {"id": {"type": "string", "minLength": 1}},
+                }
+            },
+        },
+        "noise": {"type": ["object", "null"], "properties": {"flagged": {"type": "boolean"}}},
     },
     "allOf": [
         {
@@ -516,6 +527,9 @@ def prepare_record(record: Any, source: str = "<record>") -> _Prepared:
         if record.get("client")
         else None,
         "server_result": record.get("server"),
+        "hardware_class": ((record.get("pair") or {}).get("hardware_class") or {}).get("id"),
+        "noisy": (record.get("noise") or {}).get("flagged"),
+        "noise": record.get("noise"),
     }
 
     op_rows: list[dict[str, Any]] = []

@@ -35,6 +35,7 @@ class RunRow:
     server_messages: int | None
     latency_p50_us: float | None
     latency_p99_us: float | None
+    hardware_class: str | None = None  # cluster runs: the pair's class (never averaged across classes)
 
 
 @dataclass
@@ -77,6 +78,7 @@ def load_rows(experiment: str, spec_sha256: str, url: str | None = None) -> list
                     server_messages=run.server_messages,
                     latency_p50_us=lat.get("p50"),
                     latency_p99_us=lat.get("p99"),
+                    hardware_class=run.hardware_class,
                 )
             )
     return list(out.values())
@@ -86,10 +88,26 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
-    """One row per point: parameters, run counts, mean throughput with its 95% CI, CPU per message."""
-    rows = []
+def by_class(points: Sequence[PointRows]) -> list[tuple[PointRows, str | None]]:
+    """Each point once per hardware class its runs ran on (runs of different classes are never averaged);
+    a point without runs, or whose runs all have one class (or none: local runs), stays one row."""
+    out: list[tuple[PointRows, str | None]] = []
     for p in points:
+        classes = sorted({r.hardware_class for r in p.runs}, key=lambda c: c or "")
+        if len(classes) <= 1:
+            out.append((p, classes[0] if classes else None))
+            continue
+        for cls in classes:
+            runs = [r for r in p.runs if r.hardware_class == cls]
+            out.append((PointRows(p.point_key, p.params, runs), cls))
+    return out
+
+
+def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
+    """One row per point (and hardware class): parameters, run counts, mean throughput with its 95% CI,
+    CPU per message."""
+    rows = []
+    for p, hardware_class in by_class(points):
         ok = [r for r in p.runs if r.status == "ok" and r.throughput is not None]
         tputs = [r.throughput for r in ok if r.throughput is not None]
         summary = point_summary(tputs) if tputs else None
@@ -112,6 +130,7 @@ def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
                 "server_cpu_us_per_msg": _mean(cpu_per_msg),
                 "latency_p50_us": _mean([r.latency_p50_us for r in ok if r.latency_p50_us is not None]),
                 "latency_p99_us": _mean([r.latency_p99_us for r in ok if r.latency_p99_us is not None]),
+                "hardware_class": hardware_class,
             }
         )
     return rows

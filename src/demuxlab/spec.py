@@ -130,6 +130,7 @@ class Spec:
     text: str  # the file as read, for the record and the database
     sha256: str  # of the file's bytes; part of every run id
     path: str
+    hardware_class: str | None = None  # cluster sweeps: run only on pairs of this class (hw-…)
 
     def to_json(self) -> dict[str, Any]:
         """The spec with every default filled in, in the file's layout."""
@@ -145,6 +146,7 @@ class Spec:
             "designs": [design.to_json() for design in self.designs],
             "matrix": self.matrix.to_json(),
             "calibration": {"repeats": self.calibration_repeats},
+            **({"hardware_class": self.hardware_class} if self.hardware_class else {}),
         }
 
 
@@ -701,6 +703,7 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
         text=text,
         sha256=hashlib.sha256(raw).hexdigest(),
         path=file,
+        hardware_class=doc.get("hardware_class"),
     )
     # Two values that print alike under :g would share a point key (and so a run id): refuse now.
     expand_points(spec)

@@ -14,6 +14,7 @@ REPO = Path(workflow.basedir).parent
 EXPERIMENTS_DIR = Path(config.get("experiments_dir") or REPO / "experiments").resolve()
 DEMUXLAB = str(REPO / ".venv" / "bin" / "demuxlab") if (REPO / ".venv" / "bin" / "demuxlab").exists() else "demuxlab"
 RUN = config.get("run", {})
+CLUSTER_CONF = config.get("cluster", {})
 MODEL = config.get("model", {})
 # The models compute on the machine that measures when the pair is local: keep them apart from runs.
 MODEL_PAIR = 1 if config["host_pair"] == "local" else 0
@@ -41,11 +42,33 @@ def _load_specs():
     return specs
 
 
-if config["host_pair"] != "local":
+# Cluster execution (profile `cluster`): the pairs of an Ansible inventory (or a simulated cluster file),
+# one lane per pair; each run takes whichever healthy pair is free (demuxlab.cluster.schedule).
+CLUSTER = config["host_pair"] == "cluster"
+if config["host_pair"] not in ("local", "cluster"):
     raise WorkflowError(
-        f"demuxlab: error: host pair {config['host_pair']!r} is not defined: this version runs on the "
-        "'local' pair only (remote pairs need the Ansible inventory and remote launcher of playbooks/)"
+        f"demuxlab: error: config: host_pair: {config['host_pair']!r} is not 'local' (this machine) or "
+        "'cluster' (the pairs of the inventory)"
     )
+INVENTORY = ""
+PAIRS = None
+if CLUSTER:
+    from demuxlab.cluster.pairs import load_pairs
+
+    INVENTORY = os.environ.get("DEMUXLAB_INVENTORY") or config.get("inventory") or ""
+    if not INVENTORY:
+        raise WorkflowError(
+            "demuxlab: error: config: inventory: no inventory for the cluster profile (set DEMUXLAB_INVENTORY, "
+            "or `inventory` in the workflow config: --config inventory=PATH)"
+        )
+    INVENTORY = str((REPO / INVENTORY) if not os.path.isabs(INVENTORY) else Path(INVENTORY))
+    try:
+        PAIRS = load_pairs(INVENTORY)
+    except DemuxlabError as exc:
+        raise WorkflowError(f"demuxlab: error: {exc.message}") from None
+LANE_COUNT = len(PAIRS.pairs) if PAIRS is not None else RUN["lanes"]
+SIMULATED = PAIRS is not None and PAIRS.simulated
+CLUSTER_STATE = "results/cluster"
 
 SPECS = _load_specs()
 
@@ -56,7 +79,7 @@ CALIBRATION_RUNS = set()  # instrumented runs of the calibration points
 for _name, _spec in SPECS.items():
     for _i, (_point, _repeat) in enumerate(run_order(_spec)):
         _rid = run_id(_spec, _point, _repeat)
-        _lane = _i % RUN["lanes"]
+        _lane = _i % LANE_COUNT
         LANES.setdefault((_name, _lane), []).append(_rid)
         RUNS[_rid] = (_name, _lane, len(LANES[(_name, _lane)]) - 1)
         if _point.instrument:
@@ -68,7 +91,41 @@ def spec_path(wildcards):
 
 
 def launcher_of(experiment):
+    if CLUSTER and config["launcher"] == "spec":
+        return "sim" if SIMULATED else "remote"
     return SPECS[experiment].launcher if config["launcher"] == "spec" else config["launcher"]
+
+
+def lane_of(wildcards):
+    return RUNS[wildcards.run_id][1]
+
+
+def cluster_inputs(wildcards):
+    """What a run on the cluster needs: the provisioned hosts and every host's facts."""
+    if not CLUSTER or SIMULATED:
+        return []
+    return [ancient(rules.provision.output.done)] + [
+        ancient(f"{CLUSTER_STATE}/facts/{host.name}.json") for host in PAIRS.hosts()
+    ]
+
+
+LOCAL_FACTS = f"results/facts/{config['host_pair']}/server.json"
+
+
+def host_facts_input(wildcards):
+    """The local pair's facts (the cluster's hosts have theirs in cluster_inputs)."""
+    return [] if CLUSTER else [ancient(LOCAL_FACTS)]
+
+
+def where_args(wildcards):
+    """run-point's options saying where the run goes: the local pair, or any pair of the inventory."""
+    if not CLUSTER:
+        return f"--server-facts {LOCAL_FACTS} --pair {config['host_pair']}"
+    return (
+        f"--pairs-from {INVENTORY} --cluster-state {CLUSTER_STATE} --lane {lane_of(wildcards)}"
+        f" --quarantine-after {CLUSTER_CONF['quarantine_after']} --pair-wait {CLUSTER_CONF['pair_wait_s']}"
+        f" --noise-wait {CLUSTER_CONF['noise_wait_s']}"
+    )
 
 
 def previous_in_lane(wildcards):
@@ -137,6 +194,8 @@ def all_targets():
             f"results/{name}/report/claims.md",
             f"results/{name}/report/recommendations.csv",
         ]
+        if CLUSTER:
+            targets.append(f"results/{name}/report/pairs.csv")
         if has_model(name):
             targets += [
                 f"results/{name}/report/validation.csv",
@@ -144,3 +203,36 @@ def all_targets():
                 f"results/{name}/report/validation.png",
             ]
     return targets
+
+
+def inventory_files():
+    """The inventory's files (a change re-provisions)."""
+    path = Path(INVENTORY)
+    if path.is_file():
+        return [str(path)]
+    return sorted(str(p) for p in path.rglob("*") if p.is_file())
+
+
+def playbook_files():
+    """The playbooks (a change re-provisions); not the inventories, nor Python's byte-code caches."""
+    return sorted(
+        str(p)
+        for p in (REPO / "playbooks").rglob("*")
+        if p.is_file() and not {"inventories", "__pycache__"} & set(p.parts) and p.suffix != ".pyc"
+    )
+
+
+def write_sweep_plan():
+    """results/cluster/sweep.json: the runs this sweep plans, so progress can say how many remain."""
+    import json
+
+    doc = {
+        "experiments": {name: len(runs_of(name)) for name in SPECS},
+        "pairs": [p.name for p in PAIRS.pairs],
+        "inventory": INVENTORY,
+    }
+    os.makedirs(CLUSTER_STATE, exist_ok=True)
+    tmp = f"{CLUSTER_STATE}/.sweep.json.tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(tmp, f"{CLUSTER_STATE}/sweep.json")

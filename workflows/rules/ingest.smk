@@ -26,5 +26,8 @@ rule ingest_run:
         "../envs/demuxlab.yaml"
     params:
         cli=DEMUXLAB,
+    resources:
+        # Cluster profile: ingests run on the controller beside one run job per pair; a few at a time.
+        controller=1,
     shell:
         "{params.cli} ingest {input.record} --done {output.done} 2> {log}"

@@ -39,7 +39,7 @@ rule predict:
         method=MODEL["method"],
         rel_ci=MODEL["rel_ci"],
         seed=MODEL["seed"],
-    threads: workflow.cores
+    threads: min(workflow.cores, os.cpu_count() or 1)
     resources:
         pair=MODEL_PAIR,
     shell:

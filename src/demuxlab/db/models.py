@@ -1,7 +1,8 @@
 """Schema v1 as SQLAlchemy 2 typed models.
 
-The Alembic migrations (``0001_initial``, ``0002_point_instrument``, ``0007_i12_bundles``) create exactly
-these tables; ``demuxlab db check`` (``alembic check``) fails if the two drift apart. Documents (facts,
+The Alembic migrations (``0001_initial``, ``0002_point_instrument``, ``0003_bundles``,
+``0004_cluster``) create exactly these tables; ``demuxlab db check`` (``alembic check``) fails if the two
+drift apart. Documents (facts,
 pinning, artifacts, raw binary outputs, rates) are JSONB; every table that is written by a single actor has a
 server-side creation timestamp.
 """
@@ -128,6 +129,7 @@ class Run(Base):
         CheckConstraint("status = 'ok' OR failure_reason IS NOT NULL", name="failure_reason"),
         Index(None, "server_host_id"),
         Index(None, "client_host_id"),
+        Index(None, "host_pair"),
     )
 
     run_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
@@ -165,6 +167,10 @@ class Run(Base):
     client_result: Mapped[JSONDoc | None]
     server_result: Mapped[JSONDoc | None]
     ingested_at: Mapped[created_ts]
+    # Cluster runs (0004_cluster): the pair's hardware class id, and the pre-run noise check.
+    hardware_class: Mapped[str | None]
+    noisy: Mapped[bool | None]
+    noise: Mapped[JSONDoc | None]
 
     point: Mapped[Point] = relationship(back_populates="runs")
     samples: Mapped[list[Sample]] = relationship(back_populates="run", passive_deletes=True)

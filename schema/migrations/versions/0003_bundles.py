@@ -4,7 +4,7 @@
 each to the imported original, so the dashboard can set them side by side. Deleting the original keeps the
 rerun (the link becomes NULL).
 
-Revision ID: 0007_i12_bundles
+Revision ID: 0003_bundles
 Revises: 0002_point_instrument
 Create Date: 2026-11-23 19:00:00
 """
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0007_i12_bundles"
+revision: str = "0003_bundles"
 down_revision: str | None = "0002_point_instrument"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

@@ -1,0 +1,193 @@
+"""Scale of cluster sweeps on a simulated cluster: the real workflow (`snakemake --profile cluster`), the
+real scheduler, leases, state files and ingest, with the ``sim`` launcher, which only waits each run's
+duration. Two figures:
+
+1. **DAG build** (``--dag-runs``, default 2500,5000,10000): the time and peak memory of
+   ``snakemake --profile cluster -n all`` on a simulated cluster of ``--dag-pairs`` (64) pairs for sweeps
+   of those sizes, to see that the DAG grows no faster than the sweep (runs per second of DAG building,
+   MB per 1,000 runs).
+2. **Makespan** (``--runs``, ``--pairs``, ``--duration-s``): the sweep executed; makespan of the runs
+   (first run start → last run end, from the records) against the ideal ``ceil(runs / pairs) × duration``,
+   the scheduler overhead per run (lane time ÷ runs per lane − duration), the wall time of the whole
+   workflow (ingest and report included) and the controller's peak memory (snakemake's max RSS; the job
+   processes are not counted).
+
+The full issue scale is ``--runs 10000 --pairs 64``: with runs of d seconds that takes ≥ 157·d seconds,
+and the controller must have the CPU for it (the last line says how much: on this 2-core shared machine
+64 pairs need runs of a minute or more). The defaults (80 runs, 8 pairs, 20 s) take a few minutes.
+
+    .venv/bin/python bench/cluster_sim_bench.py [--runs 80] [--pairs 8] [--duration-s 20]
+        [--dag-runs 2500,5000,10000] [--skip-dag] [--skip-sweep]
+
+Prints figures; asserts nothing (the shared machine's load disturbs them: say so when reporting).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
+NOTIFIERS = ["select", "poll", "epoll-lt", "epoll-et"]
+
+
+def write_spec(folder: Path, name: str, runs: int, duration_s: float) -> int:
+    """A reactor-only spec (no model stages) with about ``runs`` runs: 4 notifiers × C connections × R."""
+    repeats = max(1, min(100, math.ceil(runs / 4)))
+    conns = max(1, math.ceil(runs / (4 * repeats)))
+    text = (
+        f"name: {name}\nreproduces: none\nlauncher: native\nseed: 1\nrepeats: {repeats}\n"
+        f"phases: {{warmup_s: 0, measure_s: {duration_s:g}, cooldown_s: 0}}\n"
+        "calibration: {repeats: 0}\n"
+        f"designs:\n  - {{pattern: reactor, notifiers: [{', '.join(NOTIFIERS)}]}}\n"
+        f"matrix: {{threads: [1], work_us: [0], connections: [{', '.join(str(8 + i) for i in range(conns))}],"
+        " msg_size: [1]}\n"
+    )
+    (folder / f"{name}.yaml").write_text(text)
+    return 4 * conns * repeats
+
+
+def snakemake(workdir: Path, specs: Path, cluster: Path, name: str, *extra: str) -> list[str]:
+    return [
+        SNAKEMAKE, "--snakefile", str(REPO / "workflows" / "Snakefile"),
+        "--profile", str(REPO / "workflows" / "cluster"), "--directory", str(workdir),
+        "all", "--config", f"experiments=[{name}]", f"experiments_dir={specs}", *extra,
+    ]  # fmt: skip
+
+
+def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float, int, float]:
+    """Wall seconds, peak RSS in MB of snakemake, exit status, CPU seconds of snakemake and its jobs."""
+    t0 = time.monotonic()
+    with log.open("w") as out:
+        # From workflows/, as a user types it (the profile's configfile is relative to it).
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO / "workflows")
+        _, status, usage = os.wait4(proc.pid, 0)
+    cpu = usage.ru_utime + usage.ru_stime
+    return time.monotonic() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), cpu
+
+
+def env_for(tmp: Path, cluster: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["DEMUXLAB_INVENTORY"] = str(cluster)
+    env["DEMUXLAB_LEASE_DIR"] = str(tmp / "leases")
+    return env
+
+
+def dag_figures(tmp: Path, sizes: list[int], pairs: int) -> None:
+    cluster = tmp / "dag-cluster.yaml"
+    cluster.write_text(f"simulated: {{pairs: {pairs}}}\n")
+    print(f"DAG build: snakemake --profile cluster -n all, {pairs} simulated pairs")
+    print(f"{'runs':>7} {'jobs':>7} {'seconds':>8} {'runs/s':>8} {'peak MB':>8} {'MB/1k runs':>10}")
+    for size in sizes:
+        specs = tmp / f"dag-specs-{size}"
+        specs.mkdir()
+        name = f"bench-dag-{size}"
+        runs = write_spec(specs, name, size, 5)
+        work = tmp / f"dag-work-{size}"
+        work.mkdir()
+        log = tmp / f"dag-{size}.log"
+        wall, rss, code, _ = timed(
+            snakemake(work, specs, cluster, name, "-n", "--quiet", "rules"), env_for(tmp, cluster), log
+        )
+        total = re.search(r"^total\s+(\d+)", log.read_text(), re.M)
+        jobs = total.group(1) if total else "?"
+        if code != 0:
+            print(f"{runs:>7} failed (status {code}): see {log}")
+            continue
+        print(f"{runs:>7} {jobs:>7} {wall:>8.1f} {runs / wall:>8.0f} {rss:>8.0f} {rss / runs * 1000:>10.1f}")
+
+
+def _ts(text: str) -> float:
+    return datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def sweep_figures(tmp: Path, runs_wanted: int, pairs: int, duration_s: float) -> None:
+    cluster = tmp / "cluster.yaml"
+    cluster.write_text(f"simulated: {{pairs: {pairs}}}\n")
+    specs = tmp / "specs"
+    specs.mkdir()
+    name = "bench-sweep"
+    runs = write_spec(specs, name, runs_wanted, duration_s)
+    work = tmp / "work"
+    work.mkdir()
+    log = tmp / "sweep.log"
+    print(
+        f"\nSweep: {runs} runs of {duration_s:g} s on {pairs} simulated pairs (real workflow, sim launcher)"
+    )
+    wall, rss, code, cpu = timed(snakemake(work, specs, cluster, name), env_for(tmp, cluster), log)
+    if code != 0:
+        print(f"workflow failed (status {code}): see {log}")
+        print(log.read_text()[-3000:])
+        return
+    records = [json.loads(p.read_text()) for p in (work / "results" / name / "runs").glob("*.json")]
+    starts = [_ts(r["started_at"]) for r in records]
+    ends = [_ts(r["finished_at"]) for r in records]
+    makespan = max(ends) - min(starts)
+    per_lane = math.ceil(runs / pairs)
+    ideal = per_lane * duration_s
+    lanes: dict[int, list[dict[str, Any]]] = {}
+    for r in records:
+        lanes.setdefault(r["scheduling"]["lane"], []).append(r)
+    overheads = []
+    for lane_runs in lanes.values():
+        t0 = min(_ts(r["started_at"]) for r in lane_runs)
+        t1 = max(_ts(r["finished_at"]) for r in lane_runs)
+        overheads.append((t1 - t0) / len(lane_runs) - duration_s)
+    waited = [r["scheduling"]["waited_s"] for r in records]
+    by_pair: dict[str, int] = {}
+    for r in records:
+        by_pair[r["host_pair"]] = by_pair.get(r["host_pair"], 0) + 1
+    status = {s: sum(1 for r in records if r["status"] == s) for s in ("ok", "failed")}
+    print(f"records: {len(records)} ({status['ok']} ok, {status['failed']} failed) on {len(by_pair)} pairs")
+    print(f"makespan of the runs: {makespan:.1f} s; ideal {per_lane} × {duration_s:g} s = {ideal:.1f} s")
+    print(f"makespan / ideal: {makespan / ideal:.3f}")
+    overheads.sort()
+    median = overheads[len(overheads) // 2]
+    print(
+        f"scheduler overhead per run (lane time / runs − duration): median {median:.2f} s,"
+        f" max {overheads[-1]:.2f} s"
+    )
+    print(f"lease wait per run: median {sorted(waited)[len(waited) // 2]:.3f} s, max {max(waited):.3f} s")
+    print(f"whole workflow (build check, runs, ingest, report): {wall:.1f} s")
+    print(f"controller (snakemake) peak RSS: {rss:.0f} MB")
+    print(
+        f"controller CPU per run (snakemake + run-point + ingest processes): {cpu / runs:.2f} s;"
+        f" {pairs} pairs of {duration_s:g} s runs need {pairs / duration_s * cpu / runs:.2f} CPUs of it"
+    )
+    print(f"(this machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; shared)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=80)
+    ap.add_argument("--pairs", type=int, default=8)
+    ap.add_argument("--duration-s", type=float, default=20.0)
+    ap.add_argument("--dag-runs", default="2500,5000,10000")
+    ap.add_argument("--dag-pairs", type=int, default=64)
+    ap.add_argument("--skip-dag", action="store_true")
+    ap.add_argument("--skip-sweep", action="store_true")
+    args = ap.parse_args()
+    if args.runs < 1 or args.pairs < 1 or args.duration_s <= 0:
+        ap.error("--runs, --pairs and --duration-s must be positive")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    with tempfile.TemporaryDirectory(prefix="demuxlab-i9-bench-") as tmp:
+        if not args.skip_dag:
+            dag_figures(Path(tmp), [int(x) for x in args.dag_runs.split(",") if x], args.dag_pairs)
+        if not args.skip_sweep:
+            sweep_figures(Path(tmp), args.runs, args.pairs, args.duration_s)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""``demuxlab run-point --pairs-from SOURCE``: one run on whichever healthy pair is free.
+
+The run takes a pair (:mod:`demuxlab.cluster.schedule`), runs on it with the ``remote`` launcher (or
+``sim`` on a simulated cluster), records the pair, both hosts, their hardware class and the noise check in
+its run record, counts the outcome on the pair (quarantining it after ``quarantine_after`` failures in a
+row), and releases the lease. A failed attempt before the last exits non-zero so the workflow retries the
+run; the retry prefers pairs it has not failed on, so a lost host costs one attempt, never the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from demuxlab.cluster.pairs import ClusterPair, PairsSource, hardware_class, load_pairs, sim_facts
+from demuxlab.cluster.progress import progress_doc, write_progress
+from demuxlab.cluster.schedule import (
+    NoPairError,
+    TryAcquire,
+    assign_pair,
+    default_try_acquire,
+    eligible_pairs,
+)
+from demuxlab.cluster.state import read_state, record_outcome, write_state
+from demuxlab.errors import ConfigError, DemuxlabError, LaunchError
+from demuxlab.launch.base import RECORD_FORMAT, Launcher, RunRequest, _utc_now
+from demuxlab.plan import Pinning, plan_pinning
+from demuxlab.spec import Point, Spec
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    pairs_from: str
+    state: Path  # results/cluster: pairs/, facts/
+    launcher: str = "remote"  # remote | sim
+    lane: int = 0
+    quarantine_after: int = 3
+    pair_wait_s: float = 3600.0
+    noise_wait_s: float = 60.0
+
+
+def host_facts(source: PairsSource, state: Path) -> dict[str, dict[str, Any]]:
+    """Facts of every host: collected ones from ``<state>/facts/<host>.json``, synthetic when simulated."""
+    out: dict[str, dict[str, Any]] = {}
+    for pair in source.pairs:
+        for host in pair.hosts:
+            if host.name in out:
+                continue
+            if pair.sim is not None:
+                out[host.name] = sim_facts(host, pair.sim.hardware_class)
+                continue
+            path = state / "facts" / f"{host.name}.json"
+            try:
+                out[host.name] = restrict_cpus(json.loads(path.read_text()), host.cpus)
+            except FileNotFoundError:
+                raise ConfigError(
+                    f"{path}: facts of host {host.name} not collected (the workflow's cluster_facts rule "
+                    "writes them: `demuxlab cluster facts`)"
+                ) from None
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return out
+
+
+def restrict_cpus(facts: dict[str, Any], cpus: str | None) -> dict[str, Any]:
+    """The facts as the planner may use them: only the CPUs the inventory gives the host, if it does."""
+    if not cpus:
+        return facts
+    from demuxlab.topology import parse_cpu_list
+
+    allowed = set(parse_cpu_list(cpus))
+    out = dict(facts)
+    out["online_cpus"] = [c for c in facts.get("online_cpus") or [] if c in allowed]
+    out["cpus"] = [row for row in facts.get("cpus") or [] if row.get("cpu") in allowed]
+    out["allowed_cpus"] = cpus
+    return out
+
+
+def pair_classes(source: PairsSource, facts: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {p.name: hardware_class(facts[p.server.name], facts[p.client.name]) for p in source.pairs}
+
+
+def tried_pairs(failures_dir: Path, run_id: str) -> set[str]:
+    """Pairs on which earlier attempts of this run failed (their records are kept under failures/)."""
+    tried: set[str] = set()
+    for path in failures_dir.glob(f"{run_id}.attempt*.json"):
+        with contextlib.suppress(OSError, json.JSONDecodeError, AttributeError):
+            name = json.loads(path.read_text()).get("host_pair")
+            if isinstance(name, str):
+                tried.add(name)
+    return tried
+
+
+def make_launcher(opts: ClusterOptions, pair: ClusterPair, runs_on_pair: int) -> Launcher:
+    if opts.launcher == "sim":
+        if pair.sim is None:
+            raise ConfigError(f"launcher sim: pair {pair.name} is not simulated (use a simulated pairs file)")
+        from demuxlab.launch.sim import SimLauncher
+
+        return SimLauncher(pair, runs_on_pair)
+    if opts.launcher == "remote":
+        if pair.sim is not None:
+            raise ConfigError(f"launcher remote: pair {pair.name} is simulated (use --launcher sim)")
+        from demuxlab.launch.remote import RemoteLauncher
+
+        return RemoteLauncher(pair, noise_wait_s=opts.noise_wait_s)
+    raise ConfigError(f"--pairs-from runs with the remote or sim launcher, not {opts.launcher!r}")
+
+
+class Terminated(LaunchError):
+    """The run was stopped by SIGTERM: not the pair's fault, nothing recorded."""
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM (the controller's snakemake stopping) unwinds the run, so its containers are removed and
+    nothing is recorded; the rerun repeats it."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated("run terminated (SIGTERM); its containers were removed", exit_code=143)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _failed_record(req: RunRequest, reason: str, launcher: str) -> dict[str, Any]:
+    now = _utc_now()
+    return {
+        "format": RECORD_FORMAT,
+        "run_id": req.run_id,
+        "experiment": req.experiment,
+        "point": req.point.to_json(),
+        "repeat": req.repeat,
+        "attempt": req.attempt,
+        "launcher": launcher,
+        "host_pair": req.host_pair if req.hosts else None,
+        "status": "failed",
+        "failure_reason": reason,
+        "started_at": now,
+        "finished_at": now,
+        "phases": req.phases.to_json(),
+        "hosts": req.hosts or None,
+        "pinning": req.pinning.to_json() if req.hosts else None,
+        "artifacts": None,
+        "server": None,
+        "client": None,
+        "stats": None,
+        "orchestration_s": None,
+    }
+
+
+def run_on_cluster(
+    spec: Spec,
+    point: Point,
+    repeat: int,
+    run_id: str,
+    experiment: dict[str, Any],
+    opts: ClusterOptions,
+    *,
+    attempt: int,
+    stall_timeout_s: float,
+    instrument: bool,
+    failures_dir: Path,
+    try_acquire: TryAcquire = default_try_acquire,
+) -> dict[str, Any]:
+    """Run ``run_id`` on a free healthy pair and return its record (status ok or failed)."""
+    source = load_pairs(opts.pairs_from)
+    facts = host_facts(source, opts.state)
+    classes = pair_classes(source, facts)
+    pinned = spec.hardware_class
+    eligible = eligible_pairs(source.pairs, {n: c["id"] for n, c in classes.items()}, pinned)
+    if not eligible:
+        known = ", ".join(sorted({c["id"] for c in classes.values()}))
+        raise ConfigError(f"{spec.path}: hardware_class: no pair of class {pinned!r} (pairs have: {known})")
+    base = RunRequest(
+        run_id=run_id,
+        experiment=experiment,
+        point=point,
+        repeat=repeat,
+        phases=spec.phases,
+        pinning=Pinning((), (), False, False, ()),  # planned once the pair is known
+        hosts={},
+        attempt=attempt,
+        instrument=instrument,
+        stall_timeout_s=stall_timeout_s,
+    )
+    tried = tried_pairs(failures_dir, run_id)
+    try:
+        assignment = assign_pair(
+            eligible,
+            run_id,
+            state=opts.state,
+            lane=opts.lane,
+            tried=tried,
+            wait_s=opts.pair_wait_s,
+            try_acquire=try_acquire,
+        )
+    except NoPairError as exc:
+        return _failed_record(base, exc.message, opts.launcher)
+    pair, lease = assignment.pair, assignment.lease
+    try:
+        st = read_state(opts.state, pair.name)
+        st.hardware_class = classes[pair.name]["id"]
+        st.running = run_id
+        write_state(opts.state, st)
+        server, client = facts[pair.server.name], facts[pair.client.name]
+        pinning = plan_pinning(server, client, point.threads, point.client_threads, same_host=False)
+        req = dataclasses.replace(
+            base,
+            pinning=pinning,
+            hosts={"server": server, "client": client},
+            host_pair=pair.name,
+            server_addr=pair.server.address or pair.server.ansible_host,
+        )
+        launcher = make_launcher(opts, pair, st.done + st.failed)
+        req = dataclasses.replace(req, lease=lease)
+        t0 = time.monotonic()
+        with _sigterm_unwinds():
+            # With the lease held, whatever a dead run left on the pair's hosts is an orphan.
+            orphans = launcher.end_orphans(pair.name)
+            if orphans:
+                print(f"run {run_id}: removed {len(orphans)} orphan(s) on pair {pair.name}", file=sys.stderr)
+            try:
+                record = launcher.run(req)
+            except Terminated:
+                raise
+            except DemuxlabError as exc:  # the pair's engine or SSH is gone: this pair failed the run
+                record = _failed_record(req, f"pair {pair.name}: {exc.message}", opts.launcher)
+        record["pair"] = {
+            "name": pair.name,
+            "server": pair.server.to_json(),
+            "client": pair.client.to_json(),
+            "hardware_class": classes[pair.name],
+        }
+        record["scheduling"] = {
+            "lane": opts.lane,
+            "waited_s": round(assignment.waited_s, 3),
+            "lease_tries": assignment.tries,
+            "avoided": sorted(tried),
+            "run_wall_s": round(time.monotonic() - t0, 3),
+        }
+        ok = record["status"] == "ok"
+        if record_outcome(st, run_id, ok, record.get("failure_reason"), opts.quarantine_after):
+            record["pair"]["quarantined"] = st.quarantine_reason
+            print(f"demuxlab: pair {pair.name} quarantined: {st.quarantine_reason}", file=sys.stderr)
+        write_state(opts.state, st)
+    finally:
+        lease.release()
+    return record
+
+
+def update_progress(opts: ClusterOptions) -> None:
+    """Rewrite ``progress.json`` (after the run's record is in place, so it counts as finished)."""
+    with contextlib.suppress(OSError, ConfigError):
+        names = [p.name for p in load_pairs(opts.pairs_from).pairs]
+        write_progress(opts.state, progress_doc(opts.state, names))

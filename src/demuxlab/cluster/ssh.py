@@ -1,0 +1,114 @@
+"""SSH to the hosts of an inventory: one ``ssh_config`` per sweep, so that ``ssh HOST`` and the Docker
+CLI's ``docker -H ssh://HOST`` reach every host with the inventory's user, port, key and options, over one
+multiplexed connection per host (ControlMaster), which keeps the per-command cost of SSH small.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from demuxlab.cluster.pairs import Host
+from demuxlab.paths import state_dir
+
+
+def ssh_dir() -> Path:
+    """``<state>/ssh``: the generated config, the control sockets and the ``ssh`` wrapper Docker uses."""
+    path = state_dir() / "ssh"
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+@dataclass(frozen=True)
+class SshSetup:
+    """A generated ``ssh_config`` and the directory of the ``ssh`` wrapper that uses it."""
+
+    config: Path
+    bin_dir: Path
+
+
+def write_config(hosts: Sequence[Host]) -> SshSetup:
+    """Write the ``ssh_config`` for ``hosts`` and an ``ssh`` wrapper that uses it, both named by a hash of
+    their content: concurrent runs on different pairs never overwrite each other's hosts."""
+    base = ssh_dir()
+    control = base / "cm"
+    control.mkdir(exist_ok=True, mode=0o700)
+    lines = []
+    for host in hosts:
+        lines += [f"Host {host.name}", f"  HostName {host.ansible_host}", f"  Port {host.port}"]
+        if host.user:
+            lines.append(f"  User {host.user}")
+        if host.key_file:
+            lines += [f"  IdentityFile {host.key_file}", "  IdentitiesOnly yes"]
+        for key, value in host.ssh_options:
+            lines.append(f"  {key} {value}")
+        lines += [
+            "  BatchMode yes",
+            "  ConnectTimeout 10",
+            "  ServerAliveInterval 5",
+            "  ServerAliveCountMax 3",
+            "  ControlMaster auto",
+            f"  ControlPath {control}/%C",
+            "  ControlPersist 120",
+            "",
+        ]
+    text = "\n".join(lines)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    config = base / f"config-{digest}"
+    _write_if_changed(config, text, 0o600)
+    wrapper = base / f"bin-{digest}" / "ssh"
+    wrapper.parent.mkdir(exist_ok=True)
+    _write_if_changed(wrapper, f'#!/bin/sh\nexec /usr/bin/ssh -F {shlex.quote(str(config))} "$@"\n', 0o755)
+    return SshSetup(config=config, bin_dir=wrapper.parent)
+
+
+def _write_if_changed(path: Path, text: str, mode: int) -> None:
+    if path.exists() and path.read_text() == text:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.chmod(mode)
+    os.replace(tmp, path)
+
+
+def host_options(host_vars: dict[str, object]) -> dict[str, str]:
+    """``-o Key=Value`` pairs of the inventory's ``ansible_ssh_common_args`` as ssh_config lines."""
+    out: dict[str, str] = {}
+    args = shlex.split(str(host_vars.get("ansible_ssh_common_args") or ""))
+    for i, arg in enumerate(args):
+        opt = None
+        if arg.startswith("-o") and len(arg) > 2:
+            opt = arg[2:]
+        elif arg == "-o" and i + 1 < len(args):
+            opt = args[i + 1]
+        if opt and "=" in opt:
+            key, value = opt.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def env_for_docker(setup: SshSetup) -> dict[str, str]:
+    """The environment in which ``docker -H ssh://HOST`` uses ``setup``'s config."""
+    env = dict(os.environ)
+    env["PATH"] = f"{setup.bin_dir}:{env.get('PATH', '/usr/bin:/bin')}"
+    env.pop("DOCKER_HOST", None)
+    return env
+
+
+def ssh(
+    setup: SshSetup, host: Host, command: str, *, timeout: float = 60.0, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` (a shell line) on ``host``; never raises for the command's own failure."""
+    return subprocess.run(
+        ["/usr/bin/ssh", "-F", str(setup.config), host.name, command],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
