@@ -169,7 +169,8 @@ def test_tampered_missing_and_extra_files_fail_verify(produced: Produced, tmp_pa
 def test_import_into_a_second_database_gives_the_same_rows(produced: Produced, fresh_url: str) -> None:
     original = rows_of(produced.url, produced.sha)
     assert len(original["runs"]) == RUNS and len(original["samples"]) >= RUNS
-    assert original["predictions"] and original["calibrations"] and original["op_timings"]
+    # A calibration may be refused on 2 cores (the self-check); the paper-rate predictions remain.
+    assert original["predictions"] and original["op_timings"]
     for _ in range(2):  # twice = once
         res = cli("bundle", "import", str(produced.bundle), "--database", fresh_url)
         assert res.returncode == 0, res.stderr
@@ -276,7 +277,11 @@ def test_rerun_with_the_local_profile_is_a_linked_new_experiment(
     assert (tmp_path / "rr" / "work" / "results" / f"{EXP}-rerun" / "report" / "points.csv").is_file()
 
 
-def test_cluster_profile_error_speaks(produced: Produced, fresh_url: str, tmp_path: Path) -> None:
+def test_cluster_profile_error_speaks(
+    produced: Produced, fresh_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cluster profile runs on the inventory's pairs; one that does not exist is named in one line.
+    monkeypatch.setenv("DEMUXLAB_INVENTORY", str(tmp_path / "no-such-inventory"))
     rc = str(tmp_path / "rc")
     res = cli(
         "bundle",

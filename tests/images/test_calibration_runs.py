@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, Server, build_target
+from conftest import ROOT, Server, build_target, start_server
 from demuxlab.ctmc.calibrate import (
     MAX_RATE_FACTOR,
     SELF_CHECK_TOLERANCE,
@@ -58,8 +58,6 @@ def real_run(run_server: Any, client_bin: Path, pattern: str) -> tuple[dict[str,
 
 @pytest.fixture(scope="module")
 def runs(client_bin: Path, server_bin: Path) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
-    from conftest import start_server
-
     got: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
     started: list[Server] = []
 

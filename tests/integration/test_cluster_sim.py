@@ -2,7 +2,7 @@
 files, ingest and reports, with the ``sim`` launcher (runs wait their duration, no hosts). A pair made to
 fail mid-sweep is quarantined and the sweep completes on the other; a controller killed mid-sweep and
 rerun as typed leaves every run in the database exactly once, each naming its pair and both hosts.
-The same sweeps against the real testbed are in tests/cluster/test_cluster_sweep.py.
+The same sweeps against the real testbed are in tests/cluster/test_sweep.py.
 """
 
 from __future__ import annotations

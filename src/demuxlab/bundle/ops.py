@@ -344,13 +344,16 @@ def rerun(
                     f"rerun: docker load {image}: {(loaded.stderr.strip() or 'failed').splitlines()[-1]}"
                 )
         wf = paths.repo_root() / "workflows"
+        # A --configfile replaces the profile's own (the cluster profile's workflow.yaml names the cluster
+        # and its inventory): name it first, so the rerun's settings add to it instead.
+        own = wf / profile / "workflow.yaml"
         cmd = [
             str(Path(sys.executable).with_name("snakemake")),
             "all",
             "--snakefile", str(wf / "Snakefile"),
             "--profile", str(wf / profile),
             "--directory", str(workdir / "work"),
-            "--configfile", str(cfg_path),
+            "--configfile", *([str(own)] if own.is_file() else []), str(cfg_path),
         ]  # fmt: skip
         env = {**os.environ, "DEMUXLAB_DATABASE_URL": url, "DEMUXLAB_BIN": str(extracted / "binaries")}
         log = workdir / "snakemake.log"

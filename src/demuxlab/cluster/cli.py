@@ -34,11 +34,22 @@ def cluster() -> None:
 def provision(inventory: str, out: str, playbook: str) -> None:
     """Run playbooks/site.yml against the inventory (Docker engine, tuning, facts, images)."""
     from demuxlab.commands import write_json_atomic
+    from demuxlab.launch.docker import IMAGES
     from demuxlab.paths import repo_root
 
     books = repo_root() / "playbooks"
     exe = Path(sys.executable).with_name("ansible-playbook")
-    cmd = [str(exe) if exe.exists() else "ansible-playbook", "-i", str(Path(inventory).resolve()), playbook]
+    # The images site.yml distributes are exactly the ones the remote launcher runs (extra vars win over
+    # whatever the inventory says).
+    images = json.dumps({"images_names": [IMAGES["server"], IMAGES["client"]]})
+    cmd = [
+        str(exe) if exe.exists() else "ansible-playbook",
+        "-i",
+        str(Path(inventory).resolve()),
+        "-e",
+        images,
+        playbook,
+    ]
     t0 = time.monotonic()
     try:
         res = subprocess.run(cmd, cwd=books, check=False)

@@ -33,9 +33,8 @@ from demuxlab.cluster.pairs import ClusterPair, Host
 from demuxlab.cluster.ssh import SshSetup, env_for_docker, ssh, write_config
 from demuxlab.errors import LaunchError
 from demuxlab.launch.base import Launcher, RunRequest, cpu_list
-from demuxlab.launch.docker import PAIR_LABEL
+from demuxlab.launch.docker import IMAGES, PAIR_LABEL  # the images both docker launchers run
 
-IMAGES = {"server": "demuxlab/server:latest", "client": "demuxlab/client:latest"}
 LABEL_RUN = "org.demuxlab.run_id"
 LABEL_PAIR = PAIR_LABEL  # the docker launcher's: one label for the orphans of both
 
