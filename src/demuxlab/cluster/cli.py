@@ -131,9 +131,16 @@ def unquarantine(state: str, pair: str) -> None:
 @state_option
 @click.option("--out", required=True, type=click.Path(dir_okay=False))
 def report(spec: str, pairs_from: str, state: str, out: str) -> None:
-    """Per pair of the sweep: hardware class, runs ok / failed in the database, quarantine and why."""
+    """Per pair of the sweep: hardware class, runs ok / failed in the database, quarantine and why.
+
+    First, every free pair is cleared of containers that killed runs left on its hosts.
+    """
     from demuxlab.cluster.progress import pairs_report
+    from demuxlab.cluster.run import sweep_orphans
     from demuxlab.commands import _load_spec
+
+    for line in sweep_orphans(pairs_from):
+        click.echo(line, err=True)
 
     loaded = _load_spec(spec, with_pairs=False)
     rows = pairs_report(loaded, pairs_from, Path(state), Path(out))

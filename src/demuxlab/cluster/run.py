@@ -229,11 +229,12 @@ def run_on_cluster(
         req = dataclasses.replace(req, lease=lease)
         t0 = time.monotonic()
         with _sigterm_unwinds():
-            # With the lease held, whatever a dead run left on the pair's hosts is an orphan.
-            orphans = launcher.end_orphans(pair.name)
-            if orphans:
-                print(f"run {run_id}: removed {len(orphans)} orphan(s) on pair {pair.name}", file=sys.stderr)
             try:
+                # With the lease held, whatever a dead run left on the pair's hosts is an orphan. A host
+                # that does not answer (powered off, unplugged) fails the attempt here, within seconds.
+                orphans = launcher.end_orphans(pair.name)
+                if orphans:
+                    print(f"run {run_id}: removed {len(orphans)} orphan(s) on {pair.name}", file=sys.stderr)
                 record = launcher.run(req)
             except Terminated:
                 raise
@@ -267,3 +268,36 @@ def update_progress(opts: ClusterOptions) -> None:
     with contextlib.suppress(OSError, ConfigError):
         names = [p.name for p in load_pairs(opts.pairs_from).pairs]
         write_progress(opts.state, progress_doc(opts.state, names))
+
+
+def sweep_orphans(pairs_from: str, try_acquire: TryAcquire = default_try_acquire) -> list[str]:
+    """Remove what killed runs left on every free pair's hosts; one line per pair that had something.
+
+    A run killed with its controller leaves its server container running on its host; the next run that
+    takes that pair's lease removes it, but a pair may get no further run in the sweep (its runs went
+    elsewhere, or it is quarantined). The workflow calls this after the runs (``demuxlab cluster report``).
+    Each pair is swept only under its lease, taken without waiting: a busy pair is running a live run and
+    will be swept by that run's successor. A host that does not answer is named and skipped.
+    """
+    import concurrent.futures
+
+    source = load_pairs(pairs_from)
+    if source.simulated:
+        return []
+    from demuxlab.launch.remote import RemoteLauncher
+
+    def one(pair: ClusterPair) -> str | None:
+        lease = try_acquire(pair.name, "orphan-sweep")
+        if lease is None:
+            return None
+        try:
+            found = RemoteLauncher(pair).end_orphans(pair.name)
+        except DemuxlabError as exc:
+            return f"pair {pair.name}: not swept: {exc.message}"
+        finally:
+            lease.release()
+        return f"pair {pair.name}: removed {len(found)} orphan(s): {', '.join(found)}" if found else None
+
+    workers = max(1, min(8, len(source.pairs)))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        return [line for line in pool.map(one, source.pairs) if line]

@@ -16,6 +16,10 @@ from pathlib import Path
 from demuxlab.cluster.pairs import Host
 from demuxlab.paths import state_dir
 
+#: Seconds to set up an SSH connection to a host (a powered-off or unplugged host fails within this); a
+#: dead peer of an established connection is noticed after ServerAliveInterval x ServerAliveCountMax.
+CONNECT_TIMEOUT_S = 10
+
 
 def ssh_dir() -> Path:
     """``<state>/ssh``: the generated config, the control sockets and the ``ssh`` wrapper Docker uses."""
@@ -49,7 +53,7 @@ def write_config(hosts: Sequence[Host]) -> SshSetup:
             lines.append(f"  {key} {value}")
         lines += [
             "  BatchMode yes",
-            "  ConnectTimeout 10",
+            f"  ConnectTimeout {CONNECT_TIMEOUT_S}",
             "  ServerAliveInterval 5",
             "  ServerAliveCountMax 3",
             "  ControlMaster auto",
@@ -63,7 +67,14 @@ def write_config(hosts: Sequence[Host]) -> SshSetup:
     _write_if_changed(config, text, 0o600)
     wrapper = base / f"bin-{digest}" / "ssh"
     wrapper.parent.mkdir(exist_ok=True)
-    _write_if_changed(wrapper, f'#!/bin/sh\nexec /usr/bin/ssh -F {shlex.quote(str(config))} "$@"\n', 0o755)
+    # The Docker CLI passes `-o ConnectTimeout=30` after the host: ssh keeps the first value it is given,
+    # so this one (the config's) bounds how long a powered-off host can stall a run's docker commands.
+    _write_if_changed(
+        wrapper,
+        f"#!/bin/sh\nexec /usr/bin/ssh -F {shlex.quote(str(config))}"
+        f' -o ConnectTimeout={CONNECT_TIMEOUT_S} "$@"\n',
+        0o755,
+    )
     return SshSetup(config=config, bin_dir=wrapper.parent)
 
 

@@ -37,6 +37,8 @@ from demuxlab.launch.docker import IMAGES, PAIR_LABEL  # the images both docker 
 
 LABEL_RUN = "org.demuxlab.run_id"
 LABEL_PAIR = PAIR_LABEL  # the docker launcher's: one label for the orphans of both
+# How long a host may take to answer `ssh HOST true` before the run's pair is taken for down.
+REACH_TIMEOUT_S = 20.0
 
 # The noise check, run on a host with its own python3 (Ansible needs one there anyway). It prints one JSON
 # line: governor(s), 1-minute load, online CPUs, running containers that are not demuxlab runs, and the
@@ -195,9 +197,35 @@ class RemoteLauncher(Launcher):
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(remove, ("server", "client")))
 
+    def reach(self) -> None:
+        """Fail fast (:class:`LaunchError`) when a host of the pair does not answer over SSH.
+
+        A powered-off or unplugged host would otherwise cost every docker command of the run its own
+        timeout; this costs at most ``REACH_TIMEOUT_S`` (a connection multiplexed over a master whose peer
+        died waits for the master's keep-alives to give up, within that too).
+        """
+
+        def probe(host: Host) -> str | None:
+            try:
+                res = ssh(self.setup(), host, "true", timeout=REACH_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                return f"{host.name}: unreachable over SSH (no answer within {REACH_TIMEOUT_S:g} s)"
+            if res.returncode != 0:
+                detail = (res.stderr.strip().splitlines() or [f"ssh exited with status {res.returncode}"])[-1]
+                return f"{host.name}: unreachable over SSH: {detail}"
+            return None
+
+        down = [msg for msg in self._both(probe) if msg]
+        if down:
+            raise LaunchError("; ".join(down))
+
     def end_orphans(self, pair: str) -> list[str]:
-        """Remove the containers a dead run left on this pair (call while holding the pair's lease)."""
+        """Remove the containers a dead run left on this pair (call while holding the pair's lease).
+
+        Raises :class:`LaunchError` when a host does not answer (:meth:`reach`): the run fails at once.
+        """
         self.check()
+        self.reach()
 
         def sweep(host: Host) -> list[str]:
             try:
