@@ -1,8 +1,9 @@
 """Cluster sweeps against the testbed, through the README's command: `snakemake --profile cluster all`
 from workflows/, with real Ansible (site.yml once), real SSH, each host's own Docker engine, and
 PostgreSQL. Two pairs; a second sweep with one pair's engine stopped: that pair is quarantined and the
-sweep completes on the other. (Controller kill and resume, and the scheduler at scale, are tested on a
-simulated cluster in tests/integration/test_cluster_sim.py: the same workflow and scheduler.)"""
+sweep completes on the other. (A host powered off mid-run and the controller killed and resumed are in
+test_sweep_faults.py; the scheduler at scale is tested on a simulated cluster in
+tests/integration/test_cluster_sim.py: the same workflow and scheduler.)"""
 
 from __future__ import annotations
 
