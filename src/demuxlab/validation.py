@@ -286,8 +286,8 @@ def predict_experiment(
             if reason is None and source == "calibration" and cal is None:
                 reason = f"no calibration of {pt.pattern}/{pt.notifier}" + (f" on class {cls}" if cls else "")
             if reason is not None:
-                entry = {"point_key": pt.point_key, "rates_source": source, "skipped": reason}
-                entries.append({**entry, "hardware_class": cls} if cls else entry)
+                skip: dict[str, Any] = {"point_key": pt.point_key, "rates_source": source, "skipped": reason}
+                entries.append({**skip, "hardware_class": cls} if cls else skip)
                 continue
             jobs_of.append((pt, cal))
             requests.append(
