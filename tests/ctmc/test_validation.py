@@ -272,6 +272,31 @@ def test_two_hardware_classes_are_never_averaged(tmp_path: Path, database_url: s
     assert sorted(r["hardware_class"] for r in hsha) == ["hw-a", "hw-b"]
     assert all(int(r["points"]) == 2 for r in hsha)
 
+    # The claims' inputs: a point row per class (its host is the class), each class's calibration its own.
+    from demuxlab.claims.db import load_inputs
+
+    inputs = load_inputs(spec.name, spec.sha256, "exact")
+    claim_pts = {p["host"]: p for p in inputs.points if p["point_key"] == key}
+    assert set(claim_pts) == {"hw-a", "hw-b"} and claim_pts["hw-b"]["n"] == 2
+    assert claim_pts["hw-b"]["mean"] == pytest.approx(mine["hw-b"]["measured_msgs_per_s"])
+    cal_preds = [q for q in inputs.predictions if q["point_key"] == key and q["source"] == "calibration"]
+    assert sorted(q["host"] for q in cal_preds) == ["hw-a", "hw-b"]
+    assert set(inputs.facts) == {"hw-a", "hw-b"}
+
+    # The dashboard's data layer: a row per point × class, never one averaged row.
+    from demuxlab.dashboard import data
+
+    engine = sa.create_engine(database_url)
+    with engine.connect() as conn:
+        exp = data.resolve_experiment(conn, spec.name)
+        pts = data.sweep_points(conn, exp)
+        dash_preds = data.predictions(conn, exp)
+    engine.dispose()
+    dash = pts[pts["point_key"] == key].set_index("hardware_class")
+    assert sorted(dash.index) == ["hw-a", "hw-b"]
+    assert dash.loc["hw-b", "mean"] == pytest.approx(mine["hw-b"]["measured_msgs_per_s"])
+    assert set(dash_preds[dash_preds["source"] == "calibration"]["hardware_class"]) == {"hw-a", "hw-b"}
+
 
 def measured_of(spec: Spec, point_key: str, repeat: int) -> float:
     point = next(p for p, _ in run_order(spec) if p.point_key == point_key)
