@@ -10,7 +10,13 @@ Rules, in order:
    SMT siblings stay with their core, so the two sides never share a core.
 4. Within a side, one thread per physical core first: the first hardware thread of every core (in node,
    then core order), and only then second siblings, and so on.
-5. More threads than the side has CPUs is allowed: the CPU list is reused round-robin (thread *i* runs on
+5. Away from NIC interrupts (from the facts' ``nics``: what is configured, not what tuning asked for):
+   within a side, physical cores whose CPUs receive a NIC IRQ (``effective_cpus``, else ``cpus``) come
+   last, and on separate hosts cores on the NICs' NUMA node come first. An IRQ allowed on every CPU
+   (not pinned, no effective affinity) cannot be avoided and is only noted. When the preferred cores are
+   fewer than the threads, the plan falls back to the other cores and says so (``irq.<side>.fallback``).
+   Facts without NIC IRQs (VMs, containers) leave the placement as rules 1–4 make it, and say so.
+6. More threads than the side has CPUs is allowed: the CPU list is reused round-robin (thread *i* runs on
    CPU *i mod n*, as ``demux-server --cpus`` does) and the plan says ``oversubscribed``.
 
 The CPU lists hold each CPU once, in thread order: thread *i* runs on ``cpus[i % len(cpus)]``.
@@ -31,6 +37,7 @@ class Pinning:
     oversubscribed: bool
     same_host: bool
     notes: tuple[str, ...]
+    irq: dict[str, Any] | None = None  # per side: the NIC IRQ cores avoided and why (rule 5)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -39,6 +46,7 @@ class Pinning:
             "oversubscribed": self.oversubscribed,
             "same_host": self.same_host,
             "notes": list(self.notes),
+            **({"irq": self.irq} if self.irq is not None else {}),
         }
 
 
@@ -91,6 +99,100 @@ def _spread(cores: list[list[_Cpu]]) -> list[int]:
     return order
 
 
+@dataclass(frozen=True)
+class _Irqs:
+    targets: dict[int, list[str]]  # CPU → the NIC IRQs delivered to it ("eth0:40")
+    nic_node: int | None  # the one NUMA node of the host's NICs, if they agree
+    nics: list[str]
+    unpinned: list[str]  # IRQs allowed on every CPU: cannot be avoided
+    reason: str | None  # why there is nothing to avoid
+
+
+def _irqs_of(facts: dict[str, Any], cpus: list[_Cpu]) -> _Irqs:
+    nics = facts.get("nics")
+    if not isinstance(nics, list) or not nics:
+        return _Irqs(
+            {}, None, [], [], "no NIC IRQ information in the facts (no physical NIC: VM or container)"
+        )
+    online = {c.cpu for c in cpus}
+    targets: dict[int, list[str]] = {}
+    unpinned: list[str] = []
+    nodes = {nic.get("numa_node") for nic in nics if isinstance(nic, dict)}
+    names = [str(nic.get("name")) for nic in nics if isinstance(nic, dict)]
+    for nic in nics:
+        if not isinstance(nic, dict):
+            continue
+        for row in nic.get("irqs") or []:
+            label = f"{nic.get('name')}:{row.get('irq')}"
+            cpus_to = row.get("effective_cpus") or row.get("cpus")
+            if not cpus_to:
+                continue
+            hit = set(cpus_to) & online
+            if len(online) > 1 and hit == online and not row.get("effective_cpus"):
+                unpinned.append(label)
+                continue
+            for cpu in hit:
+                targets.setdefault(cpu, []).append(label)
+    nic_node = next(iter(nodes)) if len(nodes) == 1 and None not in nodes else None
+    reason = None
+    if not targets and nic_node is None:
+        reason = (
+            f"NICs {', '.join(names)}: no IRQ pinned to a usable CPU"
+            + (f" ({len(unpinned)} allowed on every CPU)" if unpinned else "")
+            + " and no single NUMA node"
+        )
+    return _Irqs(targets, nic_node, names, unpinned, reason)
+
+
+def _away_from_irqs(
+    side: str, cores: list[list[_Cpu]], irqs: _Irqs, threads: int, prefer_node: bool
+) -> tuple[list[list[_Cpu]], dict[str, Any], str]:
+    """Rule 5: the side's cores reordered (NIC-local IRQ-free cores first, IRQ cores last), the record of
+    what was avoided, and a note."""
+    if irqs.reason is not None:
+        return (
+            cores,
+            {"applied": False, "reason": irqs.reason},
+            f"{side}: placement ignores NIC IRQs: {irqs.reason}",
+        )
+    node = irqs.nic_node if prefer_node else None
+
+    def tier(threads_of_core: list[_Cpu]) -> int:
+        if any(c.cpu in irqs.targets for c in threads_of_core):
+            return 2
+        return 0 if node is None or threads_of_core[0].node == node else 1
+
+    ordered = sorted(cores, key=tier)  # stable: rules 1-4 order within a tier
+    preferred = sum(1 for t in ordered if tier(t) == 0)
+    avoided = sorted(c.cpu for t in ordered if tier(t) == 2 for c in t)
+    fallback: str | None = None
+    if threads > preferred:
+        spill = [t for t in ordered[preferred:threads]]
+        fallback = (
+            f"{threads} threads but {preferred} physical core{'s' if preferred != 1 else ''} "
+            f"{'on NIC node ' + str(node) + ' ' if node is not None else ''}free of NIC IRQs: also using "
+            + ("cores that receive NIC IRQs" if any(tier(t) == 2 for t in spill) else "cores on other nodes")
+        )
+    doc: dict[str, Any] = {
+        "applied": True,
+        "nics": irqs.nics,
+        "nic_node": node,
+        "avoided_cpus": avoided,
+        "irq_cpus": {str(cpu): labels for cpu, labels in sorted(irqs.targets.items())},
+        "unpinned_irqs": irqs.unpinned,
+        "fallback": fallback,
+    }
+    where = f" on NIC node {node}" if node is not None else ""
+    note = f"{side}: {preferred} core(s){where} free of NIC IRQs preferred"
+    if avoided:
+        note += f"; IRQ CPUs {','.join(map(str, avoided))} avoided"
+    if irqs.unpinned:
+        note += f"; {len(irqs.unpinned)} IRQ(s) allowed on every CPU cannot be avoided"
+    if fallback:
+        note += f"; fallback: {fallback}"
+    return ordered, doc, note
+
+
 def _assign(pool: list[int], threads: int) -> tuple[tuple[int, ...], bool]:
     return tuple(pool[: min(threads, len(pool))]), threads > len(pool)
 
@@ -113,9 +215,20 @@ def plan_pinning(
             f"plan_pinning: thread counts must be >= 1 (server {server_threads}, client {client_threads})"
         )
     notes: list[str] = []
+    irq_doc: dict[str, Any] = {}
+    irq_notes: list[str] = []
+    server_irqs = _irqs_of(server, _cpus_of(server, "server"))
+    client_irqs = server_irqs if same_host else _irqs_of(client, _cpus_of(client, "client"))
     if not same_host:
-        server_pool = _spread(_cores_in_order(_cpus_of(server, "server")))
-        client_pool = _spread(_cores_in_order(_cpus_of(client, "client")))
+        server_cores, irq_doc["server"], irq_note = _away_from_irqs(
+            "server", _cores_in_order(_cpus_of(server, "server")), server_irqs, server_threads, True
+        )
+        irq_notes.append(irq_note)
+        client_cores, irq_doc["client"], irq_note = _away_from_irqs(
+            "client", _cores_in_order(_cpus_of(client, "client")), client_irqs, client_threads, True
+        )
+        irq_notes.append(irq_note)
+        server_pool, client_pool = _spread(server_cores), _spread(client_cores)
         notes.append("separate hosts: each side uses its own host's CPUs")
         shared = False
     else:
@@ -140,8 +253,20 @@ def plan_pinning(
         else:
             server_cores = client_cores = cores
             notes.append("one physical core: server and client share it")
-        server_pool, client_pool = _spread(server_cores), _spread(client_cores)
         shared = server_cores is client_cores
+        # One host: the traffic is on loopback and the NUMA split decides the nodes; IRQ cores go last.
+        server_cores, irq_doc["server"], irq_note = _away_from_irqs(
+            "server", server_cores, server_irqs, server_threads, False
+        )
+        irq_notes.append(irq_note)
+        client_cores, irq_doc["client"], irq_note = _away_from_irqs(
+            "client", client_cores, client_irqs, client_threads, False
+        )
+        irq_notes.append(irq_note)
+        server_pool, client_pool = _spread(server_cores), _spread(client_cores)
+    if not irq_doc["server"]["applied"] and not irq_doc["client"]["applied"] and same_host:
+        irq_notes = [irq_notes[0].replace("server: ", "")]
+    notes.extend(irq_notes)
 
     server_cpus, server_over = _assign(server_pool, server_threads)
     client_cpus, client_over = _assign(client_pool, client_threads)
@@ -163,4 +288,5 @@ def plan_pinning(
         oversubscribed=server_over or client_over or shared,
         same_host=same_host,
         notes=tuple(notes),
+        irq=irq_doc,
     )

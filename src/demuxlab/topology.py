@@ -168,8 +168,16 @@ def _size_bytes(text: str | None) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def _irq_names(name: str, token: str) -> bool:
+    """Whether a ``/proc/interrupts`` action name belongs to interface ``name``: ``eth0`` itself or one of
+    its queues (``eth0-TxRx-0``, ``eth0-rx-1``, ``eth0@pci…``); never ``eth10`` for ``eth1``."""
+    return token == name or (token.startswith(name) and token[len(name)] in "-@:_")
+
+
 def _nics(root: Path, proc: Path) -> list[dict[str, Any]] | None:
-    """Interfaces backed by a device (not lo, veth, bridges) and the CPUs their IRQs may run on."""
+    """Interfaces backed by a device (not lo, veth, bridges): their NUMA node and their IRQs, each with the
+    CPUs it may run on (``smp_affinity_list``) and, where the kernel says, the CPUs it is delivered to
+    (``effective_affinity_list``)."""
     net = root / "sys" / "class" / "net"
     try:
         names = sorted(p.name for p in net.iterdir() if (p / "device").exists())
@@ -178,27 +186,45 @@ def _nics(root: Path, proc: Path) -> list[dict[str, Any]] | None:
     interrupts = _read(proc / "interrupts") or ""
     nics: list[dict[str, Any]] = []
     for name in names:
+        device = net / name / "device"
         irqs: set[int] = set()
         with contextlib.suppress(OSError):
-            irqs.update(
-                int(p.name) for p in (net / name / "device" / "msi_irqs").iterdir() if p.name.isdigit()
-            )
+            irqs.update(int(p.name) for p in (device / "msi_irqs").iterdir() if p.name.isdigit())
+        legacy = _read_int(device / "irq")  # INTx; 0 means none
+        if legacy:
+            irqs.add(legacy)
         for line in interrupts.splitlines():
             head, _, rest = line.partition(":")
-            if head.strip().isdigit() and name in rest.split():
+            if head.strip().isdigit() and any(_irq_names(name, token) for token in rest.split()):
                 irqs.add(int(head))
         rows = []
         for irq in sorted(irqs):
             affinity = _read(proc / "irq" / str(irq) / "smp_affinity_list")
-            rows.append({"irq": irq, "cpus": parse_cpu_list(affinity) if affinity is not None else None})
-        nics.append({"name": name, "driver": _driver(net / name), "irqs": rows})
+            effective = _read(proc / "irq" / str(irq) / "effective_affinity_list")
+            rows.append(
+                {
+                    "irq": irq,
+                    "cpus": parse_cpu_list(affinity) if affinity is not None else None,
+                    "effective_cpus": parse_cpu_list(effective) if effective else None,
+                }
+            )
+        node = _read_int(device / "numa_node")  # -1: the kernel does not know
+        nics.append(
+            {
+                "name": name,
+                "driver": _driver(net / name),
+                "numa_node": node if node is not None and node >= 0 else None,
+                "irqs": rows,
+            }
+        )
     return nics
 
 
 def _driver(iface: Path) -> str | None:
+    link = iface / "device" / "driver"
     try:
-        return (iface / "device" / "driver").resolve().name
-    except OSError:
+        return link.resolve(strict=True).name
+    except OSError:  # no driver bound (or no such link): unknown, not the link's own name
         return None
 
 

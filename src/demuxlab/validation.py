@@ -1,13 +1,18 @@
 """The model stages of the workflow: calibrate, predict, and validate against the measurements (seed 001).
 
-1. :func:`calibrate_experiment` fits the CTMC rates of every HSHA/LF (pattern, notifier) of a spec from
-   the experiment's ingested calibration runs (the instrumented lowest-concurrency points,
+Everything is keyed by hardware class too (``runs.hardware_class``, cluster sweeps): runs of different
+classes are never pooled, calibrated or compared together. A local sweep has one class (none), so it gets
+one calibration per (pattern, notifier) and one validation row per point, as before.
+
+1. :func:`calibrate_experiment` fits the CTMC rates of every HSHA/LF (pattern, notifier, hardware class)
+   of a spec from the experiment's ingested calibration runs (the instrumented lowest-concurrency points,
    :func:`demuxlab.spec.calibration_points`) and stores them in ``calibrations`` with their provenance
    (source runs, server host, server artifact).
-2. :func:`predict_experiment` predicts every measured HSHA/LF point of the experiment twice — from the
-   paper's rates and from the (pattern, notifier)'s calibration — into ``predictions``, in one transaction.
-3. :func:`validation_rows` joins each point's measurement (mean of the repeats, 95 % CI) with its
-   predictions and the relative errors; :func:`plot_validation` draws them as seed 001's Fig. 3.
+2. :func:`predict_experiment` predicts every measured HSHA/LF point of the experiment from the paper's
+   rates and, for each hardware class the point ran on, from that class's calibration — into
+   ``predictions``, in one transaction.
+3. :func:`validation_rows` joins each (point, hardware class)'s measurement (mean of the repeats, 95 % CI)
+   with its predictions and the relative errors; :func:`plot_validation` draws them as seed 001's Fig. 3.
 
 A (pattern, notifier) that cannot be calibrated (every calibration run failed, or its timings are unusable)
 is not an error of the workflow: the outcome carries the reason, the predictions of its points are made
@@ -63,11 +68,13 @@ class CalibrationOutcome:
     failed_runs: int
     error: str | None
     self_check: tuple[dict[str, Any], ...] = ()  # SelfCheck.as_dict() per workload, refused ones too
+    hardware_class: str | None = None  # the class of its runs (None: a local sweep)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "pattern": self.pattern,
             "notifier": self.notifier,
+            "hardware_class": self.hardware_class,
             "calibration_id": self.calibration_id,
             "rates_per_us": self.rates,
             "rate_sources": self.rate_sources,
@@ -79,7 +86,8 @@ class CalibrationOutcome:
 
 
 def calibrate_experiment(spec: Spec, url: str | None = None) -> list[CalibrationOutcome]:
-    """Fit and store one calibration per (pattern, notifier) of the spec's calibration points."""
+    """Fit and store one calibration per (pattern, notifier) of the spec's calibration points and hardware
+    class of their runs."""
     from sqlalchemy import select
 
     from demuxlab.db.engine import session
@@ -88,8 +96,8 @@ def calibrate_experiment(spec: Spec, url: str | None = None) -> list[Calibration
     wanted = sorted({(p.pattern, p.notifier) for p in calibration_points(spec)})
     if not wanted:  # no calibration runs (calibration.repeats 0): nothing to fit, nothing to wait for
         return []
-    runs: dict[tuple[str, str], list[tuple[Run, int]]] = defaultdict(list)
-    failed: dict[tuple[str, str], int] = defaultdict(int)
+    runs: dict[tuple[str, str, str | None], list[tuple[Run, int]]] = defaultdict(list)
+    failed: dict[tuple[str, str, str | None], int] = defaultdict(int)
     with session(url) as s:
         exp_id = _experiment_id(s, spec)
         rows = s.execute(
@@ -99,27 +107,32 @@ def calibrate_experiment(spec: Spec, url: str | None = None) -> list[Calibration
             .order_by(Point.point_key, Run.repeat_index)
         ).all()
         for pattern, notifier, connections, run in rows:
+            key = (pattern, notifier, run.hardware_class)
             if run.status == "ok" and run.server_result is not None:
-                runs[(pattern, notifier)].append((run, connections))
+                runs[key].append((run, connections))
             else:
-                failed[(pattern, notifier)] += 1
+                failed[key] += 1
         s.expunge_all()
 
-    return [_fit(spec, key, runs.get(key, []), failed[key], url) for key in wanted]
+    keys: list[tuple[str, str, str | None]] = []
+    for pattern, notifier in wanted:
+        classes = {c for (p, n, c) in [*runs, *failed] if (p, n) == (pattern, notifier)} or {None}
+        keys.extend((pattern, notifier, c) for c in sorted(classes, key=lambda c: c or ""))
+    return [_fit(spec, key, runs.get(key, []), failed[key], url) for key in keys]
 
 
 def _fit(
-    spec: Spec, key: tuple[str, str], found: list[tuple[Any, int]], failed: int, url: str | None
+    spec: Spec, key: tuple[str, str, str | None], found: list[tuple[Any, int]], failed: int, url: str | None
 ) -> CalibrationOutcome:
     from demuxlab.ctmc.calibrate import SelfCheck, calibrate
     from demuxlab.ctmc.store import save_calibration
 
-    pattern, notifier = key
+    pattern, notifier, cls = key
     ok = [r for r, _ in found]
     ids = [str(r.run_id) for r in ok]
     if not ok:
         error = f"no successful calibration run ({failed} failed)"
-        return CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, error)
+        return CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, error, hardware_class=cls)
     checks: list[SelfCheck] = []
     try:
         rates = calibrate(
@@ -132,7 +145,9 @@ def _fit(
         )
     except DemuxlabError as exc:
         done = tuple(c.as_dict() for c in checks)
-        return CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, exc.message, done)
+        return CalibrationOutcome(
+            pattern, notifier, None, None, None, ids, failed, exc.message, done, hardware_class=cls
+        )
     hosts = {r.server_host_id for r in ok}
     artifacts = {
         "experiment": spec.name,
@@ -140,6 +155,7 @@ def _fit(
         "server_artifacts": _unique([r.server_artifact for r in ok]),
         "launchers": sorted({str(r.launcher) for r in ok}),
         "self_check": [c.as_dict() for c in checks],
+        **({"hardware_class": cls} if cls is not None else {}),
     }
     cid = save_calibration(
         rates,
@@ -160,6 +176,7 @@ def _fit(
         failed,
         None,
         tuple(c.as_dict() for c in checks),
+        hardware_class=cls,
     )
 
 
@@ -184,6 +201,7 @@ class ModelPoint:
     work_us: float
     connections: int
     rate: float | None
+    classes: tuple[str | None, ...] = (None,)  # the hardware classes its runs ran on
 
     @property
     def skip_reason(self) -> str | None:
@@ -199,7 +217,7 @@ def model_points(spec: Spec, url: str | None = None) -> list[ModelPoint]:
     from sqlalchemy import select
 
     from demuxlab.db.engine import session
-    from demuxlab.db.models import Point
+    from demuxlab.db.models import Point, Run
 
     with session(url) as s:
         exp_id = _experiment_id(s, spec)
@@ -208,15 +226,30 @@ def model_points(spec: Spec, url: str | None = None) -> list[ModelPoint]:
             .where(Point.experiment_id == exp_id, Point.instrument.is_(False), Point.pattern.in_(PATTERNS))
             .order_by(Point.point_key)
         ).all()
+        classes: dict[int, set[str | None]] = defaultdict(set)
+        for point_id, cls in s.execute(
+            select(Run.point_id, Run.hardware_class).where(Run.point_id.in_([p.id for p in pts])).distinct()
+        ):
+            classes[point_id].add(cls)
         return [
-            ModelPoint(p.id, p.point_key, p.pattern, p.notifier, p.threads, p.work_us, p.connections, p.rate)
+            ModelPoint(
+                p.id,
+                p.point_key,
+                p.pattern,
+                p.notifier,
+                p.threads,
+                p.work_us,
+                p.connections,
+                p.rate,
+                tuple(sorted(classes[p.id], key=lambda c: c or "")) or (None,),
+            )
             for p in pts
         ]
 
 
 def predict_experiment(
     spec: Spec,
-    calibration_ids: dict[tuple[str, str], int],
+    calibration_ids: dict[tuple[str, str, str | None], int],
     *,
     method: str = "ssa",
     rel_ci: float = 0.01,
@@ -226,14 +259,15 @@ def predict_experiment(
 ) -> list[dict[str, Any]]:
     """Predict every measured HSHA/LF point from the paper's rates and from its calibration (if any).
 
-    ``calibration_ids`` maps (pattern, notifier) to a stored calibration. Returns one entry per point and
-    rates source: the stored prediction, or ``skipped`` with the reason.
+    ``calibration_ids`` maps (pattern, notifier, hardware class) to a stored calibration; a point is
+    predicted from the calibration of each class it ran on, never from another class's. Returns one entry
+    per point, rates source (and class): the stored prediction, or ``skipped`` with the reason.
     """
     from demuxlab.ctmc.predict import PredictRequest, predict_many
     from demuxlab.ctmc.store import load_calibration, save_predictions
 
     rates_of: dict[int, Rates] = {}
-    for (pattern, notifier), cid in calibration_ids.items():
+    for (pattern, notifier, _cls), cid in calibration_ids.items():
         cal_pattern, cal_notifier, rates = load_calibration(cid, url)
         if (cal_pattern, cal_notifier) != (pattern, notifier):
             raise DemuxlabError(
@@ -245,13 +279,15 @@ def predict_experiment(
     jobs_of: list[tuple[ModelPoint, int | None]] = []
     requests: list[PredictRequest] = []
     for pt in model_points(spec, url):
-        calibrated = calibration_ids.get((pt.pattern, pt.notifier))
-        for source, cal in (("paper", None), ("calibration", calibrated)):
+        wanted: list[tuple[str, int | None, str | None]] = [("paper", None, None)]
+        wanted += [("calibration", calibration_ids.get((pt.pattern, pt.notifier, c)), c) for c in pt.classes]
+        for source, cal, cls in wanted:
             reason = pt.skip_reason
             if reason is None and source == "calibration" and cal is None:
-                reason = f"no calibration of {pt.pattern}/{pt.notifier}"
+                reason = f"no calibration of {pt.pattern}/{pt.notifier}" + (f" on class {cls}" if cls else "")
             if reason is not None:
-                entries.append({"point_key": pt.point_key, "rates_source": source, "skipped": reason})
+                skip: dict[str, Any] = {"point_key": pt.point_key, "rates_source": source, "skipped": reason}
+                entries.append({**skip, "hardware_class": cls} if cls else skip)
                 continue
             jobs_of.append((pt, cal))
             requests.append(
@@ -270,17 +306,19 @@ def predict_experiment(
     ids = save_predictions(
         [(p, pt.point_id, cal) for p, (pt, cal) in zip(predictions, jobs_of, strict=True)], url
     )
+    class_of = {cid: cls for (_p, _n, cls), cid in calibration_ids.items()}
     for pid, p, (pt, cal) in zip(ids, predictions, jobs_of, strict=True):
-        entries.append(
-            {
-                "point_key": pt.point_key,
-                "rates_source": "paper" if cal is None else "calibration",
-                "calibration_id": cal,
-                "prediction_id": pid,
-                **p.as_dict(),
-            }
-        )
-    entries.sort(key=lambda e: (e["point_key"], e["rates_source"]))
+        entry: dict[str, Any] = {
+            "point_key": pt.point_key,
+            "rates_source": "paper" if cal is None else "calibration",
+            "calibration_id": cal,
+            "prediction_id": pid,
+            **p.as_dict(),
+        }
+        if cal is not None and class_of.get(cal):
+            entry["hardware_class"] = class_of[cal]
+        entries.append(entry)
+    entries.sort(key=lambda e: (e["point_key"], e["rates_source"], e.get("hardware_class") or ""))
     return entries
 
 
@@ -288,86 +326,108 @@ def predict_experiment(
 
 
 def validation_rows(spec: Spec, method: str = "ssa", url: str | None = None) -> list[dict[str, Any]]:
-    """Per measured HSHA/LF point: the measurement and each source's prediction with its relative error.
+    """Per measured HSHA/LF point and hardware class: the measurement (that class's runs only) and each
+    source's prediction with its relative error. The paper's rates are the same for every class; the
+    calibrated prediction is the one from that class's calibration, never another class's.
 
-    relative error = (predicted − measured) / measured. Where a point has predictions from several
+    relative error = (predicted − measured) / measured. Where a (point, class) has predictions from several
     calibrations, the newest is taken.
     """
     from sqlalchemy import select
 
     from demuxlab.db.engine import session
-    from demuxlab.db.models import Prediction
+    from demuxlab.db.models import Calibration, Prediction
     from demuxlab.report import load_rows, summarize
 
-    measured = {
-        row["point_key"]: row
+    measured: dict[tuple[str, str | None], dict[str, Any]] = {
+        (row["point_key"], row["hardware_class"]): row
         for row in summarize(load_rows(spec.name, spec.sha256, url))
         if not row["instrument"] and row["pattern"] in PATTERNS
     }
     points = {pt.point_id: pt for pt in model_points(spec, url)}
-    best: dict[tuple[int, str], Prediction] = {}
+    best: dict[tuple[int, str, str | None], Prediction] = {}
     with session(url) as s:
         preds = s.scalars(
             select(Prediction)
             .where(Prediction.point_id.in_(list(points)), Prediction.method == method)
             .order_by(Prediction.created_at, Prediction.id)
         ).all()
+        cal_ids = {p.calibration_id for p in preds if p.calibration_id is not None}
+        class_of: dict[int, str | None] = {
+            cid: (artifacts or {}).get("hardware_class")
+            for cid, artifacts in s.execute(
+                select(Calibration.id, Calibration.artifacts).where(Calibration.id.in_(list(cal_ids)))
+            )
+        }
         for pred in preds:
-            best[(pred.point_id, pred.rates_source)] = pred  # the newest wins
+            cls = class_of.get(pred.calibration_id) if pred.calibration_id is not None else None
+            best[(pred.point_id, pred.rates_source, cls)] = pred  # the newest wins
         s.expunge_all()
 
     rows: list[dict[str, Any]] = []
-    for point_id, pt in sorted(points.items(), key=lambda kv: kv[1].point_key):
-        m = measured.get(pt.point_key)
-        mean = m["throughput_mean"] if m else None
-        row: dict[str, Any] = {
-            "point_key": pt.point_key,
-            "pattern": pt.pattern,
-            "notifier": pt.notifier,
-            "threads": pt.threads,
-            "work_us": pt.work_us,
-            "connections": pt.connections,
-            "runs_ok": m["runs_ok"] if m else 0,
-            "measured_msgs_per_s": mean,
-            "measured_ci_halfwidth_rel": m["throughput_ci_halfwidth_rel"] if m else None,
-            "method": method,
-        }
-        for source in SOURCES:
-            got = best.get((point_id, source))
-            predicted = got.throughput_msgs_per_s if got else None
-            row[f"{source}_msgs_per_s"] = predicted
-            row[f"{source}_ci_halfwidth_rel"] = got.ci_halfwidth_rel if got else None
-            row[f"{source}_rel_error"] = (predicted - mean) / mean if predicted is not None and mean else None
-            if source == "calibration":
-                row["calibration_id"] = got.calibration_id if got else None
-        row["skipped"] = pt.skip_reason or ""
-        rows.append(row)
+    for pt in sorted(points.values(), key=lambda p: p.point_key):
+        classes = sorted({c for (k, c) in measured if k == pt.point_key}, key=lambda c: c or "") or [None]
+        for cls in classes:
+            rows.append(_validation_row(pt, cls, measured.get((pt.point_key, cls)), best, method))
     return rows
 
 
+def _validation_row(
+    pt: ModelPoint, cls: str | None, m: dict[str, Any] | None, best: dict[Any, Any], method: str
+) -> dict[str, Any]:
+    mean = m["throughput_mean"] if m else None
+    row: dict[str, Any] = {
+        "point_key": pt.point_key,
+        "hardware_class": cls,
+        "pattern": pt.pattern,
+        "notifier": pt.notifier,
+        "threads": pt.threads,
+        "work_us": pt.work_us,
+        "connections": pt.connections,
+        "runs_ok": m["runs_ok"] if m else 0,
+        "measured_msgs_per_s": mean,
+        "measured_ci_halfwidth_rel": m["throughput_ci_halfwidth_rel"] if m else None,
+        "method": method,
+    }
+    for source in SOURCES:
+        got = best.get((pt.point_id, source, cls if source == "calibration" else None))
+        predicted = got.throughput_msgs_per_s if got else None
+        row[f"{source}_msgs_per_s"] = predicted
+        row[f"{source}_ci_halfwidth_rel"] = got.ci_halfwidth_rel if got else None
+        row[f"{source}_rel_error"] = (predicted - mean) / mean if predicted is not None and mean else None
+        if source == "calibration":
+            row["calibration_id"] = got.calibration_id if got else None
+    row["skipped"] = pt.skip_reason or ""
+    return row
+
+
 def summarize_errors(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (pattern, notifier, rates source): points compared, mean and largest absolute relative error."""
-    groups: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    """Per (pattern, notifier, hardware class, rates source): points compared, mean and largest absolute
+    relative error. Classes are never pooled."""
+    groups: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
     for row in rows:
         for source in SOURCES:
             err = row[f"{source}_rel_error"]
             if err is not None:
-                groups[(row["pattern"], row["notifier"], source)].append(abs(err))
+                key = (row["pattern"], row["notifier"], row.get("hardware_class") or "", source)
+                groups[key].append(abs(err))
     return [
         {
             "pattern": pattern,
             "notifier": notifier,
+            "hardware_class": cls or None,
             "rates_source": source,
             "points": len(errs),
             "mean_abs_rel_error": sum(errs) / len(errs),
             "max_abs_rel_error": max(errs),
         }
-        for (pattern, notifier, source), errs in sorted(groups.items())
+        for (pattern, notifier, cls, source), errs in sorted(groups.items())
     ]
 
 
 VALIDATION_FIELDS: tuple[str, ...] = (
     "point_key",
+    "hardware_class",
     "pattern",
     "notifier",
     "threads",
@@ -389,6 +449,7 @@ VALIDATION_FIELDS: tuple[str, ...] = (
 SUMMARY_FIELDS: tuple[str, ...] = (
     "pattern",
     "notifier",
+    "hardware_class",
     "rates_source",
     "points",
     "mean_abs_rel_error",
@@ -410,7 +471,10 @@ def plot_validation(rows: Sequence[dict[str, Any]], title: str, path: Path) -> N
 
     panels: dict[tuple[float, int], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        panels[(row["work_us"], row["connections"])][f"{row['pattern']}/{row['notifier']}"].append(row)
+        label = f"{row['pattern']}/{row['notifier']}"
+        if row.get("hardware_class"):  # classes are drawn apart, never joined by one line
+            label += f" [{row['hardware_class']}]"
+        panels[(row["work_us"], row["connections"])][label].append(row)
     keys = sorted(panels)
     cols = max(1, len(keys))
     fig, axes = plt.subplots(2, cols, figsize=(max(6.4, 5.0 * cols), 7.4), squeeze=False, sharex="col")

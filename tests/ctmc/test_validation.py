@@ -150,7 +150,8 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
     again = {(o.pattern, o.notifier): o.calibration_id for o in calibrate_experiment(spec)}
     assert again[("hsha", "epoll-lt")] == hsha.calibration_id
 
-    ids = {k: o.calibration_id for k, o in outcomes.items() if o.calibration_id is not None}
+    assert all(o.hardware_class is None for o in outcomes.values())  # a local sweep: one class, none
+    ids = {(*k, None): o.calibration_id for k, o in outcomes.items() if o.calibration_id is not None}
     entries = predict_experiment(spec, ids, method="exact")
     stored = [e for e in entries if "skipped" not in e]
     skipped = [e for e in entries if "skipped" in e]
@@ -191,11 +192,110 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
     with paths[0].open() as f:
         table = list(csv.DictReader(f))
     assert len(table) == 6 and table[0]["paper_rel_error"] != ""
+    assert all(r["hardware_class"] == "" for r in table)  # the class column, empty for a local sweep
     with paths[1].open() as f:
         summary = {(r["pattern"], r["notifier"], r["rates_source"]): r for r in csv.DictReader(f)}
     assert int(summary[("lf", "epoll-lt", "calibration")]["points"]) == 2
     assert ("lf", "poll", "calibration") not in summary
     assert paths[2].read_bytes().startswith(b"\x89PNG")
+
+
+TWO_CLASSES = SPEC.replace("repeats: 2", "repeats: 4").replace(
+    "calibration: {repeats: 1}", "calibration: {repeats: 2}"
+)
+
+
+def classed_record(spec: Spec, point: Point, repeat: int) -> dict[str, Any]:
+    """Repeats 0-1 on class hw-a, 2-3 on hw-b (calibration repeat 0 on hw-a, 1 on hw-b); hw-b's server
+    takes twice as long per call and measures twice the throughput of hw-a."""
+    rec = record(spec, point, repeat)
+    slow = repeat >= (1 if point.instrument else 2)
+    rec["pair"] = {
+        "name": "pair-b" if slow else "pair-a",
+        "hardware_class": {"id": "hw-b" if slow else "hw-a"},
+    }
+    if slow:
+        for name, op in rec["server"]["ops"].items():
+            if name != "work":
+                op.update(total_ns=op["total_ns"] * 2, mean_ns=op["mean_ns"] * 2)
+        tput = self_consistent(rec["server"], point) if point.instrument else 2 * measured(point, repeat)
+        rec["stats"]["throughput_msgs_per_s"] = tput
+        rec["client"]["throughput_msgs_per_s"] = tput
+    return rec
+
+
+def test_two_hardware_classes_are_never_averaged(tmp_path: Path, database_url: str) -> None:
+    path = tmp_path / "val.yaml"
+    path.write_text(TWO_CLASSES)
+    spec = load_spec(path)
+    paths = []
+    for i, (point, repeat) in enumerate(run_order(spec)):
+        paths.append(tmp_path / f"rec{i}.json")
+        paths[-1].write_text(json.dumps(classed_record(spec, point, repeat)))
+    ingest_files(paths)
+
+    outcomes = calibrate_experiment(spec)
+    by_key = {(o.pattern, o.notifier, o.hardware_class): o for o in outcomes}
+    assert set(by_key) == {
+        (p, n, c)
+        for p, n in [("hsha", "epoll-lt"), ("lf", "epoll-lt"), ("lf", "poll")]
+        for c in ("hw-a", "hw-b")
+    }
+    a, b = by_key[("hsha", "epoll-lt", "hw-a")], by_key[("hsha", "epoll-lt", "hw-b")]
+    assert a.rates is not None and b.rates is not None
+    assert a.rates["r_i"] == pytest.approx(1 / TRUE_US["recv"])  # each class from its own runs only
+    assert b.rates["r_i"] == pytest.approx(1 / (2 * TRUE_US["recv"]))
+    ids = {k: o.calibration_id for k, o in by_key.items() if o.calibration_id is not None}
+    assert len(ids) == 6
+    entries = predict_experiment(spec, ids, method="exact")
+    calibrated = [e for e in entries if e["rates_source"] == "calibration"]
+    assert {e["hardware_class"] for e in calibrated} == {"hw-a", "hw-b"} and len(calibrated) == 12
+
+    rows = validation_rows(spec, method="exact")
+    assert len(rows) == 12  # 6 points × 2 classes, never one averaged row
+    key = "hsha/epoll-lt/t3/w10/c3/b1/ct1/rclosed"
+    mine = {r["hardware_class"]: r for r in rows if r["point_key"] == key}
+    assert set(mine) == {"hw-a", "hw-b"}
+    point = next(p for p, _ in run_order(spec) if p.point_key == key)
+    assert mine["hw-a"]["measured_msgs_per_s"] == pytest.approx((measured(point, 0) + measured(point, 1)) / 2)
+    assert mine["hw-b"]["measured_msgs_per_s"] == pytest.approx(measured(point, 2) + measured(point, 3))
+    assert mine["hw-a"]["runs_ok"] == mine["hw-b"]["runs_ok"] == 2
+    assert mine["hw-a"]["calibration_id"] == ids[("hsha", "epoll-lt", "hw-a")]
+    assert mine["hw-b"]["calibration_id"] == ids[("hsha", "epoll-lt", "hw-b")]
+    assert mine["hw-a"]["calibration_msgs_per_s"] != pytest.approx(mine["hw-b"]["calibration_msgs_per_s"])
+    assert mine["hw-a"]["paper_msgs_per_s"] == mine["hw-b"]["paper_msgs_per_s"]  # the paper's: one machine
+
+    out = write_validation(spec, tmp_path / "report", method="exact")
+    with out[1].open() as f:
+        summary = list(csv.DictReader(f))
+    hsha = [r for r in summary if (r["pattern"], r["rates_source"]) == ("hsha", "calibration")]
+    assert sorted(r["hardware_class"] for r in hsha) == ["hw-a", "hw-b"]
+    assert all(int(r["points"]) == 2 for r in hsha)
+
+    # The claims' inputs: a point row per class (its host is the class), each class's calibration its own.
+    from demuxlab.claims.db import load_inputs
+
+    inputs = load_inputs(spec.name, spec.sha256, "exact")
+    claim_pts = {p["host"]: p for p in inputs.points if p["point_key"] == key}
+    assert set(claim_pts) == {"hw-a", "hw-b"} and claim_pts["hw-b"]["n"] == 2
+    assert claim_pts["hw-b"]["mean"] == pytest.approx(mine["hw-b"]["measured_msgs_per_s"])
+    cal_preds = [q for q in inputs.predictions if q["point_key"] == key and q["source"] == "calibration"]
+    assert sorted(q["host"] for q in cal_preds) == ["hw-a", "hw-b"]
+    assert set(inputs.facts) == {"hw-a", "hw-b"}
+
+    # The dashboard's data layer: a row per point × class, never one averaged row.
+    from demuxlab.dashboard import data
+
+    engine = sa.create_engine(database_url)
+    with engine.connect() as conn:
+        exp = data.resolve_experiment(conn, spec.name)
+        pts = data.sweep_points(conn, exp)
+        dash_preds = data.predictions(conn, exp)
+    engine.dispose()
+    dash = pts[pts["point_key"] == key].set_index("hardware_class")
+    assert sorted(dash.index) == ["hw-a", "hw-b"]
+    assert dash.loc["hw-b", "mean"] == pytest.approx(mine["hw-b"]["measured_msgs_per_s"])
+    assert set(dash_preds[dash_preds["source"] == "calibration"]["hardware_class"]) == {"hw-a", "hw-b"}
 
 
 def measured_of(spec: Spec, point_key: str, repeat: int) -> float:

@@ -126,6 +126,40 @@ def test_sweep_figure_has_bands_repeats_models_and_residuals() -> None:
     assert calibrated[0]["y"] == pytest.approx([-10.0, -10.0, -10.0])
 
 
+def test_sweep_figure_keeps_hardware_classes_apart() -> None:
+    # The same points measured on two classes (as data.sweep_points returns them: a row per point × class);
+    # class hw-b measures twice hw-a, and each class has its own calibrated prediction.
+    a, b = points(hardware_class="hw-a"), points(hardware_class="hw-b")
+    b["mean"] = b["mean"] * 2
+    pts = pd.concat([a, b], ignore_index=True)
+    reps = pd.concat(
+        [repeats(a).assign(hardware_class="hw-a"), repeats(b).assign(hardware_class="hw-b")],
+        ignore_index=True,
+    )
+    pr = preds(a)
+    pr["hardware_class"] = [None if s == "paper" else "hw-a" for s in pr["source"]]
+    pb = preds(b)
+    pb = pb[pb["source"] == "calibration"].assign(hardware_class="hw-b")
+    fig = figures.sweep_figure(
+        pts, reps, pd.concat([pr, pb], ignore_index=True), x="threads", colour="pattern", facet="notifier"
+    )
+    first = [t for t in fig["data"] if t.get("xaxis") is None]
+    means = {t["name"]: t["y"] for t in first if t["name"] in ("hsha · class hw-a", "hsha · class hw-b")}
+    assert means == {
+        "hsha · class hw-a": [2000.0, 4000.0, 8000.0],
+        "hsha · class hw-b": [4000.0, 8000.0, 16000.0],
+    }
+    reps_b = next(t for t in first if t["name"] == "hsha · class hw-b repeats")
+    assert sorted(reps_b["y"])[:3] == [4000.0, 4001.0, 4002.0]  # hw-b's runs only, never hw-a's
+    cal = {
+        t["name"]: t["y"]
+        for t in first
+        if t["name"].endswith("calibrated rates") and t["name"].startswith("hsha")
+    }
+    assert cal["hsha · class hw-a · model, calibrated rates"] == pytest.approx([1800.0, 3600.0, 7200.0])
+    assert cal["hsha · class hw-b · model, calibrated rates"] == pytest.approx([3600.0, 7200.0, 14400.0])
+
+
 def test_sweep_figure_follows_axes_facet_colour_and_sources() -> None:
     pts = points()
     fig = figures.sweep_figure(

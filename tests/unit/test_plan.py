@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_topology import _fake_host, fake_nic
 
 from demuxlab.errors import ConfigError
 from demuxlab.plan import plan_pinning
@@ -69,6 +71,7 @@ def test_vm_server_cpu0_client_cpu1() -> None:
         "oversubscribed": False,
         "same_host": True,
         "notes": list(plan.notes),
+        "irq": plan.irq,
     }
 
 
@@ -160,3 +163,69 @@ def test_plan_properties(
         assert len(set(used[:distinct])) == distinct
     over = len(plan.server_cpus) < server_threads or len(plan.client_cpus) < client_threads
     assert plan.oversubscribed == (over or total_cores < 2)
+
+
+# Rule 5: NIC IRQs, on fake sysfs/procfs trees read by the real collector.
+def _irq_host(
+    tmp_path: Path, irqs: dict[int, tuple[str, str | None]] | None, node: int = 0
+) -> dict[str, Any]:
+    """2 sockets × 2 cores, node 0 = CPUs 0-1, node 1 = CPUs 2-3; a NIC with ``irqs`` when given."""
+    _fake_host(tmp_path, smt=False, governor=None, no_turbo=None)
+    if irqs is not None:
+        fake_nic(tmp_path, "eth0", node=node, irqs=irqs)
+    return collect_facts(root=tmp_path)
+
+
+def test_server_threads_avoid_nic_irq_cores_on_the_nic_node(tmp_path: Path) -> None:
+    host = _irq_host(tmp_path, {40: ("0-3", "0"), 41: ("0", None)}, node=0)  # both IRQs land on CPU 0
+    plan = plan_pinning(host, VM, 1, 1, same_host=False)
+    assert plan.server_cpus == (1,)  # node 0 (the NIC's), not CPU 0
+    assert plan.irq is not None
+    server = plan.irq["server"]
+    assert server["applied"] and server["nic_node"] == 0 and server["fallback"] is None
+    assert server["avoided_cpus"] == [0] and server["irq_cpus"] == {"0": ["eth0:40", "eth0:41"]}
+    assert any("IRQ CPUs 0 avoided" in note for note in plan.notes)
+    # The run record carries it.
+    assert plan.to_json()["irq"]["server"]["avoided_cpus"] == [0]
+
+
+def test_too_few_free_cores_fall_back_and_say_so(tmp_path: Path) -> None:
+    host = _irq_host(tmp_path, {40: ("0", "0")}, node=0)
+    two = plan_pinning(host, VM, 2, 1, same_host=False)
+    assert two.server_cpus == (1, 2)  # the free node-0 core, then a free core of node 1
+    assert two.irq is not None and "cores on other nodes" in two.irq["server"]["fallback"]
+    four = plan_pinning(host, VM, 4, 1, same_host=False)
+    assert four.server_cpus == (1, 2, 3, 0)  # the IRQ core only last
+    assert four.irq is not None and "cores that receive NIC IRQs" in four.irq["server"]["fallback"]
+    assert any("fallback" in note for note in four.notes)
+    assert not four.oversubscribed
+
+
+def test_no_nic_irq_info_leaves_placement_unchanged(tmp_path: Path) -> None:
+    host = _irq_host(tmp_path, None)
+    assert host["nics"] is None
+    for same_host, threads in ((False, 3), (True, 2)):
+        plan = plan_pinning(host, host, threads, 1, same_host=same_host)
+        bare = {**host, "nics": []}
+        assert plan.server_cpus == plan_pinning(bare, bare, threads, 1, same_host=same_host).server_cpus
+        assert plan.irq is not None and not plan.irq["server"]["applied"]
+        assert "no NIC IRQ information" in plan.irq["server"]["reason"]
+        assert any("placement ignores NIC IRQs" in note for note in plan.notes)
+    assert plan_pinning(host, host, 3, 1, same_host=False).server_cpus == (0, 1, 2)
+    # The synthetic hosts of the other tests have no NIC either: rules 1-4 hold unchanged there.
+    assert plan_pinning(OPTERON, OPTERON, 5, 3, same_host=True).server_cpus == (0, 1, 2, 3, 4)
+
+
+def test_unpinned_irqs_cannot_be_avoided(tmp_path: Path) -> None:
+    host = _irq_host(tmp_path, {40: ("0-3", None)}, node=1)  # allowed everywhere, no effective affinity
+    plan = plan_pinning(host, VM, 1, 1, same_host=False)
+    assert plan.server_cpus == (2,)  # only NUMA-local to the NIC on node 1
+    assert plan.irq is not None and plan.irq["server"]["unpinned_irqs"] == ["eth0:40"]
+    assert plan.irq["server"]["avoided_cpus"] == []
+
+
+def test_same_host_keeps_the_numa_split_and_avoids_irq_cores(tmp_path: Path) -> None:
+    host = _irq_host(tmp_path, {40: ("2", "2")}, node=1)
+    plan = plan_pinning(host, host, 1, 1, same_host=True)
+    assert plan.server_cpus == (0,) and plan.client_cpus == (3,)  # client on node 1, off IRQ CPU 2
+    assert plan.irq is not None and plan.irq["client"]["avoided_cpus"] == [2]

@@ -178,3 +178,72 @@ def test_synthetic_sub_numa_nodes() -> None:
     assert [n["cpus"] for n in facts["numa_nodes"]] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     with pytest.raises(ValueError, match="divide"):
         synthetic_topology(1, 6, nodes_per_socket=4)
+
+
+def fake_nic(
+    root: Path,
+    name: str,
+    *,
+    node: int,
+    irqs: dict[int, tuple[str, str | None]],
+    queues: dict[int, str] | None = None,
+) -> None:
+    """A physical NIC in a fake tree: ``irqs`` maps IRQ → (smp_affinity_list, effective_affinity_list or
+    None); MSI IRQs in sysfs, ``queues`` (IRQ → action name) only in /proc/interrupts."""
+    device = root / "sys/devices/pci0000:00" / name
+    (device / "msi_irqs").mkdir(parents=True)
+    (device / "numa_node").write_text(f"{node}\n")
+    net = root / "sys/class/net" / name
+    net.mkdir(parents=True)
+    (net / "device").symlink_to(device)
+    for irq, (affinity, effective) in {**irqs}.items():
+        if irq not in (queues or {}):
+            (device / "msi_irqs" / str(irq)).write_text("msix\n")
+        irq_dir = root / "proc/irq" / str(irq)
+        irq_dir.mkdir(parents=True)
+        (irq_dir / "smp_affinity_list").write_text(affinity + "\n")
+        if effective is not None:
+            (irq_dir / "effective_affinity_list").write_text(effective + "\n")
+    lines = [f" {irq}:  0  0  PCI-MSI-edge  {action}" for irq, action in (queues or {}).items()]
+    with (root / "proc/interrupts").open("a") as f:
+        f.write("".join(line + "\n" for line in lines))
+
+
+def test_fake_host_nic_irq_map(tmp_path: Path) -> None:
+    _fake_host(tmp_path, smt=False, governor=None, no_turbo=None)
+    (tmp_path / "proc/interrupts").write_text(
+        "           CPU0  CPU1\n 99:  0  0  PCI-MSI-edge  eth10-TxRx-0\n"
+    )
+    fake_nic(
+        tmp_path,
+        "eth1",
+        node=1,
+        irqs={40: ("0-3", "2"), 41: ("3", None), 50: ("2", "2")},
+        queues={50: "eth1-TxRx-1"},
+    )
+    # A virtual interface (no device) is not a NIC.
+    (tmp_path / "sys/class/net/veth0").mkdir(parents=True)
+    facts = collect_facts(root=tmp_path)
+    assert facts["nics"] == [
+        {
+            "name": "eth1",
+            "driver": None,  # no driver link in the fake tree
+            "numa_node": 1,
+            "irqs": [
+                {"irq": 40, "cpus": [0, 1, 2, 3], "effective_cpus": [2]},
+                {"irq": 41, "cpus": [3], "effective_cpus": None},
+                {
+                    "irq": 50,
+                    "cpus": [2],
+                    "effective_cpus": [2],
+                },  # by its queue name; eth10's IRQ 99 is not eth1's
+            ],
+        }
+    ]
+
+
+def test_fake_host_without_nic_info(tmp_path: Path) -> None:
+    _fake_host(tmp_path, smt=False, governor=None, no_turbo=None)
+    assert collect_facts(root=tmp_path)["nics"] is None  # no /sys/class/net at all
+    (tmp_path / "sys/class/net/eth0").mkdir(parents=True)  # a container's veth end: no device
+    assert collect_facts(root=tmp_path)["nics"] == []

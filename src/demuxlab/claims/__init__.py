@@ -144,6 +144,7 @@ class ModelPrediction:
     ci_halfwidth_rel: float | None = None
     msg_size: int | None = None
     rate: float | None = None
+    host: str | None = None  # for that host (hardware class) only: a class's calibration; None: any host
 
     @property
     def est(self) -> Est:
@@ -237,6 +238,7 @@ def as_prediction(row: Mapping[str, Any] | ModelPrediction, where: str = "predic
         ci_halfwidth_rel=None if ci is None else float(ci),
         msg_size=row.get("msg_size"),
         rate=None if row.get("rate") is None else float(row["rate"]),
+        host=str(row["host"]) if row.get("host") else None,
     )
 
 
@@ -971,7 +973,8 @@ def evaluate_claims(
     hosts = sorted({p.host for p in pts}) or [""]
     out = []
     for host in hosts:
-        ctx = Context([p for p in pts if p.host == host], preds)
+        # A class's calibrated predictions are compared with that class's points only.
+        ctx = Context([p for p in pts if p.host == host], [q for q in preds if q.host in (None, host)])
         hw = hardware_of((facts or {}).get(host))
         for claim in claims:
             part = claim.test(ctx) if ctx.points else Part(NOT_TESTABLE, "no measured points")

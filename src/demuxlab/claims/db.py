@@ -1,6 +1,10 @@
 """The thin database layer in front of :mod:`demuxlab.claims`: an experiment's measured points (repeats
 summarized), its newest model predictions and its server hosts' facts, as the plain rows
-:func:`demuxlab.claims.evaluate_claims` and :func:`demuxlab.claims.recommend` take."""
+:func:`demuxlab.claims.evaluate_claims` and :func:`demuxlab.claims.recommend` take.
+
+Runs of different hardware classes (cluster sweeps) are never summarized together: a point gives one row
+per class, whose ``host`` is the class id (claims are judged per host, so per class), and a class's
+calibrated predictions carry it as their ``host``. Local runs have no class and keep the server's name."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ def load_inputs(
     from sqlalchemy import select
 
     from demuxlab.db.engine import session
-    from demuxlab.db.models import Experiment, Host, Point, Prediction, Run
+    from demuxlab.db.models import Calibration, Experiment, Host, Point, Prediction, Run
 
     with session(url) as s:
         exp_id = s.scalar(
@@ -50,66 +54,34 @@ def load_inputs(
         runs: dict[int, list[Run]] = defaultdict(list)
         for run in s.scalars(select(Run).where(Run.point_id.in_(list(pts)))):
             runs[run.point_id].append(run)
-        newest: dict[tuple[int, str], Prediction] = {}
+        class_of: dict[int, str | None] = {
+            cid: (artifacts or {}).get("hardware_class")
+            for cid, artifacts in s.execute(select(Calibration.id, Calibration.artifacts))
+        }
+        newest: dict[tuple[int, str, str | None], Prediction] = {}
         for pred in s.scalars(
             select(Prediction)
             .where(Prediction.point_id.in_(list(pts)), Prediction.method == method)
             .order_by(Prediction.created_at, Prediction.id)
         ):
-            newest[(pred.point_id, pred.rates_source)] = pred  # the newest wins
+            cls = class_of.get(pred.calibration_id) if pred.calibration_id is not None else None
+            newest[(pred.point_id, pred.rates_source, cls)] = pred  # the newest wins
 
         points: list[dict[str, Any]] = []
         failed: list[str] = []
         facts: dict[str, dict[str, Any]] = {}
         for pid, p in pts.items():
-            ok = [r for r in runs[pid] if r.status == "ok" and r.throughput_msgs_per_s is not None]
-            if not ok:
+            every_ok = [r for r in runs[pid] if r.status == "ok" and r.throughput_msgs_per_s is not None]
+            if not every_ok:
                 failed.append(p.point_key)
                 continue
-            tput = point_summary([float(r.throughput_msgs_per_s or 0.0) for r in ok])
-            costs = [
-                (r.server_cpu_user_s + r.server_cpu_sys_s) / r.server_messages * 1e6
-                for r in ok
-                if r.server_cpu_user_s is not None and r.server_cpu_sys_s is not None and r.server_messages
-            ]
-            cost = point_summary(costs) if len(costs) == len(ok) else None
-            names = Counter(
-                hosts[r.server_host_id].hostname for r in ok if r.server_host_id in hosts
-            ).most_common()
-            host = names[0][0] if names else ""
-            for r in ok:
-                h = hosts.get(r.server_host_id) if r.server_host_id is not None else None
-                if h is not None and h.hostname == host:
-                    facts.setdefault(host, dict(h.facts or {}))
-            cpus = [
-                len(r.pinning["server_cpus"])
-                for r in ok
-                if isinstance(r.pinning, dict) and r.pinning.get("server_cpus")
-            ]
-            points.append(
-                {
-                    "point_key": p.point_key,
-                    "pattern": p.pattern,
-                    "notifier": p.notifier,
-                    "threads": p.threads,
-                    "work_us": float(p.work_us),
-                    "connections": p.connections,
-                    "msg_size": p.msg_size,
-                    "rate": p.rate,
-                    "client_threads": p.client_threads,
-                    "mean": tput.mean,
-                    "ci_low": tput.ci_low,
-                    "ci_high": tput.ci_high,
-                    "n": tput.n,
-                    "host": host,
-                    "server_cpus": min(cpus) if cpus else None,
-                    "cost_us": cost.mean if cost else None,
-                    "cost_ci_low": cost.ci_low if cost else None,
-                    "cost_ci_high": cost.ci_high if cost else None,
-                }
-            )
+            for cls in sorted({r.hardware_class for r in every_ok}, key=lambda c: c or ""):
+                ok = [r for r in every_ok if r.hardware_class == cls]
+                points.append(_point_row(p, ok, cls, hosts, facts))
         predictions = []
-        for (pid, source), pred in sorted(newest.items(), key=lambda kv: (pts[kv[0][0]].point_key, kv[0][1])):
+        for (pid, source, cls), pred in sorted(
+            newest.items(), key=lambda kv: (pts[kv[0][0]].point_key, kv[0][1], kv[0][2] or "")
+        ):
             p = pts[pid]
             predictions.append(
                 {
@@ -124,6 +96,52 @@ def load_inputs(
                     "source": source,
                     "mean": pred.throughput_msgs_per_s,
                     "ci_halfwidth_rel": pred.ci_halfwidth_rel,
+                    **({"host": cls} if cls else {}),
                 }
             )
     return ClaimInputs(points, predictions, facts, failed)
+
+
+def _point_row(
+    p: Any, ok: list[Any], cls: str | None, hosts: dict[int, Any], facts: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    tput = point_summary([float(r.throughput_msgs_per_s or 0.0) for r in ok])
+    costs = [
+        (r.server_cpu_user_s + r.server_cpu_sys_s) / r.server_messages * 1e6
+        for r in ok
+        if r.server_cpu_user_s is not None and r.server_cpu_sys_s is not None and r.server_messages
+    ]
+    cost = point_summary(costs) if len(costs) == len(ok) else None
+    names = Counter(hosts[r.server_host_id].hostname for r in ok if r.server_host_id in hosts).most_common()
+    host = names[0][0] if names else ""
+    for r in ok:
+        h = hosts.get(r.server_host_id) if r.server_host_id is not None else None
+        if h is not None and h.hostname == host:
+            facts.setdefault(cls or host, dict(h.facts or {}))  # a class: the facts of its usual server
+    if cls:
+        host = cls
+    cpus = [
+        len(r.pinning["server_cpus"])
+        for r in ok
+        if isinstance(r.pinning, dict) and r.pinning.get("server_cpus")
+    ]
+    return {
+        "point_key": p.point_key,
+        "pattern": p.pattern,
+        "notifier": p.notifier,
+        "threads": p.threads,
+        "work_us": float(p.work_us),
+        "connections": p.connections,
+        "msg_size": p.msg_size,
+        "rate": p.rate,
+        "client_threads": p.client_threads,
+        "mean": tput.mean,
+        "ci_low": tput.ci_low,
+        "ci_high": tput.ci_high,
+        "n": tput.n,
+        "host": host,
+        "server_cpus": min(cpus) if cpus else None,
+        "cost_us": cost.mean if cost else None,
+        "cost_ci_low": cost.ci_low if cost else None,
+        "cost_ci_high": cost.ci_high if cost else None,
+    }

@@ -205,13 +205,11 @@ def calibrate_experiment(spec: str, out: str) -> None:
     loaded = _spec(spec)
     outcomes = run(loaded)
     for o in outcomes:
+        what = f"{o.pattern}/{o.notifier}" + (f" on class {o.hardware_class}" if o.hardware_class else "")
         if o.error:
-            click.echo(f"calibration {o.pattern}/{o.notifier}: not fitted: {o.error}", err=True)
+            click.echo(f"calibration {what}: not fitted: {o.error}", err=True)
         else:
-            click.echo(
-                f"calibration {o.pattern}/{o.notifier}: id {o.calibration_id} from {len(o.source_runs)} runs",
-                err=True,
-            )
+            click.echo(f"calibration {what}: id {o.calibration_id} from {len(o.source_runs)} runs", err=True)
     doc = {
         "experiment": loaded.name,
         "spec_sha256": loaded.sha256,
@@ -220,7 +218,7 @@ def calibrate_experiment(spec: str, out: str) -> None:
     write_json_atomic(Path(out), doc)
 
 
-def _calibration_ids(path: Path, spec: Any) -> dict[tuple[str, str], int]:
+def _calibration_ids(path: Path, spec: Any) -> dict[tuple[str, str, str | None], int]:
     doc = _read_json(path, "calibrations file")
     if not isinstance(doc, dict) or not isinstance(doc.get("calibrations"), list):
         raise DemuxlabError(f"{path}: calibrations: not the output of `demuxlab model calibrate-experiment`")
@@ -229,7 +227,7 @@ def _calibration_ids(path: Path, spec: Any) -> dict[tuple[str, str], int]:
             f"{path}: spec_sha256: {str(doc.get('spec_sha256'))[:12]!r} is not this spec's "
             f"({spec.sha256[:12]}): calibrate again"
         )
-    ids: dict[tuple[str, str], int] = {}
+    ids: dict[tuple[str, str, str | None], int] = {}
     for i, entry in enumerate(doc["calibrations"]):
         if not isinstance(entry, dict):
             raise DemuxlabError(f"{path}: calibrations[{i}]: not an object")
@@ -238,7 +236,10 @@ def _calibration_ids(path: Path, spec: Any) -> dict[tuple[str, str], int]:
             continue
         if not isinstance(cid, int):
             raise DemuxlabError(f"{path}: calibrations[{i}].calibration_id: not an integer: {cid!r}")
-        ids[(str(entry.get("pattern")), str(entry.get("notifier")))] = cid
+        cls = entry.get("hardware_class")  # absent in files written before classes: a local sweep
+        if cls is not None and not isinstance(cls, str):
+            raise DemuxlabError(f"{path}: calibrations[{i}].hardware_class: not a string: {cls!r}")
+        ids[(str(entry.get("pattern")), str(entry.get("notifier")), cls)] = cid
     return ids
 
 

@@ -330,21 +330,22 @@ def sweep_points(
     host_pair: str | None = None,
     build: str | None = None,
 ) -> pd.DataFrame:
-    """Per measured point: parameters, runs ok/failed, mean and sample standard deviation of the ok runs'
-    throughputs (aggregated in PostgreSQL). ``host_pair``/``build`` restrict the runs counted."""
+    """Per measured point and hardware class (runs of different classes are never averaged; local runs
+    have none): parameters, runs ok/failed, mean and sample standard deviation of the ok runs' throughputs
+    (aggregated in PostgreSQL). ``host_pair``/``build`` restrict the runs counted."""
     return frame(
         conn,
         f"""
         SELECT p.id AS point_id, p.point_key, p.pattern, p.notifier, p.threads, p.work_us, p.connections,
-               p.msg_size, p.client_threads, p.rate,
+               p.msg_size, p.client_threads, p.rate, r.hardware_class,
                count(r.run_id) FILTER (WHERE r.status = 'ok') AS n_ok,
                count(r.run_id) FILTER (WHERE r.status = 'failed') AS n_failed,
                avg(r.throughput_msgs_per_s) FILTER (WHERE r.status = 'ok') AS mean,
                stddev_samp(r.throughput_msgs_per_s) FILTER (WHERE r.status = 'ok') AS sd
         FROM points p LEFT JOIN runs r ON r.point_id = p.id {_run_filter(host_pair, build)}
         WHERE p.experiment_id = :id AND NOT p.instrument
-        GROUP BY p.id
-        ORDER BY p.pattern, p.notifier, p.work_us, p.connections, p.msg_size, p.threads
+        GROUP BY p.id, r.hardware_class
+        ORDER BY p.pattern, p.notifier, p.work_us, p.connections, p.msg_size, p.threads, r.hardware_class
         """,
         {"id": exp.id, "pair": host_pair, "build": build},
     )
@@ -366,7 +367,8 @@ def sweep_repeats(conn: Connection, exp: ExperimentRef) -> pd.DataFrame:
     return frame(
         conn,
         """
-        SELECT r.point_id, r.run_id::text AS run_id, r.repeat_index AS repeat, r.throughput_msgs_per_s
+        SELECT r.point_id, r.run_id::text AS run_id, r.repeat_index AS repeat, r.throughput_msgs_per_s,
+               r.hardware_class
         FROM runs r JOIN points p ON p.id = r.point_id
         WHERE p.experiment_id = :id AND NOT p.instrument AND r.status = 'ok'
           AND r.throughput_msgs_per_s IS NOT NULL
@@ -376,13 +378,16 @@ def sweep_repeats(conn: Connection, exp: ExperimentRef) -> pd.DataFrame:
 
 
 def predictions(conn: Connection, exp: ExperimentRef) -> pd.DataFrame:
-    """The models' throughputs for the experiment's points: one row per point × source × method."""
+    """The models' throughputs for the experiment's points: one row per point × source × method (× the
+    hardware class of the calibration, for calibrated rates; the paper's rates have none)."""
     return frame(
         conn,
         """
         SELECT pr.point_id, pr.rates_source AS source, pr.method, pr.calibration_id,
-               pr.throughput_msgs_per_s AS predicted, pr.ci_halfwidth_rel
+               pr.throughput_msgs_per_s AS predicted, pr.ci_halfwidth_rel,
+               c.artifacts->>'hardware_class' AS hardware_class
         FROM predictions pr JOIN points p ON p.id = pr.point_id
+        LEFT JOIN calibrations c ON c.id = pr.calibration_id
         WHERE p.experiment_id = :id
         """,
         {"id": exp.id},

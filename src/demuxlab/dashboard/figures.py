@@ -62,8 +62,14 @@ def pick_predictions(preds: pd.DataFrame) -> pd.DataFrame:
         return preds
     rank = {m: i for i, m in enumerate(METHOD_PREFERENCE)}
     p = preds.assign(_rank=preds["method"].map(rank).fillna(len(rank)))
-    p = p.sort_values(["point_id", "source", "_rank"]).drop_duplicates(["point_id", "source"])
+    key = ["point_id", "source", *(["hardware_class"] if "hardware_class" in p else [])]
+    p = p.sort_values([*key[:2], "_rank"]).drop_duplicates(key)
     return p.drop(columns="_rank")
+
+
+def _cls(value: Any) -> str | None:
+    """A hardware class as a key: None for local runs (NULL/NaN in a frame)."""
+    return value if isinstance(value, str) and value else None
 
 
 def _label(row: Any, keys: Sequence[str]) -> str:
@@ -80,6 +86,8 @@ def _label(row: Any, keys: Sequence[str]) -> str:
             parts.append(f"{v} conn")
         elif k == "msg_size":
             parts.append(f"{v} B")
+        elif k == "hardware_class":
+            parts.append(f"class {v}" if _cls(v) else "local")
         else:
             parts.append(f"{k}={v}")
     return " · ".join(parts)
@@ -133,20 +141,29 @@ def sweep_figure(
     facet = facet if facet and facet != x and facet in pts else None
     facet_values = sorted(pts[facet].unique().tolist()) if facet else [None]
     picked = pick_predictions(preds) if preds is not None and not preds.empty else pd.DataFrame()
-    pred_by: dict[tuple[int, str], tuple[float, float]] = {}
+    # Keyed by (point, source, hardware class): calibrated predictions belong to their class's rows only.
+    pred_by: dict[tuple[int, str, str | None], tuple[float, float]] = {}
     if not picked.empty:
-        for pid, src, val, ci in zip(
-            picked["point_id"], picked["source"], picked["predicted"], picked["ci_halfwidth_rel"], strict=True
+        pcls = picked["hardware_class"] if "hardware_class" in picked else [None] * len(picked)
+        for pid, src, val, ci, cls in zip(
+            picked["point_id"],
+            picked["source"],
+            picked["predicted"],
+            picked["ci_halfwidth_rel"],
+            pcls,
+            strict=True,
         ):
-            pred_by[(int(pid), str(src))] = (float(val), float(ci) if ci is not None and ci == ci else 0.0)
+            key = (int(pid), str(src), _cls(cls) if src == "calibration" else None)
+            pred_by[key] = (float(val), float(ci) if ci is not None and ci == ci else 0.0)
     have_sources = [src for src in sources if any(k[1] == src for k in pred_by)]
     show_res = residuals and bool(have_sources)
-    reps_by: dict[int, list[tuple[float, str]]] = {}
+    reps_by: dict[tuple[int, str | None], list[tuple[float, str]]] = {}
     if repeats is not None and not repeats.empty:
-        for pid, thr, rid in zip(
-            repeats["point_id"], repeats["throughput_msgs_per_s"], repeats["run_id"], strict=True
+        rcls = repeats["hardware_class"] if "hardware_class" in repeats else [None] * len(repeats)
+        for pid, thr, rid, cls in zip(
+            repeats["point_id"], repeats["throughput_msgs_per_s"], repeats["run_id"], rcls, strict=True
         ):
-            reps_by.setdefault(int(pid), []).append((float(thr), str(rid)))
+            reps_by.setdefault((int(pid), _cls(cls)), []).append((float(thr), str(rid)))
     rows = 2 if show_res else 1
     fig = Fig(
         rows=rows,
@@ -161,6 +178,9 @@ def sweep_figure(
         else None,
     )
     series_keys = [k for k in PARAMS if k not in (x, facet)]
+    if "hardware_class" in pts and facet != "hardware_class":
+        pts = pts.assign(hardware_class=[_cls(c) or "" for c in pts["hardware_class"]])
+        series_keys.append("hardware_class")  # one line per class: never joined across classes
     label_keys = [k for k in series_keys if k in varying(pts, series_keys)]
     colour_order = sorted(pts[colour].unique().tolist()) if colour in pts else []
     records: list[dict[str, Any]] = pts.to_dict("records")  # type: ignore[assignment]
@@ -221,7 +241,7 @@ def sweep_figure(
             )
             rx, ry, rid = [], [], []
             for r in grp:
-                for thr, run in reps_by.get(int(r["point_id"]), []):
+                for thr, run in reps_by.get((int(r["point_id"]), _cls(r.get("hardware_class"))), []):
                     rx.append(float(r[x]))
                     ry.append(thr)
                     rid.append(run)
@@ -242,11 +262,18 @@ def sweep_figure(
                     col=col,
                 )
             for source in have_sources:
-                pr = [
-                    (r, pred_by[(int(r["point_id"]), source)])
+                pkey = [
+                    (
+                        r,
+                        (
+                            int(r["point_id"]),
+                            source,
+                            _cls(r.get("hardware_class")) if source == "calibration" else None,
+                        ),
+                    )
                     for r in grp
-                    if (int(r["point_id"]), source) in pred_by
                 ]
+                pr = [(r, pred_by[k]) for r, k in pkey if k in pred_by]
                 if not pr:
                     continue
                 sname = f"{name} · {style.SOURCE_LABEL[source]}"
