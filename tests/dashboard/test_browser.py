@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import dashboard_sample as sample
 import pytest
+
+from helpers import dashboard_sample as sample
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.browser]
 

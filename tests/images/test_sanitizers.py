@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, Server, build_target, connect, exchange, recv_exact
+from helpers.server import ROOT, Server, build_target, connect, exchange, recv_exact
 
 pytestmark = pytest.mark.sanitizer
 
