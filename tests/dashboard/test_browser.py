@@ -8,7 +8,9 @@ first, then runs are ingested and every page is looked at. Screenshots go to
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -21,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import dashboard_sample as sample
 import pytest
+
+from helpers import dashboard_sample as sample
+from helpers.netns import private_netns
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.browser]
 
@@ -100,17 +104,30 @@ def _free_port() -> int:
         return port
 
 
-def _wait_healthy(base: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+_HEALTHZ = (
+    "import sys, urllib.request; sys.exit(urllib.request.urlopen(sys.argv[1], timeout=2).status != 200)"
+)
+
+
+def _healthy(url: str, netns: list[str] | None) -> bool:
+    if netns is None:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+    # The server's loopback is the namespace's: ask from inside it.
+    probe = [*netns, sys.executable, "-c", _HEALTHZ, url]
+    return subprocess.run(probe, capture_output=True, timeout=30, check=False).returncode == 0
+
+
+def _wait_healthy(base: str, proc: subprocess.Popen[bytes], log: Path, netns: list[str] | None) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"dashboard exited {proc.returncode}: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            pass
+        if _healthy(base + "/healthz", netns):
+            return
         time.sleep(0.3)
     raise AssertionError(f"dashboard did not answer /healthz: {log.read_text()[-2000:]}")
 
@@ -131,13 +148,26 @@ def site(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
     runs = sample.planned(spec)
     failed = {f"{p.point_key}|{r}" for p, r in runs[3:5]}
     records = sample.write_records(spec, runs, tmp, fail_keys=failed)
+    # Server and browser in a network namespace of their own (helpers.netns: immune to the address
+    # changes other tests make); it reaches the database only through its Unix socket.
+    unix_socket = make_url(ro_url).host is None
+    stack = contextlib.ExitStack()
+    netns = stack.enter_context(private_netns("dlxdash")) if unix_socket else None
+    chromium = CHROMIUM
+    if netns is not None:
+        wrapper = tmp / "chromium-in-netns"
+        wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(netns)} {shlex.quote(CHROMIUM)} "$@"\n')
+        wrapper.chmod(0o755)
+        chromium = str(wrapper)
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp / "dashboard.log"
     env = {**os.environ, "DEMUXLAB_DASHBOARD_DATABASE_URL": ro_url}
-    with log.open("wb") as out:
+    with log.open("wb") as out, contextlib.ExitStack() as on_error:
+        on_error.callback(stack.close)  # the namespace goes if the server cannot even start
         proc = subprocess.Popen(
             [
+                *(netns or []),
                 str(Path(sys.executable).parent / "demuxlab"),
                 "dashboard",
                 "--port",
@@ -150,10 +180,11 @@ def site(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
             env=env,
             start_new_session=True,
         )
+        on_error.pop_all()
     try:
-        _wait_healthy(base, proc, log)
+        _wait_healthy(base, proc, log, netns)
         with playwright_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
             context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
             context.set_default_timeout(TIMEOUT_MS)
             page = context.new_page()
@@ -182,6 +213,7 @@ def site(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
                 proc.wait()
         shutil.copy(log, ARTIFACTS / "dashboard.log") if ARTIFACTS.is_dir() else None
         pg_server.drop_database(name)
+        stack.close()
 
 
 def test_empty_database_says_so(site: Site) -> None:

@@ -1,40 +1,16 @@
-"""Fixtures for driving demux-server: build it once, start it, talk to it, stop it."""
+"""Fixtures for driving demux-server (the helpers themselves are in ``tests/helpers/server.py``)."""
 
 from __future__ import annotations
 
 import json
-import os
-import selectors
-import signal
-import socket
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-IMAGES = ROOT / "images"
-SOURCES = [IMAGES / "Makefile", *IMAGES.glob("server/src/*.[ch]"), *IMAGES.glob("common/*.[ch]")]
-START_TIMEOUT_S = 10.0
-STOP_TIMEOUT_S = 20.0
-
-
-def _newest_source() -> float:
-    return max(p.stat().st_mtime for p in SOURCES)
-
-
-def build_target(*targets: str) -> None:
-    """Builds file targets of images/Makefile if missing or older than the sources."""
-    stale = [
-        t for t in targets if not (IMAGES / t).exists() or (IMAGES / t).stat().st_mtime < _newest_source()
-    ]
-    if stale:
-        subprocess.run(
-            ["make", "-s", "-C", str(IMAGES), *stale], check=True, capture_output=True, timeout=600
-        )
+from helpers.server import ROOT, Server, build_target, start_server
 
 
 @pytest.fixture(scope="session")
@@ -48,70 +24,6 @@ def valid_pairs(server_bin: Path) -> list[dict[str, Any]]:
     out = subprocess.run([str(server_bin), "--list"], check=True, capture_output=True, text=True, timeout=10)
     pairs: list[dict[str, Any]] = json.loads(out.stdout)
     return pairs
-
-
-@dataclass
-class Exit:
-    rc: int
-    json: dict[str, Any] | None
-    stdout: str
-    stderr: str
-
-
-@dataclass
-class Server:
-    proc: subprocess.Popen[str]
-    port: int
-    args: list[str] = field(default_factory=list)
-
-    def stop(self, sig: int = signal.SIGTERM) -> Exit:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            out, err = self.proc.communicate(timeout=STOP_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, err = self.proc.communicate()
-            raise AssertionError(
-                f"server did not exit within {STOP_TIMEOUT_S}s of signal {sig}: {err}"
-            ) from None
-        lines = [ln for ln in out.splitlines() if ln.strip()]
-        data = json.loads(lines[-1]) if lines else None
-        return Exit(self.proc.returncode, data, out, err)
-
-
-def start_server(
-    binary: Path,
-    args: Sequence[str],
-    env: dict[str, str] | None = None,
-    preexec_fn: Callable[[], None] | None = None,
-    wrapper: Sequence[str] = (),
-) -> Server:
-    """Starts the server on a kernel-chosen port and waits for its listening line."""
-    cmd = [*wrapper, str(binary), *args]
-    if "--port" not in args:
-        cmd += ["--port", "0"]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=preexec_fn,
-    )
-    assert proc.stdout is not None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    ready = sel.select(timeout=START_TIMEOUT_S)
-    sel.close()
-    line = proc.stdout.readline() if ready else ""
-    if not line:
-        proc.kill()
-        _, err = proc.communicate()
-        raise AssertionError(f"server {cmd} did not start: {err.strip()}")
-    msg = json.loads(line)
-    assert msg["event"] == "listening"
-    return Server(proc, int(msg["port"]), list(args))
 
 
 @pytest.fixture
@@ -129,38 +41,3 @@ def run_server(server_bin: Path) -> Iterator[Callable[..., Server]]:
         if srv.proc.poll() is None:
             srv.proc.kill()
             srv.proc.communicate()
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    got = 0
-    while got < n:
-        chunk = sock.recv(n - got)
-        if not chunk:
-            raise ConnectionError(f"closed after {got} of {n} bytes")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def connect(port: int, timeout: float = 10.0) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock
-
-
-def exchange(port: int, msg_size: int, connections: int = 3, rounds: int = 5) -> int:
-    """Closed-loop echo over several connections with distinct payloads; returns messages exchanged."""
-    socks = [connect(port) for _ in range(connections)]
-    try:
-        for r in range(rounds):
-            payloads = [os.urandom(msg_size) for _ in socks]
-            for s, p in zip(socks, payloads, strict=True):
-                s.sendall(p)
-            for i, (s, p) in enumerate(zip(socks, payloads, strict=True)):
-                got = recv_exact(s, msg_size)
-                assert got == p, f"connection {i} round {r}: echo differs"
-    finally:
-        for s in socks:
-            s.close()
-    return connections * rounds

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, Server, build_target, start_server
 from demuxlab.ctmc.calibrate import (
     MAX_RATE_FACTOR,
     SELF_CHECK_TOLERANCE,
@@ -24,6 +23,7 @@ from demuxlab.ctmc.calibrate import (
     calibrate,
 )
 from demuxlab.ctmc.rates import RATE_FIELDS, Rates, min_threads, paper_rates
+from helpers.server import ROOT, Server, build_target, start_server
 
 CONNECTIONS = 512
 WORK_US = 10.0

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import ROOT, Server, build_target, connect, exchange, recv_exact
+from helpers.server import ROOT, Server, build_target, connect, exchange, recv_exact
 
 pytestmark = pytest.mark.sanitizer
 
@@ -76,6 +77,76 @@ def test_no_sanitizer_report(
     assert out.rc == 0, out.stderr[-4000:]
     assert out.json is not None
     assert out.json["messages"] == sent
+
+
+# Every pattern in which a connection passes between threads: the multi-threaded patterns over every
+# notifier (re-arm by one thread, EOF and close by the next; the claim protocol under epoll-et), and
+# the shared-ring proactor (completion thread and handlers).
+NOTIFIERS = ("select", "poll", "epoll-lt", "epoll-et", "uring")
+CHURN = [(p, n) for p in ("hsha", "lf", "proactor") for n in NOTIFIERS] + [("uring-shared", "uring")]
+CHURN_CLIENTS = 4
+CHURN_EACH = 600  # connections per client thread: about a second at idle, where the old race showed
+CHURN_MSG = 16
+
+
+def _churn(port: int) -> tuple[int, int]:
+    """Short connections from several threads: most send one message, read its echo and close at once
+    (the server sees EOF right after its re-arm); every fourth sends half a message and closes.  Returns
+    (connections made, echoes received)."""
+    counts: list[tuple[int, int]] = []
+    errors: list[BaseException] = []
+
+    def client(seed: int) -> None:
+        made = echoed = 0
+        try:
+            for _ in range(CHURN_EACH):
+                with connect(port) as s:
+                    made += 1
+                    if (made + seed) % 4 == 0:
+                        s.sendall(b"h" * (CHURN_MSG // 2))
+                        continue
+                    payload = os.urandom(CHURN_MSG)
+                    s.sendall(payload)
+                    assert recv_exact(s, CHURN_MSG) == payload
+                    echoed += 1
+        except BaseException as e:  # re-raised in the test's thread
+            errors.append(e)
+        counts.append((made, echoed))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(CHURN_CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+
+@pytest.mark.parametrize(("pattern", "notifier"), CHURN)
+def test_connection_churn_has_no_race(
+    run_server: Any, sanitizer_bins: dict[str, Path], pattern: str, notifier: str
+) -> None:
+    """Thousands of connections opened and closed while the server hands them between threads, under
+    TSan: the thread that closes a descriptor must be ordered after every call another thread made on it
+    (before the fix, hsha/lf/proactor over epoll-lt reported conn_close against lt_rearm's epoll_ctl
+    within a second)."""
+    env = {**os.environ, **ENV["tsan"]}
+    srv: Server = run_server(
+        ["--pattern", pattern, "--notifier", notifier, "--threads", "3", "--msg-size", str(CHURN_MSG)],
+        binary=sanitizer_bins["tsan"],
+        env=env,
+    )
+    made, echoed = _churn(srv.port)
+    out = srv.stop()
+    reports = [ln for ln in out.stderr.splitlines() if any(m in ln for m in MARKERS)]
+    assert reports == [], out.stderr[-6000:]
+    assert out.rc == 0, out.stderr[-4000:]
+    assert out.json is not None
+    assert made == CHURN_CLIENTS * CHURN_EACH and echoed == made * 3 // 4
+    assert out.json["messages"] == echoed
+    assert echoed <= out.json["connections_accepted"] <= made
+    assert out.json["connections_closed"] == out.json["connections_accepted"]
 
 
 @pytest.mark.parametrize("kind", ["asan", "tsan"])

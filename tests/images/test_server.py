@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Server, connect, exchange, recv_exact
+from helpers.server import Server, connect, exchange, recv_exact
 
 NOTIFIERS = ["select", "poll", "epoll-lt", "epoll-et", "uring"]
 EXPECTED_PAIRS = (

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Server, connect, exchange, recv_exact
+from helpers.server import Server, connect, exchange, recv_exact
 
 
 def wait_stopped(pid: int) -> None:

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -74,6 +75,8 @@ struct worker {
     uint8_t *rbuf;
     size_t rbuf_size;
     uint64_t messages;  /* completed inside the measure phase */
+    uint64_t offered;   /* open loop: arrivals intended inside the measure phase */
+    uint64_t served;    /* open loop: of those, echoed before the run ended */
     uint64_t *per_sec;  /* run->nseconds counters */
     double cpu_start_user, cpu_start_sys, cpu_end_user, cpu_end_sys;
     int cpu_started, cpu_ended;

@@ -196,13 +196,15 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
 {
     const struct options *opt = run->opt;
     static struct hist lat;
-    uint64_t messages = 0;
+    uint64_t messages = 0, offered = 0, served = 0;
     double user = 0, sys = 0;
 
     hist_init(&lat);
     for (uint32_t i = 0; i < opt->threads; i++) {
         hist_merge(&lat, &ws[i].lat);
         messages += ws[i].messages;
+        offered += ws[i].offered;
+        served += ws[i].served;
         user += ws[i].cpu_end_user - ws[i].cpu_start_user;
         sys += ws[i].cpu_end_sys - ws[i].cpu_start_sys;
     }
@@ -215,6 +217,11 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
             opt->msg_size);
     fprintf(f, ", \"throughput_msgs_per_s\": %.3f, \"messages\": %llu, \"duration_s\": %.17g",
             (double)messages / opt->duration_s, (unsigned long long)messages, opt->duration_s);
+    if (opt->rate > 0)
+        fprintf(f, ", \"offered\": %llu, \"served\": %llu", (unsigned long long)offered,
+                (unsigned long long)served);
+    else
+        fputs(", \"offered\": null, \"served\": null", f);
     fputs(", \"per_second\": [", f);
     /* Under one second of measurement there is no whole second: report the rate over what there is. */
     double span = opt->duration_s < 1.0 ? opt->duration_s : 1.0;

@@ -243,8 +243,15 @@ static int send_more(struct worker *w, struct conn *c)
     return 0;
 }
 
+static bool in_measure(const struct run *run, uint64_t t)
+{
+    return t >= run->warm_end && t < run->meas_end;
+}
+
 static int start_message(struct worker *w, struct conn *c, uint64_t start, uint64_t now, double rate_per_ns)
 {
+    if (rate_per_ns > 0.0 && in_measure(w->run, start))
+        w->offered++;
     c->busy = 1;
     c->start_ns = start;
     c->progress_ns = now;
@@ -313,6 +320,8 @@ static int on_readable(struct worker *w, struct conn *c, uint64_t now, double ra
 
     uint64_t t = now_ns();
     record(w, c, t);
+    if (rate_per_ns > 0.0 && in_measure(w->run, c->start_ns))
+        w->served++;
     c->busy = 0;
     c->seq++;
     if (rate_per_ns <= 0.0)
@@ -431,6 +440,21 @@ static void drive(struct worker *w)
     }
 }
 
+/* Open loop, after the run: the arrivals of the measure phase that never got
+ * to start (the client or the server had fallen behind) are offered too.
+ * next_arrival is each connection's first unstarted arrival; walk on. */
+static void count_unstarted(struct worker *w)
+{
+    const struct run *run = w->run;
+    double rate_per_ns = run->opt->rate / run->opt->connections / NS_PER_S;
+    for (uint32_t i = 0; i < w->nconns; i++) {
+        struct conn *c = &w->conns[i];
+        for (uint64_t a = c->next_arrival; a < run->meas_end; a += exp_gap_ns(&c->rng, rate_per_ns))
+            if (a >= run->warm_end)
+                w->offered++;
+    }
+}
+
 void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -447,8 +471,11 @@ void *worker_main(void *arg)
     /* Every worker reaches both barriers, even after a failure, so none is left waiting. */
     pthread_barrier_wait(&run->connected);
     pthread_barrier_wait(&run->started);
-    if (!atomic_load(&run->failed))
+    if (!atomic_load(&run->failed)) {
         drive(w);
+        if (opt->rate > 0.0)
+            count_unstarted(w);
+    }
     /* A run cut short still closes its books: the report is not written on failure anyway. */
     if (!w->cpu_started)
         thread_cpu_times(&w->cpu_start_user, &w->cpu_start_sys);

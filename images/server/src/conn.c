@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -47,6 +48,11 @@ struct conn *conn_open(struct server *s, int fd)
 
 void conn_close(struct server *s, struct conn *c)
 {
+    /* The thread whose re-arm passed the connection to us may still be
+     * returning from that call (conn_rearm): the descriptor is ours to close
+     * only once it has. */
+    while (atomic_load_explicit(&c->arming, memory_order_acquire) != 0)
+        sched_yield();
     if (c->nt != NULL)
         c->nt->ops->del(c->nt, c->fd);
     int fd = c->fd;
@@ -127,18 +133,27 @@ int conn_respond(struct server *s, struct conn *c)
     return rc;
 }
 
+/* A re-arm hands the connection to whichever thread the notifier reports it
+ * to next, and that thread may read EOF and close the descriptor while the
+ * re-arm call is still returning here: the kernel reports the descriptor as
+ * soon as it is armed, not when the call returns.  A descriptor must not be
+ * closed while another thread is inside a call on it (that is TSan's report,
+ * and a number closed under a running call may be reused by the next accept),
+ * so the call is bracketed by `arming` and conn_close() waits for the bracket
+ * to close.  The wait is short and rare: the previous owner has only its
+ * return left to run. */
 void conn_rearm(struct server *s, struct notifier *nt, struct conn *c)
 {
     int fd = c->fd;
-    conn_handoff(c);
+    atomic_fetch_add_explicit(&c->arming, 1, memory_order_relaxed);
+    conn_handoff(c); /* publishes the increment with everything before it */
     uint64_t t0 = instr_start();
     int rc = nt->ops->rearm(nt, fd);
     instr_end(OP_REARM, t0);
-    /* Again after: TSan models the re-arm as an access to the descriptor,
-     * which the next owner may close. */
-    conn_handoff(c);
+    /* Release: the closer's acquire orders this call before its close. */
+    atomic_fetch_sub_explicit(&c->arming, 1, memory_order_release);
     if (rc < 0)
-        conn_close(s, c);
+        conn_close(s, c); /* not armed: still ours */
 }
 
 void conn_drain(struct server *s, struct conn *c)

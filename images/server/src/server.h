@@ -182,6 +182,9 @@ struct conn {
     atomic_int claims;
     atomic_bool live;
     atomic_uint handoff;
+    /* Re-arms of this connection still inside their notifier call (0 or 1):
+     * conn_close() waits for none, see conn_rearm(). */
+    atomic_uint arming;
 };
 
 /* Ownership of a connection passes between threads through the kernel (a

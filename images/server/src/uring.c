@@ -15,13 +15,11 @@
  * deferred task work (completions are run when the owner enters the kernel to
  * wait, not by interrupting it); a kernel without them (before 6.1) gets a
  * plain ring. */
-#include "uring_wait.h"
+#include "uring_conn.h"
 
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
-
-enum uop { U_ACCEPT = 1, U_LISTEN, U_RECV, U_SEND, U_INBOX };
 
 struct uthr {
     struct io_uring ring;
@@ -42,56 +40,36 @@ struct uring_d {
 
 static struct uring_d U;
 
-static uint64_t tag(int fd, enum uop op)
-{
-    return ((uint64_t)(uint32_t)fd << 8) | (uint64_t)op;
-}
-
-static struct io_uring_sqe *get_sqe(struct io_uring *ring)
-{
-    struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-    while (sqe == NULL) {
-        io_uring_submit(ring);
-        sqe = io_uring_get_sqe(ring);
-    }
-    return sqe;
-}
-
 static void prep_accept(struct server *s, struct uthr *t)
 {
-    struct io_uring_sqe *sqe = get_sqe(&t->ring);
+    struct io_uring_sqe *sqe = uring_sqe(&t->ring);
     io_uring_prep_accept(sqe, s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, tag(s->lfd, U_ACCEPT));
+    io_uring_sqe_set_data64(sqe, uring_tag(s->lfd, U_ACCEPT));
 }
 
-/* An io_uring accept fails with EMFILE at once, backlog or not; while out of
- * descriptors, wait for the listener to become readable instead. */
+/* Out of descriptors: wait for the listener to become readable (UL_POLL). */
 static void prep_listen_poll(struct server *s, struct uthr *t)
 {
-    struct io_uring_sqe *sqe = get_sqe(&t->ring);
+    struct io_uring_sqe *sqe = uring_sqe(&t->ring);
     io_uring_prep_poll_add(sqe, s->lfd, POLLIN);
-    io_uring_sqe_set_data64(sqe, tag(s->lfd, U_LISTEN));
+    io_uring_sqe_set_data64(sqe, uring_tag(s->lfd, U_LISTEN));
 }
 
 static void prep_inbox(struct uthr *t)
 {
-    struct io_uring_sqe *sqe = get_sqe(&t->ring);
+    struct io_uring_sqe *sqe = uring_sqe(&t->ring);
     io_uring_prep_read(sqe, t->efd, &t->efd_v, sizeof(t->efd_v), 0);
-    io_uring_sqe_set_data64(sqe, tag(0, U_INBOX));
+    io_uring_sqe_set_data64(sqe, uring_tag(0, U_INBOX));
 }
 
 static void prep_recv(struct server *s, struct uthr *t, struct conn *c)
 {
-    struct io_uring_sqe *sqe = get_sqe(&t->ring);
-    io_uring_prep_recv(sqe, c->fd, c->buf + c->have, s->msg_size - c->have, 0);
-    io_uring_sqe_set_data64(sqe, tag(c->fd, U_RECV));
+    uring_prep_recv(uring_sqe(&t->ring), s, c);
 }
 
 static void prep_send(struct server *s, struct uthr *t, struct conn *c)
 {
-    struct io_uring_sqe *sqe = get_sqe(&t->ring);
-    io_uring_prep_send(sqe, c->fd, c->buf + c->sent, s->msg_size - c->sent, MSG_NOSIGNAL);
-    io_uring_sqe_set_data64(sqe, tag(c->fd, U_SEND));
+    uring_prep_send(uring_sqe(&t->ring), s, c);
 }
 
 /* Thread 0: a new connection goes to the next thread in turn. */
@@ -142,69 +120,48 @@ static void on_inbox(struct server *s, struct uthr *t)
 
 static void on_accept(struct server *s, struct uthr *t, int res)
 {
-    if (res >= 0) {
-        deal(s, t, res);
-    } else if (res == -EMFILE || res == -ENFILE) {
-        /* accept_one spends the reserve descriptor on the backlog, so the
-         * re-submitted accept waits for a new connection instead of failing
-         * again at once. */
-        int fd = accept_one(s);
-        if (fd >= 0) {
-            deal(s, t, fd);
-        } else {
-            if (!stopping())
-                prep_listen_poll(s, t);
-            return;
-        }
-    } else if (res != -EINTR && res != -ECONNABORTED && res != -EAGAIN && res != -EPROTO) {
-        return; /* a listener error: stop accepting, keep serving */
-    }
-    if (!stopping())
+    enum uring_listen next;
+    int fd = uring_accepted(s, res, &next);
+    if (fd >= 0)
+        deal(s, t, fd);
+    if (next == UL_NONE || stopping())
+        return;
+    if (next == UL_POLL)
+        prep_listen_poll(s, t);
+    else
         prep_accept(s, t);
 }
 
 static void on_recv(struct server *s, struct uthr *t, struct conn *c, int res)
 {
-    if (res == -EINTR || res == -EAGAIN) {
+    switch (uring_recv_done(s, c, res)) {
+    case US_RECV:
         prep_recv(s, t, c);
-        return;
+        break;
+    case US_MESSAGE:
+        uring_work(s);
+        cur_ts->messages++;
+        prep_send(s, t, c);
+        break;
+    case US_SEND:
+    case US_CLOSED:
+        break;
     }
-    if (res <= 0) {
-        conn_close(s, c);
-        return;
-    }
-    c->have += (uint32_t)res;
-    if (c->have < s->msg_size) {
-        prep_recv(s, t, c);
-        return;
-    }
-    c->sent = 0;
-    if (s->work_us > 0) {
-        uint64_t t0 = instr_start();
-        spin_us(s->work_us);
-        instr_end(OP_WORK, t0);
-    }
-    cur_ts->messages++;
-    prep_send(s, t, c);
 }
 
 static void on_send(struct server *s, struct uthr *t, struct conn *c, int res)
 {
-    if (res == -EINTR || res == -EAGAIN) {
+    switch (uring_send_done(s, c, res)) {
+    case US_SEND:
         prep_send(s, t, c);
-        return;
+        break;
+    case US_RECV:
+        prep_recv(s, t, c);
+        break;
+    case US_MESSAGE:
+    case US_CLOSED:
+        break;
     }
-    if (res <= 0) {
-        conn_close(s, c);
-        return;
-    }
-    c->sent += (uint32_t)res;
-    if (c->sent < s->msg_size) {
-        prep_send(s, t, c);
-        return;
-    }
-    c->have = 0;
-    prep_recv(s, t, c);
 }
 
 static void ring_init(struct server *s, struct uthr *t, int index)
@@ -242,8 +199,8 @@ static void *uring_loop(void *arg)
             uint64_t ud = io_uring_cqe_get_data64(cqe);
             int res = cqe->res;
             io_uring_cqe_seen(&t->ring, cqe);
-            int fd = (int)(ud >> 8);
-            switch ((enum uop)(ud & 0xff)) {
+            int fd = uring_tag_fd(ud);
+            switch (uring_tag_op(ud)) {
             case U_ACCEPT:
                 on_accept(s, t, res);
                 break;
@@ -259,6 +216,8 @@ static void *uring_loop(void *arg)
                 break;
             case U_INBOX:
                 on_inbox(s, t);
+                break;
+            case U_WAKE: /* the shared ring's only */
                 break;
             }
         }

@@ -6,14 +6,12 @@
  * connection has at most one operation in flight.  A message counts once its
  * echo is submitted. */
 #include "queue.h"
-#include "uring_wait.h"
+#include "uring_conn.h"
 
 #include <errno.h>
 #include <liburing.h>
 #include <poll.h>
 #include <string.h>
-
-enum uop { U_ACCEPT = 1, U_LISTEN, U_RECV, U_SEND, U_WAKE };
 
 struct uring_p {
     struct io_uring ring;
@@ -24,20 +22,10 @@ struct uring_p {
 
 static struct uring_p U;
 
-static uint64_t tag(int fd, enum uop op)
-{
-    return ((uint64_t)(uint32_t)fd << 8) | (uint64_t)op;
-}
-
 /* Called with sq_lock held. */
 static struct io_uring_sqe *get_sqe(void)
 {
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&U.ring);
-    while (sqe == NULL) {
-        io_uring_submit(&U.ring);
-        sqe = io_uring_get_sqe(&U.ring);
-    }
-    return sqe;
+    return uring_sqe(&U.ring);
 }
 
 /* Prepared here, submitted in a batch before the completion thread waits. */
@@ -46,27 +34,24 @@ static void prep_accept(struct server *s)
     lock_timed(&U.sq_lock);
     struct io_uring_sqe *sqe = get_sqe();
     io_uring_prep_accept(sqe, s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, tag(s->lfd, U_ACCEPT));
+    io_uring_sqe_set_data64(sqe, uring_tag(s->lfd, U_ACCEPT));
     pthread_mutex_unlock(&U.sq_lock);
 }
 
-/* An io_uring accept fails with EMFILE at once, backlog or not; while out of
- * descriptors, wait for the listener to become readable instead. */
+/* Out of descriptors: wait for the listener to become readable (UL_POLL). */
 static void prep_listen_poll(struct server *s)
 {
     lock_timed(&U.sq_lock);
     struct io_uring_sqe *sqe = get_sqe();
     io_uring_prep_poll_add(sqe, s->lfd, POLLIN);
-    io_uring_sqe_set_data64(sqe, tag(s->lfd, U_LISTEN));
+    io_uring_sqe_set_data64(sqe, uring_tag(s->lfd, U_LISTEN));
     pthread_mutex_unlock(&U.sq_lock);
 }
 
 static void prep_recv(struct server *s, struct conn *c)
 {
     lock_timed(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
-    io_uring_prep_recv(sqe, c->fd, c->buf + c->have, s->msg_size - c->have, 0);
-    io_uring_sqe_set_data64(sqe, tag(c->fd, U_RECV));
+    uring_prep_recv(get_sqe(), s, c);
     conn_handoff(c); /* after the last touch of c: the completion may run at once */
     pthread_mutex_unlock(&U.sq_lock);
 }
@@ -74,22 +59,11 @@ static void prep_recv(struct server *s, struct conn *c)
 static void prep_send(struct server *s, struct conn *c, bool submit)
 {
     lock_timed(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
-    io_uring_prep_send(sqe, c->fd, c->buf + c->sent, s->msg_size - c->sent, MSG_NOSIGNAL);
-    io_uring_sqe_set_data64(sqe, tag(c->fd, U_SEND));
+    uring_prep_send(get_sqe(), s, c);
     conn_handoff(c);
     if (submit)
         io_uring_submit(&U.ring);
     pthread_mutex_unlock(&U.sq_lock);
-}
-
-static void work(struct server *s)
-{
-    if (s->work_us > 0) {
-        uint64_t t0 = instr_start();
-        spin_us(s->work_us);
-        instr_end(OP_WORK, t0);
-    }
 }
 
 static void new_conn(struct server *s, int fd)
@@ -101,69 +75,52 @@ static void new_conn(struct server *s, int fd)
 
 static void on_accept(struct server *s, int res)
 {
-    if (res >= 0) {
-        new_conn(s, res);
-    } else if (res == -EMFILE || res == -ENFILE) {
-        /* accept_one spends the reserve descriptor on the backlog, so the
-         * re-submitted accept waits for a new connection instead of failing
-         * again at once. */
-        int fd = accept_one(s);
-        if (fd >= 0) {
-            new_conn(s, fd);
-        } else {
-            if (!stopping())
-                prep_listen_poll(s);
-            return;
-        }
-    } else if (res != -EINTR && res != -ECONNABORTED && res != -EAGAIN && res != -EPROTO) {
-        return; /* a listener error: stop accepting, keep serving */
-    }
-    if (!stopping())
+    enum uring_listen next;
+    int fd = uring_accepted(s, res, &next);
+    if (fd >= 0)
+        new_conn(s, fd);
+    if (next == UL_NONE || stopping())
+        return;
+    if (next == UL_POLL)
+        prep_listen_poll(s);
+    else
         prep_accept(s);
 }
 
 static void on_recv(struct server *s, struct conn *c, int res)
 {
-    if (res == -EINTR || res == -EAGAIN) {
+    switch (uring_recv_done(s, c, res)) {
+    case US_RECV:
         prep_recv(s, c);
-        return;
-    }
-    if (res <= 0) {
-        conn_close(s, c);
-        return;
-    }
-    c->have += (uint32_t)res;
-    if (c->have < s->msg_size) {
-        prep_recv(s, c);
-        return;
-    }
-    c->sent = 0;
-    if (U.inline_work) {
-        work(s);
-        cur_ts->messages++;
-        prep_send(s, c, false);
-    } else {
-        queue_put(&U.done, c->fd);
+        break;
+    case US_MESSAGE:
+        if (U.inline_work) {
+            uring_work(s);
+            cur_ts->messages++;
+            prep_send(s, c, false);
+        } else {
+            queue_put(&U.done, c->fd);
+        }
+        break;
+    case US_SEND:
+    case US_CLOSED:
+        break;
     }
 }
 
 static void on_send(struct server *s, struct conn *c, int res)
 {
-    if (res == -EINTR || res == -EAGAIN) {
+    switch (uring_send_done(s, c, res)) {
+    case US_SEND:
         prep_send(s, c, false);
-        return;
+        break;
+    case US_RECV:
+        prep_recv(s, c);
+        break;
+    case US_MESSAGE:
+    case US_CLOSED:
+        break;
     }
-    if (res <= 0) {
-        conn_close(s, c);
-        return;
-    }
-    c->sent += (uint32_t)res;
-    if (c->sent < s->msg_size) {
-        prep_send(s, c, false);
-        return;
-    }
-    c->have = 0;
-    prep_recv(s, c);
 }
 
 static void *completion_loop(void *arg)
@@ -183,8 +140,8 @@ static void *completion_loop(void *arg)
             int res = cqe->res;
             io_uring_cqe_seen(&U.ring, cqe);
             n++;
-            int fd = (int)(ud >> 8);
-            switch ((enum uop)(ud & 0xff)) {
+            int fd = uring_tag_fd(ud);
+            switch (uring_tag_op(ud)) {
             case U_ACCEPT:
                 on_accept(s, res);
                 break;
@@ -201,6 +158,7 @@ static void *completion_loop(void *arg)
                 on_send(s, &s->conns[fd], res);
                 break;
             case U_WAKE:
+            case U_INBOX: /* the per-thread rings' only */
                 break;
             }
         }
@@ -215,7 +173,7 @@ static void *handler_loop(void *arg)
         int fd = queue_get(&U.done);
         if (fd < 0)
             break;
-        work(s);
+        uring_work(s);
         cur_ts->messages++;
         /* The completion thread may be blocked in wait: submit now. */
         prep_send(s, &s->conns[fd], true);
@@ -250,7 +208,7 @@ static void uring_wake(struct server *s)
     pthread_mutex_lock(&U.sq_lock);
     struct io_uring_sqe *sqe = get_sqe();
     io_uring_prep_nop(sqe);
-    io_uring_sqe_set_data64(sqe, tag(0, U_WAKE));
+    io_uring_sqe_set_data64(sqe, uring_tag(0, U_WAKE));
     io_uring_submit(&U.ring);
     pthread_mutex_unlock(&U.sq_lock);
     queue_wake_all(&U.done);
