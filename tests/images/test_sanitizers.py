@@ -80,10 +80,12 @@ def test_no_sanitizer_report(
 
 
 # Every pattern in which a connection passes between threads: the multi-threaded patterns over every
-# notifier (re-arm by one thread, EOF and close by the next; the claim protocol under epoll-et), and
-# the shared-ring proactor (completion thread and handlers).
+# notifier (re-arm by one thread, EOF and close by the next; the claim protocol under epoll-et), the
+# shared-ring proactor (completion thread and handlers), and the two that deal a new connection to
+# another thread once (multireactor, uring).
 NOTIFIERS = ("select", "poll", "epoll-lt", "epoll-et", "uring")
-CHURN = [(p, n) for p in ("hsha", "lf", "proactor") for n in NOTIFIERS] + [("uring-shared", "uring")]
+CHURN = [(p, n) for p in ("hsha", "lf", "proactor") for n in NOTIFIERS]
+CHURN += [("uring-shared", "uring"), ("multireactor", "epoll-lt"), ("uring", "uring")]
 CHURN_CLIENTS = 4
 CHURN_EACH = 600  # connections per client thread: about a second at idle, where the old race showed
 CHURN_MSG = 16
