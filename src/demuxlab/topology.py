@@ -206,15 +206,27 @@ def _nics(root: Path, proc: Path) -> list[dict[str, Any]] | None:
     nics: list[dict[str, Any]] = []
     for name in names:
         device = net / name / "device"
-        irqs: set[int] = set()
+        # A virtio NIC's device is a virtio bus device (virtioN) whose interrupts (virtioN-input.0, …)
+        # and NUMA node belong to its PCI parent.
+        labels = {name}
+        sources = [device]
         with contextlib.suppress(OSError):
-            irqs.update(int(p.name) for p in (device / "msi_irqs").iterdir() if p.name.isdigit())
+            real = device.resolve(strict=True)
+            if real.name.startswith("virtio") and real.name[6:].isdigit():
+                labels.add(real.name)
+                sources.append(real.parent)
+        irqs: set[int] = set()
+        for source in sources:
+            with contextlib.suppress(OSError):
+                irqs.update(int(p.name) for p in (source / "msi_irqs").iterdir() if p.name.isdigit())
         legacy = _read_int(device / "irq")  # INTx; 0 means none
         if legacy:
             irqs.add(legacy)
         for line in interrupts.splitlines():
             head, _, rest = line.partition(":")
-            if head.strip().isdigit() and any(_irq_names(name, token) for token in rest.split()):
+            if head.strip().isdigit() and any(
+                _irq_names(lb, token) for lb in labels for token in rest.split()
+            ):
                 irqs.add(int(head))
         rows = []
         for irq in sorted(irqs):
@@ -227,7 +239,8 @@ def _nics(root: Path, proc: Path) -> list[dict[str, Any]] | None:
                     "effective_cpus": parse_cpu_list(effective) if effective else None,
                 }
             )
-        node = _read_int(device / "numa_node")  # -1: the kernel does not know
+        nodes = [n for n in (_read_int(src / "numa_node") for src in sources) if n is not None]
+        node = nodes[0] if nodes else None  # -1: the kernel does not know
         nics.append(
             {
                 "name": name,

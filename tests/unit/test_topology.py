@@ -261,3 +261,25 @@ def test_fake_host_without_nic_info(tmp_path: Path) -> None:
     assert collect_facts(root=tmp_path)["nics"] is None  # no /sys/class/net at all
     (tmp_path / "sys/class/net/eth0").mkdir(parents=True)  # a container's veth end: no device
     assert collect_facts(root=tmp_path)["nics"] == []
+
+
+def test_fake_host_virtio_nic_irqs_come_from_its_pci_parent(tmp_path: Path) -> None:
+    """A VM's virtio NIC: sysfs `device` is virtioN; its MSI IRQs, NUMA node and /proc/interrupts names
+    (virtioN-input.0) belong to the PCI function above it."""
+    _fake_host(tmp_path, smt=False, governor=None, no_turbo=None)
+    pci = tmp_path / "sys/devices/pci0000:00/0000:00:03.0"
+    (pci / "virtio2").mkdir(parents=True)
+    (pci / "msi_irqs").mkdir()
+    for irq in (37, 38):
+        (pci / "msi_irqs" / str(irq)).write_text("msix\n")
+    (pci / "numa_node").write_text("1\n")
+    (tmp_path / "sys/class/net/eth0").mkdir(parents=True)
+    (tmp_path / "sys/class/net/eth0/device").symlink_to(pci / "virtio2")
+    (tmp_path / "proc/interrupts").write_text(" 39:  0  5  PCI-MSIX-0000:00:03.0  2-edge  virtio2-output.0\n")
+    for irq, eff in ((37, "0"), (38, "1"), (39, "1")):
+        (tmp_path / f"proc/irq/{irq}").mkdir(parents=True)
+        (tmp_path / f"proc/irq/{irq}/smp_affinity_list").write_text("0-3\n")
+        (tmp_path / f"proc/irq/{irq}/effective_affinity_list").write_text(eff + "\n")
+    (nic,) = collect_facts(root=tmp_path)["nics"]
+    assert nic["numa_node"] == 1
+    assert [(r["irq"], r["effective_cpus"]) for r in nic["irqs"]] == [(37, [0]), (38, [1]), (39, [1])]
