@@ -200,7 +200,7 @@ def _away_from_irqs(
     if threads > preferred:
         spill = [t for t in ordered[preferred:threads]]
         fallback = (
-            f"{threads} threads but {preferred} physical core{'s' if preferred != 1 else ''} "
+            f"{threads} thread{'s' if threads != 1 else ''} but {preferred} physical core{'s' if preferred != 1 else ''} "
             f"{'on NIC node ' + str(node) + ' ' if node is not None else ''}free of NIC IRQs: also using "
             + ("cores that receive NIC IRQs" if any(tier(t) == 2 for t in spill) else "cores on other nodes")
         )
