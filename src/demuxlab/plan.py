@@ -198,9 +198,10 @@ def _away_from_irqs(
     avoided = sorted(c.cpu for t in ordered if tier(t) == 2 for c in t)
     fallback: str | None = None
     if threads > preferred:
-        spill = [t for t in ordered[preferred:threads]]
+        spill = ordered[preferred:threads]
+        plural = ("s" if threads != 1 else "", "s" if preferred != 1 else "")
         fallback = (
-            f"{threads} thread{'s' if threads != 1 else ''} but {preferred} physical core{'s' if preferred != 1 else ''} "
+            f"{threads} thread{plural[0]} but {preferred} physical core{plural[1]} "
             f"{'on NIC node ' + str(node) + ' ' if node is not None else ''}free of NIC IRQs: also using "
             + ("cores that receive NIC IRQs" if any(tier(t) == 2 for t in spill) else "cores on other nodes")
         )
