@@ -158,6 +158,14 @@ def test_sweep_figure_keeps_hardware_classes_apart() -> None:
     }
     assert cal["hsha · class hw-a · model, calibrated rates"] == pytest.approx([1800.0, 3600.0, 7200.0])
     assert cal["hsha · class hw-b · model, calibrated rates"] == pytest.approx([3600.0, 7200.0, 14400.0])
+    # The table and its error summary: a row per point × class, each with its own class's calibration.
+    table = figures.sweep_table(pts, pd.concat([pr, pb], ignore_index=True))
+    assert len(table) == 2 * len(a)
+    assert set(table["calibration_error_pct"].round(6)) == {-10.0}
+    assert set(table[table["hardware_class"] == "hw-b"]["paper_error_pct"].round(6)) == {-45.0}
+    summary = figures.error_summary(table)
+    cal_rows = summary[summary["source"] == "calibration"]
+    assert sorted(set(cal_rows["hardware_class"])) == ["hw-a", "hw-b"] and set(cal_rows["points"]) == {3}
 
 
 def test_sweep_figure_follows_axes_facet_colour_and_sources() -> None:

@@ -345,11 +345,16 @@ def _fmt(v: Any) -> str:
 
 
 def sweep_table(points: pd.DataFrame, preds: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per point: parameters, runs, mean and its 95 % CI, and each source's prediction and error (%)."""
+    """Per point (and hardware class, where the points have one: a row each, never averaged): parameters,
+    runs, mean and its 95 % CI, and each source's prediction and error (%); a calibrated prediction is
+    matched to its own class's row."""
     if points.empty:
         return pd.DataFrame(columns=[*PARAMS, "runs_ok", "runs_failed", "mean_msgs_per_s", "ci95_msgs_per_s"])
     pts = with_ci(points)
     out = pts[["point_id", *PARAMS]].copy()
+    classed = "hardware_class" in pts
+    if classed:
+        out["hardware_class"] = [_cls(c) or "" for c in pts["hardware_class"]]
     out["runs_ok"] = pts["n_ok"].astype(int)
     out["runs_failed"] = pts["n_failed"].astype(int)
     out["mean_msgs_per_s"] = pts["mean"].round(1)
@@ -358,7 +363,13 @@ def sweep_table(points: pd.DataFrame, preds: pd.DataFrame | None = None) -> pd.D
     for source in SOURCES:
         if picked.empty:
             break
-        pr = picked[picked["source"] == source][["point_id", "predicted", "ci_halfwidth_rel", "method"]]
+        pr = picked[picked["source"] == source]
+        on = ["point_id"]
+        if classed and source == "calibration":
+            cls = pr["hardware_class"] if "hardware_class" in pr else [None] * len(pr)
+            pr = pr.assign(hardware_class=[_cls(c) or "" for c in cls])
+            on.append("hardware_class")
+        pr = pr[[*on, "predicted", "ci_halfwidth_rel", "method"]]
         if pr.empty:
             continue
         pr = pr.rename(
@@ -368,7 +379,7 @@ def sweep_table(points: pd.DataFrame, preds: pd.DataFrame | None = None) -> pd.D
                 "method": f"{source}_method",
             }
         )
-        out = out.merge(pr, on="point_id", how="left")
+        out = out.merge(pr, on=on, how="left")
         out[f"{source}_msgs_per_s"] = out[f"{source}_msgs_per_s"].round(1)
         out[f"{source}_error_pct"] = (
             (out[f"{source}_msgs_per_s"] - out["mean_msgs_per_s"]) / out["mean_msgs_per_s"] * 100
@@ -377,27 +388,26 @@ def sweep_table(points: pd.DataFrame, preds: pd.DataFrame | None = None) -> pd.D
 
 
 def error_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per pattern × notifier × source: points, mean and max |error| (%), from :func:`sweep_table`."""
+    """Per pattern × notifier (× hardware class, where the table has one) × source: points, mean and max
+    |error| (%), from :func:`sweep_table`."""
     rows = []
+    keys = ["pattern", "notifier", *(["hardware_class"] if "hardware_class" in table else [])]
     for source in SOURCES:
         col = f"{source}_error_pct"
         if col not in table:
             continue
-        for (pattern, notifier), grp in table.dropna(subset=[col]).groupby(["pattern", "notifier"]):
+        for key, grp in table.dropna(subset=[col]).groupby(keys):
             err = grp[col].abs()
             rows.append(
                 {
-                    "pattern": pattern,
-                    "notifier": notifier,
+                    **dict(zip(keys, key, strict=True)),
                     "source": source,
                     "points": len(grp),
                     "mean_abs_error_pct": round(float(err.mean()), 2),
                     "max_abs_error_pct": round(float(err.max()), 2),
                 }
             )
-    return pd.DataFrame(
-        rows, columns=["pattern", "notifier", "source", "points", "mean_abs_error_pct", "max_abs_error_pct"]
-    )
+    return pd.DataFrame(rows, columns=[*keys, "source", "points", "mean_abs_error_pct", "max_abs_error_pct"])
 
 
 def sweep_pdf(
