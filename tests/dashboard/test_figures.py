@@ -200,6 +200,20 @@ def test_sweep_pdf_is_a_pdf() -> None:
     assert payload.startswith(b"%PDF") and len(payload) > 2000
 
 
+def test_compare_keeps_hardware_classes_apart() -> None:
+    a = points()  # local: no class column in the output
+    b = pd.concat([points(hardware_class="hw-a"), points(hardware_class="hw-b")], ignore_index=True)
+    b.loc[b["hardware_class"] == "hw-b", "mean"] *= 2
+    assert "a_hardware_class" not in figures.compare_table(a, a)
+    table = figures.compare_table(a, b)
+    assert len(table) == 2 * len(a) and set(table["b_hardware_class"]) == {"hw-a", "hw-b"}
+    ratios = table.groupby("b_hardware_class")["ratio_b_over_a"].unique()
+    assert list(ratios["hw-a"]) == [1.0] and list(ratios["hw-b"]) == [2.0]
+    fig = figures.compare_figure(a, b, label_a="A", label_b="B")
+    names = {t["name"] for t in fig["data"]}
+    assert "hsha · epoll-lt · B class hw-b · B" in names and "hsha · epoll-lt · B class hw-a · B" in names
+
+
 def test_compare_table_ratio_and_overlap() -> None:
     a = points()
     b = points()

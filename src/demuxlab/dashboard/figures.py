@@ -86,8 +86,9 @@ def _label(row: Any, keys: Sequence[str]) -> str:
             parts.append(f"{v} conn")
         elif k == "msg_size":
             parts.append(f"{v} B")
-        elif k == "hardware_class":
-            parts.append(f"class {v}" if _cls(v) else "local")
+        elif k in ("hardware_class", "a_hardware_class", "b_hardware_class"):
+            side = "" if k == "hardware_class" else f"{k[0].upper()} "
+            parts.append(f"{side}class {v}" if _cls(v) else f"{side}local")
         else:
             parts.append(f"{k}={v}")
     return " · ".join(parts)
@@ -935,16 +936,26 @@ def whatif_figure(
 
 
 def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Points present on both sides (same parameters): A and B mean ± 95 % CI, ratio B/A, CI overlap."""
+    """Points present on both sides (same parameters): A and B mean ± 95 % CI, ratio B/A, CI overlap. A
+    side whose runs have hardware classes keeps a row per class (``a_hardware_class``/``b_…``): classes
+    are compared, never averaged."""
     cols = [*PARAMS, "a_mean", "a_ci95", "b_mean", "b_ci95", "ratio_b_over_a", "cis_overlap"]
     if a.empty or b.empty:
         return pd.DataFrame(columns=cols)
     ca, cb = with_ci(a), with_ci(b)
-    m = ca[[*PARAMS, "mean", "half", "lo", "hi"]].merge(
-        cb[[*PARAMS, "mean", "half", "lo", "hi"]], on=list(PARAMS), suffixes=("_a", "_b")
+    classes: list[str] = []
+    for side, frame in (("a", ca), ("b", cb)):
+        if "hardware_class" in frame and any(_cls(c) for c in frame["hardware_class"]):
+            frame[f"{side}_hardware_class"] = [_cls(c) or "" for c in frame["hardware_class"]]
+            classes.append(f"{side}_hardware_class")
+    cols[len(PARAMS) : len(PARAMS)] = classes
+    m = ca[[*PARAMS, *(c for c in classes if c[0] == "a"), "mean", "half", "lo", "hi"]].merge(
+        cb[[*PARAMS, *(c for c in classes if c[0] == "b"), "mean", "half", "lo", "hi"]],
+        on=list(PARAMS),
+        suffixes=("_a", "_b"),
     )
     m = m.dropna(subset=["mean_a", "mean_b"])
-    out = m[list(PARAMS)].copy()
+    out = m[[*PARAMS, *classes]].copy()
     out["a_mean"] = m["mean_a"].round(1)
     out["a_ci95"] = m["half_a"].round(1)
     out["b_mean"] = m["mean_b"].round(1)
@@ -966,6 +977,7 @@ def compare_figure(
         return empty_figure("the two sides share no point with ok runs")
     fig = Fig(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.06)
     keys = [k for k in PARAMS if k != x]
+    keys += [k for k in ("a_hardware_class", "b_hardware_class") if k in table]  # a line per class
     label_keys = varying(table, keys) or ["pattern", "notifier"]
     groups = series(table, keys, x)
     order = sorted({_label(g[0], label_keys) for g in groups})
