@@ -99,6 +99,9 @@ def _spread(cores: list[list[_Cpu]]) -> list[int]:
     return order
 
 
+NO_NIC_INFO = "no NIC IRQ information in the facts (no physical NIC: VM or container)"
+
+
 @dataclass(frozen=True)
 class _Irqs:
     targets: dict[int, list[str]]  # CPU → the NIC IRQs delivered to it ("eth0:40")
@@ -106,14 +109,42 @@ class _Irqs:
     nics: list[str]
     unpinned: list[str]  # IRQs allowed on every CPU: cannot be avoided
     reason: str | None  # why there is nothing to avoid
+    chosen_by: str = "every physical NIC"  # or the route to the peer that picked the traffic's NIC(s)
 
 
-def _irqs_of(facts: dict[str, Any], cpus: list[_Cpu]) -> _Irqs:
+def _traffic_nics(nics: list[Any], peer: str | None) -> tuple[list[Any], str]:
+    """The NICs that carry traffic to ``peer`` (the longest IPv4 route in the facts' ``routes``), or every
+    NIC where the peer or the routes are unknown."""
+    import ipaddress
+
+    if not peer:
+        return nics, "every physical NIC"
+    try:
+        addr = ipaddress.ip_address(peer)
+    except ValueError:
+        return nics, f"every physical NIC (peer {peer!r} is not an IP address)"
+    best, chosen = -1, []
+    for nic in nics:
+        for route in nic.get("routes") or []:
+            try:
+                net = ipaddress.ip_network(route, strict=False)
+            except ValueError:
+                continue
+            if addr.version == net.version and addr in net:
+                if net.prefixlen > best:
+                    best, chosen = net.prefixlen, [nic]
+                elif net.prefixlen == best and nic not in chosen:
+                    chosen.append(nic)
+    if not chosen:
+        return nics, f"every physical NIC (none routes {peer})"
+    return chosen, f"the route to {peer}"
+
+
+def _irqs_of(facts: dict[str, Any], cpus: list[_Cpu], peer: str | None = None) -> _Irqs:
     nics = facts.get("nics")
     if not isinstance(nics, list) or not nics:
-        return _Irqs(
-            {}, None, [], [], "no NIC IRQ information in the facts (no physical NIC: VM or container)"
-        )
+        return _Irqs({}, None, [], [], NO_NIC_INFO)
+    nics, chosen_by = _traffic_nics([n for n in nics if isinstance(n, dict)], peer)
     online = {c.cpu for c in cpus}
     targets: dict[int, list[str]] = {}
     unpinned: list[str] = []
@@ -141,7 +172,7 @@ def _irqs_of(facts: dict[str, Any], cpus: list[_Cpu]) -> _Irqs:
             + (f" ({len(unpinned)} allowed on every CPU)" if unpinned else "")
             + " and no single NUMA node"
         )
-    return _Irqs(targets, nic_node, names, unpinned, reason)
+    return _Irqs(targets, nic_node, names, unpinned, reason, chosen_by)
 
 
 def _away_from_irqs(
@@ -167,15 +198,17 @@ def _away_from_irqs(
     avoided = sorted(c.cpu for t in ordered if tier(t) == 2 for c in t)
     fallback: str | None = None
     if threads > preferred:
-        spill = [t for t in ordered[preferred:threads]]
+        spill = ordered[preferred:threads]
+        plural = ("s" if threads != 1 else "", "s" if preferred != 1 else "")
         fallback = (
-            f"{threads} threads but {preferred} physical core{'s' if preferred != 1 else ''} "
+            f"{threads} thread{plural[0]} but {preferred} physical core{plural[1]} "
             f"{'on NIC node ' + str(node) + ' ' if node is not None else ''}free of NIC IRQs: also using "
             + ("cores that receive NIC IRQs" if any(tier(t) == 2 for t in spill) else "cores on other nodes")
         )
     doc: dict[str, Any] = {
         "applied": True,
         "nics": irqs.nics,
+        "nics_chosen_by": irqs.chosen_by,
         "nic_node": node,
         "avoided_cpus": avoided,
         "irq_cpus": {str(cpu): labels for cpu, labels in sorted(irqs.targets.items())},
@@ -183,7 +216,8 @@ def _away_from_irqs(
         "fallback": fallback,
     }
     where = f" on NIC node {node}" if node is not None else ""
-    note = f"{side}: {preferred} core(s){where} free of NIC IRQs preferred"
+    nics = ", ".join(irqs.nics)
+    note = f"{side}: {preferred} core(s){where} free of IRQs of {nics} ({irqs.chosen_by}) preferred"
     if avoided:
         note += f"; IRQ CPUs {','.join(map(str, avoided))} avoided"
     if irqs.unpinned:
@@ -207,9 +241,19 @@ def _describe(side: str, threads: int, cpus: tuple[int, ...], oversubscribed: bo
 
 
 def plan_pinning(
-    server: dict[str, Any], client: dict[str, Any], server_threads: int, client_threads: int, same_host: bool
+    server: dict[str, Any],
+    client: dict[str, Any],
+    server_threads: int,
+    client_threads: int,
+    same_host: bool,
+    *,
+    server_peer: str | None = None,
+    client_peer: str | None = None,
 ) -> Pinning:
-    """Plan the CPUs of both sides from their hosts' topology facts (the same facts when ``same_host``)."""
+    """Plan the CPUs of both sides from their hosts' topology facts (the same facts when ``same_host``).
+
+    ``server_peer``/``client_peer``: the address each side's traffic goes to (separate hosts: the client's
+    and the server's pair address); rule 5 then counts only the NICs routing it."""
     if server_threads < 1 or client_threads < 1:
         raise ConfigError(
             f"plan_pinning: thread counts must be >= 1 (server {server_threads}, client {client_threads})"
@@ -217,8 +261,8 @@ def plan_pinning(
     notes: list[str] = []
     irq_doc: dict[str, Any] = {}
     irq_notes: list[str] = []
-    server_irqs = _irqs_of(server, _cpus_of(server, "server"))
-    client_irqs = server_irqs if same_host else _irqs_of(client, _cpus_of(client, "client"))
+    server_irqs = _irqs_of(server, _cpus_of(server, "server"), None if same_host else server_peer)
+    client_irqs = server_irqs if same_host else _irqs_of(client, _cpus_of(client, "client"), client_peer)
     if not same_host:
         server_cores, irq_doc["server"], irq_note = _away_from_irqs(
             "server", _cores_in_order(_cpus_of(server, "server")), server_irqs, server_threads, True

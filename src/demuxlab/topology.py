@@ -12,6 +12,7 @@ import datetime as _dt
 import os
 import platform
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,23 @@ def _irq_names(name: str, token: str) -> bool:
     return token == name or (token.startswith(name) and token[len(name)] in "-@:_")
 
 
+def _routes(proc: Path) -> dict[str, list[str]]:
+    """IPv4 networks routed through each interface (``/proc/net/route``), as ``a.b.c.d/len``."""
+    out: dict[str, list[str]] = {}
+    for line in (_read(proc / "net" / "route") or "").splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 8:
+            continue
+        try:
+            dest, mask = int(fields[1], 16), int(fields[7], 16)
+        except ValueError:
+            continue
+        # The kernel prints the network-order address as a host-order integer.
+        net = socket.inet_ntoa(dest.to_bytes(4, sys.byteorder))
+        out.setdefault(fields[0], []).append(f"{net}/{bin(mask).count('1')}")
+    return {name: sorted(set(nets)) for name, nets in out.items()}
+
+
 def _nics(root: Path, proc: Path) -> list[dict[str, Any]] | None:
     """Interfaces backed by a device (not lo, veth, bridges): their NUMA node and their IRQs, each with the
     CPUs it may run on (``smp_affinity_list``) and, where the kernel says, the CPUs it is delivered to
@@ -184,18 +202,31 @@ def _nics(root: Path, proc: Path) -> list[dict[str, Any]] | None:
     except OSError:
         return None
     interrupts = _read(proc / "interrupts") or ""
+    routes = _routes(proc)
     nics: list[dict[str, Any]] = []
     for name in names:
         device = net / name / "device"
-        irqs: set[int] = set()
+        # A virtio NIC's device is a virtio bus device (virtioN) whose interrupts (virtioN-input.0, …)
+        # and NUMA node belong to its PCI parent.
+        labels = {name}
+        sources = [device]
         with contextlib.suppress(OSError):
-            irqs.update(int(p.name) for p in (device / "msi_irqs").iterdir() if p.name.isdigit())
+            real = device.resolve(strict=True)
+            if real.name.startswith("virtio") and real.name[6:].isdigit():
+                labels.add(real.name)
+                sources.append(real.parent)
+        irqs: set[int] = set()
+        for source in sources:
+            with contextlib.suppress(OSError):
+                irqs.update(int(p.name) for p in (source / "msi_irqs").iterdir() if p.name.isdigit())
         legacy = _read_int(device / "irq")  # INTx; 0 means none
         if legacy:
             irqs.add(legacy)
         for line in interrupts.splitlines():
             head, _, rest = line.partition(":")
-            if head.strip().isdigit() and any(_irq_names(name, token) for token in rest.split()):
+            if head.strip().isdigit() and any(
+                _irq_names(lb, token) for lb in labels for token in rest.split()
+            ):
                 irqs.add(int(head))
         rows = []
         for irq in sorted(irqs):
@@ -208,12 +239,14 @@ def _nics(root: Path, proc: Path) -> list[dict[str, Any]] | None:
                     "effective_cpus": parse_cpu_list(effective) if effective else None,
                 }
             )
-        node = _read_int(device / "numa_node")  # -1: the kernel does not know
+        nodes = [n for n in (_read_int(src / "numa_node") for src in sources) if n is not None]
+        node = nodes[0] if nodes else None  # -1: the kernel does not know
         nics.append(
             {
                 "name": name,
                 "driver": _driver(net / name),
                 "numa_node": node if node is not None and node >= 0 else None,
+                "routes": routes.get(name, []),
                 "irqs": rows,
             }
         )
@@ -409,7 +442,6 @@ if __name__ == "__main__":
     # The host_facts role runs this file on each cluster host with the host's own python3 (stdlib only):
     # one collector for `demuxlab facts` and for Ansible.
     import json
-    import sys
 
     json.dump(collect_facts(), sys.stdout)
     sys.stdout.write("\n")

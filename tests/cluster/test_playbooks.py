@@ -87,6 +87,11 @@ def test_site_from_scratch(
         # The host's CPU set is what its facts report as online... or the machine's, where the
         # container sees every CPU (sysfs is the machine's); either way, its own CPUs are among them.
         assert int(cpus.split("-")[0]) in facts["online_cpus"]
+        # The NIC IRQ map the planner reads (CONTRACTS §3): a list (empty where the host has only veth
+        # interfaces, as these containers do), each NIC with its node, routes and IRQs.
+        assert isinstance(facts["nics"], list)
+        for nic in facts["nics"]:
+            assert {"name", "driver", "numa_node", "routes", "irqs"} <= set(nic)
     facts_file = testbed.base / "facts" / f"{testbed.hosts[0]}.json"
     assert json.loads(facts_file.read_text())["hostname"] == testbed.hosts[0]
 

@@ -158,6 +158,14 @@ def test_sweep_figure_keeps_hardware_classes_apart() -> None:
     }
     assert cal["hsha · class hw-a · model, calibrated rates"] == pytest.approx([1800.0, 3600.0, 7200.0])
     assert cal["hsha · class hw-b · model, calibrated rates"] == pytest.approx([3600.0, 7200.0, 14400.0])
+    # The table and its error summary: a row per point × class, each with its own class's calibration.
+    table = figures.sweep_table(pts, pd.concat([pr, pb], ignore_index=True))
+    assert len(table) == 2 * len(a)
+    assert set(table["calibration_error_pct"].round(6)) == {-10.0}
+    assert set(table[table["hardware_class"] == "hw-b"]["paper_error_pct"].round(6)) == {-45.0}
+    summary = figures.error_summary(table)
+    cal_rows = summary[summary["source"] == "calibration"]
+    assert sorted(set(cal_rows["hardware_class"])) == ["hw-a", "hw-b"] and set(cal_rows["points"]) == {3}
 
 
 def test_sweep_figure_follows_axes_facet_colour_and_sources() -> None:
@@ -190,6 +198,20 @@ def test_sweep_pdf_is_a_pdf() -> None:
     pts = points()
     payload = figures.sweep_pdf(pts, repeats(pts), preds(pts), title="t")
     assert payload.startswith(b"%PDF") and len(payload) > 2000
+
+
+def test_compare_keeps_hardware_classes_apart() -> None:
+    a = points()  # local: no class column in the output
+    b = pd.concat([points(hardware_class="hw-a"), points(hardware_class="hw-b")], ignore_index=True)
+    b.loc[b["hardware_class"] == "hw-b", "mean"] *= 2
+    assert "a_hardware_class" not in figures.compare_table(a, a)
+    table = figures.compare_table(a, b)
+    assert len(table) == 2 * len(a) and set(table["b_hardware_class"]) == {"hw-a", "hw-b"}
+    ratios = table.groupby("b_hardware_class")["ratio_b_over_a"].unique()
+    assert list(ratios["hw-a"]) == [1.0] and list(ratios["hw-b"]) == [2.0]
+    fig = figures.compare_figure(a, b, label_a="A", label_b="B")
+    names = {t["name"] for t in fig["data"]}
+    assert "hsha · epoll-lt · B class hw-b · B" in names and "hsha · epoll-lt · B class hw-a · B" in names
 
 
 def test_compare_table_ratio_and_overlap() -> None:

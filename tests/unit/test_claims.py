@@ -324,3 +324,29 @@ def test_recommend_says_when_the_model_ranks_another_design_first() -> None:
     (r,) = recommend(points, preds)
     assert r.best.label == "lf/epoll-lt t2" and r.model_agrees is False
     assert "ranks hsha/epoll-lt t2" in r.note
+
+
+def test_predictions_of_a_hardware_class_stay_with_its_points() -> None:
+    """Cluster sweeps: a point row per hardware class (its host is the class id) and each class's own
+    calibrated predictions; another class's prediction is never compared with a point."""
+    a = [
+        {**p, "host": "hw-a"}
+        for p in (pt("lf", "epoll-lt", 2, 100, work=10), pt("hsha", "epoll-lt", 2, 80, work=10))
+    ]
+    b = [
+        {**p, "host": "hw-b"}
+        for p in (pt("lf", "epoll-lt", 2, 50, work=10), pt("hsha", "epoll-lt", 2, 90, work=10))
+    ]
+    preds = [
+        {**pred(a[0], 90), "host": "hw-a"},
+        {**pred(a[1], 110), "host": "hw-a"},  # hw-a's model ranks hsha first
+        {**pred(b[0], 40), "host": "hw-b"},
+        {**pred(b[1], 95), "host": "hw-b"},  # hw-b's agrees with hw-b's data
+    ]
+    recs = {r.host: r for r in recommend(a + b, preds)}
+    assert recs["hw-a"].best.label == "lf/epoll-lt t2" and recs["hw-a"].model_agrees is False
+    assert recs["hw-b"].best.label == "hsha/epoll-lt t2" and recs["hw-b"].model_agrees is True
+    # Without a host, a prediction is for every host (local runs, the paper's rates).
+    assert all(r.model_best for r in recommend(a + b, [pred(a[0], 90), pred(a[1], 110)]))
+    verdicts = evaluate_claims(a + b, preds)
+    assert {v.host for v in verdicts} == {"hw-a", "hw-b"}

@@ -115,3 +115,38 @@ def test_turbo_and_smt_set_when_asked(tmp_path: Path, turbo: str, want: str) -> 
     knobs(tmp_path, "restore")
     assert read(tmp_path, "sys/devices/system/cpu/intel_pstate/no_turbo") == "0"
     assert read(tmp_path, "sys/devices/system/cpu/smt/control") == "on"
+
+
+def test_nic_irqs_moved_by_the_role_are_what_facts_and_planner_see(tmp_path: Path) -> None:
+    """The role moves a virtio NIC's IRQs (found on its PCI parent) off the measured CPUs; the facts
+    collector reads the affinities back and the planner keeps the server off them."""
+    from demuxlab.plan import plan_pinning
+    from demuxlab.topology import collect_facts, synthetic_topology
+
+    fake_host(tmp_path)
+    pci = tmp_path / "sys/devices/pci0000:00/0000:00:03.0"
+    (pci / "virtio2").mkdir(parents=True)
+    (pci / "msi_irqs").mkdir()
+    (pci / "msi_irqs" / "37").write_text("msix\n")
+    (tmp_path / "sys/class/net/eth0").mkdir(parents=True)
+    (tmp_path / "sys/class/net/eth0/device").symlink_to(pci / "virtio2")
+    (tmp_path / "proc/interrupts").write_text(
+        " 38:  0  0  PCI-MSIX-0000:00:03.0  1-edge  virtio2-input.0\n"
+        " 39:  0  0  PCI-MSIX-0000:00:04.0  1-edge  virtio20-input.0\n"  # another device's
+    )
+    for irq in (37, 38, 39):
+        (tmp_path / f"proc/irq/{irq}").mkdir(parents=True)
+        (tmp_path / f"proc/irq/{irq}/smp_affinity_list").write_text("0-3\n")
+    knobs(tmp_path, "apply", *APPLY)  # measured CPUs 0-1: NIC IRQs go to 2-3
+    assert [read(tmp_path, f"proc/irq/{irq}/smp_affinity_list") for irq in (37, 38, 39)] == [
+        "2,3",
+        "2,3",
+        "0-3",
+    ]
+    (tmp_path / "proc/interrupts").write_text(" 38:  0  0  PCI-MSIX-0000:00:03.0  1-edge  virtio2-input.0\n")
+    facts = collect_facts(root=tmp_path)
+    facts.update({k: v for k, v in synthetic_topology(1, 4).items() if k in ("online_cpus", "cpus")})
+    assert [(r["irq"], r["cpus"]) for r in facts["nics"][0]["irqs"]] == [(37, [2, 3]), (38, [2, 3])]
+    plan = plan_pinning(facts, facts, 2, 1, same_host=False)
+    assert plan.server_cpus == (0, 1)
+    assert plan.irq is not None and plan.irq["server"]["avoided_cpus"] == [2, 3]

@@ -229,3 +229,23 @@ def test_same_host_keeps_the_numa_split_and_avoids_irq_cores(tmp_path: Path) -> 
     plan = plan_pinning(host, host, 1, 1, same_host=True)
     assert plan.server_cpus == (0,) and plan.client_cpus == (3,)  # client on node 1, off IRQ CPU 2
     assert plan.irq is not None and plan.irq["client"]["avoided_cpus"] == [2]
+
+
+def test_only_the_nic_routing_the_peer_counts(tmp_path: Path) -> None:
+    # eth0: management, node 0, IRQ on CPU 0, default route; eth1: the pair network, node 1, IRQ on CPU 2.
+    _fake_host(tmp_path, smt=False, governor=None, no_turbo=None)
+    fake_nic(tmp_path, "eth0", node=0, irqs={40: ("0", "0")}, routes=("0.0.0.0/0", "192.168.0.0/24"))
+    fake_nic(tmp_path, "eth1", node=1, irqs={50: ("2", "2")}, routes=("10.9.0.0/24",))
+    host = collect_facts(root=tmp_path)
+    plan = plan_pinning(host, VM, 1, 1, same_host=False, server_peer="10.9.0.5")
+    assert plan.server_cpus == (3,)  # eth1's node, off eth1's IRQ CPU
+    assert plan.irq is not None and plan.irq["server"]["nics"] == ["eth1"]
+    assert plan.irq["server"]["nics_chosen_by"] == "the route to 10.9.0.5"
+    assert plan.irq["server"]["avoided_cpus"] == [2]
+    # A peer only the default route reaches: eth0 carries it.
+    assert plan_pinning(host, VM, 1, 1, same_host=False, server_peer="172.16.0.1").server_cpus == (1,)
+    # No peer: every NIC counts; their nodes differ, so no node is preferred, both IRQ CPUs are avoided.
+    every = plan_pinning(host, VM, 2, 1, same_host=False)
+    assert every.server_cpus == (1, 3)
+    assert every.irq is not None and every.irq["server"]["nic_node"] is None
+    assert every.irq["server"]["avoided_cpus"] == [0, 2]

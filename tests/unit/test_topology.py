@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -187,6 +189,7 @@ def fake_nic(
     node: int,
     irqs: dict[int, tuple[str, str | None]],
     queues: dict[int, str] | None = None,
+    routes: tuple[str, ...] = (),
 ) -> None:
     """A physical NIC in a fake tree: ``irqs`` maps IRQ → (smp_affinity_list, effective_affinity_list or
     None); MSI IRQs in sysfs, ``queues`` (IRQ → action name) only in /proc/interrupts."""
@@ -204,6 +207,15 @@ def fake_nic(
         (irq_dir / "smp_affinity_list").write_text(affinity + "\n")
         if effective is not None:
             (irq_dir / "effective_affinity_list").write_text(effective + "\n")
+    route = root / "proc/net/route"
+    route.parent.mkdir(parents=True, exist_ok=True)
+    if not route.exists():
+        route.write_text("Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n")
+    with route.open("a") as f:
+        for net in routes:  # as the kernel prints them: host-order hex of the network-order address
+            n = ipaddress.ip_network(net)
+            dest, mask = (int.from_bytes(a.packed, sys.byteorder) for a in (n.network_address, n.netmask))
+            f.write(f"{name}\t{dest:08X}\t00000000\t0001\t0\t0\t0\t{mask:08X}\t0\t0\t0\n")
     lines = [f" {irq}:  0  0  PCI-MSI-edge  {action}" for irq, action in (queues or {}).items()]
     with (root / "proc/interrupts").open("a") as f:
         f.write("".join(line + "\n" for line in lines))
@@ -220,6 +232,7 @@ def test_fake_host_nic_irq_map(tmp_path: Path) -> None:
         node=1,
         irqs={40: ("0-3", "2"), 41: ("3", None), 50: ("2", "2")},
         queues={50: "eth1-TxRx-1"},
+        routes=("10.9.0.0/24", "0.0.0.0/0"),
     )
     # A virtual interface (no device) is not a NIC.
     (tmp_path / "sys/class/net/veth0").mkdir(parents=True)
@@ -229,6 +242,7 @@ def test_fake_host_nic_irq_map(tmp_path: Path) -> None:
             "name": "eth1",
             "driver": None,  # no driver link in the fake tree
             "numa_node": 1,
+            "routes": ["0.0.0.0/0", "10.9.0.0/24"],
             "irqs": [
                 {"irq": 40, "cpus": [0, 1, 2, 3], "effective_cpus": [2]},
                 {"irq": 41, "cpus": [3], "effective_cpus": None},
@@ -247,3 +261,25 @@ def test_fake_host_without_nic_info(tmp_path: Path) -> None:
     assert collect_facts(root=tmp_path)["nics"] is None  # no /sys/class/net at all
     (tmp_path / "sys/class/net/eth0").mkdir(parents=True)  # a container's veth end: no device
     assert collect_facts(root=tmp_path)["nics"] == []
+
+
+def test_fake_host_virtio_nic_irqs_come_from_its_pci_parent(tmp_path: Path) -> None:
+    """A VM's virtio NIC: sysfs `device` is virtioN; its MSI IRQs, NUMA node and /proc/interrupts names
+    (virtioN-input.0) belong to the PCI function above it."""
+    _fake_host(tmp_path, smt=False, governor=None, no_turbo=None)
+    pci = tmp_path / "sys/devices/pci0000:00/0000:00:03.0"
+    (pci / "virtio2").mkdir(parents=True)
+    (pci / "msi_irqs").mkdir()
+    for irq in (37, 38):
+        (pci / "msi_irqs" / str(irq)).write_text("msix\n")
+    (pci / "numa_node").write_text("1\n")
+    (tmp_path / "sys/class/net/eth0").mkdir(parents=True)
+    (tmp_path / "sys/class/net/eth0/device").symlink_to(pci / "virtio2")
+    (tmp_path / "proc/interrupts").write_text(" 39:  0  5  PCI-MSIX-0000:00:03.0  2-edge  virtio2-output.0\n")
+    for irq, eff in ((37, "0"), (38, "1"), (39, "1")):
+        (tmp_path / f"proc/irq/{irq}").mkdir(parents=True)
+        (tmp_path / f"proc/irq/{irq}/smp_affinity_list").write_text("0-3\n")
+        (tmp_path / f"proc/irq/{irq}/effective_affinity_list").write_text(eff + "\n")
+    (nic,) = collect_facts(root=tmp_path)["nics"]
+    assert nic["numa_node"] == 1
+    assert [(r["irq"], r["effective_cpus"]) for r in nic["irqs"]] == [(37, [0]), (38, [1]), (39, [1])]

@@ -384,8 +384,10 @@ class Context:
         return out
 
     def prediction(self, p: MeasuredPoint, source: str) -> ModelPrediction | None:
+        """``p``'s prediction from ``source``: one for any host, or one made for ``p``'s own host (a
+        hardware class's calibration), never another host's."""
         for pred in self.predictions:
-            if pred.source == source and pred.matches(p):
+            if pred.source == source and pred.host in (None, p.host) and pred.matches(p):
                 return pred
         return None
 

@@ -217,7 +217,15 @@ def run_on_cluster(
         st.running = run_id
         write_state(opts.state, st)
         server, client = facts[pair.server.name], facts[pair.client.name]
-        pinning = plan_pinning(server, client, point.threads, point.client_threads, same_host=False)
+        pinning = plan_pinning(
+            server,
+            client,
+            point.threads,
+            point.client_threads,
+            same_host=False,
+            server_peer=pair.client.address,  # rule 5: the NIC(s) routing the pair's traffic
+            client_peer=pair.server.address or pair.server.ansible_host,
+        )
         req = dataclasses.replace(
             base,
             pinning=pinning,

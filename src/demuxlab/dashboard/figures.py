@@ -86,8 +86,9 @@ def _label(row: Any, keys: Sequence[str]) -> str:
             parts.append(f"{v} conn")
         elif k == "msg_size":
             parts.append(f"{v} B")
-        elif k == "hardware_class":
-            parts.append(f"class {v}" if _cls(v) else "local")
+        elif k in ("hardware_class", "a_hardware_class", "b_hardware_class"):
+            side = "" if k == "hardware_class" else f"{k[0].upper()} "
+            parts.append(f"{side}class {v}" if _cls(v) else f"{side}local")
         else:
             parts.append(f"{k}={v}")
     return " · ".join(parts)
@@ -345,11 +346,16 @@ def _fmt(v: Any) -> str:
 
 
 def sweep_table(points: pd.DataFrame, preds: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per point: parameters, runs, mean and its 95 % CI, and each source's prediction and error (%)."""
+    """Per point (and hardware class, where the points have one: a row each, never averaged): parameters,
+    runs, mean and its 95 % CI, and each source's prediction and error (%); a calibrated prediction is
+    matched to its own class's row."""
     if points.empty:
         return pd.DataFrame(columns=[*PARAMS, "runs_ok", "runs_failed", "mean_msgs_per_s", "ci95_msgs_per_s"])
     pts = with_ci(points)
     out = pts[["point_id", *PARAMS]].copy()
+    classed = "hardware_class" in pts
+    if classed:
+        out["hardware_class"] = [_cls(c) or "" for c in pts["hardware_class"]]
     out["runs_ok"] = pts["n_ok"].astype(int)
     out["runs_failed"] = pts["n_failed"].astype(int)
     out["mean_msgs_per_s"] = pts["mean"].round(1)
@@ -358,7 +364,13 @@ def sweep_table(points: pd.DataFrame, preds: pd.DataFrame | None = None) -> pd.D
     for source in SOURCES:
         if picked.empty:
             break
-        pr = picked[picked["source"] == source][["point_id", "predicted", "ci_halfwidth_rel", "method"]]
+        pr = picked[picked["source"] == source]
+        on = ["point_id"]
+        if classed and source == "calibration":
+            cls = pr["hardware_class"] if "hardware_class" in pr else [None] * len(pr)
+            pr = pr.assign(hardware_class=[_cls(c) or "" for c in cls])
+            on.append("hardware_class")
+        pr = pr[[*on, "predicted", "ci_halfwidth_rel", "method"]]
         if pr.empty:
             continue
         pr = pr.rename(
@@ -368,7 +380,7 @@ def sweep_table(points: pd.DataFrame, preds: pd.DataFrame | None = None) -> pd.D
                 "method": f"{source}_method",
             }
         )
-        out = out.merge(pr, on="point_id", how="left")
+        out = out.merge(pr, on=on, how="left")
         out[f"{source}_msgs_per_s"] = out[f"{source}_msgs_per_s"].round(1)
         out[f"{source}_error_pct"] = (
             (out[f"{source}_msgs_per_s"] - out["mean_msgs_per_s"]) / out["mean_msgs_per_s"] * 100
@@ -377,27 +389,26 @@ def sweep_table(points: pd.DataFrame, preds: pd.DataFrame | None = None) -> pd.D
 
 
 def error_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per pattern × notifier × source: points, mean and max |error| (%), from :func:`sweep_table`."""
+    """Per pattern × notifier (× hardware class, where the table has one) × source: points, mean and max
+    |error| (%), from :func:`sweep_table`."""
     rows = []
+    keys = ["pattern", "notifier", *(["hardware_class"] if "hardware_class" in table else [])]
     for source in SOURCES:
         col = f"{source}_error_pct"
         if col not in table:
             continue
-        for (pattern, notifier), grp in table.dropna(subset=[col]).groupby(["pattern", "notifier"]):
+        for key, grp in table.dropna(subset=[col]).groupby(keys):
             err = grp[col].abs()
             rows.append(
                 {
-                    "pattern": pattern,
-                    "notifier": notifier,
+                    **dict(zip(keys, key, strict=True)),
                     "source": source,
                     "points": len(grp),
                     "mean_abs_error_pct": round(float(err.mean()), 2),
                     "max_abs_error_pct": round(float(err.max()), 2),
                 }
             )
-    return pd.DataFrame(
-        rows, columns=["pattern", "notifier", "source", "points", "mean_abs_error_pct", "max_abs_error_pct"]
-    )
+    return pd.DataFrame(rows, columns=[*keys, "source", "points", "mean_abs_error_pct", "max_abs_error_pct"])
 
 
 def sweep_pdf(
@@ -925,16 +936,26 @@ def whatif_figure(
 
 
 def compare_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Points present on both sides (same parameters): A and B mean ± 95 % CI, ratio B/A, CI overlap."""
+    """Points present on both sides (same parameters): A and B mean ± 95 % CI, ratio B/A, CI overlap. A
+    side whose runs have hardware classes keeps a row per class (``a_hardware_class``/``b_…``): classes
+    are compared, never averaged."""
     cols = [*PARAMS, "a_mean", "a_ci95", "b_mean", "b_ci95", "ratio_b_over_a", "cis_overlap"]
     if a.empty or b.empty:
         return pd.DataFrame(columns=cols)
     ca, cb = with_ci(a), with_ci(b)
-    m = ca[[*PARAMS, "mean", "half", "lo", "hi"]].merge(
-        cb[[*PARAMS, "mean", "half", "lo", "hi"]], on=list(PARAMS), suffixes=("_a", "_b")
+    classes: list[str] = []
+    for side, frame in (("a", ca), ("b", cb)):
+        if "hardware_class" in frame and any(_cls(c) for c in frame["hardware_class"]):
+            frame[f"{side}_hardware_class"] = [_cls(c) or "" for c in frame["hardware_class"]]
+            classes.append(f"{side}_hardware_class")
+    cols[len(PARAMS) : len(PARAMS)] = classes
+    m = ca[[*PARAMS, *(c for c in classes if c[0] == "a"), "mean", "half", "lo", "hi"]].merge(
+        cb[[*PARAMS, *(c for c in classes if c[0] == "b"), "mean", "half", "lo", "hi"]],
+        on=list(PARAMS),
+        suffixes=("_a", "_b"),
     )
     m = m.dropna(subset=["mean_a", "mean_b"])
-    out = m[list(PARAMS)].copy()
+    out = m[[*PARAMS, *classes]].copy()
     out["a_mean"] = m["mean_a"].round(1)
     out["a_ci95"] = m["half_a"].round(1)
     out["b_mean"] = m["mean_b"].round(1)
@@ -956,6 +977,7 @@ def compare_figure(
         return empty_figure("the two sides share no point with ok runs")
     fig = Fig(rows=2, cols=1, shared_xaxes=True, row_heights=[0.68, 0.32], vertical_spacing=0.06)
     keys = [k for k in PARAMS if k != x]
+    keys += [k for k in ("a_hardware_class", "b_hardware_class") if k in table]  # a line per class
     label_keys = varying(table, keys) or ["pattern", "notifier"]
     groups = series(table, keys, x)
     order = sorted({_label(g[0], label_keys) for g in groups})

@@ -121,28 +121,43 @@ def service(name: str, action: str) -> str | None:
     return None
 
 
+def _irq_of(name: str, token: str) -> bool:
+    """``eth0`` or one of its queues (``eth0-TxRx-0``), never ``eth10`` for ``eth1`` (as topology.py)."""
+    return token == name or (token.startswith(name) and token[len(name)] in "-@:_")
+
+
 def nic_irqs() -> list[int]:
-    """IRQs of network interfaces (from sysfs msi_irqs and /proc/interrupts names)."""
+    """IRQs of network interfaces (sysfs msi_irqs and /proc/interrupts names), found as the facts
+    collector (src/demuxlab/topology.py) finds them: a virtio NIC's are its PCI parent's."""
     irqs: set[int] = set()
     net = path("/sys/class/net")
     try:
         ifaces = [p for p in net.iterdir() if (p / "device").exists()]
     except OSError:
         ifaces = []
+    names: set[str] = set()
     for iface in ifaces:
-        msi = iface / "device" / "msi_irqs"
+        names.add(iface.name)
+        sources = [iface / "device"]
         try:
-            irqs.update(int(p.name) for p in msi.iterdir() if p.name.isdigit())
+            real = (iface / "device").resolve(strict=True)
         except OSError:
-            pass
+            real = None
+        if real is not None and real.name.startswith("virtio") and real.name[6:].isdigit():
+            names.add(real.name)
+            sources.append(real.parent)
+        for source in sources:
+            try:
+                irqs.update(int(p.name) for p in (source / "msi_irqs").iterdir() if p.name.isdigit())
+            except OSError:
+                pass
         irq = read(iface / "device" / "irq")
         if irq and irq.isdigit() and irq != "0":
             irqs.add(int(irq))
     text = read(path("/proc/interrupts")) or ""
-    names = [p.name for p in ifaces]
     for line in text.splitlines():
         head, _, rest = line.partition(":")
-        if head.strip().isdigit() and any(n in rest for n in names):
+        if head.strip().isdigit() and any(_irq_of(n, t) for n in names for t in rest.split()):
             irqs.add(int(head))
     return sorted(irqs)
 
