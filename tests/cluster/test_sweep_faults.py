@@ -233,7 +233,8 @@ def test_host_powered_off_mid_run(
     for host in ("tb1-server", "tb1-client", "tb2-server"):
         assert run_containers(testbed, host) == [], host
     # The database holds the final attempts only; the failed ones are counted on the pair (pairs.csv).
-    table = {row["pair"]: row for row in csv.DictReader((sweep.results / "report" / "pairs.csv").read_text().splitlines())}
+    lines = (sweep.results / "report" / "pairs.csv").read_text().splitlines()
+    table = {row["pair"]: row for row in csv.DictReader(lines)}
     assert table["tb2"]["quarantined"] == "True"
     assert int(table["tb2"]["attempts_failed_on_pair"]) == QUARANTINE_AFTER
 
