@@ -355,3 +355,23 @@ def test_the_ssh_wrapper_bounds_the_docker_clis_connect_timeout() -> None:
         check=True,
     ).stdout
     assert f"connecttimeout {CONNECT_TIMEOUT_S}" in out.splitlines()
+
+
+def test_a_retry_waits_for_a_pair_it_has_not_failed_on(tmp_path: Path) -> None:
+    pairs = load_pairs(sim_file(tmp_path, "simulated: {pairs: 2}\n")).pairs
+    state = tmp_path / "state"
+    busy = lease.try_acquire("sim-001", "someone-else")
+    assert busy is not None
+    try:
+        # sim-000 is free but this run failed there: it waits for sim-001 instead of failing again.
+        with pytest.raises(NoPairError, match="all leased"):
+            assign_pair(pairs, "run-a", state=state, tried={"sim-000"}, wait_s=0.3, poll_s=0.05)
+    finally:
+        busy.release()
+    got = assign_pair(pairs, "run-a", state=state, tried={"sim-000"}, wait_s=0)
+    assert got.pair.name == "sim-001"
+    got.lease.release()
+    # Once it has failed on every healthy pair, it takes one of them again.
+    got = assign_pair(pairs, "run-a", state=state, tried={"sim-000", "sim-001"}, lane=0, wait_s=0)
+    assert got.pair.name == "sim-000"
+    got.lease.release()
