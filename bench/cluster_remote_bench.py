@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -178,9 +179,14 @@ def bench(args: argparse.Namespace) -> None:
             return time.monotonic() - t0, done
 
         per_count: dict[int, tuple[float, list[tuple[float, dict[str, object]]], tuple[float, ...]]] = {}
+        cpu: dict[int, float] = {}
         for i, count in enumerate(counts):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             elapsed, done = on_pairs(count, rids[i * args.runs : (i + 1) * args.runs])
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
             per_count[count] = (elapsed, done, os.getloadavg())
+            # CPU of the controller's side of the runs: run-point, its docker CLIs and ssh processes.
+            cpu[count] = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / len(done)
     recs = [r for _, done, _ in per_count.values() for _, r in done]
     ok = [r for r in recs if r["status"] == "ok"]
     orch = sorted(float(r["orchestration_s"]) for r in ok if r.get("orchestration_s") is not None)  # type: ignore[arg-type]
@@ -204,6 +210,7 @@ def bench(args: argparse.Namespace) -> None:
         print(
             f"{count} pair(s): {len(done)} runs in {elapsed:.1f} s = {rate[count]:.1f} runs/min;"
             f" run-point wall median {statistics.median(walls):.1f} s; pairs used {','.join(used)};"
+            f" controller CPU {cpu[count]:.2f} s per run;"
             f" load average after {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
         )
     base = counts[0]

@@ -4,6 +4,7 @@ through the README's command `snakemake --profile cluster all`:
 - a host powered off while a run executes on its pair (its container killed, as pulling the plug): only that
   attempt fails, the run is retried on the other pair, the dead pair is quarantined after
   `quarantine_after` failures in a row, and the sweep completes with every planned run exactly once;
+- a server host cut off mid-run (every packet to it dropped: SSH dies silently): the same, within bounds;
 - the controller killed with SIGKILL (its whole process group, as a crashed controller machine) while runs
   are in flight on both pairs, leaving their server containers running on the hosts; the same command rerun
   finishes the sweep with no lost, duplicate or partial run, no container left, no lease waited for.
@@ -14,6 +15,7 @@ started again at the end of its test (`testbed up` restarts it; its engine keeps
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -125,7 +127,8 @@ def db_rows(url: str, name: str) -> list[dict[str, Any]]:
                 dict(r._mapping)
                 for r in conn.execute(
                     sa.text(
-                        "select r.run_id::text as run_id, r.status, r.host_pair, sh.hostname as server_host,"
+                        "select r.run_id::text as run_id, r.status, r.attempt, r.host_pair,"
+                        " sh.hostname as server_host,"
                         " ch.hostname as client_host from runs r join points p on p.id = r.point_id"
                         " join experiments e on e.id = p.experiment_id"
                         " left join hosts sh on sh.id = r.server_host_id"
@@ -143,6 +146,14 @@ def run_containers(testbed: Testbed, host: str) -> list[str]:
     res = testbed.sh(host, "docker ps -aq --filter label=org.demuxlab.pair", check=False)
     assert res.returncode == 0, res.stderr
     return res.stdout.split()
+
+
+def containers_of_runs(testbed: Testbed, host: str) -> set[str]:
+    """The run ids of the demuxlab containers on a testbed host."""
+    fmt = '{{.Label "org.demuxlab.run_id"}}'
+    res = testbed.sh(host, f"docker ps -a --filter label=org.demuxlab.pair --format '{fmt}'", check=False)
+    assert res.returncode == 0, res.stderr
+    return set(res.stdout.split())
 
 
 def clients_running(testbed: Testbed, host: str) -> bool:
@@ -172,7 +183,9 @@ def assert_complete(sweep: Sweep, db: str) -> dict[str, dict[str, Any]]:
     rows = db_rows(db, sweep.name)
     assert sorted(r["run_id"] for r in rows) == sorted(planned)  # one row per run id, none missing
     for r in rows:
-        assert r["status"] == "ok" and r["host_pair"] == records[r["run_id"]]["host_pair"]
+        record = records[r["run_id"]]
+        assert r["status"] == "ok"
+        assert (r["host_pair"], r["attempt"]) == (record["host_pair"], record["attempt"])
         pair = r["host_pair"]
         assert (r["server_host"], r["client_host"]) == (f"{pair}-server", f"{pair}-client")
     return records
@@ -228,33 +241,67 @@ def test_host_powered_off_mid_run(
     # The surviving hosts, the dead host's partner included, keep no container of the failed run.
     for host in ("tb1-server", "tb1-client", "tb2-server"):
         assert run_containers(testbed, host) == [], host
-    table = (sweep.results / "report" / "pairs.csv").read_text()
-    assert "tb2" in table and "True" in table
+    # The database holds the final attempts only; the failed ones are counted on the pair (pairs.csv).
+    lines = (sweep.results / "report" / "pairs.csv").read_text().splitlines()
+    table = {row["pair"]: row for row in csv.DictReader(lines)}
+    assert table["tb2"]["quarantined"] == "True"
+    assert int(table["tb2"]["attempts_failed_on_pair"]) == QUARANTINE_AFTER
 
 
-def test_controller_killed_and_rerun(testbed: Testbed, cluster_db: str, base: Path) -> None:
-    sweep = Sweep(base, testbed, cluster_db, "tbkill")
-    # The previous test quarantined tb2 in this folder's state; its host is back: put it into service.
+def unquarantine(sweep: Sweep, pair: str) -> None:
+    """The previous test quarantined the pair in this folder's state; its host is back: into service."""
     subprocess.run(
-        [str(BIN / "demuxlab"), "cluster", "unquarantine", "--cluster-state", str(sweep.state), "tb2"],
+        [str(BIN / "demuxlab"), "cluster", "unquarantine", "--cluster-state", str(sweep.state), pair],
         env=sweep.env,
         check=True,
         capture_output=True,
     )
+
+
+DROP = "iptables -{} INPUT ! -i lo -j DROP"
+
+
+def test_server_host_cut_off_mid_run(testbed: Testbed, cluster_db: str, base: Path) -> None:
+    """SSH drops without a word (every packet to the host lost, as a pulled cable): the dead connection is
+    noticed by keep-alives, the attempt fails within bounds and is retried on tb1."""
+    sweep = Sweep(base, testbed, cluster_db, "tbcutoff")
+    unquarantine(sweep, "tb2")
+    proc = sweep.start()
+    wait_for("run measuring on tb2", lambda: clients_running(testbed, "tb2-client"), proc, sweep)
+    time.sleep(1.0)
+    testbed.sh("tb2-server", DROP.format("I"))
+    try:
+        sweep.finish(proc)
+    finally:
+        testbed.sh("tb2-server", DROP.format("D"), check=False)
+    records = assert_complete(sweep, cluster_db)
+    failed = sweep.failed_attempts()
+    assert 1 <= len(failed) <= QUARANTINE_AFTER
+    for attempt in failed:
+        assert attempt["host_pair"] == "tb2" and attempt["scheduling"]["run_wall_s"] < 120
+        assert records[attempt["run_id"]]["host_pair"] == "tb1"
+    assert json.loads((sweep.state / "pairs" / "tb2.json").read_text())["quarantined"]
+    # The cut-off host's server container may live on until the host is reachable again (the next holder
+    # of tb2's lease removes it: the next test checks); the reachable hosts keep nothing.
+    for host in ("tb1-server", "tb1-client", "tb2-client"):
+        assert run_containers(testbed, host) == [], host
+
+
+def test_controller_killed_and_rerun(testbed: Testbed, cluster_db: str, base: Path) -> None:
+    sweep = Sweep(base, testbed, cluster_db, "tbkill")
+    unquarantine(sweep, "tb2")
     proc = sweep.start()
     both = lambda: clients_running(testbed, "tb1-client") and clients_running(testbed, "tb2-client")  # noqa: E731
     wait_for("runs in flight on both pairs", both, proc, sweep)
     os.killpg(proc.pid, signal.SIGKILL)  # the controller machine crashed: snakemake and every job
     proc.wait()
-    # What a crash leaves: the runs' server containers still running on the pairs' server hosts.
-    left = run_containers(testbed, "tb1-server") + run_containers(testbed, "tb2-server")
-    assert left
     killed = set(sweep.planned()) - set(sweep.records())
     assert len(killed) >= 2
+    # What a crash leaves: the killed runs' server containers still running on the pairs' server hosts.
+    left = containers_of_runs(testbed, "tb1-server") | containers_of_runs(testbed, "tb2-server")
+    assert left & killed
 
-    t0 = time.monotonic()
     sweep.finish(sweep.start())  # the same command again
-    rerun_s = time.monotonic() - t0
     records = assert_complete(sweep, cluster_db)
     # No lease outlived the dead controller: the rerun's runs took their pairs without waiting.
     for rid in killed:
@@ -262,4 +309,3 @@ def test_controller_killed_and_rerun(testbed: Testbed, cluster_db: str, base: Pa
     assert {r["host_pair"] for r in records.values()} == {"tb1", "tb2"}
     for host in testbed.hosts:
         assert run_containers(testbed, host) == [], host
-    assert rerun_s < 600

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -327,3 +328,50 @@ def test_a_spec_pinning_a_hardware_class_runs_only_there(tmp_path: Path) -> None
     assert res.returncode == 2
     assert res.stderr.strip().startswith(f"demuxlab: error: {spec}: hardware_class: no pair of class '{cls}'")
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_a_host_that_does_not_answer_fails_the_attempt_at_once() -> None:
+    from demuxlab.cluster.pairs import ClusterPair, Host
+    from demuxlab.errors import LaunchError
+
+    # Nothing listens on port 1: the connection is refused at once, as for a host whose sshd is gone.
+    pair = ClusterPair("deadpair", Host("dead-s", "127.0.0.1", port=1), Host("dead-c", "127.0.0.1", port=1))
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError, match=r"dead-s: unreachable over SSH: .*refused.*; dead-c: unreachable"):
+        RemoteLauncher(pair).reach()
+    assert time.monotonic() - t0 < 15
+
+
+def test_the_ssh_wrapper_bounds_the_docker_clis_connect_timeout() -> None:
+    from demuxlab.cluster.pairs import Host
+    from demuxlab.cluster.ssh import CONNECT_TIMEOUT_S, write_config
+
+    setup = write_config([Host("h1", "10.9.9.9")])
+    # The Docker CLI runs `ssh -o ConnectTimeout=30 …`: the wrapper's own value, given first, wins.
+    out = subprocess.run(
+        [str(setup.bin_dir / "ssh"), "-G", "-o", "ConnectTimeout=30", "h1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert f"connecttimeout {CONNECT_TIMEOUT_S}" in out.splitlines()
+
+
+def test_a_retry_waits_for_a_pair_it_has_not_failed_on(tmp_path: Path) -> None:
+    pairs = load_pairs(sim_file(tmp_path, "simulated: {pairs: 2}\n")).pairs
+    state = tmp_path / "state"
+    busy = lease.try_acquire("sim-001", "someone-else")
+    assert busy is not None
+    try:
+        # sim-000 is free but this run failed there: it waits for sim-001 instead of failing again.
+        with pytest.raises(NoPairError, match="all leased"):
+            assign_pair(pairs, "run-a", state=state, tried={"sim-000"}, wait_s=0.3, poll_s=0.05)
+    finally:
+        busy.release()
+    got = assign_pair(pairs, "run-a", state=state, tried={"sim-000"}, wait_s=0)
+    assert got.pair.name == "sim-001"
+    got.lease.release()
+    # Once it has failed on every healthy pair, it takes one of them again.
+    got = assign_pair(pairs, "run-a", state=state, tried={"sim-000", "sim-001"}, lane=0, wait_s=0)
+    assert got.pair.name == "sim-000"
+    got.lease.release()

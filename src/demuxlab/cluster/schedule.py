@@ -7,7 +7,9 @@ run gets is decided here, when it starts:
 1. eligible pairs: those of the spec's pinned hardware class (all pairs when it pins none);
 2. healthy ones: not quarantined (``demuxlab.cluster.state``); none left → the run fails at once;
 3. preference: pairs this run has not failed on yet, starting at ``lane mod n`` so that lanes and pairs
-   usually match one to one and try no lock twice;
+   usually match one to one and try no lock twice; while any healthy pair it has not failed on exists, a
+   retry waits for one of those rather than take a pair it failed on (a dead host that is not yet
+   quarantined would otherwise take every attempt of a run whose other pairs are busy);
 4. the first pair whose lease (:func:`demuxlab.lease.try_acquire`) is free wins; the quarantine flag is
    read again under the lease; if every pair is busy the scheduler polls until one frees, for at most
    ``wait_s``.
@@ -89,7 +91,8 @@ def assign_pair(
         if not healthy:
             names = ", ".join(p.name for p in pairs) or "none"
             raise NoPairError(f"no healthy pair left for run {run_id} (quarantined: {names})")
-        for pair in preference(healthy, lane, tried):
+        untried = [p for p in healthy if p.name not in tried]
+        for pair in preference(untried or healthy, lane, tried):
             tries += 1
             lease = try_acquire(pair.name, run_id)
             if lease is None:
