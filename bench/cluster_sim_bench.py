@@ -33,6 +33,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -67,15 +68,54 @@ def snakemake(workdir: Path, specs: Path, cluster: Path, name: str, *extra: str)
     ]  # fmt: skip
 
 
-def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float, int, float]:
-    """Wall seconds, peak RSS in MB of snakemake, exit status, CPU seconds of snakemake and its jobs."""
+class Watch:
+    """Samples the controller process itself (not its jobs) from /proc while it runs: its own CPU seconds
+    (utime + stime) and peak RSS (VmHWM), and the machine's 1-minute load average."""
+
+    def __init__(self, pid: int, every_s: float = 0.5) -> None:
+        self.pid, self.every_s = pid, every_s
+        self.cpu_s = 0.0
+        self.hwm_mb = 0.0
+        self.loads: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        last_load = 0.0
+        while not self._stop.is_set():
+            try:
+                stat = Path(f"/proc/{self.pid}/stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                self.cpu_s = (int(fields[11]) + int(fields[12])) / tick
+                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        self.hwm_mb = max(self.hwm_mb, int(line.split()[1]) / 1024)
+            except (OSError, ValueError, IndexError):
+                pass
+            if time.monotonic() - last_load >= 10:
+                self.loads.append(os.getloadavg()[0])
+                last_load = time.monotonic()
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float, int, float, Watch]:
+    """Wall seconds, peak RSS in MB of snakemake (or of its largest job), exit status, CPU seconds of
+    snakemake and its jobs, and the watch of snakemake alone."""
     t0 = time.monotonic()
     with log.open("w") as out:
         # From workflows/, as a user types it (the profile's configfile is relative to it).
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO / "workflows")
+        watch = Watch(proc.pid)
         _, status, usage = os.wait4(proc.pid, 0)
+        watch.stop()
     cpu = usage.ru_utime + usage.ru_stime
-    return time.monotonic() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), cpu
+    return time.monotonic() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), cpu, watch
 
 
 def env_for(tmp: Path, cluster: Path) -> dict[str, str]:
@@ -98,7 +138,7 @@ def dag_figures(tmp: Path, sizes: list[int], pairs: int) -> None:
         work = tmp / f"dag-work-{size}"
         work.mkdir()
         log = tmp / f"dag-{size}.log"
-        wall, rss, code, _ = timed(
+        wall, rss, code, _, _ = timed(
             snakemake(work, specs, cluster, name, "-n", "--quiet", "rules"), env_for(tmp, cluster), log
         )
         total = re.search(r"^total\s+(\d+)", log.read_text(), re.M)
@@ -126,7 +166,7 @@ def sweep_figures(tmp: Path, runs_wanted: int, pairs: int, duration_s: float) ->
     print(
         f"\nSweep: {runs} runs of {duration_s:g} s on {pairs} simulated pairs (real workflow, sim launcher)"
     )
-    wall, rss, code, cpu = timed(snakemake(work, specs, cluster, name), env_for(tmp, cluster), log)
+    wall, rss, code, cpu, watch = timed(snakemake(work, specs, cluster, name), env_for(tmp, cluster), log)
     if code != 0:
         print(f"workflow failed (status {code}): see {log}")
         print(log.read_text()[-3000:])
@@ -161,12 +201,21 @@ def sweep_figures(tmp: Path, runs_wanted: int, pairs: int, duration_s: float) ->
     )
     print(f"lease wait per run: median {sorted(waited)[len(waited) // 2]:.3f} s, max {max(waited):.3f} s")
     print(f"whole workflow (build check, runs, ingest, report): {wall:.1f} s")
-    print(f"controller (snakemake) peak RSS: {rss:.0f} MB")
     print(
-        f"controller CPU per run (snakemake + run-point + ingest processes): {cpu / runs:.2f} s;"
+        f"controller peak RSS: snakemake alone {watch.hwm_mb:.0f} MB"
+        f" (with its largest job process: {max(rss, watch.hwm_mb):.0f} MB)"
+    )
+    own = watch.cpu_s
+    print(
+        f"controller CPU per run: {cpu / runs:.2f} s in all (snakemake {own / runs:.2f} s,"
+        f" its job processes {(cpu - own) / runs:.2f} s);"
         f" {pairs} pairs of {duration_s:g} s runs need {pairs / duration_s * cpu / runs:.2f} CPUs of it"
     )
-    print(f"(this machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; shared)")
+    loads = watch.loads or [os.getloadavg()[0]]
+    print(
+        f"(this machine: {os.cpu_count()} CPUs, shared; 1-min load average during the sweep: mean"
+        f" {sum(loads) / len(loads):.1f}, max {max(loads):.1f}, {os.getloadavg()[0]:.1f} at the end)"
+    )
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-# Load each run record into PostgreSQL (idempotent per run id; one transaction per run).
+# Load each run record into PostgreSQL (idempotent per run id; one transaction per run), in the controller.
 
 
 rule database:
@@ -14,6 +14,17 @@ rule database:
         "({params.cli} db upgrade && {params.cli} db url > {output.url}) 2> {log}"
 
 
+def ingest_in_controller(record, done, log):
+    """One run record in one transaction, in a thread of this controller (demuxlab.ingest.ingest_for_workflow:
+    no process per run). The profiles set force-use-threads, so that `run:` jobs run in the controller."""
+    from demuxlab.ingest import ingest_for_workflow
+
+    try:
+        ingest_for_workflow(record, done, log)
+    except DemuxlabError as exc:
+        raise WorkflowError(f"demuxlab: error: {exc.message}") from None
+
+
 rule ingest_run:
     input:
         record=rules.run_point.output.record,
@@ -22,12 +33,8 @@ rule ingest_run:
         done="results/{experiment}/ingested/{run_id}.json",
     log:
         "logs/{experiment}/ingested/{run_id}.log",
-    conda:
-        "../envs/demuxlab.yaml"
-    params:
-        cli=DEMUXLAB,
     resources:
-        # Cluster profile: ingests run on the controller beside one run job per pair; a few at a time.
+        # Ingests compute on the controller, beside one run job per pair: a few at a time.
         controller=1,
-    shell:
-        "{params.cli} ingest {input.record} --done {output.done} 2> {log}"
+    run:
+        ingest_in_controller(input.record, output.done, log[0])
