@@ -14,17 +14,6 @@ rule database:
         "({params.cli} db upgrade && {params.cli} db url > {output.url}) 2> {log}"
 
 
-def ingest_in_controller(record, done, log):
-    """One run record in one transaction, in a thread of this controller (demuxlab.ingest.ingest_for_workflow:
-    no process per run). The profiles set force-use-threads, so that `run:` jobs run in the controller."""
-    from demuxlab.ingest import ingest_for_workflow
-
-    try:
-        ingest_for_workflow(record, done, log)
-    except DemuxlabError as exc:
-        raise WorkflowError(f"demuxlab: error: {exc.message}") from None
-
-
 rule ingest_run:
     input:
         record=rules.run_point.output.record,
