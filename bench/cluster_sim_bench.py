@@ -60,10 +60,12 @@ def write_spec(folder: Path, name: str, runs: int, duration_s: float) -> int:
     return 4 * conns * repeats
 
 
-def snakemake(workdir: Path, specs: Path, cluster: Path, name: str, *extra: str) -> list[str]:
+def snakemake(
+    workdir: Path, specs: Path, cluster: Path, name: str, *extra: str, profile: str = "cluster"
+) -> list[str]:
     return [
         SNAKEMAKE, "--snakefile", str(REPO / "workflows" / "Snakefile"),
-        "--profile", str(REPO / "workflows" / "cluster"), "--directory", str(workdir),
+        "--profile", str(REPO / "workflows" / profile), "--directory", str(workdir),
         "all", "--config", f"experiments=[{name}]", f"experiments_dir={specs}", *extra,
     ]  # fmt: skip
 
@@ -125,28 +127,35 @@ def env_for(tmp: Path, cluster: Path) -> dict[str, str]:
     return env
 
 
-def dag_figures(tmp: Path, sizes: list[int], pairs: int) -> None:
+def dag_figures(tmp: Path, sizes: list[int], pairs: int, profiles: list[str]) -> None:
     cluster = tmp / "dag-cluster.yaml"
     cluster.write_text(f"simulated: {{pairs: {pairs}}}\n")
-    print(f"DAG build: snakemake --profile cluster -n all, {pairs} simulated pairs")
-    print(f"{'runs':>7} {'jobs':>7} {'seconds':>8} {'runs/s':>8} {'peak MB':>8} {'MB/1k runs':>10}")
+    print(f"DAG build: snakemake --profile P -n all ({pairs} simulated pairs for the cluster profile)")
+    head = ("profile", "runs", "jobs", "seconds", "runs/s", "peak MB", "MB/1k runs")
+    print(" ".join(f"{h:>{w}}" for h, w in zip(head, (8, 7, 7, 8, 8, 8, 10), strict=True)))
     for size in sizes:
-        specs = tmp / f"dag-specs-{size}"
-        specs.mkdir()
-        name = f"bench-dag-{size}"
-        runs = write_spec(specs, name, size, 5)
-        work = tmp / f"dag-work-{size}"
-        work.mkdir()
-        log = tmp / f"dag-{size}.log"
-        wall, rss, code, _, _ = timed(
-            snakemake(work, specs, cluster, name, "-n", "--quiet", "rules"), env_for(tmp, cluster), log
-        )
-        total = re.search(r"^total\s+(\d+)", log.read_text(), re.M)
-        jobs = total.group(1) if total else "?"
-        if code != 0:
-            print(f"{runs:>7} failed (status {code}): see {log}")
-            continue
-        print(f"{runs:>7} {jobs:>7} {wall:>8.1f} {runs / wall:>8.0f} {rss:>8.0f} {rss / runs * 1000:>10.1f}")
+        for profile in profiles:
+            specs = tmp / f"dag-specs-{profile}-{size}"
+            specs.mkdir()
+            name = f"bench-dag-{size}"
+            runs = write_spec(specs, name, size, 5)
+            work = tmp / f"dag-work-{profile}-{size}"
+            work.mkdir()
+            log = tmp / f"dag-{profile}-{size}.log"
+            wall, rss, code, _, _ = timed(
+                snakemake(work, specs, cluster, name, "-n", "--quiet", "rules", profile=profile),
+                env_for(tmp, cluster),
+                log,
+            )
+            total = re.search(r"^total\s+(\d+)", log.read_text(), re.M)
+            jobs = total.group(1) if total else "?"
+            if code != 0:
+                print(f"{profile:>8} {runs:>7} failed (status {code}): see {log}")
+                continue
+            print(
+                f"{profile:>8} {runs:>7} {jobs:>7} {wall:>8.1f} {runs / wall:>8.0f} {rss:>8.0f}"
+                f" {rss / runs * 1000:>10.1f}"
+            )
 
 
 def _ts(text: str) -> float:
@@ -225,6 +234,7 @@ def main() -> None:
     ap.add_argument("--duration-s", type=float, default=20.0)
     ap.add_argument("--dag-runs", default="2500,5000,10000")
     ap.add_argument("--dag-pairs", type=int, default=64)
+    ap.add_argument("--dag-profiles", default="cluster,local", help="Profiles whose DAG to build.")
     ap.add_argument("--skip-dag", action="store_true")
     ap.add_argument("--skip-sweep", action="store_true")
     args = ap.parse_args()
@@ -233,7 +243,12 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     with tempfile.TemporaryDirectory(prefix="demuxlab-i9-bench-") as tmp:
         if not args.skip_dag:
-            dag_figures(Path(tmp), [int(x) for x in args.dag_runs.split(",") if x], args.dag_pairs)
+            dag_figures(
+                Path(tmp),
+                [int(x) for x in args.dag_runs.split(",") if x],
+                args.dag_pairs,
+                [p for p in args.dag_profiles.split(",") if p],
+            )
         if not args.skip_sweep:
             sweep_figures(Path(tmp), args.runs, args.pairs, args.duration_s)
 

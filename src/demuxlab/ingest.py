@@ -852,7 +852,7 @@ def ingest_files(
 
 
 _WORKFLOW_LOCK = threading.Lock()
-_WORKFLOW_ENGINE: list[Engine] = []
+_SCHEMA_CHECKED: set[str] = set()  # engine URLs whose schema this process has checked
 
 
 def ingest_for_workflow(record: str | Path, done: str | Path, log: str | Path) -> IngestResult:
@@ -862,7 +862,7 @@ def ingest_for_workflow(record: str | Path, done: str | Path, log: str | Path) -
     done file written atomically after the commit), without a process per run: a process would spend a
     second or more importing SQLAlchemy, psycopg and jsonschema and connecting, for a few milliseconds of
     writing, and the cluster profile ingests 10,000 runs on two cores. The engine is made, and the schema
-    checked, once per controller (the ``database`` rule upgraded it before the first ingest). A killed
+    checked, once per controller and database (the ``database`` rule upgraded it first). A killed
     controller loses at most an uncommitted transaction and the done file, so the rerun ingests again.
     """
     from demuxlab.commands import write_json_atomic
@@ -873,11 +873,12 @@ def ingest_for_workflow(record: str | Path, done: str | Path, log: str | Path) -
     log_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with _WORKFLOW_LOCK:
-            if not _WORKFLOW_ENGINE:
-                engine = get_engine()
+            engine = get_engine()
+            url = engine.url.render_as_string(hide_password=False)
+            if url not in _SCHEMA_CHECKED:
                 migrations.ensure_schema(engine)
-                _WORKFLOW_ENGINE.append(engine)
-        (result,) = ingest_files([record], engine=_WORKFLOW_ENGINE[0], check_schema=False)
+                _SCHEMA_CHECKED.add(url)
+        (result,) = ingest_files([record], engine=engine, check_schema=False)
     except DemuxlabError as exc:
         log_path.write_text(f"demuxlab: error: {exc.message}\n")
         raise

@@ -7,7 +7,9 @@ run gets is decided here, when it starts:
 1. eligible pairs: those of the spec's pinned hardware class (all pairs when it pins none);
 2. healthy ones: not quarantined (``demuxlab.cluster.state``); none left → the run fails at once;
 3. preference: pairs this run has not failed on yet, starting at ``lane mod n`` so that lanes and pairs
-   usually match one to one and try no lock twice;
+   usually match one to one and try no lock twice; a retry waits for a healthy pair it has not failed on
+   and goes back to one it failed on only when every healthy pair is such a pair (else a busy sweep could
+   hand all its attempts to the pair that is failing);
 4. the first pair whose lease (:func:`demuxlab.lease.try_acquire`) is free wins; the quarantine flag is
    read again under the lease; if every pair is busy the scheduler polls until one frees, for at most
    ``wait_s``.
@@ -89,7 +91,9 @@ def assign_pair(
         if not healthy:
             names = ", ".join(p.name for p in pairs) or "none"
             raise NoPairError(f"no healthy pair left for run {run_id} (quarantined: {names})")
-        for pair in preference(healthy, lane, tried):
+        order = preference(healthy, lane, tried)
+        fresh = [p for p in order if p.name not in tried]
+        for pair in fresh or order:
             tries += 1
             lease = try_acquire(pair.name, run_id)
             if lease is None:
