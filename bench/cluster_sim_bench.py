@@ -2,22 +2,27 @@
 real scheduler, leases, state files and ingest, with the ``sim`` launcher, which only waits each run's
 duration. Two figures:
 
-1. **DAG build** (``--dag-runs``, default 2500,5000,10000): the time and peak memory of
-   ``snakemake --profile cluster -n all`` on a simulated cluster of ``--dag-pairs`` (64) pairs for sweeps
-   of those sizes, to see that the DAG grows no faster than the sweep (runs per second of DAG building,
-   MB per 1,000 runs).
+1. **DAG build** (``--dag-runs``, default 2500,5000,10000; ``--dag-profiles``, default cluster,local): the
+   time and peak memory of ``snakemake --profile P -n all`` for sweeps of those sizes (the cluster profile
+   on ``--dag-pairs`` (64) simulated pairs, the local one on its one lane), to see that the DAG grows no
+   faster than the sweep (runs per second of DAG building, MB per 1,000 runs) and costs the cluster
+   profile no more than the local one.
 2. **Makespan** (``--runs``, ``--pairs``, ``--duration-s``): the sweep executed; makespan of the runs
    (first run start → last run end, from the records) against the ideal ``ceil(runs / pairs) × duration``,
    the scheduler overhead per run (lane time ÷ runs per lane − duration), the wall time of the whole
-   workflow (ingest and report included) and the controller's peak memory (snakemake's max RSS; the job
-   processes are not counted).
+   workflow (ingest and report included), the controller's peak memory (Snakemake alone, sampled from
+   /proc: VmHWM; and with its largest job process), its CPU per run (Snakemake alone, which includes the
+   ingests it runs in its own threads, and its job processes: run-point, and the fixed database, report and
+   claims jobs), and the load average during the sweep (other users of the machine disturb the figures).
 
 The full issue scale is ``--runs 10000 --pairs 64``: with runs of d seconds that takes ≥ 157·d seconds,
-and the controller must have the CPU for it (the last line says how much: on this 2-core shared machine
-64 pairs need runs of a minute or more). The defaults (80 runs, 8 pairs, 20 s) take a few minutes.
+and the controller must have the CPU for it: n pairs of d-second runs need n·c/d CPUs, c the CPU per run
+the last lines print (about 0.6 s since ingest runs in the controller, mostly the run-point process's
+Python imports), so 64 pairs on this 2-core shared machine want runs of a minute. The defaults (80 runs,
+8 pairs, 20 s) take a few minutes.
 
     .venv/bin/python bench/cluster_sim_bench.py [--runs 80] [--pairs 8] [--duration-s 20]
-        [--dag-runs 2500,5000,10000] [--skip-dag] [--skip-sweep]
+        [--dag-runs 2500,5000,10000] [--dag-profiles cluster,local] [--skip-dag] [--skip-sweep]
 
 Prints figures; asserts nothing (the shared machine's load disturbs them: say so when reporting).
 """
