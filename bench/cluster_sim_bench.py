@@ -2,22 +2,27 @@
 real scheduler, leases, state files and ingest, with the ``sim`` launcher, which only waits each run's
 duration. Two figures:
 
-1. **DAG build** (``--dag-runs``, default 2500,5000,10000): the time and peak memory of
-   ``snakemake --profile cluster -n all`` on a simulated cluster of ``--dag-pairs`` (64) pairs for sweeps
-   of those sizes, to see that the DAG grows no faster than the sweep (runs per second of DAG building,
-   MB per 1,000 runs).
+1. **DAG build** (``--dag-runs``, default 2500,5000,10000; ``--dag-profiles``, default cluster,local): the
+   time and peak memory of ``snakemake --profile P -n all`` for sweeps of those sizes (the cluster profile
+   on ``--dag-pairs`` (64) simulated pairs, the local one on its one lane), to see that the DAG grows no
+   faster than the sweep (runs per second of DAG building, MB per 1,000 runs) and costs the cluster
+   profile no more than the local one.
 2. **Makespan** (``--runs``, ``--pairs``, ``--duration-s``): the sweep executed; makespan of the runs
    (first run start → last run end, from the records) against the ideal ``ceil(runs / pairs) × duration``,
    the scheduler overhead per run (lane time ÷ runs per lane − duration), the wall time of the whole
-   workflow (ingest and report included) and the controller's peak memory (snakemake's max RSS; the job
-   processes are not counted).
+   workflow (ingest and report included), the controller's peak memory (Snakemake alone, sampled from
+   /proc: VmHWM; and with its largest job process), its CPU per run (Snakemake alone, which includes the
+   ingests it runs in its own threads, and its job processes: run-point, and the fixed database, report and
+   claims jobs), and the load average during the sweep (other users of the machine disturb the figures).
 
 The full issue scale is ``--runs 10000 --pairs 64``: with runs of d seconds that takes ≥ 157·d seconds,
-and the controller must have the CPU for it (the last line says how much: on this 2-core shared machine
-64 pairs need runs of a minute or more). The defaults (80 runs, 8 pairs, 20 s) take a few minutes.
+and the controller must have the CPU for it: n pairs of d-second runs need n·c/d CPUs, c the CPU per run
+the last lines print (about 0.6 s since ingest runs in the controller, mostly the run-point process's
+Python imports), so 64 pairs on this 2-core shared machine want runs of a minute. The defaults (80 runs,
+8 pairs, 20 s) take a few minutes.
 
     .venv/bin/python bench/cluster_sim_bench.py [--runs 80] [--pairs 8] [--duration-s 20]
-        [--dag-runs 2500,5000,10000] [--skip-dag] [--skip-sweep]
+        [--dag-runs 2500,5000,10000] [--dag-profiles cluster,local] [--skip-dag] [--skip-sweep]
 
 Prints figures; asserts nothing (the shared machine's load disturbs them: say so when reporting).
 """
@@ -33,6 +38,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -59,23 +65,64 @@ def write_spec(folder: Path, name: str, runs: int, duration_s: float) -> int:
     return 4 * conns * repeats
 
 
-def snakemake(workdir: Path, specs: Path, cluster: Path, name: str, *extra: str) -> list[str]:
+def snakemake(
+    workdir: Path, specs: Path, cluster: Path, name: str, *extra: str, profile: str = "cluster"
+) -> list[str]:
     return [
         SNAKEMAKE, "--snakefile", str(REPO / "workflows" / "Snakefile"),
-        "--profile", str(REPO / "workflows" / "cluster"), "--directory", str(workdir),
+        "--profile", str(REPO / "workflows" / profile), "--directory", str(workdir),
         "all", "--config", f"experiments=[{name}]", f"experiments_dir={specs}", *extra,
     ]  # fmt: skip
 
 
-def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float, int, float]:
-    """Wall seconds, peak RSS in MB of snakemake, exit status, CPU seconds of snakemake and its jobs."""
+class Watch:
+    """Samples the controller process itself (not its jobs) from /proc while it runs: its own CPU seconds
+    (utime + stime) and peak RSS (VmHWM), and the machine's 1-minute load average."""
+
+    def __init__(self, pid: int, every_s: float = 0.5) -> None:
+        self.pid, self.every_s = pid, every_s
+        self.cpu_s = 0.0
+        self.hwm_mb = 0.0
+        self.loads: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        last_load = 0.0
+        while not self._stop.is_set():
+            try:
+                stat = Path(f"/proc/{self.pid}/stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                self.cpu_s = (int(fields[11]) + int(fields[12])) / tick
+                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        self.hwm_mb = max(self.hwm_mb, int(line.split()[1]) / 1024)
+            except (OSError, ValueError, IndexError):
+                pass
+            if time.monotonic() - last_load >= 10:
+                self.loads.append(os.getloadavg()[0])
+                last_load = time.monotonic()
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def timed(cmd: list[str], env: dict[str, str], log: Path) -> tuple[float, float, int, float, Watch]:
+    """Wall seconds, peak RSS in MB of snakemake (or of its largest job), exit status, CPU seconds of
+    snakemake and its jobs, and the watch of snakemake alone."""
     t0 = time.monotonic()
     with log.open("w") as out:
         # From workflows/, as a user types it (the profile's configfile is relative to it).
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO / "workflows")
+        watch = Watch(proc.pid)
         _, status, usage = os.wait4(proc.pid, 0)
+        watch.stop()
     cpu = usage.ru_utime + usage.ru_stime
-    return time.monotonic() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), cpu
+    return time.monotonic() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), cpu, watch
 
 
 def env_for(tmp: Path, cluster: Path) -> dict[str, str]:
@@ -85,28 +132,35 @@ def env_for(tmp: Path, cluster: Path) -> dict[str, str]:
     return env
 
 
-def dag_figures(tmp: Path, sizes: list[int], pairs: int) -> None:
+def dag_figures(tmp: Path, sizes: list[int], pairs: int, profiles: list[str]) -> None:
     cluster = tmp / "dag-cluster.yaml"
     cluster.write_text(f"simulated: {{pairs: {pairs}}}\n")
-    print(f"DAG build: snakemake --profile cluster -n all, {pairs} simulated pairs")
-    print(f"{'runs':>7} {'jobs':>7} {'seconds':>8} {'runs/s':>8} {'peak MB':>8} {'MB/1k runs':>10}")
+    print(f"DAG build: snakemake --profile P -n all ({pairs} simulated pairs for the cluster profile)")
+    head = ("profile", "runs", "jobs", "seconds", "runs/s", "peak MB", "MB/1k runs")
+    print(" ".join(f"{h:>{w}}" for h, w in zip(head, (8, 7, 7, 8, 8, 8, 10), strict=True)))
     for size in sizes:
-        specs = tmp / f"dag-specs-{size}"
-        specs.mkdir()
-        name = f"bench-dag-{size}"
-        runs = write_spec(specs, name, size, 5)
-        work = tmp / f"dag-work-{size}"
-        work.mkdir()
-        log = tmp / f"dag-{size}.log"
-        wall, rss, code, _ = timed(
-            snakemake(work, specs, cluster, name, "-n", "--quiet", "rules"), env_for(tmp, cluster), log
-        )
-        total = re.search(r"^total\s+(\d+)", log.read_text(), re.M)
-        jobs = total.group(1) if total else "?"
-        if code != 0:
-            print(f"{runs:>7} failed (status {code}): see {log}")
-            continue
-        print(f"{runs:>7} {jobs:>7} {wall:>8.1f} {runs / wall:>8.0f} {rss:>8.0f} {rss / runs * 1000:>10.1f}")
+        for profile in profiles:
+            specs = tmp / f"dag-specs-{profile}-{size}"
+            specs.mkdir()
+            name = f"bench-dag-{size}"
+            runs = write_spec(specs, name, size, 5)
+            work = tmp / f"dag-work-{profile}-{size}"
+            work.mkdir()
+            log = tmp / f"dag-{profile}-{size}.log"
+            wall, rss, code, _, _ = timed(
+                snakemake(work, specs, cluster, name, "-n", "--quiet", "rules", profile=profile),
+                env_for(tmp, cluster),
+                log,
+            )
+            total = re.search(r"^total\s+(\d+)", log.read_text(), re.M)
+            jobs = total.group(1) if total else "?"
+            if code != 0:
+                print(f"{profile:>8} {runs:>7} failed (status {code}): see {log}")
+                continue
+            print(
+                f"{profile:>8} {runs:>7} {jobs:>7} {wall:>8.1f} {runs / wall:>8.0f} {rss:>8.0f}"
+                f" {rss / runs * 1000:>10.1f}"
+            )
 
 
 def _ts(text: str) -> float:
@@ -126,7 +180,7 @@ def sweep_figures(tmp: Path, runs_wanted: int, pairs: int, duration_s: float) ->
     print(
         f"\nSweep: {runs} runs of {duration_s:g} s on {pairs} simulated pairs (real workflow, sim launcher)"
     )
-    wall, rss, code, cpu = timed(snakemake(work, specs, cluster, name), env_for(tmp, cluster), log)
+    wall, rss, code, cpu, watch = timed(snakemake(work, specs, cluster, name), env_for(tmp, cluster), log)
     if code != 0:
         print(f"workflow failed (status {code}): see {log}")
         print(log.read_text()[-3000:])
@@ -161,12 +215,21 @@ def sweep_figures(tmp: Path, runs_wanted: int, pairs: int, duration_s: float) ->
     )
     print(f"lease wait per run: median {sorted(waited)[len(waited) // 2]:.3f} s, max {max(waited):.3f} s")
     print(f"whole workflow (build check, runs, ingest, report): {wall:.1f} s")
-    print(f"controller (snakemake) peak RSS: {rss:.0f} MB")
     print(
-        f"controller CPU per run (snakemake + run-point + ingest processes): {cpu / runs:.2f} s;"
+        f"controller peak RSS: snakemake alone {watch.hwm_mb:.0f} MB"
+        f" (with its largest job process: {max(rss, watch.hwm_mb):.0f} MB)"
+    )
+    own = watch.cpu_s
+    print(
+        f"controller CPU per run: {cpu / runs:.2f} s in all (snakemake {own / runs:.2f} s,"
+        f" its job processes {(cpu - own) / runs:.2f} s);"
         f" {pairs} pairs of {duration_s:g} s runs need {pairs / duration_s * cpu / runs:.2f} CPUs of it"
     )
-    print(f"(this machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end; shared)")
+    loads = watch.loads or [os.getloadavg()[0]]
+    print(
+        f"(this machine: {os.cpu_count()} CPUs, shared; 1-min load average during the sweep: mean"
+        f" {sum(loads) / len(loads):.1f}, max {max(loads):.1f}, {os.getloadavg()[0]:.1f} at the end)"
+    )
 
 
 def main() -> None:
@@ -176,6 +239,7 @@ def main() -> None:
     ap.add_argument("--duration-s", type=float, default=20.0)
     ap.add_argument("--dag-runs", default="2500,5000,10000")
     ap.add_argument("--dag-pairs", type=int, default=64)
+    ap.add_argument("--dag-profiles", default="cluster,local", help="Profiles whose DAG to build.")
     ap.add_argument("--skip-dag", action="store_true")
     ap.add_argument("--skip-sweep", action="store_true")
     args = ap.parse_args()
@@ -184,7 +248,12 @@ def main() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (4096, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     with tempfile.TemporaryDirectory(prefix="demuxlab-i9-bench-") as tmp:
         if not args.skip_dag:
-            dag_figures(Path(tmp), [int(x) for x in args.dag_runs.split(",") if x], args.dag_pairs)
+            dag_figures(
+                Path(tmp),
+                [int(x) for x in args.dag_runs.split(",") if x],
+                args.dag_pairs,
+                [p for p in args.dag_profiles.split(",") if p],
+            )
         if not args.skip_sweep:
             sweep_figures(Path(tmp), args.runs, args.pairs, args.duration_s)
 

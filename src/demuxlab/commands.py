@@ -143,6 +143,8 @@ def pairs(inventory: str | None, as_json: bool) -> None:
 @click.command("run-point")
 @spec_argument
 @click.option("--run-id", "rid", required=True, help="The run to perform (see `demuxlab plan`).")
+@click.option("--point-key", help="The run's point key (with --repeat: found without listing every run).")
+@click.option("--repeat", "repeat_hint", type=click.IntRange(min=0), help="The run's repeat index.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Where to write the run record.")
 @click.option("--server-facts", type=click.Path(dir_okay=False), help="Server host facts (else collected).")
 @click.option("--client-facts", type=click.Path(dir_okay=False), help="Client host facts (else = server's).")
@@ -227,6 +229,8 @@ def run_point(
     quarantine_after: int = 3,
     pair_wait: float = 3600.0,
     noise_wait: float = 60.0,
+    point_key: str | None = None,
+    repeat_hint: int | None = None,
 ) -> None:
     """Run one repeat of one sweep point and write its run record (docs/CONTRACTS.md §5).
 
@@ -235,20 +239,24 @@ def run_point(
     """
     from demuxlab.launch import RunRequest, get_launcher
     from demuxlab.plan import plan_pinning
-    from demuxlab.spec import run_id, run_order
-    from demuxlab.topology import collect_facts
+    from demuxlab.spec import find_run
 
     loaded = _load_spec(spec)
-    found = [(p, r) for p, r in run_order(loaded) if run_id(loaded, p, r) == rid]
-    if not found:
-        raise SpecError(f"{spec}: run id {rid!r} is not a run of this spec (see `demuxlab plan {spec}`)")
-    point, repeat = found[0]
+    found = find_run(loaded, rid, point_key, repeat_hint)
+    if found is None:
+        given = f" (point {point_key!r}, repeat {repeat_hint})" if point_key is not None else ""
+        raise SpecError(
+            f"{spec}: run id {rid!r}{given} is not a run of this spec (see `demuxlab plan {spec}`)"
+        )
+    point, repeat = found
     if pairs_from:
         _run_point_on_cluster(
             loaded, point, repeat, rid, Path(out), Path(spec), pairs_from, Path(cluster_state), launcher_name,
             lane, quarantine_after, pair_wait, noise_wait, attempt, max_attempts, instrument, stall_timeout,
         )  # fmt: skip
         return
+    from demuxlab.topology import collect_facts
+
     server_host = read_json(Path(server_facts), "server facts") if server_facts else collect_facts()
     client_host = read_json(Path(client_facts), "client facts") if client_facts else server_host
     same_host = server_host.get("hostname") == client_host.get("hostname")

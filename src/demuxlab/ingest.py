@@ -16,6 +16,7 @@ import json
 import math
 import os
 import stat
+import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -807,14 +808,16 @@ def load_record(path: str | Path) -> _Prepared:
     return prepare_record(record, str(path))
 
 
-def ingest_files(paths_: Iterable[str | Path], *, engine: Engine | None = None) -> list[IngestResult]:
+def ingest_files(
+    paths_: Iterable[str | Path], *, engine: Engine | None = None, check_schema: bool = True
+) -> list[IngestResult]:
     """Ingest run record files, all or nothing: ONE transaction for the whole batch.
 
     Every file is read and validated before the first write; then all are written in one transaction,
     so a failure of any (a malformed file, a database error) leaves the database exactly as it was and
     the message "nothing written" is true. Records are written in a fixed order (experiment, point key,
     repeat) so that concurrent batches take their locks in the same order. The schema is upgraded to head
-    first if needed.
+    first if needed (unless ``check_schema`` is false: the caller did it).
     """
     from demuxlab.db import migrations
     from demuxlab.db.engine import get_engine
@@ -830,7 +833,8 @@ def ingest_files(paths_: Iterable[str | Path], *, engine: Engine | None = None) 
         ),
     )
     engine = engine or get_engine()
-    migrations.ensure_schema(engine)
+    if check_schema:
+        migrations.ensure_schema(engine)
     results: list[IngestResult | None] = [None] * len(prepared)
     current = prepared[order[0]] if order else None
     try:
@@ -845,6 +849,42 @@ def ingest_files(paths_: Iterable[str | Path], *, engine: Engine | None = None) 
             error = DatabaseError(f"{error.message} (batch of {len(prepared)} records: none written)")
         raise error from None
     return [r for r in results if r is not None]
+
+
+_WORKFLOW_LOCK = threading.Lock()
+_SCHEMA_CHECKED: set[str] = set()  # engine URLs whose schema this process has checked
+
+
+def ingest_for_workflow(record: str | Path, done: str | Path, log: str | Path) -> IngestResult:
+    """The workflow's ``ingest_run`` job, run in a thread of the Snakemake controller itself.
+
+    The same write as ``demuxlab ingest RECORD --done DONE`` (one transaction, idempotent per run id, the
+    done file written atomically after the commit), without a process per run: a process would spend a
+    second or more importing SQLAlchemy, psycopg and jsonschema and connecting, for a few milliseconds of
+    writing, and the cluster profile ingests 10,000 runs on two cores. The engine is made, and the schema
+    checked, once per controller and database (the ``database`` rule upgraded it first). A killed
+    controller loses at most an uncommitted transaction and the done file, so the rerun ingests again.
+    """
+    from demuxlab.commands import write_json_atomic
+    from demuxlab.db import migrations
+    from demuxlab.db.engine import get_engine
+
+    log_path = Path(log)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with _WORKFLOW_LOCK:
+            engine = get_engine()
+            url = engine.url.render_as_string(hide_password=False)
+            if url not in _SCHEMA_CHECKED:
+                migrations.ensure_schema(engine)
+                _SCHEMA_CHECKED.add(url)
+        (result,) = ingest_files([record], engine=engine, check_schema=False)
+    except DemuxlabError as exc:
+        log_path.write_text(f"demuxlab: error: {exc.message}\n")
+        raise
+    write_json_atomic(Path(done), {"ingested": [str(record)]})
+    log_path.write_text(f"ingested {result}\n")
+    return result
 
 
 # -- queries -------------------------------------------------------------------------------------------------

@@ -801,6 +801,30 @@ def run_order(spec: Spec) -> list[tuple[Point, int]]:
     return sorted(runs, key=rank)
 
 
+def find_run(
+    spec: Spec, rid: str, point_key: str | None = None, repeat: int | None = None
+) -> tuple[Point, int] | None:
+    """The (point, repeat) of run ``rid``, or None when the spec has no such run.
+
+    With ``point_key`` and ``repeat`` (what the workflow already knows of the run) only that run's id is
+    computed and compared; without them every run's id is, in spec order (no sorting): a run process then
+    costs O(points), not O(runs log runs), which matters at 10,000 runs per spec.
+    """
+    measured = [(p, spec.repeats) for p in expand_points(spec)]
+    measured += [(p, spec.calibration_repeats) for p in calibration_points(spec)]
+    if point_key is not None and repeat is not None:
+        for point, repeats in measured:
+            if point.point_key == point_key and 0 <= repeat < repeats and run_id(spec, point, repeat) == rid:
+                return point, repeat
+        return None
+    for point, repeats in measured:
+        key = point.point_key
+        for rep in range(repeats):
+            if run_id_of(spec.name, spec.sha256, key, rep) == rid:
+                return point, rep
+    return None
+
+
 def run_id(spec: Spec, point: Point, repeat: int) -> str:
     """``uuid5(RUN_NAMESPACE, "{experiment}|{spec_sha256}|{point_key}|{repeat}")`` as a string."""
     return run_id_of(spec.name, spec.sha256, point.point_key, repeat)

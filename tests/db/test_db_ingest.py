@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,7 +17,13 @@ from sqlalchemy.orm import Session
 from demuxlab.db.engine import get_engine
 from demuxlab.db.models import Experiment, Host, OpTiming, Point, Run, Sample
 from demuxlab.errors import DatabaseError, DemuxlabError
-from demuxlab.ingest import facts_sha256, ingest_files, ingest_run_record, point_summaries
+from demuxlab.ingest import (
+    facts_sha256,
+    ingest_files,
+    ingest_for_workflow,
+    ingest_run_record,
+    point_summaries,
+)
 from demuxlab.spec import run_id_of
 
 pytestmark = pytest.mark.postgres
@@ -457,3 +464,26 @@ def test_ingest_as_a_non_superuser_keeps_foreign_key_checks(engine: Engine, make
         with engine.begin() as conn:
             conn.execute(text(f"DROP OWNED BY {role}"))
             conn.execute(text(f"DROP ROLE {role}"))
+
+
+def test_ingest_for_workflow_writes_the_done_file_after_the_commit(
+    engine: Engine, make_record: MakeRecord, write_record: WriteRecord, tmp_path: Path
+) -> None:
+    """The workflow's in-controller ingest: one transaction per record, idempotent, done file and log."""
+    record = make_record(repeat=0)
+    path = write_record(record)
+    done, log = tmp_path / "ingested" / "r.json", tmp_path / "logs" / "r.log"
+    result = ingest_for_workflow(path, done, log)
+    assert result.status == "ok" and result.replaced == 0
+    assert json.loads(done.read_text()) == {"ingested": [str(path)]}
+    assert log.read_text().startswith("ingested ")
+    before = counts(engine)
+    again = ingest_for_workflow(path, done, log)  # the rerun after a crash: replaced, not added
+    assert again.replaced == 1 and counts(engine) == before
+
+    bad = write_record({**make_record(repeat=1), "status": "nope"})
+    done_bad, log_bad = tmp_path / "ingested" / "bad.json", tmp_path / "logs" / "bad.log"
+    with pytest.raises(DemuxlabError, match="field status"):
+        ingest_for_workflow(bad, done_bad, log_bad)
+    assert not done_bad.exists() and counts(engine) == before
+    assert log_bad.read_text().startswith(f"demuxlab: error: {bad}: field status")

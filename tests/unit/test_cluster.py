@@ -119,6 +119,27 @@ def test_assign_takes_a_free_pair_under_its_real_lease(tmp_path: Path) -> None:
         busy.release()
 
 
+def test_a_retry_waits_for_a_pair_it_has_not_failed_on(tmp_path: Path) -> None:
+    pairs = load_pairs(sim_file(tmp_path, "simulated: {pairs: 2}\n")).pairs
+    state = tmp_path / "state"
+    busy = lease.try_acquire("sim-000", "someone-else")
+    assert busy is not None
+    try:
+        # sim-001 is free, but this run failed there: it waits for sim-000 rather than fail there again.
+        with pytest.raises(NoPairError, match="all leased"):
+            assign_pair(pairs, "run-a", state=state, tried={"sim-001"}, wait_s=0.3, poll_s=0.05)
+        assert lease.holder("sim-001") is None
+    finally:
+        busy.release()
+    got = assign_pair(pairs, "run-a", state=state, tried={"sim-001"}, wait_s=0)
+    assert got.pair.name == "sim-000"
+    got.lease.release()
+    # Every healthy pair tried: it goes back to one of them rather than wait forever.
+    got = assign_pair(pairs, "run-a", state=state, lane=1, tried={"sim-000", "sim-001"}, wait_s=0)
+    assert got.pair.name == "sim-001"
+    got.lease.release()
+
+
 def test_a_lease_dies_with_its_holder(tmp_path: Path) -> None:
     pairs = load_pairs(sim_file(tmp_path, "simulated: {pairs: 1}\n")).pairs
     code = (
@@ -356,22 +377,3 @@ def test_the_ssh_wrapper_bounds_the_docker_clis_connect_timeout() -> None:
     ).stdout
     assert f"connecttimeout {CONNECT_TIMEOUT_S}" in out.splitlines()
 
-
-def test_a_retry_waits_for_a_pair_it_has_not_failed_on(tmp_path: Path) -> None:
-    pairs = load_pairs(sim_file(tmp_path, "simulated: {pairs: 2}\n")).pairs
-    state = tmp_path / "state"
-    busy = lease.try_acquire("sim-001", "someone-else")
-    assert busy is not None
-    try:
-        # sim-000 is free but this run failed there: it waits for sim-001 instead of failing again.
-        with pytest.raises(NoPairError, match="all leased"):
-            assign_pair(pairs, "run-a", state=state, tried={"sim-000"}, wait_s=0.3, poll_s=0.05)
-    finally:
-        busy.release()
-    got = assign_pair(pairs, "run-a", state=state, tried={"sim-000"}, wait_s=0)
-    assert got.pair.name == "sim-001"
-    got.lease.release()
-    # Once it has failed on every healthy pair, it takes one of them again.
-    got = assign_pair(pairs, "run-a", state=state, tried={"sim-000", "sim-001"}, lane=0, wait_s=0)
-    assert got.pair.name == "sim-000"
-    got.lease.release()

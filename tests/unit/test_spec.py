@@ -21,6 +21,7 @@ from demuxlab.spec import (
     RUN_NAMESPACE,
     calibration_points,
     expand_points,
+    find_run,
     load_spec,
     run_id,
     run_order,
@@ -355,6 +356,23 @@ def test_run_id_is_the_contracts_uuid5(tmp_path: Path) -> None:
     # Any edit to the file (even a comment) is a new spec version with new run ids.
     path.write_text(path.read_text() + "# edited\n")
     assert run_id(load_spec(path, pairs=PAIRS), point, 1) != str(expected)
+
+
+def test_find_run_with_and_without_the_workflows_hint(tmp_path: Path) -> None:
+    spec = load_spec(write(tmp_path, MINIMAL.format(name="x") + "repeats: 3\n"), pairs=PAIRS)
+    order = run_order(spec)
+    assert any(p.instrument for p, _ in order)  # calibration runs are found too
+    for point, repeat in order:
+        rid = run_id(spec, point, repeat)
+        assert find_run(spec, rid) == (point, repeat)
+        assert find_run(spec, rid, point.point_key, repeat) == (point, repeat)
+    point, repeat = order[0]
+    rid = run_id(spec, point, repeat)
+    # A hint that does not name the run's own point and repeat finds nothing (never another run).
+    assert find_run(spec, rid, point.point_key, repeat + 1) is None
+    assert find_run(spec, rid, order[1][0].point_key, order[1][1]) is None
+    assert find_run(spec, rid, point.point_key, 99) is None
+    assert find_run(spec, "not-a-run") is None
 
 
 # -- pairs -------------------------------------------------------------------------------------------------

@@ -38,6 +38,17 @@ if CLUSTER and not SIMULATED:
             "{params.cli} cluster facts --inventory {params.inventory} --host {wildcards.host}"
             " --out {output.facts} 2> {log}"
 
+    rule cluster_ready:
+        input:
+            provisioned=ancient(rules.provision.output.done),
+            facts=[ancient(f"{CLUSTER_STATE}/facts/{host.name}.json") for host in PAIRS.hosts()],
+        output:
+            ready=f"{CLUSTER_STATE}/ready.json",
+        log:
+            "logs/cluster/ready.log",
+        run:
+            write_cluster_ready(output.ready, input.facts, log[0])
+
 
 if CLUSTER:
 

@@ -75,6 +75,7 @@ SPECS = _load_specs()
 # run id -> (experiment, lane, index within lane); lanes keep each spec's randomized order.
 RUNS = {}
 LANES = {}
+RUN_POINTS = {}  # run id -> (point key, repeat): run-point finds its run without listing the sweep
 CALIBRATION_RUNS = set()  # instrumented runs of the calibration points
 for _name, _spec in SPECS.items():
     for _i, (_point, _repeat) in enumerate(run_order(_spec)):
@@ -82,6 +83,7 @@ for _name, _spec in SPECS.items():
         _lane = _i % LANE_COUNT
         LANES.setdefault((_name, _lane), []).append(_rid)
         RUNS[_rid] = (_name, _lane, len(LANES[(_name, _lane)]) - 1)
+        RUN_POINTS[_rid] = (_point.point_key, _repeat)
         if _point.instrument:
             CALIBRATION_RUNS.add(_rid)
 
@@ -96,17 +98,22 @@ def launcher_of(experiment):
     return SPECS[experiment].launcher if config["launcher"] == "spec" else config["launcher"]
 
 
+def which_run(wildcards):
+    """run-point's options naming the run's point and repeat (it checks them against the run id)."""
+    key, repeat = RUN_POINTS[wildcards.run_id]
+    return f"--point-key {shlex.quote(key)} --repeat {repeat}"
+
+
 def lane_of(wildcards):
     return RUNS[wildcards.run_id][1]
 
 
 def cluster_inputs(wildcards):
-    """What a run on the cluster needs: the provisioned hosts and every host's facts."""
+    """What a run on the cluster needs: the provisioned hosts and every host's facts, through one file
+    (rule cluster_ready), so that a sweep's DAG has one edge per run, not one per run and host."""
     if not CLUSTER or SIMULATED:
         return []
-    return [ancient(rules.provision.output.done)] + [
-        ancient(f"{CLUSTER_STATE}/facts/{host.name}.json") for host in PAIRS.hosts()
-    ]
+    return [ancient(rules.cluster_ready.output.ready)]
 
 
 LOCAL_FACTS = f"results/facts/{config['host_pair']}/server.json"
@@ -220,6 +227,26 @@ def playbook_files():
         for p in (REPO / "playbooks").rglob("*")
         if p.is_file() and not {"inventories", "__pycache__"} & set(p.parts) and p.suffix != ".pyc"
     )
+
+
+def ingest_in_controller(record, done, log):
+    """One run record in one transaction, in a thread of this controller (demuxlab.ingest.ingest_for_workflow:
+    no process per run). The profiles set force-use-threads, so that `run:` jobs run in the controller."""
+    from demuxlab.ingest import ingest_for_workflow
+
+    try:
+        ingest_for_workflow(record, done, log)
+    except DemuxlabError as exc:
+        raise WorkflowError(f"demuxlab: error: {exc.message}") from None
+
+
+def write_cluster_ready(path, facts, log):
+    """results/cluster/ready.json: the hosts are provisioned and their facts collected (run_point's input)."""
+    from demuxlab.commands import write_json_atomic
+
+    write_json_atomic(Path(path), {"facts": sorted(str(f) for f in facts)})
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    Path(log).write_text(f"{len(facts)} hosts' facts collected\n")
 
 
 def write_sweep_plan():

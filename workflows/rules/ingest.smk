@@ -1,4 +1,4 @@
-# Load each run record into PostgreSQL (idempotent per run id; one transaction per run).
+# Load each run record into PostgreSQL (idempotent per run id; one transaction per run), in the controller.
 
 
 rule database:
@@ -22,12 +22,8 @@ rule ingest_run:
         done="results/{experiment}/ingested/{run_id}.json",
     log:
         "logs/{experiment}/ingested/{run_id}.log",
-    conda:
-        "../envs/demuxlab.yaml"
-    params:
-        cli=DEMUXLAB,
     resources:
-        # Cluster profile: ingests run on the controller beside one run job per pair; a few at a time.
+        # Ingests compute on the controller, beside one run job per pair: a few at a time.
         controller=1,
-    shell:
-        "{params.cli} ingest {input.record} --done {output.done} 2> {log}"
+    run:
+        ingest_in_controller(input.record, output.done, log[0])

@@ -23,13 +23,14 @@ rule run_point:
         max_attempts=RUN["retries"] + 1,
         stall=RUN["stall_timeout_s"],
         where=where_args,
+        which=which_run,
     retries: RUN["retries"]
     resources:
         # Local: the one pair. Cluster: the lanes (one per pair) already keep a run per pair at most.
         pair=0 if CLUSTER else 1,
         attempt=lambda wc, attempt: attempt,
     shell:
-        "{params.cli} run-point {input.spec} --run-id {wildcards.run_id} --out {output.record}"
+        "{params.cli} run-point {input.spec} --run-id {wildcards.run_id} {params.which} --out {output.record}"
         " {params.where} --launcher {params.launcher}"
         " --attempt {resources.attempt} --max-attempts {params.max_attempts}"
         " --stall-timeout {params.stall} 2> {log}"
