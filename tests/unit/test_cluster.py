@@ -376,4 +376,3 @@ def test_the_ssh_wrapper_bounds_the_docker_clis_connect_timeout() -> None:
         check=True,
     ).stdout
     assert f"connecttimeout {CONNECT_TIMEOUT_S}" in out.splitlines()
-
