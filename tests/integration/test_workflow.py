@@ -178,8 +178,8 @@ def check_model_stages(results: Path, url: str, spec: Any) -> None:
             assert abs(check["rel_error"]) <= 0.10
         assert len(c["source_runs"]) == spec.calibration_repeats and c["host_id"] is not None
         # Every rate the server measures was fitted from it (per µs: positive, below 1 per ps).
-        fitted = {k for k, v in c["rates"]["source"].items() if v != "paper"}
-        assert {"r_l", "r_i", "r_o", "r_a", "r_e"} <= fitted
+        measured = {k for k, v in c["rates"]["source"].items() if v != "paper"}
+        assert {"r_l", "r_i", "r_o", "r_a", "r_e"} <= measured
         assert all(0 < c["rates"][k] < 1e6 for k in ("r_l", "r_i", "r_o", "r_a", "r_e"))
         if c["notifier"] == "epoll-et":
             assert c["rates"]["source"]["r_a"].startswith("instant:")

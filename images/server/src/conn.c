@@ -156,6 +156,21 @@ void conn_rearm(struct server *s, struct notifier *nt, struct conn *c)
         conn_close(s, c); /* not armed: still ours */
 }
 
+/* The first arming of a new connection is a hand-off like a re-arm (with an
+ * edge-triggered or shared notifier another thread may take the connection,
+ * read EOF and close it before add() returns): the same bracket, and the
+ * connection's notifier set before it is published.  On failure the
+ * connection was never armed and is still the caller's. */
+int conn_arm(struct conn *c, struct notifier *nt)
+{
+    c->nt = nt;
+    atomic_fetch_add_explicit(&c->arming, 1, memory_order_relaxed);
+    conn_handoff(c);
+    int rc = nt->ops->add(nt, c->fd);
+    atomic_fetch_sub_explicit(&c->arming, 1, memory_order_release);
+    return rc;
+}
+
 void conn_drain(struct server *s, struct conn *c)
 {
     for (;;) {

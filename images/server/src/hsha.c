@@ -16,8 +16,7 @@ static int place(struct server *s, struct conn *c, void *arg)
 {
     (void)s;
     (void)arg;
-    c->nt = H.nt;
-    return H.nt->ops->add(H.nt, c->fd);
+    return conn_arm(c, H.nt);
 }
 
 static void *monitor_loop(void *arg)

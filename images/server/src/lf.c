@@ -18,8 +18,7 @@ static int place(struct server *s, struct conn *c, void *arg)
 {
     (void)s;
     (void)arg;
-    c->nt = L.nt;
-    return L.nt->ops->add(L.nt, c->fd);
+    return conn_arm(c, L.nt);
 }
 
 static void *lf_loop(void *arg)

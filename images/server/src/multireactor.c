@@ -21,8 +21,7 @@ static int place(struct server *s, struct conn *c, void *arg)
     int r = M.next;
     M.next = (M.next + 1) % M.n;
     c->home = r;
-    c->nt = M.nt[r];
-    return M.nt[r]->ops->add(M.nt[r], c->fd);
+    return conn_arm(c, M.nt[r]);
 }
 
 static void *reactor_loop(void *arg)

@@ -23,8 +23,7 @@ static int place(struct server *s, struct conn *c, void *arg)
 {
     (void)s;
     (void)arg;
-    c->nt = P.nt;
-    return P.nt->ops->add(P.nt, c->fd);
+    return conn_arm(c, P.nt);
 }
 
 /* Edge-triggered: the demultiplexer reads only when it can claim the

@@ -11,8 +11,7 @@ static int place(struct server *s, struct conn *c, void *arg)
 {
     (void)s;
     struct notifier *nt = arg;
-    c->nt = nt;
-    return nt->ops->add(nt, c->fd);
+    return conn_arm(c, nt);
 }
 
 static void *reactor_loop(void *arg)

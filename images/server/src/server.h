@@ -296,6 +296,7 @@ int accept_one(struct server *s); /* the descriptor, or -1 when the backlog is e
  * EAGAIN for edge-triggered ones (claim-guarded when `shared`). */
 void conn_ready(struct server *s, struct notifier *nt, struct conn *c, bool shared);
 void conn_rearm(struct server *s, struct notifier *nt, struct conn *c);
+int conn_arm(struct conn *c, struct notifier *nt);
 void conn_drain(struct server *s, struct conn *c);
 
 /* Claim protocol for edge-triggered notifiers, see struct conn. */

@@ -9,6 +9,7 @@ import hashlib
 import os
 import shlex
 import subprocess
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +82,8 @@ def write_config(hosts: Sequence[Host]) -> SshSetup:
 def _write_if_changed(path: Path, text: str, mode: int) -> None:
     if path.exists() and path.read_text() == text:
         return
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # Unique per process and thread: several launchers may write the same file at once.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(text)
     tmp.chmod(mode)
     os.replace(tmp, path)

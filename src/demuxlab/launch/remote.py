@@ -132,6 +132,7 @@ class RemoteLauncher(Launcher):
         )
 
     def _both(self, fn: Any) -> list[Any]:
+        self.setup()  # once, before the threads: both would write the same files otherwise
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             return list(pool.map(fn, self.pair.hosts))
 
