@@ -48,10 +48,9 @@ struct conn *conn_open(struct server *s, int fd)
 
 void conn_close(struct server *s, struct conn *c)
 {
-    /* The thread whose re-arm passed the connection to us may still be
-     * returning from that call (conn_rearm): the descriptor is ours to close
-     * only once it has. */
-    while (atomic_load_explicit(&c->arming, memory_order_acquire) != 0)
+    /* The thread whose arming call passed the connection to us may still be
+     * returning from it: the descriptor is ours to close only once it has. */
+    while (conn_arming_in_flight(c))
         sched_yield();
     if (c->nt != NULL)
         c->nt->ops->del(c->nt, c->fd);
@@ -133,42 +132,32 @@ int conn_respond(struct server *s, struct conn *c)
     return rc;
 }
 
-/* A re-arm hands the connection to whichever thread the notifier reports it
- * to next, and that thread may read EOF and close the descriptor while the
- * re-arm call is still returning here: the kernel reports the descriptor as
- * soon as it is armed, not when the call returns.  A descriptor must not be
- * closed while another thread is inside a call on it (that is TSan's report,
- * and a number closed under a running call may be reused by the next accept),
- * so the call is bracketed by `arming` and conn_close() waits for the bracket
- * to close.  The wait is short and rare: the previous owner has only its
- * return left to run. */
-void conn_rearm(struct server *s, struct notifier *nt, struct conn *c)
+/* The notifier call `op` (add or re-arm) hands the connection over while it
+ * runs: bracketed, see conn_arming(). */
+static int arm_call(struct conn *c, struct notifier *nt, int (*op)(struct notifier *, int))
 {
     int fd = c->fd;
-    atomic_fetch_add_explicit(&c->arming, 1, memory_order_relaxed);
-    conn_handoff(c); /* publishes the increment with everything before it */
+    conn_arming(c); /* odd: publishes everything before the call */
+    int rc = op(nt, fd);
+    conn_arming(c); /* even: the closer's acquire orders the call before its close */
+    return rc;
+}
+
+void conn_rearm(struct server *s, struct notifier *nt, struct conn *c)
+{
     uint64_t t0 = instr_start();
-    int rc = nt->ops->rearm(nt, fd);
+    int rc = arm_call(c, nt, nt->ops->rearm);
     instr_end(OP_REARM, t0);
-    /* Release: the closer's acquire orders this call before its close. */
-    atomic_fetch_sub_explicit(&c->arming, 1, memory_order_release);
     if (rc < 0)
         conn_close(s, c); /* not armed: still ours */
 }
 
-/* The first arming of a new connection is a hand-off like a re-arm (with an
- * edge-triggered or shared notifier another thread may take the connection,
- * read EOF and close it before add() returns): the same bracket, and the
- * connection's notifier set before it is published.  On failure the
- * connection was never armed and is still the caller's. */
+/* A new connection's first arming; its notifier is set before it is
+ * published.  On failure it was never armed and is still the caller's. */
 int conn_arm(struct conn *c, struct notifier *nt)
 {
     c->nt = nt;
-    atomic_fetch_add_explicit(&c->arming, 1, memory_order_relaxed);
-    conn_handoff(c);
-    int rc = nt->ops->add(nt, c->fd);
-    atomic_fetch_sub_explicit(&c->arming, 1, memory_order_release);
-    return rc;
+    return arm_call(c, nt, nt->ops->add);
 }
 
 void conn_drain(struct server *s, struct conn *c)

@@ -181,10 +181,9 @@ struct conn {
      * only leave a mark for the owner to loop on. */
     atomic_int claims;
     atomic_bool live;
+    /* Hand-offs between threads, see conn_handoff(); odd while an arming
+     * call (add or re-arm) is in flight, see conn_arming(). */
     atomic_uint handoff;
-    /* Re-arms of this connection still inside their notifier call (0 or 1):
-     * conn_close() waits for none, see conn_rearm(). */
-    atomic_uint arming;
 };
 
 /* Ownership of a connection passes between threads through the kernel (a
@@ -195,15 +194,33 @@ struct conn {
  * preempted, and only then ran its second hand-off while the connection had
  * already passed through another thread) would hide that thread's accesses
  * from the next owner -- TSan then reports a race the kernel's ordering rules
- * out.  An RMW continues the release sequence instead (x86: one locked add). */
+ * out.  An RMW continues the release sequence instead (x86: one locked add).
+ * A plain hand-off adds 2, so the count stays even outside arming calls. */
 static inline void conn_handoff(struct conn *c)
 {
-    atomic_fetch_add_explicit(&c->handoff, 1, memory_order_release);
+    atomic_fetch_add_explicit(&c->handoff, 2, memory_order_release);
 }
 
 static inline void conn_takeover(struct conn *c)
 {
     (void)atomic_load_explicit(&c->handoff, memory_order_acquire);
+}
+
+/* An arming call (the notifier's add or re-arm) hands the connection over
+ * while it runs: the kernel reports the descriptor as soon as it is armed, so
+ * the next owner may read EOF and close it before the call has returned.  The
+ * call is bracketed by two hand-offs of 1 each -- the count is odd inside --
+ * and conn_close() waits for it to be even: no call on a descriptor is in
+ * flight in another thread when it is closed (and its number reused by the
+ * next accept). */
+static inline void conn_arming(struct conn *c)
+{
+    atomic_fetch_add_explicit(&c->handoff, 1, memory_order_release);
+}
+
+static inline bool conn_arming_in_flight(struct conn *c)
+{
+    return (atomic_load_explicit(&c->handoff, memory_order_acquire) & 1u) != 0;
 }
 
 enum rd { RD_MSG, RD_AGAIN, RD_CLOSED };
