@@ -51,8 +51,8 @@ from demuxlab import paths
 from demuxlab.db.models import Base, Experiment, Host, OpTiming, Point, Run, Sample
 from demuxlab.errors import DatabaseError, DemuxlabError
 from demuxlab.limits import MAX_RUNS, limits
-from demuxlab.report import POINT_FIELDS as _POINT_PARAMS
-from demuxlab.spec import Point as SpecPoint
+from demuxlab.point import POINT_FIELDS as _POINT_PARAMS
+from demuxlab.point import Point as SpecPoint
 from demuxlab.spec import StrictValidator, run_id_of
 
 MAX_PHASE_S = limits().max_phase_s

@@ -8,7 +8,6 @@ thin database layer in front of them.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -17,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from demuxlab.errors import DemuxlabError
-from demuxlab.spec import Point
+from demuxlab.point import POINT_FIELDS
 from demuxlab.stats import point_summary
 
 # A point's parameters, in the order of the spec's Point (the CSV's columns after point_key).
-POINT_FIELDS = tuple(f.name for f in dataclasses.fields(Point))
 
 
 @dataclass

@@ -40,6 +40,7 @@ import yaml
 from demuxlab import limits as lim
 from demuxlab.errors import SpecError
 from demuxlab.pairs import Pair, pairs_by_key
+from demuxlab.point import Point
 
 #: Namespace of run ids: ``uuid5(NAMESPACE_URL, "demuxlab:run")``, fixed forever so ids stay stable.
 RUN_NAMESPACE = uuid.UUID("bb733ec1-0469-5864-8c8a-8cc4fcd3fe6c")
@@ -147,42 +148,6 @@ class Spec:
             "matrix": self.matrix.to_json(),
             "calibration": {"repeats": self.calibration_repeats},
             **({"hardware_class": self.hardware_class} if self.hardware_class else {}),
-        }
-
-
-@dataclass(frozen=True)
-class Point:
-    pattern: str
-    notifier: str
-    threads: int
-    work_us: float
-    connections: int
-    msg_size: int
-    client_threads: int
-    rate: float | None
-    # A calibration point: the server runs with --instrument (per-operation timings for the CTMC rates).
-    instrument: bool = False
-
-    @property
-    def point_key(self) -> str:
-        rate = "closed" if self.rate is None else f"{self.rate:g}"
-        return (
-            f"{self.pattern}/{self.notifier}/t{self.threads}/w{self.work_us:g}/c{self.connections}"
-            f"/b{self.msg_size}/ct{self.client_threads}/r{rate}" + ("/instr" if self.instrument else "")
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "point_key": self.point_key,
-            "pattern": self.pattern,
-            "notifier": self.notifier,
-            "threads": self.threads,
-            "work_us": self.work_us,
-            "connections": self.connections,
-            "msg_size": self.msg_size,
-            "client_threads": self.client_threads,
-            "rate": self.rate,
-            "instrument": self.instrument,
         }
 
 

@@ -34,7 +34,8 @@ from demuxlab.cluster.state import read_state, record_outcome, write_state
 from demuxlab.errors import ConfigError, DemuxlabError, LaunchError
 from demuxlab.launch.base import RECORD_FORMAT, Launcher, RunRequest, _utc_now
 from demuxlab.plan import Pinning, plan_pinning
-from demuxlab.spec import Point, Spec
+from demuxlab.point import Point
+from demuxlab.spec import Spec
 
 
 @dataclass(frozen=True)

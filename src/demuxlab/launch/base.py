@@ -28,7 +28,8 @@ from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
 from demuxlab.plan import Pinning
-from demuxlab.spec import Phases, Point
+from demuxlab.point import Point
+from demuxlab.spec import Phases
 from demuxlab.stats import steady_state
 
 if TYPE_CHECKING:

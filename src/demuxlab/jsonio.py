@@ -1,0 +1,73 @@
+"""Files that appear whole or not at all, and JSON read with a one-line error.
+
+The bottom layer: every part that writes a file another process may read at the same moment (run records,
+progress, pair state, calibrations, caches) writes it here, through a temporary file in the same folder
+and a rename. Nothing here imports another demuxlab module but :mod:`demuxlab.errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from demuxlab.errors import ConfigError
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a uniquely named temporary file beside it and a rename, so a reader
+    sees the old file or the new one, never half of one (also between threads of one process)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode())
+
+
+def write_text_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` atomically unless ``path`` already holds it (keeps mtimes, and so Snakemake, calm).
+    Returns whether it wrote."""
+    try:
+        if Path(path).read_text() == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    write_text_atomic(path, text)
+    return True
+
+
+def dumps(doc: Any, *, indent: int | None = 1, sort_keys: bool = False) -> str:
+    """The project's JSON text: ``indent=1``, a trailing newline, keys in insertion order unless asked."""
+    return json.dumps(doc, indent=indent, sort_keys=sort_keys) + "\n"
+
+
+def write_json_atomic(path: Path, doc: Any, *, indent: int | None = 1, sort_keys: bool = False) -> None:
+    """Write ``doc`` as JSON to ``path`` atomically (see :func:`write_bytes_atomic`)."""
+    write_text_atomic(path, dumps(doc, indent=indent, sort_keys=sort_keys))
+
+
+def read_json(path: Path, what: str) -> Any:
+    """``path``'s JSON document; a missing or malformed file is a :class:`ConfigError` naming ``path`` and
+    ``what`` it should have held."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} not found") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: {what} is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: {what} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
