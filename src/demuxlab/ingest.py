@@ -233,6 +233,11 @@ RECORD_SCHEMA: dict[str, Any] = {
             },
         },
         "noise": {"type": ["object", "null"], "properties": {"flagged": {"type": "boolean"}}},
+        # Slurm runs: the job that ran the run (its id fits PostgreSQL's bigint).
+        "slurm": {
+            "type": ["object", "null"],
+            "properties": {"job_id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}},
+        },
     },
     "allOf": [
         {
@@ -531,6 +536,8 @@ def prepare_record(record: Any, source: str = "<record>") -> _Prepared:
         "hardware_class": ((record.get("pair") or {}).get("hardware_class") or {}).get("id"),
         "noisy": (record.get("noise") or {}).get("flagged"),
         "noise": record.get("noise"),
+        "slurm_job_id": (record.get("slurm") or {}).get("job_id"),
+        "slurm": record.get("slurm"),
     }
 
     op_rows: list[dict[str, Any]] = []

@@ -70,5 +70,4 @@ if CLUSTER:
             "{params.cli} cluster report {input.spec} --pairs-from {params.inventory}"
             " --cluster-state {params.state} --out {output.table} 2> {log}"
 
-    onstart:
-        write_sweep_plan()
+    ONSTART_HOOKS.append(write_sweep_plan)  # rules/lock.smk's onstart runs it

@@ -45,10 +45,12 @@ def _load_specs():
 # Cluster execution (profile `cluster`): the pairs of an Ansible inventory (or a simulated cluster file),
 # one lane per pair; each run takes whichever healthy pair is free (demuxlab.cluster.schedule).
 CLUSTER = config["host_pair"] == "cluster"
-if config["host_pair"] not in ("local", "cluster"):
+# Slurm execution (profile `slurm`): each run is a two-node Slurm job (rules/slurm.smk).
+SLURM = config["host_pair"] == "slurm"
+if config["host_pair"] not in ("local", "cluster", "slurm"):
     raise WorkflowError(
-        f"demuxlab: error: config: host_pair: {config['host_pair']!r} is not 'local' (this machine) or "
-        "'cluster' (the pairs of the inventory)"
+        f"demuxlab: error: config: host_pair: {config['host_pair']!r} is not 'local' (this machine), "
+        "'cluster' (the pairs of the inventory) or 'slurm' (pairs of nodes Slurm allocates)"
     )
 INVENTORY = ""
 PAIRS = None
@@ -67,6 +69,8 @@ if CLUSTER:
     except DemuxlabError as exc:
         raise WorkflowError(f"demuxlab: error: {exc.message}") from None
 LANE_COUNT = len(PAIRS.pairs) if PAIRS is not None else RUN["lanes"]
+if SLURM:
+    LANE_COUNT = int(config["slurm"]["pairs"])  # a string when given with --config
 SIMULATED = PAIRS is not None and PAIRS.simulated
 CLUSTER_STATE = "results/cluster"
 
@@ -93,6 +97,8 @@ def spec_path(wildcards):
 
 
 def launcher_of(experiment):
+    if SLURM:
+        return config["slurm"]["launcher"]
     if CLUSTER and config["launcher"] == "spec":
         return "sim" if SIMULATED else "remote"
     return SPECS[experiment].launcher if config["launcher"] == "spec" else config["launcher"]
@@ -203,6 +209,8 @@ def all_targets():
         ]
         if CLUSTER:
             targets.append(f"results/{name}/report/pairs.csv")
+        if SLURM:
+            targets.append(f"results/{name}/report/nodes.csv")
         if has_model(name):
             targets += [
                 f"results/{name}/report/validation.csv",

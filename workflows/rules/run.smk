@@ -11,6 +11,7 @@ rule run_point:
         server_facts=host_facts_input,
         cluster=cluster_inputs,
         after=previous_in_lane,
+        checked=checked_input,
     output:
         record="results/{experiment}/runs/{run_id}.json",
     log:
@@ -18,7 +19,7 @@ rule run_point:
     conda:
         "../envs/demuxlab.yaml"
     params:
-        cli=DEMUXLAB,
+        run=run_command,
         launcher=lambda wc: launcher_of(wc.experiment),
         max_attempts=RUN["retries"] + 1,
         stall=RUN["stall_timeout_s"],
@@ -30,7 +31,7 @@ rule run_point:
         pair=0 if CLUSTER else 1,
         attempt=lambda wc, attempt: attempt,
     shell:
-        "{params.cli} run-point {input.spec} --run-id {wildcards.run_id} {params.which} --out {output.record}"
+        "{params.run} --run-id {wildcards.run_id} {params.which} --out {output.record}"
         " {params.where} --launcher {params.launcher}"
         " --attempt {resources.attempt} --max-attempts {params.max_attempts}"
         " --stall-timeout {params.stall} 2> {log}"

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from demuxlab.cluster.pairs import ClusterPair, PairsSource, hardware_class, load_pairs, sim_facts
 from demuxlab.cluster.progress import progress_doc, write_progress
@@ -33,9 +33,21 @@ from demuxlab.cluster.schedule import (
 from demuxlab.cluster.state import read_state, record_outcome, write_state
 from demuxlab.errors import ConfigError, DemuxlabError, LaunchError
 from demuxlab.launch.base import RECORD_FORMAT, Launcher, RunRequest, _utc_now
+from demuxlab.phases import Phases
 from demuxlab.plan import Pinning, plan_pinning
 from demuxlab.point import Point
-from demuxlab.spec import Spec
+
+
+class RunSpec(Protocol):
+    """What a run needs of its spec: a :class:`demuxlab.spec.Spec`, or the controller's checked copy
+    (:class:`demuxlab.runpoint_lean.CheckedSpec`), which spares the run process the spec's checks."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def phases(self) -> Phases: ...
+    @property
+    def hardware_class(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -164,7 +176,7 @@ def _failed_record(req: RunRequest, reason: str, launcher: str) -> dict[str, Any
 
 
 def run_on_cluster(
-    spec: Spec,
+    spec: RunSpec,
     point: Point,
     repeat: int,
     run_id: str,
