@@ -2,45 +2,36 @@
 # (digest, phases, points by key, git revision), so that run jobs on a cluster or in Slurm start with the
 # lean `demuxlab-run` (demuxlab.runpoint_lean) instead of loading and checking the spec again. The spec is
 # already loaded and checked here (common.smk); the job only hashes the file against this copy.
+#
+# Written when the controller starts (rules/lock.smk's onstart), not by a rule: it is a cache of the spec,
+# which is the run jobs' tracked input, and a rule would have to be an `ancient` input of every run (a new
+# git revision rewrites it), which Snakemake 9 mishandles (a rerun of the rule leaves the rest of the DAG
+# out of that invocation).
 from demuxlab.commands import git_revision
 
-GIT_REV = git_revision() if workflow.is_main_process else None
 LEAN_RUN = str(REPO / ".venv" / "bin" / "demuxlab-run") if (REPO / ".venv" / "bin" / "demuxlab-run").exists() else "demuxlab-run"
 
 
-rule checked_spec:
-    input:
-        spec=spec_path,
-    output:
-        checked="results/{experiment}/checked.json",
-    log:
-        "logs/{experiment}/checked.log",
-    params:
-        # A new revision rewrites the file (the runs' provenance); the runs take it as `ancient`.
-        rev=lambda wc: GIT_REV,
-    run:
-        write_checked_spec(wildcards.experiment, output.checked, log[0])
+def checked_path(experiment):
+    return f"results/{experiment}/checked.json"
 
 
-def write_checked_spec(name, out, log):
-    from demuxlab.jsonio import write_json_atomic
+def write_checked_specs():
+    """Every experiment's checked spec, with the revision of this controller's start."""
+    from demuxlab.jsonio import write_text_if_changed, dumps
     from demuxlab.runpoint_lean import checked_doc
 
-    spec = SPECS[name]
-    points = {}
-    for point, _ in run_order(spec):
-        points.setdefault(point.point_key, point)
-    doc = checked_doc(spec, list(points.values()), GIT_REV, str(spec.path))
-    write_json_atomic(Path(out), doc)
-    Path(log).parent.mkdir(parents=True, exist_ok=True)
-    Path(log).write_text(f"{len(points)} points of {spec.path}, sha256 {spec.sha256}, revision {GIT_REV}\n")
+    rev = git_revision()
+    for name, spec in SPECS.items():
+        points = {}
+        for point, _ in run_order(spec):
+            points.setdefault(point.point_key, point)
+        doc = checked_doc(spec, list(points.values()), rev, str(spec.path))
+        write_text_if_changed(Path(checked_path(name)), dumps(doc))
 
 
-def checked_input(wildcards):
-    """The checked spec, for run jobs that start with demuxlab-run (cluster and Slurm profiles)."""
-    if config["host_pair"] == "local":
-        return []
-    return [ancient(f"results/{wildcards.experiment}/checked.json")]
+if config["host_pair"] != "local":
+    ONSTART_HOOKS.append(write_checked_specs)
 
 
 def run_command(wildcards):
@@ -48,4 +39,4 @@ def run_command(wildcards):
     the lean `demuxlab-run CHECKED` on a cluster or in Slurm (the controller checked the spec)."""
     if config["host_pair"] == "local":
         return f"{DEMUXLAB} run-point {shlex.quote(spec_path(wildcards))}"
-    return f"{LEAN_RUN} results/{wildcards.experiment}/checked.json"
+    return f"{LEAN_RUN} {checked_path(wildcards.experiment)}"

@@ -11,7 +11,6 @@ rule run_point:
         server_facts=host_facts_input,
         cluster=cluster_inputs,
         after=previous_in_lane,
-        checked=checked_input,
     output:
         record="results/{experiment}/runs/{run_id}.json",
     log:

@@ -118,7 +118,6 @@ rule run_point:
     input:
         spec=spec_path,
         build=lambda wc: [ancient(p) for p in build_outputs(wc)],
-        checked=checked_input,
         after=previous_in_lane,
         adopted=adopted_input,
     output:
