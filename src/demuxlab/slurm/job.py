@@ -37,14 +37,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from demuxlab.cluster.run import _failed_record
 from demuxlab.errors import LaunchError
 from demuxlab.jsonio import write_json_atomic
-from demuxlab.launch.base import RECORD_FORMAT, Launcher, RunRequest, _utc_now, sha256_file
+from demuxlab.launch.base import Launcher, RunRequest, _utc_now, sha256_file
 from demuxlab.plan import Pinning, plan_pinning
 from demuxlab.point import Point
 from demuxlab.slurm import nodes as health
+
+if TYPE_CHECKING:
+    from demuxlab.runpoint_lean import CheckedSpec
 
 # How long the facts step may take (two Python start-ups on loaded nodes).
 FACTS_TIMEOUT_S = 120.0
@@ -363,34 +367,8 @@ def restore_adopted(state: Path, run_id: str, out: Path) -> bool:
     return True
 
 
-def _failed(req: RunRequest, reason: str) -> dict[str, Any]:
-    now = _utc_now()
-    return {
-        "format": RECORD_FORMAT,
-        "run_id": req.run_id,
-        "experiment": req.experiment,
-        "point": req.point.to_json(),
-        "repeat": req.repeat,
-        "attempt": req.attempt,
-        "launcher": SlurmLauncher.name,
-        "host_pair": req.host_pair if req.hosts else None,
-        "status": "failed",
-        "failure_reason": reason,
-        "started_at": now,
-        "finished_at": now,
-        "phases": req.phases.to_json(),
-        "hosts": req.hosts or None,
-        "pinning": req.pinning.to_json() if req.hosts else None,
-        "artifacts": None,
-        "server": None,
-        "client": None,
-        "stats": None,
-        "orchestration_s": None,
-    }
-
-
 def run_in_job(
-    checked: Any,
+    checked: CheckedSpec,
     point: Point,
     repeat: int,
     run_id: str,
@@ -468,7 +446,7 @@ def run_in_job(
             "client_address": client_addr,
         }
     except LaunchError as exc:  # a node or Slurm itself failed this attempt (not the measurement)
-        record = _failed(base, f"nodes {pair_name}: {exc.message}")
+        record = _failed_record(base, f"nodes {pair_name}: {exc.message}", SlurmLauncher.name)
         look_s, t_run = time.monotonic() - t_look, time.monotonic()
     finally:
         if staged:
