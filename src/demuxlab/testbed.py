@@ -18,6 +18,7 @@ from the state folder, so several checkouts share the engine without touching ea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -563,6 +564,12 @@ def down(purge: bool = False) -> list[str]:
     for pid_file in sorted((testbed_dir() / "pids").glob("*.pid")):
         # Daemons the testbed started on this machine (the Slurm testbed's munged, for the client commands).
         removed += _stop_local(pid_file)
+    with contextlib.suppress(OSError):
+        # Folders of this machine outside the testbed's own that it made (the munged's socket folder).
+        for line in (testbed_dir() / "local-dirs").read_text().splitlines():
+            if line.strip() and Path(line.strip()).is_dir():
+                shutil.rmtree(line.strip(), ignore_errors=True)
+                removed.append(f"folder {line.strip()}")
     for name in _labelled("ps", tb_id):
         _docker("rm", "-f", "-v", name, what=f"remove {name}", timeout=60)
         removed.append(f"container {name}")

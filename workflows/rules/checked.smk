@@ -34,6 +34,20 @@ if config["host_pair"] != "local":
     ONSTART_HOOKS.append(write_checked_specs)
 
 
+def write_simulated_pairs():
+    """results/cluster/simulated-pairs.json: the simulated cluster file as JSON, for the run processes."""
+    import yaml
+
+    from demuxlab.jsonio import dumps, write_text_if_changed
+
+    doc = yaml.safe_load(Path(INVENTORY).read_text())
+    write_text_if_changed(Path(f"{CLUSTER_STATE}/simulated-pairs.json"), dumps(doc))
+
+
+if CLUSTER and SIMULATED:
+    ONSTART_HOOKS.append(write_simulated_pairs)
+
+
 def run_command(wildcards):
     """How a run job starts: `demuxlab run-point SPEC` on the local pair (it checks the spec itself),
     the lean `demuxlab-run CHECKED` on a cluster or in Slurm (the controller checked the spec)."""

@@ -134,8 +134,11 @@ def where_args(wildcards):
     """run-point's options saying where the run goes: the local pair, or any pair of the inventory."""
     if not CLUSTER:
         return f"--server-facts {LOCAL_FACTS} --pair {config['host_pair']}"
+    # A simulated cluster's file as JSON (written when the controller starts, rules/checked.smk): the run
+    # process reads it without PyYAML.
+    source = f"{CLUSTER_STATE}/simulated-pairs.json" if SIMULATED else INVENTORY
     return (
-        f"--pairs-from {INVENTORY} --cluster-state {CLUSTER_STATE} --lane {lane_of(wildcards)}"
+        f"--pairs-from {source} --cluster-state {CLUSTER_STATE} --lane {lane_of(wildcards)}"
         f" --quarantine-after {CLUSTER_CONF['quarantine_after']} --pair-wait {CLUSTER_CONF['pair_wait_s']}"
         f" --noise-wait {CLUSTER_CONF['noise_wait_s']}"
     )

@@ -126,7 +126,9 @@ def slurm_conf(state: dict[str, Any], nodes: list[str]) -> str:
             "SchedulerType=sched/backfill",
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",
-            "ReturnToService=2",
+            # A node an administrator set down stays down until resumed; one that stopped answering comes back
+            # when its slurmd registers again.
+            "ReturnToService=1",
             "SlurmctldTimeout=60",
             f"SlurmdTimeout={SLURMD_TIMEOUT_S}",
             "MessageTimeout=10",
@@ -291,6 +293,10 @@ def _start_local_munged(key: Path) -> None:
             return
     sock.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     sock.parent.chmod(0o755)
+    listed = tb.testbed_dir() / "local-dirs"  # `testbed down` removes it
+    known = listed.read_text().splitlines() if listed.exists() else []
+    if str(sock.parent) not in known:
+        listed.write_text("".join(f"{d}\n" for d in [*known, str(sock.parent)]))
     logs = slurm_dir() / "munge"
     logs.mkdir(mode=0o700, exist_ok=True)
     logs.chmod(0o700)
