@@ -40,6 +40,7 @@ import yaml
 from demuxlab import limits as lim
 from demuxlab.errors import SpecError
 from demuxlab.pairs import Pair, pairs_by_key
+from demuxlab.phases import Phases
 from demuxlab.point import Point
 
 #: Namespace of run ids: ``uuid5(NAMESPACE_URL, "demuxlab:run")``, fixed forever so ids stay stable.
@@ -48,16 +49,6 @@ RUN_NAMESPACE = uuid.UUID("bb733ec1-0469-5864-8c8a-8cc4fcd3fe6c")
 #: select() takes descriptors below FD_SETSIZE (1024 in glibc); the server also holds the listening
 #: socket, stdio and a few wake-up descriptors, so more connections than this cannot be watched.
 SELECT_MAX_CONNECTIONS = 1000
-
-
-@dataclass(frozen=True)
-class Phases:
-    warmup_s: float
-    measure_s: float
-    cooldown_s: float
-
-    def to_json(self) -> dict[str, float]:
-        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "cooldown_s": self.cooldown_s}
 
 
 @dataclass(frozen=True)
