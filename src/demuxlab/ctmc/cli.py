@@ -199,7 +199,7 @@ def _spec(path: str) -> Any:
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The calibrations as JSON.")
 def calibrate_experiment(spec: str, out: str) -> None:
     """Fit and store the rates of every HSHA/LF pattern × notifier from the ingested calibration runs."""
-    from demuxlab.commands import write_json_atomic
+    from demuxlab.jsonio import write_json_atomic
     from demuxlab.validation import calibrate_experiment as run
 
     loaded = _spec(spec)
@@ -275,7 +275,7 @@ def predict_experiment(
     jobs: int,
 ) -> None:
     """Predict every measured HSHA/LF point (paper and calibrated rates) and store the predictions."""
-    from demuxlab.commands import write_json_atomic
+    from demuxlab.jsonio import write_json_atomic
     from demuxlab.validation import predict_experiment as run
 
     loaded = _spec(spec)
