@@ -494,7 +494,7 @@ def classify_record(path: Path) -> tuple[str, str]:
 
 def contract_pairs() -> list[Any]:
     """The pairs CONTRACTS.md §1 promises (as ``demux-server --list`` prints them); no binary needed."""
-    from demuxlab.pairs import load_pairs_json
+    from demuxlab.designs import load_pairs_json
 
     rows = []
     minimum = {"reactor": 1, "hsha": 2, "lf": 1, "proactor": 2, "multireactor": 1}

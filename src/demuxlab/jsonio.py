@@ -17,15 +17,29 @@ from typing import Any
 from demuxlab.errors import ConfigError
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux's /proc; else set and restored at once)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` via a uniquely named temporary file beside it and a rename, so a reader
-    sees the old file or the new one, never half of one (also between threads of one process)."""
+    sees the old file or the new one, never half of one (also between threads of one process).
+
+    The file gets ``mode``, else the mode ``open()`` would give a new file (0o666 less the umask)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            os.fchmod(fh.fileno(), (0o666 & ~_umask()) if mode is None else mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -33,11 +47,11 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode())
+def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
+    write_bytes_atomic(path, text.encode(), mode=mode)
 
 
-def write_text_if_changed(path: Path, text: str) -> bool:
+def write_text_if_changed(path: Path, text: str, *, mode: int | None = None) -> bool:
     """Write ``text`` atomically unless ``path`` already holds it (keeps mtimes, and so Snakemake, calm).
     Returns whether it wrote."""
     try:
@@ -45,7 +59,7 @@ def write_text_if_changed(path: Path, text: str) -> bool:
             return False
     except (OSError, UnicodeDecodeError):
         pass
-    write_text_atomic(path, text)
+    write_text_atomic(path, text, mode=mode)
     return True
 
 

@@ -38,8 +38,8 @@ import jsonschema
 import yaml
 
 from demuxlab import limits as lim
+from demuxlab.designs import Pair, pairs_by_key
 from demuxlab.errors import SpecError
-from demuxlab.pairs import Pair, pairs_by_key
 from demuxlab.point import Point
 
 #: Namespace of run ids: ``uuid5(NAMESPACE_URL, "demuxlab:run")``, fixed forever so ids stay stable.
@@ -679,7 +679,7 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
 def load_checked_spec(path: Path | str, *, check_pairs: bool = True) -> Spec:
     """:func:`load_spec` checked against ``build/bin/demux-server --list`` (``check_pairs``), or against
     the schema only."""
-    from demuxlab.pairs import valid_pairs
+    from demuxlab.designs import valid_pairs
 
     return load_spec(path, pairs=valid_pairs() if check_pairs else None)
 

@@ -260,7 +260,7 @@ def create(opts: Options) -> dict[str, Any]:
     from demuxlab.bundle import dump as dumpmod
     from demuxlab.db.engine import get_engine
     from demuxlab.db.migrations import ensure_schema
-    from demuxlab.pairs import valid_pairs
+    from demuxlab.designs import valid_pairs
 
     compression_of(opts.out)
     if not opts.experiments:

@@ -94,9 +94,9 @@ def pairs_report(spec: Any, pairs_from: str, state: Path, out: Path) -> list[dic
     """``report/pairs.csv``: per pair, its class, the experiment's runs ok / failed on it, quarantine."""
     from sqlalchemy import func, select
 
-    from demuxlab.cluster.pairs import load_pairs
     from demuxlab.db.engine import session
     from demuxlab.db.models import Experiment, Point, Run
+    from demuxlab.remote.hostpairs import load_pairs
     from demuxlab.report import write_csv
 
     source = load_pairs(pairs_from)

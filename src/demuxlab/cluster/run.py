@@ -21,7 +21,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from demuxlab.cluster.pairs import ClusterPair, PairsSource, hardware_class, load_pairs, sim_facts
 from demuxlab.cluster.progress import progress_doc, write_progress
 from demuxlab.cluster.schedule import (
     NoPairError,
@@ -35,6 +34,7 @@ from demuxlab.errors import ConfigError, DemuxlabError, LaunchError
 from demuxlab.launch.base import RECORD_FORMAT, Launcher, RunRequest, _utc_now
 from demuxlab.plan import Pinning, plan_pinning
 from demuxlab.point import Point
+from demuxlab.remote.hostpairs import ClusterPair, PairsSource, hardware_class, load_pairs, sim_facts
 from demuxlab.spec import Spec
 
 
