@@ -8,6 +8,7 @@ thin database layer in front of them.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from demuxlab.errors import DemuxlabError
+from demuxlab.jsonio import open_atomic, write_text_atomic
 from demuxlab.point import POINT_FIELDS
 from demuxlab.stats import point_summary
 from demuxlab.vocab import RUN_FAILED, RUN_OK
@@ -192,13 +194,12 @@ def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
 def write_csv(rows: Sequence[dict[str, Any]], path: Path, fields: Sequence[str] | None = None) -> None:
     """Write ``rows`` as CSV (``fields``: the columns, default the first row's keys), atomically."""
     columns = list(fields) if fields is not None else list(rows[0]) if rows else ["point_key", *POINT_FIELDS]
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
-    tmp.replace(path)
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=columns)
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
+    write_text_atomic(path, text.getvalue())
 
 
 # Metadata that would make two renderings of the same data differ (dates, random ids): left out, so a
@@ -216,12 +217,12 @@ def save_figure(fig: Any, path: Path) -> None:
     import matplotlib
     import matplotlib.pyplot as plt
 
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     metadata = _DETERMINISTIC_METADATA.get(path.suffix.lower())
-    with matplotlib.rc_context({"svg.hashsalt": "demuxlab"}):
-        fig.savefig(tmp, dpi=110, metadata=metadata)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with open_atomic(path) as f, matplotlib.rc_context({"svg.hashsalt": "demuxlab"}):
+            fig.savefig(f, format=path.suffix[1:].lower(), dpi=110, metadata=metadata)
+    finally:
+        plt.close(fig)
 
 
 def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> None:
