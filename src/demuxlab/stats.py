@@ -17,7 +17,8 @@ Steady state of one run (``per_second``: the client's per-second throughput over
 Over repeats, :func:`point_summary` gives mean, sample standard deviation and a Student-t confidence
 interval (seed 001 used 5 batches and 95 % intervals); :func:`ci_halfwidth`, the interval's half-width
 from the standard deviation and the count, is the one confidence-interval routine of the project (the
-report, the claims, the validation and the dashboard all use it).
+report, the claims and the validation through :func:`point_summary`; callers with aggregates only, such
+as the dashboard's SQL, directly).
 """
 
 from __future__ import annotations
