@@ -93,7 +93,7 @@ def predict(
         )
     rates: Rates | None = None
     if calibration_id is not None:
-        from demuxlab.ctmc.store import load_calibration
+        from demuxlab.validation.store import load_calibration
 
         cal_pattern, _, rates = load_calibration(calibration_id)
         if cal_pattern != pattern:
@@ -172,7 +172,7 @@ def calibrate(records: tuple[Path, ...], store: bool) -> None:
             "self_check": [c.as_dict() for c in checks],
         }
         if store:
-            from demuxlab.ctmc.store import save_calibration
+            from demuxlab.validation.store import save_calibration
 
             out["calibration_id"] = save_calibration(
                 rates,

@@ -1,6 +1,6 @@
 """The model stages' database side: the calibration runs, the modelled points, the stored calibrations and
 predictions, and the measured summaries, read as the plain values the pure modules take; the fitted rates
-and the predictions stored (through :mod:`demuxlab.ctmc.store`).
+and the predictions stored (through :mod:`demuxlab.validation.store`).
 
 Every query is of one experiment, identified by the spec's name and SHA-256 (this exact spec).
 """
@@ -77,9 +77,9 @@ def calibration_runs(
 
 
 def save_fit(fit: Fit, url: str | None = None) -> int:
-    """Store a fitted calibration (:func:`demuxlab.ctmc.store.save_calibration`: idempotent per pattern,
-    notifier and source runs); returns its id."""
-    from demuxlab.ctmc.store import save_calibration
+    """Store a fitted calibration (:func:`.store.save_calibration`: idempotent per pattern, notifier and
+    source runs); returns its id."""
+    from demuxlab.validation.store import save_calibration
 
     if fit.rates is None:
         raise DemuxlabError(
@@ -131,7 +131,7 @@ def calibration_rates(
 ) -> dict[int, Rates]:
     """The stored rates of each calibration id; one that calibrates another pattern or notifier than its
     key says is an error."""
-    from demuxlab.ctmc.store import load_calibration
+    from demuxlab.validation.store import load_calibration
 
     rates_of: dict[int, Rates] = {}
     for (pattern, notifier, _cls), cid in calibration_ids.items():
@@ -147,8 +147,8 @@ def calibration_rates(
 def save_predictions(
     items: Sequence[tuple[Prediction, int, int | None]], url: str | None = None
 ) -> list[int]:
-    """Store ``(prediction, point id, calibration id)`` in one transaction (:mod:`demuxlab.ctmc.store`)."""
-    from demuxlab.ctmc.store import save_predictions as save
+    """Store ``(prediction, point id, calibration id)`` in one transaction (:mod:`.store`)."""
+    from demuxlab.validation.store import save_predictions as save
 
     return save(items, url)
 
