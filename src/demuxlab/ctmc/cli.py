@@ -8,39 +8,8 @@ from typing import Any
 
 import click
 
-from demuxlab.errors import DemuxlabError
+from demuxlab.ctmc.params import parse_float_list, parse_int_list
 from demuxlab.vocab import METHOD_SSA, SOLVER_METHODS
-
-
-def parse_int_list(text: str, what: str = "threads") -> list[int]:
-    """'1-16', '2,4,8', '1-4,8' → sorted unique ints."""
-    out: set[int] = set()
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                lo_s, hi_s = part.split("-", 1)
-                lo, hi = int(lo_s), int(hi_s)
-                if lo > hi:
-                    raise ValueError
-                out.update(range(lo, hi + 1))
-            else:
-                out.add(int(part))
-        except ValueError:
-            raise DemuxlabError(f"--{what}: bad list or range {text!r} (e.g. 1-16 or 2,4,8)") from None
-    if not out or min(out) < 1:
-        raise DemuxlabError(f"--{what}: values must be positive integers, got {text!r}")
-    return sorted(out)
-
-
-def parse_float_list(text: str, what: str) -> list[float]:
-    try:
-        vals = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise DemuxlabError(f"--{what}: bad number list {text!r}") from None
-    if any(not (v > 0) for v in vals):
-        raise DemuxlabError(f"--{what}: values must be positive, got {text!r}")
-    return vals
 
 
 class ModelledPattern(click.ParamType[str]):
@@ -82,60 +51,33 @@ def predict(
     as_json: bool,
 ) -> None:
     """Predict throughputs (msgs/s) for each thread count."""
-    from demuxlab.ctmc.predict import predict as run_predict
-    from demuxlab.ctmc.rates import Rates, min_threads
+    from demuxlab.validation.manual import predict_grid
 
     threads = parse_int_list(threads_text)
     works = parse_float_list(work_text, "work-us")
-    if threads[0] < min_threads(pattern):
-        raise DemuxlabError(
-            f"--threads: {pattern} needs at least {min_threads(pattern)} threads, got {threads[0]}"
-        )
-    rates: Rates | None = None
-    if calibration_id is not None:
-        from demuxlab.validation.store import load_calibration
-
-        cal_pattern, _, rates = load_calibration(calibration_id)
-        if cal_pattern != pattern:
-            raise DemuxlabError(f"--calibration {calibration_id}: calibrates {cal_pattern}, not {pattern}")
+    predictions = predict_grid(
+        pattern,
+        threads,
+        works,
+        method=method,
+        connections=connections,
+        rel_ci=rel_ci,
+        seed=seed,
+        calibration_id=calibration_id,
+    )
     if not as_json:
         click.echo(f"{'pattern':<8}{'threads':>8}{'work_us':>9}{'method':>7}{'msgs/s':>14}{'ci_rel':>9}")
-    for w in works:
-        for n in threads:
-            p = run_predict(
-                pattern, n, w, method=method, connections=connections, rates=rates, rel_ci=rel_ci, seed=seed
+    for p in predictions:
+        d = p.as_dict()
+        if calibration_id is not None:
+            d["calibration_id"] = calibration_id
+        if as_json:
+            click.echo(json.dumps(d))
+        else:
+            ci = "-" if p.ci_halfwidth_rel is None else f"{p.ci_halfwidth_rel:.4f}"
+            click.echo(
+                f"{pattern:<8}{p.threads:>8}{p.work_us:>9g}{method:>7}{p.throughput_msgs_per_s:>14.0f}{ci:>9}"
             )
-            d = p.as_dict()
-            if calibration_id is not None:
-                d["calibration_id"] = calibration_id
-            if as_json:
-                click.echo(json.dumps(d))
-            else:
-                ci = "-" if p.ci_halfwidth_rel is None else f"{p.ci_halfwidth_rel:.4f}"
-                click.echo(f"{pattern:<8}{n:>8}{w:>9g}{method:>7}{p.throughput_msgs_per_s:>14.0f}{ci:>9}")
-
-
-def _read_record(path: Path) -> dict[str, Any]:
-    from demuxlab.jsonio import read_json
-
-    data = read_json(path, "run record")
-    if not isinstance(data, dict) or data.get("format") != "demuxlab.run/1":
-        raise DemuxlabError(f"{path}: format: not a demuxlab.run/1 run record")
-    if not isinstance(data.get("server"), dict):
-        raise DemuxlabError(f"{path}: server: no server exit JSON in this record")
-    return data
-
-
-def _measured(rec: dict[str, Any]) -> float | None:
-    client = rec.get("client")
-    value = client.get("throughput_msgs_per_s") if isinstance(client, dict) else None
-    return float(value) if isinstance(value, int | float) and value > 0 else None
-
-
-def _connections(rec: dict[str, Any]) -> int | None:
-    point = rec.get("point")
-    value = point.get("connections") if isinstance(point, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @model.command()
@@ -143,44 +85,9 @@ def _connections(rec: dict[str, Any]) -> int | None:
 @click.option("--store", is_flag=True, help="store the calibration in the database")
 def calibrate(records: tuple[Path, ...], store: bool) -> None:
     """Fit the rates from lowest-concurrency instrumented run records (one JSON line per pattern)."""
-    from demuxlab.ctmc.calibrate import SelfCheck
-    from demuxlab.ctmc.calibrate import calibrate as fit
+    from demuxlab.validation.manual import calibrate_records
 
-    groups: dict[tuple[str, str], list[tuple[Path, dict[str, Any]]]] = {}
-    for path in records:
-        rec = _read_record(path)
-        server = rec["server"]
-        key = (str(server.get("pattern")), str(server.get("notifier")))
-        groups.setdefault(key, []).append((path, rec))
-    for (pattern, notifier), items in sorted(groups.items()):
-        labels = [f"{p} (run {r.get('run_id')})" for p, r in items]
-        checks: list[SelfCheck] = []
-        rates = fit(
-            [r["server"] for _, r in items],
-            pattern,
-            labels,
-            measured=[_measured(r) for _, r in items],
-            connections=[_connections(r) for _, r in items],
-            checks=checks,
-        )
-        out: dict[str, Any] = {
-            "pattern": pattern,
-            "notifier": notifier,
-            "rates": rates.as_dict(),
-            "source": rates.source,
-            "source_runs": [str(r.get("run_id")) for _, r in items],
-            "self_check": [c.as_dict() for c in checks],
-        }
-        if store:
-            from demuxlab.validation.store import save_calibration
-
-            out["calibration_id"] = save_calibration(
-                rates,
-                pattern,
-                notifier,
-                out["source_runs"],
-                artifacts={"records": [str(p) for p, _ in items]},
-            )
+    for out in calibrate_records(records, store=store):
         click.echo(json.dumps(out))
 
 
