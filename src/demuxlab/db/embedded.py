@@ -35,7 +35,7 @@ PORT = 54329  # fixed: it only names the socket file, no TCP port is opened
 DATABASE = "demuxlab"
 SUPERUSER = "postgres"
 OWNER_ROLE = "demuxlab"  # owns the database and its tables; migrations and ingest; not a superuser
-READ_ONLY_ROLE = "demuxlab_ro"  # SELECT only (schema/migrations 0001); the dashboard
+READ_ONLY_ROLE = "demuxlab_ro"  # SELECT only (migrations/versions/0001); the dashboard
 OS_USER = "postgres"
 IDENT_MAP = "demuxlab"
 # Written to <pg>/secured once the cluster has the settings above; a cluster without it is converted.
