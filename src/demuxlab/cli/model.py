@@ -1,4 +1,9 @@
-"""``demuxlab model``: predictions, calibration and the paper's rates."""
+"""``demuxlab model``: predictions, calibration and the paper's rates, and the workflow's model stages.
+
+Thin: each command parses its options and calls the library — :mod:`demuxlab.validation.manual` (predict,
+calibrate), :mod:`demuxlab.ctmc.rates` (rates), :mod:`demuxlab.validation.stages` (the ``*-experiment``
+stages) — imported inside the command, so ``demuxlab --help`` imports no numpy.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,6 @@ from typing import Any
 
 import click
 
-from demuxlab.ctmc.params import parse_float_list, parse_int_list
 from demuxlab.vocab import METHOD_SSA, SOLVER_METHODS
 
 
@@ -51,6 +55,7 @@ def predict(
     as_json: bool,
 ) -> None:
     """Predict throughputs (msgs/s) for each thread count."""
+    from demuxlab.ctmc.params import parse_float_list, parse_int_list
     from demuxlab.validation.manual import predict_grid
 
     threads = parse_int_list(threads_text)
@@ -107,7 +112,7 @@ def rates(as_json: bool) -> None:
                 click.echo(f"  {k:<4} = 1/{1.0 / r[k]:.4g} µs⁻¹  ({r[k]:.6g} per µs)")
 
 
-# -- the workflow's model stages (their logic: demuxlab.validation.stages) -------------------------------
+# -- the workflow's model stages (demuxlab.validation.stages) ---------------------------------------------
 
 
 def _spec(path: str) -> Any:
