@@ -11,21 +11,44 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from demuxlab.errors import ConfigError
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a uniquely named temporary file beside it and a rename, so a reader
-    sees the old file or the new one, never half of one (also between threads of one process)."""
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux's /proc; else set and restored at once)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def open_atomic(
+    path: Path, *, mode: int | None = None, owner: tuple[int, int] | None = None
+) -> Iterator[IO[bytes]]:
+    """A binary file that becomes ``path`` when the block ends without an exception, via a uniquely named
+    temporary file beside it and a rename: a reader sees the old file or the new one, never half of one
+    (also between threads of one process). On an exception the temporary file is removed and ``path`` is
+    left as it was.
+
+    The file gets ``mode``, else the mode ``open()`` would give a new file (0o666 less the umask), and
+    ``owner`` (uid, gid) when given (a file written by root for another user)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
+            os.fchmod(fh.fileno(), (0o666 & ~_umask()) if mode is None else mode)
+            if owner is not None:
+                os.fchown(fh.fileno(), *owner)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -33,11 +56,17 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    write_bytes_atomic(path, text.encode())
+def write_bytes_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` atomically (see :func:`open_atomic`)."""
+    with open_atomic(path, mode=mode) as fh:
+        fh.write(data)
 
 
-def write_text_if_changed(path: Path, text: str) -> bool:
+def write_text_atomic(path: Path, text: str, *, mode: int | None = None) -> None:
+    write_bytes_atomic(path, text.encode(), mode=mode)
+
+
+def write_text_if_changed(path: Path, text: str, *, mode: int | None = None) -> bool:
     """Write ``text`` atomically unless ``path`` already holds it (keeps mtimes, and so Snakemake, calm).
     Returns whether it wrote."""
     try:
@@ -45,7 +74,7 @@ def write_text_if_changed(path: Path, text: str) -> bool:
             return False
     except (OSError, UnicodeDecodeError):
         pass
-    write_text_atomic(path, text)
+    write_text_atomic(path, text, mode=mode)
     return True
 
 

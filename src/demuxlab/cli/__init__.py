@@ -1,9 +1,9 @@
 """The ``demuxlab`` command line: the top layer (docs/ARCHITECTURE.md, "Layers").
 
-``demuxlab.cli:main`` is the entry point. Each command group is one thin module of this package
-(:mod:`.run`, :mod:`.db`, :mod:`.bundle`, :mod:`.cluster`, :mod:`.hosts`, :mod:`.model`, :mod:`.claims`)
-that imports only click at module level and the library inside its commands, so ``demuxlab --help``
-lists every command's own short help (the first line of its docstring) without importing numpy, scipy or
+``demuxlab.cli:main`` is the entry point. Each command group is one thin module of this package (:mod:`.run`,
+:mod:`.db`, :mod:`.bundle`, :mod:`.cluster`, :mod:`.hosts`, :mod:`.testbed`, :mod:`.model`, :mod:`.claims`)
+that imports only click at module level and the library inside its commands, so ``demuxlab --help`` lists
+every command's own short help (the first sentence of its docstring) without importing numpy, scipy or
 SQLAlchemy, and the thin commands the Snakemake rules call pay only for what they use.
 """
 
@@ -31,7 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("demuxlab.cli.bundle", "bundle"),
     "cluster": ("demuxlab.cli.cluster", "cluster"),
     "hosts": ("demuxlab.cli.hosts", "hosts"),
-    "testbed": ("demuxlab.cli.hosts", "testbed"),
+    "testbed": ("demuxlab.cli.testbed", "testbed"),
     "model": ("demuxlab.cli.model", "model"),
     "claims": ("demuxlab.cli.claims", "claims"),
     # Still beside its library; its owner moves it into this package (cli/dashboard.py).

@@ -84,7 +84,7 @@ def pairs(inventory: str | None, as_json: bool) -> None:
         inv = load_inventory(Path(inventory))
         click.echo(json.dumps(inv.to_json(), indent=1) if as_json else format_pairs_table(inv))
         return
-    from demuxlab.pairs import valid_pairs
+    from demuxlab.designs import valid_pairs
 
     click.echo(json.dumps([p.to_json() for p in valid_pairs()], indent=1))
 
