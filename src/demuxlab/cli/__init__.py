@@ -1,10 +1,10 @@
 """The ``demuxlab`` command line: the top layer (docs/ARCHITECTURE.md, "Layers").
 
 ``demuxlab.cli:main`` is the entry point. Each command group is one thin module of this package (:mod:`.run`,
-:mod:`.db`, :mod:`.bundle`, :mod:`.cluster`, :mod:`.hosts`, :mod:`.testbed`) that imports only click at
-module level and the library inside its commands, so ``demuxlab --help`` lists every command's own short
-help (the first sentence of its docstring) without importing numpy, scipy or SQLAlchemy, and the thin
-commands the Snakemake rules call pay only for what they use.
+:mod:`.db`, :mod:`.bundle`, :mod:`.cluster`, :mod:`.hosts`, :mod:`.testbed`, :mod:`.model`, :mod:`.claims`)
+that imports only click at module level and the library inside its commands, so ``demuxlab --help`` lists
+every command's own short help (the first sentence of its docstring) without importing numpy, scipy or
+SQLAlchemy, and the thin commands the Snakemake rules call pay only for what they use.
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("demuxlab.cli.cluster", "cluster"),
     "hosts": ("demuxlab.cli.hosts", "hosts"),
     "testbed": ("demuxlab.cli.testbed", "testbed"),
-    # Still beside their libraries; their owners move them into this package (cli/model.py, cli/claims.py,
-    # cli/dashboard.py).
-    "model": ("demuxlab.ctmc.cli", "model"),
-    "claims": ("demuxlab.claims.report", "claims"),
+    "model": ("demuxlab.cli.model", "model"),
+    "claims": ("demuxlab.cli.claims", "claims"),
+    # Still beside its library; its owner moves it into this package (cli/dashboard.py).
     "dashboard": ("demuxlab.dashboard.cli", "dashboard"),
 }
 

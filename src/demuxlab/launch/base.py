@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
+from demuxlab.phases import Phases
 from demuxlab.plan import Pinning
 from demuxlab.point import Point
-from demuxlab.spec import Phases
 from demuxlab.stats import steady_state
 from demuxlab.vocab import RUN_FAILED, RUN_OK, RUN_RECORD_FORMAT
 

@@ -22,6 +22,7 @@ The package: :mod:`.model` (the loaded spec, frozen values), :mod:`.problems` (h
 file and puts them together.
 """
 
+from demuxlab.phases import Phases
 from demuxlab.point import Point  # what a spec expands into
 from demuxlab.spec.check import SELECT_MAX_CONNECTIONS
 from demuxlab.spec.expand import (
@@ -34,7 +35,7 @@ from demuxlab.spec.expand import (
     run_order,
 )
 from demuxlab.spec.load import load_checked_spec, load_spec
-from demuxlab.spec.model import ClientSpec, Design, Matrix, Phases, Spec
+from demuxlab.spec.model import ClientSpec, Design, Matrix, Spec
 from demuxlab.spec.problems import MAX_PROBLEM_CHARS, excerpt
 from demuxlab.spec.schema import StrictValidator, schema, schema_path
 

@@ -10,6 +10,7 @@ from demuxlab import limits as lim
 from demuxlab.designs import Pair
 from demuxlab.errors import SpecError
 from demuxlab.jsonio import FileRefused, read_capped
+from demuxlab.phases import Phases
 from demuxlab.spec.check import (
     check_client,
     check_designs,
@@ -19,7 +20,7 @@ from demuxlab.spec.check import (
     value_problems,
 )
 from demuxlab.spec.expand import calibration_points, expand_points
-from demuxlab.spec.model import ClientSpec, Design, Matrix, Phases, Spec
+from demuxlab.spec.model import ClientSpec, Design, Matrix, Spec
 from demuxlab.spec.problems import raise_first
 from demuxlab.spec.schema import fill_defaults, schema
 from demuxlab.spec.yamltext import parse_yaml

@@ -5,15 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Phases:
-    warmup_s: float
-    measure_s: float
-    cooldown_s: float
-
-    def to_json(self) -> dict[str, float]:
-        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "cooldown_s": self.cooldown_s}
+from demuxlab.phases import Phases
 
 
 @dataclass(frozen=True)
