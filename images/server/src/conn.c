@@ -107,7 +107,8 @@ static ssize_t recv_inq(int fd, char *buf, size_t len, int *inq)
         char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
     } ctl;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
     ssize_t r = recvmsg(fd, &msg, 0);
     *inq = -1;
     if (r > 0)

@@ -214,7 +214,8 @@ int main(int argc, char **argv)
     instr_bind(&s->main_ts);
     const struct pattern_ops *p = s->cfg.pattern;
     if (p->start(s) < 0)
-        die("cannot start pattern '%s' with notifier '%s': %s", p->name, s->cfg.notifier_name, strerror(errno));
+        die("cannot start pattern '%s' with notifier '%s': %s", p->name, s->cfg.notifier_name,
+            strerror(errno));
     uint64_t t0 = now_ns();
     printf("{\"event\": \"listening\", \"port\": %d}\n", s->cfg.port);
     fflush(stdout);
