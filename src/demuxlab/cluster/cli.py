@@ -88,6 +88,27 @@ def facts(inventory: str, host_name: str, out: str | None) -> None:
         click.echo(json.dumps(doc, indent=1))
 
 
+@cluster.command("pairs")
+@click.option("--pairs-from", required=True, type=click.Path(), help="Inventory or simulated cluster file.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the JSON here (else stdout).")
+def pairs_command(pairs_from: str, out: str | None) -> None:
+    """The sweep's host pairs as JSON: pair names (one lane each), hosts, and whether they are simulated."""
+    from demuxlab.cluster.pairs import load_pairs
+    from demuxlab.commands import write_json_atomic
+
+    source = load_pairs(pairs_from)
+    doc = {
+        "inventory": source.path,
+        "simulated": source.simulated,
+        "pairs": [p.name for p in source.pairs],
+        "hosts": [h.name for h in source.hosts()],
+    }
+    if out:
+        write_json_atomic(Path(out), doc)
+    else:
+        click.echo(json.dumps(doc, indent=1))
+
+
 @cluster.command()
 @state_option
 @click.option("--pairs-from", type=click.Path(), help="Inventory or simulated cluster file.")
