@@ -35,18 +35,34 @@ def spec_file(wildcards):
 
 def plan_of(experiment):
     """The experiment's plan (checkpoint `plan`): runs in the spec's randomized order with their points,
-    the spec's launcher, the patterns the CTMC models describe. Read once per version of the file."""
-    path = checkpoints.plan.get(experiment=experiment).output.plan
+    the spec's launcher, the patterns the CTMC models describe. The host-pair execution's checkpoints are
+    read too, so that every job that reads a plan depends on them directly: Snakemake re-evaluates only
+    the direct dependents of a checkpoint, and a run job reached through the plan would otherwise keep
+    <TBD> in its options when the inventory's pairs were already there."""
+    plan = checkpoint_json(checkpoints.plan, experiment=experiment)
+    host_checkpoints()
+    return plan
+
+
+_CHECKPOINT_PATHS = {}
+
+
+def checkpoint_json(checkpoint, **wildcards):
+    """A checkpoint's JSON output, once the checkpoint is done (else Snakemake waits for it). Once done it
+    stays done in this controller: later calls skip the checkpoint's lookup (thousands per sweep)."""
+    key = (checkpoint.rule.name, *sorted(wildcards.items()))
+    path = _CHECKPOINT_PATHS.get(key)
+    if path is None:
+        path = _CHECKPOINT_PATHS[key] = checkpoint.get(**wildcards).output[0]
     return read_json_indexed(path, os.stat(path).st_mtime_ns)
 
 
 @lru_cache(maxsize=None)
 def read_json_indexed(path, mtime_ns):
-    """A checkpoint's JSON output; a plan also gets `index` (run id -> position) and `run_ids`."""
+    """A JSON file, once per version; a plan also gets `run_ids` and `index` (run id -> position)."""
     with open(path) as f:
         doc = json.load(f)
     if "runs" in doc:
         doc["run_ids"] = [run["run_id"] for run in doc["runs"]]
         doc["index"] = {rid: i for i, rid in enumerate(doc["run_ids"])}
     return doc
-

@@ -34,8 +34,12 @@ def inventory_files(wildcards):
 
 
 def cluster_pairs():
-    path = checkpoints.cluster_pairs.get().output.pairs
-    return read_json_indexed(path, os.stat(path).st_mtime_ns)
+    """The inventory's pairs and hosts, and whether they are simulated (checkpoint cluster_pairs)."""
+    return checkpoint_json(checkpoints.cluster_pairs)
+
+
+def host_checkpoints():
+    cluster_pairs()
 
 
 def playbook_files(wildcards):

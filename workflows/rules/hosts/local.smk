@@ -13,6 +13,7 @@
 #   MODEL_PAIR                the `pair` resource the model jobs hold (1 when they would share the CPUs
 #                             of a measured run)
 #   host_targets()            report outputs it adds per experiment (patterns with {experiment})
+#   host_checkpoints()        reads its checkpoints' outputs (plan_of calls it first)
 
 PAIR_RESOURCE = 1
 # The models compute on the machine that measures: keep them apart from runs.
@@ -21,6 +22,10 @@ MODEL_PAIR = 1
 
 def local_facts():
     return rules.host_facts.output.facts.format(pair="local")
+
+
+def host_checkpoints():
+    pass
 
 
 def lane_count():
