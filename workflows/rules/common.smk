@@ -59,10 +59,13 @@ def checkpoint_json(checkpoint, **wildcards):
 
 @lru_cache(maxsize=None)
 def read_json_indexed(path, mtime_ns):
-    """A JSON file, once per version; a plan also gets `run_ids` and `index` (run id -> position)."""
+    """A JSON file, once per version. A plan keeps of each run what the DAG needs (run id, point key,
+    repeat, instrumented), and gets `run_ids` and `index` (run id -> position)."""
     with open(path) as f:
         doc = json.load(f)
     if "runs" in doc:
+        keep = ("run_id", "point_key", "repeat", "instrument")
+        doc["runs"] = [{k: run[k] for k in keep} for run in doc["runs"]]
         doc["run_ids"] = [run["run_id"] for run in doc["runs"]]
         doc["index"] = {rid: i for i, rid in enumerate(doc["run_ids"])}
     return doc
