@@ -202,7 +202,10 @@ def test_replace_keeps_the_replaced_record_in_history(
         assert kept.samples == old_series
         assert kept.run["throughput_msgs_per_s"] == 81231.4
         assert kept.run["point_id"] == run.point_id and kept.point_id == run.point_id
-        assert len(kept.op_timings) == old_timings and {t["op"] for t in kept.op_timings} >= {"notify", "lock"}
+        assert len(kept.op_timings) == old_timings and {t["op"] for t in kept.op_timings} >= {
+            "notify",
+            "lock",
+        }
 
     # A new attempt of the same (point, repeat) replaces the run too, when the caller says so.
     record["attempt"] = 2
@@ -643,6 +646,8 @@ def test_the_workflow_replaces_a_run_it_ran_again(
         assert (run.status, run.attempt) == ("failed", 2)
         kept = s.scalars(select(RunHistory)).one()
         assert (kept.status, kept.replaced_by) == ("ok", f"workflow rerun: {path}")
-        assert kept.started_at.isoformat() == "2026-11-21T12:00:00+00:00" == first_started.replace("Z", "+00:00")
+        assert (
+            kept.started_at.isoformat() == "2026-11-21T12:00:00+00:00" == first_started.replace("Z", "+00:00")
+        )
         assert len(kept.samples) == 10
     assert counts(engine)["samples"] == 0

@@ -162,13 +162,12 @@ def refuse_or_allow(
     more = f" (and {len(differences) - _SHOWN} more)" if len(differences) > _SHOWN else ""
     if replace == "rerun":
         why = (
-            f"and this record is not a later run of it (started_at {_show(started)}, the stored run "
+            f"and this record is not a later run of it (started_at {_show(started)}, the stored run's "
             f"{_show(stored['started_at'])}) though it differs"
         )
-        hint = "`demuxlab ingest --replace` replaces it"
     else:
         why = "and this record differs"
-        hint = "`demuxlab ingest --replace` replaces it, keeping the stored record in runs_history"
+    hint = "`demuxlab ingest --replace` replaces it, keeping the stored one in runs_history"
     raise RunConflict(
         f"{prep.source}: {_describe_run(prep)} is already stored, {why}: {shown}{more}; nothing written "
         f"({hint})"
