@@ -1,4 +1,4 @@
-"""Files that appear whole or not at all, and JSON read with a one-line error.
+"""Files that appear whole or not at all, files read bounded, and JSON read with a one-line error.
 
 The bottom layer: every part that writes a file another process may read at the same moment (run records,
 progress, pair state, calibrations, caches) writes it here, through a temporary file in the same folder
@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,3 +101,39 @@ def read_json(path: Path, what: str) -> Any:
         raise ConfigError(f"{path}: {what} is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: {what} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+
+
+class FileRefused(Exception):
+    """Why :func:`read_capped` did not read a file. ``reason``: the OS's (``strerror``), ``a directory`` or
+    ``not a regular file`` (``regular`` is then false); ``too_big``: more than the cap, ``size`` the
+    file's size when known before reading."""
+
+    def __init__(self, reason: str, *, regular: bool = True, too_big: bool = False, size: int | None = None):
+        super().__init__(reason)
+        self.reason, self.regular, self.too_big, self.size = reason, regular, too_big, size
+
+
+def read_capped(path: Path, cap: int) -> bytes:
+    """The bytes of the regular file ``path`` (no FIFO, device or directory), at most ``cap`` of them:
+    untrusted input is refused before it costs memory. Raises :class:`FileRefused`."""
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then says what it is.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        raise FileRefused(exc.strerror or str(exc)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise FileRefused(kind, regular=False)
+        if info.st_size > cap:
+            raise FileRefused(f"{info.st_size} bytes", too_big=True, size=info.st_size)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read(cap + 1)
+    except OSError as exc:
+        raise FileRefused(exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+    if len(raw) > cap:
+        raise FileRefused(f"more than {cap} bytes", too_big=True)
+    return raw

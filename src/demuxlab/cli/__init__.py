@@ -75,6 +75,20 @@ def cli() -> None:
     """demuxlab: which event-processing design pattern over which I/O notifier is fastest, and why."""
 
 
+def emit_json(doc: object, out: str | None) -> None:
+    """A command's JSON output: into ``out`` (atomically) when given, else on stdout."""
+    if out:
+        from pathlib import Path
+
+        from demuxlab.jsonio import write_json_atomic
+
+        write_json_atomic(Path(out), doc)
+    else:
+        import json
+
+        click.echo(json.dumps(doc, indent=1))
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: user errors become one line on stderr and a non-zero exit, never a traceback."""
     try:

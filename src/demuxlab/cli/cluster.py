@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from demuxlab.cli import emit_json
+
 state_option = click.option(
     "--cluster-state",
     "state",
@@ -48,13 +50,7 @@ def facts(inventory: str, host_name: str, out: str | None) -> None:
     hosts = {h.name: h for h in source.hosts()}
     if host_name not in hosts:
         raise ConfigError(f"{inventory}: host {host_name!r} is not in this inventory")
-    doc = remote_facts(hosts[host_name], source.hosts())
-    if out:
-        from demuxlab.jsonio import write_json_atomic
-
-        write_json_atomic(Path(out), doc)
-    else:
-        click.echo(json.dumps(doc, indent=1))
+    emit_json(remote_facts(hosts[host_name], source.hosts()), out)
 
 
 @cluster.command()

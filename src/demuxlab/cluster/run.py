@@ -32,8 +32,7 @@ from demuxlab.cluster.schedule import (
 from demuxlab.cluster.state import read_state, record_outcome, write_state
 from demuxlab.errors import ConfigError, DemuxlabError, LaunchError
 from demuxlab.launch.base import Launcher, RunRequest, failed_record
-from demuxlab.plan import Pinning, plan_pinning
-from demuxlab.point import Point
+from demuxlab.plan import plan_pinning
 from demuxlab.remote.hostpairs import ClusterPair, PairsSource, hardware_class, load_pairs, sim_facts
 from demuxlab.spec import Spec
 from demuxlab.vocab import RUN_OK
@@ -140,19 +139,15 @@ def _sigterm_unwinds() -> Iterator[None]:
 
 def run_on_cluster(
     spec: Spec,
-    point: Point,
-    repeat: int,
-    run_id: str,
-    experiment: dict[str, Any],
+    base: RunRequest,
     opts: ClusterOptions,
     *,
-    attempt: int,
-    stall_timeout_s: float,
-    instrument: bool,
     failures_dir: Path,
     try_acquire: TryAcquire = default_try_acquire,
 ) -> dict[str, Any]:
-    """Run ``run_id`` on a free healthy pair and return its record (status ok or failed)."""
+    """Run ``base`` on a free healthy pair and return its record (status ok or failed). ``base`` is the run
+    as the spec and the command describe it; the pair's hosts, their pinning and the lease are added here."""
+    run_id, point = base.run_id, base.point
     source = load_pairs(opts.pairs_from)
     facts = host_facts(source, opts.state)
     classes = pair_classes(source, facts)
@@ -161,18 +156,6 @@ def run_on_cluster(
     if not eligible:
         known = ", ".join(sorted({c["id"] for c in classes.values()}))
         raise ConfigError(f"{spec.path}: hardware_class: no pair of class {pinned!r} (pairs have: {known})")
-    base = RunRequest(
-        run_id=run_id,
-        experiment=experiment,
-        point=point,
-        repeat=repeat,
-        phases=spec.phases,
-        pinning=Pinning((), (), False, False, ()),  # planned once the pair is known
-        hosts={},
-        attempt=attempt,
-        instrument=instrument,
-        stall_timeout_s=stall_timeout_s,
-    )
     tried = tried_pairs(failures_dir, run_id)
     try:
         assignment = assign_pair(

@@ -4,8 +4,6 @@ a record points at."""
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -14,27 +12,20 @@ from demuxlab import paths
 from demuxlab.errors import DemuxlabError
 from demuxlab.ingest.record import Prepared, embedded_spec_text, parse_record, prepare_record
 from demuxlab.ingest.schema import MAX_RECORD_BYTES
+from demuxlab.jsonio import FileRefused, read_capped
 
 
 def read_record_bytes(path: Path) -> bytes:
     """A regular file (no FIFO or device), at most MAX_RECORD_BYTES."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-    except OSError as exc:
-        raise DemuxlabError(f"{path}: cannot read run record: {exc.strerror}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise DemuxlabError(f"{path}: cannot read run record: not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            raw = f.read(MAX_RECORD_BYTES + 1)
-    except OSError as exc:
-        raise DemuxlabError(f"{path}: cannot read run record: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    if len(raw) > MAX_RECORD_BYTES:
-        raise DemuxlabError(f"{path}: more than {MAX_RECORD_BYTES} bytes, more than a run record holds")
-    return raw
+        return read_capped(path, MAX_RECORD_BYTES)
+    except FileRefused as exc:
+        if exc.too_big:
+            raise DemuxlabError(
+                f"{path}: more than {MAX_RECORD_BYTES} bytes, more than a run record holds"
+            ) from None
+        reason = exc.reason if exc.regular else "not a regular file"
+        raise DemuxlabError(f"{path}: cannot read run record: {reason}") from None
 
 
 def spec_text(experiment: Mapping[str, Any]) -> str | None:

@@ -344,13 +344,7 @@ class Launcher(ABC):
         pinning = req.pinning.to_json()
         pinning["notes"] = list(pinning.get("notes", [])) + out.notes
         return {
-            "format": RUN_RECORD_FORMAT,
-            "run_id": req.run_id,
-            "experiment": req.experiment,
-            "point": req.point.to_json(),
-            "repeat": req.repeat,
-            "attempt": req.attempt,
-            "launcher": self.name,
+            **_identity(req, self.name),
             "host_pair": req.host_pair,
             "status": RUN_OK if out.failure is None else RUN_FAILED,
             "failure_reason": out.failure,
@@ -368,10 +362,8 @@ class Launcher(ABC):
         }
 
 
-def failed_record(req: RunRequest, reason: str, launcher: str) -> dict[str, Any]:
-    """The record of a run that failed before its launcher could run it (no pair, a lost host): no
-    results; hosts and pinning only when the run had them."""
-    now = _utc_now()
+def _identity(req: RunRequest, launcher: str) -> dict[str, Any]:
+    """The first fields of every run record: what ran (CONTRACTS.md §5)."""
     return {
         "format": RUN_RECORD_FORMAT,
         "run_id": req.run_id,
@@ -380,6 +372,15 @@ def failed_record(req: RunRequest, reason: str, launcher: str) -> dict[str, Any]
         "repeat": req.repeat,
         "attempt": req.attempt,
         "launcher": launcher,
+    }
+
+
+def failed_record(req: RunRequest, reason: str, launcher: str) -> dict[str, Any]:
+    """The record of a run that failed before its launcher could run it (no pair, a lost host): no
+    results; hosts and pinning only when the run had them."""
+    now = _utc_now()
+    return {
+        **_identity(req, launcher),
         "host_pair": req.host_pair if req.hosts else None,
         "status": RUN_FAILED,
         "failure_reason": reason,

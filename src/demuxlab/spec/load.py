@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from demuxlab import limits as lim
 from demuxlab.designs import Pair
 from demuxlab.errors import SpecError
+from demuxlab.jsonio import FileRefused, read_capped
 from demuxlab.phases import Phases
 from demuxlab.spec.check import (
     check_client,
@@ -31,25 +30,14 @@ def _read(path: Path, file: str) -> tuple[bytes, str]:
     """The file's bytes and text: a regular file (no FIFO or device), at most ``MAX_SPEC_BYTES``."""
     cap = lim.MAX_SPEC_BYTES
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then says what it is.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
-    except OSError as exc:
-        raise SpecError(f"{file}: cannot read: {exc.strerror}") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise SpecError(f"{file}: cannot read: {kind} (a spec is a YAML file)")
-        if info.st_size > cap:
-            raise SpecError(f"{file}: {info.st_size} bytes is more than a spec may hold ({cap} bytes)")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            raw = f.read(cap + 1)
-    except OSError as exc:
-        raise SpecError(f"{file}: cannot read: {exc.strerror}") from exc
-    finally:
-        os.close(fd)
-    if len(raw) > cap:
-        raise SpecError(f"{file}: more than {cap} bytes, more than a spec may hold")
+        raw = read_capped(path, cap)
+    except FileRefused as exc:
+        if exc.size is not None:
+            raise SpecError(f"{file}: {exc.size} bytes is more than a spec may hold ({cap} bytes)") from None
+        if exc.too_big:
+            raise SpecError(f"{file}: more than {cap} bytes, more than a spec may hold") from None
+        hint = "" if exc.regular else " (a spec is a YAML file)"
+        raise SpecError(f"{file}: cannot read: {exc.reason}{hint}") from None
     try:
         return raw, raw.decode("utf-8")
     except UnicodeDecodeError as exc:
