@@ -2,6 +2,13 @@
 """Fuzzing campaign: hostile experiment specs (``validate`` + ``plan``) and run records (``ingest``'s
 checks), counted per class: clear / accepted / wrongly accepted / traceback / hang.
 
+A third kind, ``reingest``, needs PostgreSQL (``DEMUXLAB_DATABASE_URL``'s server, else the embedded
+cluster; a throw-away database is made and dropped): the base record is stored, then records of the same
+run that differ as reruns, retries or careless edits do (and the record variants above) are ingested as
+``demuxlab ingest`` does, without ``--replace``. A refusal must leave every table as it was, an
+acceptance the stored run's rows as they were; anything else is wrongly accepted (``--reingests 0``: no
+database needed).
+
 Each variant runs in a forked child with a wall-clock limit (``--timeout``, a "hang" past it) and an
 address-space limit (``--memory-mb``; a child killed for memory counts as a hang too). Variants are
 seeded (``--seed``): the same command gives the same variants. Prints one table and, per non-clear
@@ -13,6 +20,7 @@ class, a few examples. Exit status 1 when any variant is a traceback, wrongly ac
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import resource
@@ -20,7 +28,9 @@ import signal
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -85,10 +95,50 @@ def special_spec_files(tmp: Path) -> list[tuple[str, Path]]:
     ]
 
 
+@contextlib.contextmanager
+def scratch_database() -> Iterator[str]:
+    """A new database at schema head holding the base record's run; dropped at the end."""
+    import psycopg
+    from psycopg import sql
+    from sqlalchemy import create_engine, make_url
+
+    from demuxlab.db import migrations
+    from demuxlab.db.embedded import Cluster
+    from demuxlab.db.engine import external_url
+    from demuxlab.ingest import ingest_run_record
+
+    cluster: Cluster | None = None
+    started_here = False
+    admin = external_url()
+    if admin is None:
+        cluster = Cluster.default()
+        started_here = cluster.ensure_running().started
+        admin = cluster.admin_url("postgres")
+    name = f"fuzz_{uuid.uuid4().hex[:10]}"
+    conninfo = make_url(admin).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = make_url(admin).set(database=name).render_as_string(hide_password=False)
+    try:
+        engine = create_engine(url)
+        try:
+            migrations.upgrade("head", engine)
+            ingest_run_record(engine, fuzz_lib.base_record(), source="base.json")
+        finally:
+            engine.dispose()  # no connection crosses a fork
+        yield url
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        if cluster is not None and started_here:
+            cluster.stop()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--specs", type=int, default=1500, help="spec variants")
     ap.add_argument("--records", type=int, default=800, help="run record variants")
+    ap.add_argument("--reingests", type=int, default=200, help="records of a stored run (needs PostgreSQL)")
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds before a variant is a hang")
     ap.add_argument("--memory-mb", type=int, default=2048, help="address space of each variant")
@@ -161,17 +211,36 @@ def main() -> int:
             record("record", what, cls, detail, elapsed, cpu)
         record_s = time.monotonic() - t0
 
+        t0 = time.monotonic()
+        if args.reingests:
+            with scratch_database() as url:
+                for i in range(args.reingests):
+                    what, data = fuzz_lib.rerun_variant(rng) if i % 2 == 0 else fuzz_lib.record_variant(rng)
+                    path = tmp / f"again{i}.json"
+                    path.write_bytes(data)
+                    cls, detail, elapsed, cpu = run_isolated(
+                        lambda p: fuzz_lib.classify_reingest(p, url), path, args.timeout, args.memory_mb
+                    )
+                    record("reingest", what, cls, detail, elapsed, cpu)
+                    path.unlink()
+        reingest_s = time.monotonic() - t0
+
     print(f"fuzz campaign: seed {args.seed}, timeout {args.timeout:g} s, {args.memory_mb} MiB per variant")
     head = f"{'input':8} {'total':>6} " + " ".join(f"{c:>17}" for c in CLASSES)
     print(head + f" {'>1s wall':>9} {'>1s CPU':>8} {'max CPU':>8}")
-    for kind in ("spec", "record"):
+    for kind in ("spec", "record", "reingest"):
+        if not counts[kind]:
+            continue
         c = counts[kind]
         print(
             f"{kind:8} {sum(c.values()):6d} "
             + " ".join(f"{c[k]:17d}" for k in CLASSES)
             + f" {over_1s[kind]:9d} {over_1s_cpu[kind]:8d} {slowest[kind]:7.2f}s"
         )
-    print(f"time: specs {spec_s:.1f} s, records {record_s:.1f} s (a shared machine: times are indicative)")
+    print(
+        f"time: specs {spec_s:.1f} s, records {record_s:.1f} s, reingests {reingest_s:.1f} s "
+        "(a shared machine: times are indicative)"
+    )
     for key, lines in sorted(examples.items()):
         print(f"\n{key}:")
         for line in lines:
