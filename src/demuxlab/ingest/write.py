@@ -78,7 +78,7 @@ class IngestResult:
         where = self.source or "<record>"
         if self.outcome == UNCHANGED:
             return f"unchanged {where}: run {self.run_id} is stored as this record has it (nothing written)"
-        what = f"run {self.run_id} ({self.status}, {self.samples} samples)"
+        what = f"run {self.run_id} ({self.status}, {self.samples} sample{'' if self.samples == 1 else 's'})"
         if self.outcome == REPLACED:
             kept = ", ".join(str(i) for i in self.history_ids)
             return f"replaced {where}: {what}; the record it replaced is kept in runs_history (id {kept})"
