@@ -20,7 +20,6 @@ class, a few examples. Exit status 1 when any variant is a traceback, wrongly ac
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import random
 import resource
@@ -28,9 +27,7 @@ import signal
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -93,45 +90,6 @@ def special_spec_files(tmp: Path) -> list[tuple[str, Path]]:
         ("directory", folder),
         ("missing", tmp / "missing.yaml"),
     ]
-
-
-@contextlib.contextmanager
-def scratch_database() -> Iterator[str]:
-    """A new database at schema head holding the base record's run; dropped at the end."""
-    import psycopg
-    from psycopg import sql
-    from sqlalchemy import create_engine, make_url
-
-    from demuxlab.db import migrations
-    from demuxlab.db.embedded import Cluster
-    from demuxlab.db.engine import external_url
-    from demuxlab.ingest import ingest_run_record
-
-    cluster: Cluster | None = None
-    started_here = False
-    admin = external_url()
-    if admin is None:
-        cluster = Cluster.default()
-        started_here = cluster.ensure_running().started
-        admin = cluster.admin_url("postgres")
-    name = f"fuzz_{uuid.uuid4().hex[:10]}"
-    conninfo = make_url(admin).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = make_url(admin).set(database=name).render_as_string(hide_password=False)
-    try:
-        engine = create_engine(url)
-        try:
-            migrations.upgrade("head", engine)
-            ingest_run_record(engine, fuzz_lib.base_record(), source="base.json")
-        finally:
-            engine.dispose()  # no connection crosses a fork
-        yield url
-    finally:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        if cluster is not None and started_here:
-            cluster.stop()
 
 
 def main() -> int:
@@ -213,7 +171,7 @@ def main() -> int:
 
         t0 = time.monotonic()
         if args.reingests:
-            with scratch_database() as url:
+            with fuzz_lib.scratch_database() as url:
                 for i in range(args.reingests):
                     what, data = fuzz_lib.rerun_variant(rng) if i % 2 == 0 else fuzz_lib.record_variant(rng)
                     path = tmp / f"again{i}.json"

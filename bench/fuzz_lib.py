@@ -14,13 +14,14 @@ of four classes:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import json
 import math
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -700,6 +701,45 @@ def _base_rows(rows: dict[str, list[str]], run_id: str) -> dict[str, list[str]]:
         t: [r for r in rows.get(t, []) if json.loads(r).get("run_id") == run_id]
         for t in ("runs", "samples", "op_timings")
     }
+
+
+@contextlib.contextmanager
+def scratch_database() -> Iterator[str]:
+    """A new database at schema head holding the base record's run; dropped at the end."""
+    import psycopg
+    from psycopg import sql
+    from sqlalchemy import create_engine, make_url
+
+    from demuxlab.db import migrations
+    from demuxlab.db.embedded import Cluster
+    from demuxlab.db.engine import external_url
+    from demuxlab.ingest import ingest_run_record
+
+    cluster: Cluster | None = None
+    started_here = False
+    admin = external_url()
+    if admin is None:
+        cluster = Cluster.default()
+        started_here = cluster.ensure_running().started
+        admin = cluster.admin_url("postgres")
+    name = f"fuzz_{uuid.uuid4().hex[:10]}"
+    conninfo = make_url(admin).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = make_url(admin).set(database=name).render_as_string(hide_password=False)
+    try:
+        engine = create_engine(url)
+        try:
+            migrations.upgrade("head", engine)
+            ingest_run_record(engine, base_record(), source="base.json")
+        finally:
+            engine.dispose()  # no connection crosses a fork
+        yield url
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        if cluster is not None and started_here:
+            cluster.stop()
 
 
 # -- classification ------------------------------------------------------------------------------------------

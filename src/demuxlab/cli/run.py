@@ -240,10 +240,15 @@ def artifacts(launcher_name: str, out: str | None) -> None:
 )
 def ingest(records: tuple[str, ...], done: str | None, replace: bool) -> None:
     """Load run records into PostgreSQL, all in one transaction; a stored run is never changed silently."""
-    from demuxlab.ingest import ingest_files
+    from demuxlab.ingest import load_record
     from demuxlab.jsonio import write_json_atomic
 
-    results = ingest_files([Path(r) for r in records], replace="always" if replace else "never")
+    # Every record read and checked before the database stack is even imported: a malformed one is
+    # refused at once.
+    prepared = [load_record(Path(r)) for r in records]
+    from demuxlab.ingest import ingest_prepared
+
+    results = ingest_prepared(prepared, replace="always" if replace else "never")
     for res in results:
         click.echo(res.describe(), err=True)
     if done:

@@ -308,11 +308,24 @@ def ingest_files(
     in the same order. The schema is upgraded to head first if needed (unless ``check_schema`` is false:
     the caller did it). ``replace``: who may replace a stored run (:mod:`demuxlab.ingest.replace`).
     """
+    replace = _check_policy(replace)
+    return ingest_prepared(
+        [load_record(p) for p in paths_], engine=engine, check_schema=check_schema, replace=replace
+    )
+
+
+def ingest_prepared(
+    prepared: Sequence[Prepared],
+    *,
+    engine: Engine | None = None,
+    check_schema: bool = True,
+    replace: Replace = "never",
+) -> list[IngestResult]:
+    """:func:`ingest_files` for records already read and checked (:func:`~demuxlab.ingest.load_record`)."""
     from demuxlab.db import migrations
     from demuxlab.db.engine import get_engine
 
     replace = _check_policy(replace)
-    prepared = [load_record(p) for p in paths_]
     first_of: dict[uuid.UUID, Prepared] = {}
     for prep in prepared:
         first = first_of.setdefault(prep.run_id, prep)
