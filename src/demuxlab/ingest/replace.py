@@ -198,3 +198,30 @@ def keep_in_history(conn: Connection, run_ids: Sequence[uuid.UUID], replaced_by:
         {"replaced_by": replaced_by, "run_ids": list(run_ids)},
     )
     return [int(row[0]) for row in rows]
+
+
+def drop_unchanged_history(conn: Connection, history_ids: Sequence[int]) -> int:
+    """Of the ``runs_history`` rows ``history_ids`` (kept just before their runs were written anew in this
+    transaction), delete those whose run is now stored exactly as kept (row but ``ingested_at``, samples,
+    op timings): nothing was replaced there. Returns how many rows remain: the runs really replaced."""
+    if not history_ids:
+        return 0
+    conn.execute(
+        text(
+            """
+            DELETE FROM runs_history h USING runs r
+            WHERE h.id = ANY(:ids) AND r.run_id = h.run_id
+              AND h.run - 'ingested_at' = to_jsonb(r) - 'ingested_at'
+              AND h.samples = COALESCE((SELECT array_agg(s.throughput_msgs_per_s ORDER BY s.second)
+                                        FROM samples s WHERE s.run_id = r.run_id), '{}')
+              AND h.op_timings = COALESCE((SELECT jsonb_agg(to_jsonb(o) - 'id' - 'run_id'
+                                                            ORDER BY o.op, o.events NULLS FIRST)
+                                           FROM op_timings o WHERE o.run_id = r.run_id), '[]')
+            """
+        ),
+        {"ids": list(history_ids)},
+    )
+    remaining = conn.execute(
+        text("SELECT count(*) FROM runs_history WHERE id = ANY(:ids)"), {"ids": list(history_ids)}
+    ).scalar_one()
+    return int(remaining)
