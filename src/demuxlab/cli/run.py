@@ -258,14 +258,24 @@ def artifacts(launcher_name: str, out: str | None) -> None:
 @click.command()
 @click.argument("records", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--done", type=click.Path(dir_okay=False), help="Touch this file once all are ingested.")
-def ingest(records: tuple[str, ...], done: str | None) -> None:
-    """Load run records into PostgreSQL; idempotent per run id, all records in one transaction."""
-    from demuxlab.ingest import ingest_files
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a stored run by a different record of it (the stored one is kept in runs_history).",
+)
+def ingest(records: tuple[str, ...], done: str | None, replace: bool) -> None:
+    """Load run records into PostgreSQL, all in one transaction; a stored run is never changed silently."""
+    from demuxlab.ingest import load_record
     from demuxlab.jsonio import write_json_atomic
 
-    results = ingest_files([Path(r) for r in records])
+    # Every record read and checked before the database stack is even imported: a malformed one is
+    # refused at once.
+    prepared = [load_record(Path(r)) for r in records]
+    from demuxlab.ingest import ingest_prepared
+
+    results = ingest_prepared(prepared, replace="always" if replace else "never")
     for res in results:
-        click.echo(f"ingested {res}", err=True)
+        click.echo(res.describe(), err=True)
     if done:
         write_json_atomic(Path(done), {"ingested": [str(r) for r in records]})
 
