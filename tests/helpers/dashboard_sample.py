@@ -61,7 +61,7 @@ def load(tmp: Path, text: str = SPEC, name: str = "dashdemo", pairs: Any = None)
 
 def load_smoke(tmp: Path) -> Any:
     """The quickstart's ``smoke`` spec, resolved against this checkout's server (demux-server --list)."""
-    from demuxlab.pairs import valid_pairs
+    from demuxlab.designs import valid_pairs
     from demuxlab.paths import experiments_dir
 
     return load(tmp, (experiments_dir() / "smoke.yaml").read_text(), "smoke", pairs=valid_pairs())

@@ -38,12 +38,12 @@ class Plan:
 @functools.lru_cache(maxsize=256)
 def plan(name: str, spec_sha256: str, spec_text: str | None) -> Plan:
     """The plan of a stored spec (cached: a spec's text never changes under its hash; a rebuilt server with
-    other thread ranges is asked again by :func:`demuxlab.pairs.valid_pairs`' own cache only on restart)."""
+    other thread ranges is asked again by :func:`demuxlab.designs.valid_pairs`' own cache only on restart)."""
     del spec_sha256  # part of the cache key
     if not spec_text:
         return Plan(None, note="the spec's text is not stored with this experiment")
+    from demuxlab.designs import pairs_by_key, valid_pairs
     from demuxlab.errors import DemuxlabError
-    from demuxlab.pairs import pairs_by_key, valid_pairs
     from demuxlab.spec import load_spec, run_order
 
     with tempfile.TemporaryDirectory(prefix="dlx-dash-") as tmp:
