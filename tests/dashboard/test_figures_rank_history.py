@@ -102,12 +102,12 @@ def test_history_flags_changes_beyond_noise_with_both_builds_named() -> None:
     assert "build aaaaaaaa" in reg["before"] and "build bbbbbbbb" in reg["after"]
     assert "/run?run=" in reg["runs"] and "→" in reg["runs"]
     assert "a_build=" + "a" * address.BUILD_CHARS in reg["compare"] and "b=demo%40" in reg["compare"]
-    table = history.revisions_table(frame, "demo")
+    table = history.revisions_table(history.analyse(frame, "demo"))
     assert list(table["points"]) == [12, 12] and list(table["runs_ok"]) == [36, 36]
 
 
 def test_history_figure_runs_oldest_to_newest_and_rings_changes() -> None:
-    fig = history.history_figure(history_frame(), "demo")
+    fig = history.history_figure(history.analyse(history_frame(), "demo"))
     assert fig["layout"]["xaxis"]["categoryarray"][0].startswith("1. spec 11111111 · build aaaaaaaa")
     lf8 = next(t for t in fig["data"] if t["name"] == "lf · select · 8 thr")
     assert lf8["marker"]["line"]["color"][1] == style.REGRESSION and lf8["marker"]["size"] == [7, 13]
