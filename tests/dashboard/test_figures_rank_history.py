@@ -61,13 +61,12 @@ def history_frame() -> pd.DataFrame:
     """Two spec versions × builds of one experiment: lf/select at 8 threads loses 20 % in the second,
     hsha/epoll-lt at 4 threads gains 15 %, the rest stays within 1 % noise."""
     t0 = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
-    old = points(experiment_id=1, spec_sha256="1" * 64, build="a" * 64, first_started=t0, build_info=None)
+    old = points(experiment_id=1, spec_sha256="1" * 64, build="a" * 64, first_started=t0)
     new = points(
         experiment_id=2,
         spec_sha256="2" * 64,
         build="b" * 64,
         first_started=t0 + dt.timedelta(days=1),
-        build_info=None,
     )
     new = scaled(
         new,

@@ -50,7 +50,6 @@ class Revision:
     experiment_id: int
     spec_sha256: str
     build: str | None
-    build_info: str | None
     experiment_value: str  # how the dashboard names the spec version (name@sha8)
 
     @property
@@ -66,7 +65,7 @@ def revisions(frame: pd.DataFrame, name: str) -> list[Revision]:
     firsts = (
         frame.assign(build=pd.Series([base.cls(b) for b in frame["build"]], index=frame.index, dtype=object))
         .groupby(["experiment_id", "spec_sha256", "build"], dropna=False, sort=False)
-        .agg(first=("first_started", "min"), info=("build_info", "first"))
+        .agg(first=("first_started", "min"))
         .reset_index()
         .sort_values(["first", "experiment_id"])
     )
@@ -76,7 +75,6 @@ def revisions(frame: pd.DataFrame, name: str) -> list[Revision]:
             int(r["experiment_id"]),
             str(r["spec_sha256"]),
             base.cls(r["build"]),
-            base.cls(r["info"]),
             f"{name}@{str(r['spec_sha256'])[:8]}",
         )
         for i, r in enumerate(base.records(firsts))
@@ -172,8 +170,7 @@ def _changes(all_series: dict[tuple[Any, ...], list[dict[str, Any]]]) -> pd.Data
 
 
 def revisions_table(h: History) -> pd.DataFrame:
-    """One row per revision: its spec version, build (and the build's info when the runs record it), first
-    run, points and runs."""
+    """One row per revision: its spec version, build, first run, points and runs."""
     frame, revs = h.frame, h.revisions
     rows = []
     for rev in revs:
@@ -184,19 +181,15 @@ def revisions_table(h: History) -> pd.DataFrame:
                 "revision": rev.label,
                 "spec": rev.experiment_value,
                 "build": rev.build or "",
-                "build_info": rev.build_info or "",
                 "first_run": mine["first_started"].min(),
                 "points": len(mine),
                 "runs_ok": int(mine["n_ok"].sum()),
                 "runs_failed": int(mine["n_failed"].sum()),
             }
         )
-    out = pd.DataFrame(
-        rows,
-        columns=["revision", "spec", "build", "build_info", "first_run", "points", "runs_ok", "runs_failed"],
+    return pd.DataFrame(
+        rows, columns=["revision", "spec", "build", "first_run", "points", "runs_ok", "runs_failed"]
     )
-    # Builds' own descriptions, where the runs record them; a column that would say nothing is dropped.
-    return out if (out["build_info"] != "").any() else out.drop(columns="build_info")
 
 
 def history_figure(h: History) -> FigureDict:
