@@ -22,6 +22,19 @@ from demuxlab.stats import point_summary, steady_state
 
 
 @dataclass(frozen=True)
+class SteadyRule:
+    """Runs that end once steady: at least ``min_s`` measured seconds, then stop at the first whole second
+    whose samples are stationary with a within-run interval inside ``target_rel`` (a spec's
+    ``adaptive.steady``)."""
+
+    min_s: float
+    target_rel: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"min_s": self.min_s, "target_rel": self.target_rel}
+
+
+@dataclass(frozen=True)
 class SteadyDecision:
     """The decision after ``seconds`` samples: ``stop`` (the data is steady), and what it was judged on."""
 
@@ -39,12 +52,19 @@ class SteadyDecision:
             "target_rel": target_rel,
             "measure_s": measure_s,
             "stopped_early": self.stop,
+            "judged_s": self.seconds,
             "measured_s": self.seconds,
             "stationary": self.stationary,
             "halfwidth_rel": self.halfwidth_rel,
             "trimmed_seconds": self.trimmed,
             "reason": self.reason,
         }
+
+
+def warm() -> None:
+    """Import what :func:`check` needs (scipy.stats: a second or two on a loaded host) before a run starts,
+    so that the first check does not delay the stop it decides."""
+    from scipy import stats  # noqa: F401
 
 
 def check(per_second: Sequence[float], min_s: float, target_rel: float) -> SteadyDecision:

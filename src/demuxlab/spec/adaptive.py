@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from demuxlab.point import Point
+from demuxlab.steady import SteadyRule
 
 
 @dataclass(frozen=True)
@@ -25,18 +26,6 @@ class RepeatRule:
 
     def to_json(self) -> dict[str, Any]:
         return {"min": self.min, "max": self.max, "target_rel": self.target_rel}
-
-
-@dataclass(frozen=True)
-class SteadyRule:
-    """Runs that end once steady: at least ``min_s`` measured seconds, then stop at the first whole second
-    whose samples are stationary with a within-run interval inside ``target_rel``."""
-
-    min_s: float
-    target_rel: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"min_s": self.min_s, "target_rel": self.target_rel}
 
 
 @dataclass(frozen=True)
