@@ -179,3 +179,17 @@ def check_budget(settings: Adaptive | None, runs: int, run_s: float, problems: l
             f"adaptive.budget_h: {settings.budget_h:g} h is less than the coarse design needs "
             f"({need_h:.3g} h: {runs} runs of {run_s:g} s in the first round)"
         )
+
+
+def describe_adaptive(spec: Any, points: Sequence[Point], calibration: Sequence[Point]) -> str:
+    """One line for ``demuxlab validate``: the mechanisms, the first round and the budget, in run-hours."""
+    a = spec.adaptive
+    assert a is not None
+    first = first_round_runs(points, calibration, a, spec.repeats, spec.calibration_repeats)
+    full_h = (len(points) * spec.repeats + len(calibration) * spec.calibration_repeats) * spec.run_s / 3600
+    budget = "the fixed design's" if a.budget_h is None else f"{a.budget_h:g} run-hours"
+    return (
+        f"adaptive ({', '.join(a.mechanisms) or 'no mechanism on'}): first round {first} runs "
+        f"({first * spec.run_s / 3600:.3g} run-hours), budget {budget}; "
+        f"the fixed design is {full_h:.3g} run-hours"
+    )
