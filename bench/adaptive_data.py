@@ -51,15 +51,39 @@ def main() -> int:
                 continue
             load1 = Path("/proc/loadavg").read_text().split()[0]
             t0 = time.time()
-            cmd = [str(DEMUXLAB), "run-point", args.spec, "--run-id", rid, "--point-key", point.point_key,
-                   "--repeat", str(repeat), "--out", str(record), "--server-facts", str(facts)]
+            cmd = [
+                str(DEMUXLAB),
+                "run-point",
+                args.spec,
+                "--run-id",
+                rid,
+                "--point-key",
+                point.point_key,
+                "--repeat",
+                str(repeat),
+                "--out",
+                str(record),
+                "--server-facts",
+                str(facts),
+            ]
             rc = subprocess.run(cmd, check=False, capture_output=True).returncode
             wall = time.time() - t0
-            w.writerow([rid, point.point_key, repeat, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t0)),
-                        load1, f"{wall:.2f}", rc])
+            w.writerow(
+                [
+                    rid,
+                    point.point_key,
+                    repeat,
+                    time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t0)),
+                    load1,
+                    f"{wall:.2f}",
+                    rc,
+                ]
+            )
             fh.flush()
-            print(f"{i + 1}/{len(order)} {point.point_key} r{repeat} rc={rc} {wall:.1f}s load {load1}",
-                  flush=True)
+            print(
+                f"{i + 1}/{len(order)} {point.point_key} r{repeat} rc={rc} {wall:.1f}s load {load1}",
+                flush=True,
+            )
     if args.pack:
         with tarfile.open(args.pack, "w:xz") as tar:
             tar.add(args.spec, arcname=Path(args.spec).name)

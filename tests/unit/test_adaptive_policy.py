@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -27,9 +28,9 @@ from demuxlab.adaptive.replay import RunIndex, replay_fetch, run_policy
 from demuxlab.adaptive.runs import Observed, observe, stopped_when_steady
 from demuxlab.errors import DemuxlabError
 from demuxlab.point import Point
-from demuxlab.spec.adaptive import Adaptive, PointRule, RepeatRule, SteadyRule, coarse_points, spread
+from demuxlab.spec.adaptive import Adaptive, PointRule, RepeatRule, coarse_points, spread
 from demuxlab.stats import point_summary
-from demuxlab.steady import check, first_stop
+from demuxlab.steady import SteadyRule, check, first_stop
 
 THREADS = (1, 2, 3, 4, 6, 8)
 
@@ -44,10 +45,14 @@ def grid(*patterns: str) -> tuple[Point, ...]:
     return tuple(pt(p, t) for p in patterns for t in THREADS)
 
 
+REPEATS = RepeatRule(3, 5, 0.05)
+POINTS = PointRule(3, 0.05)
+
+
 def settings(
-    repeats: RepeatRule | None = RepeatRule(3, 5, 0.05),
+    repeats: RepeatRule | None = REPEATS,
     steady: SteadyRule | None = None,
-    points: PointRule | None = PointRule(3, 0.05),
+    points: PointRule | None = POINTS,
     budget_h: float | None = None,
 ) -> Adaptive:
     return Adaptive(budget_h, repeats, steady, points)
@@ -301,7 +306,7 @@ def test_a_recorded_run_cut_where_it_became_steady() -> None:
 
 
 def test_a_run_record_is_observed_with_its_host_cpus_and_samples() -> None:
-    record = {
+    record: dict[str, Any] = {
         "run_id": "x",
         "point": {**pt("lf", 2).to_json()},
         "repeat": 1,

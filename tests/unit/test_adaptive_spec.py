@@ -32,9 +32,8 @@ def spec_file(tmp_path: Path, adaptive: str, name: str = "grid") -> Path:
 
 
 def validate(path: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [DEMUXLAB, "validate", "--no-pairs", str(path)], capture_output=True, text=True, timeout=120, check=False
-    )
+    cmd = [DEMUXLAB, "validate", "--no-pairs", str(path)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_an_empty_block_turns_every_mechanism_on_with_its_defaults(tmp_path: Path) -> None:
@@ -65,25 +64,34 @@ def test_a_mechanism_set_to_null_is_off_and_a_maximum_above_repeats_is_allowed(t
     assert spec.max_repeats == 8  # run-point accepts repeats up to the adaptive maximum
 
 
+AT_MOST_0 = "less than or equal to the minimum of 0"
+
+
 @pytest.mark.parametrize(
     ("block", "field", "says"),
     [
-        ("{repeats: {target_rel: 0}}", "adaptive.repeats.target_rel", "less than or equal to the minimum of 0"),
-        ("{repeats: {target_rel: -0.1}}", "adaptive.repeats.target_rel", "less than or equal to the minimum"),
-        ("{steady: {target_rel: 0}}", "adaptive.steady.target_rel", "less than or equal to the minimum of 0"),
-        ("{points: {target_rel: 0}}", "adaptive.points.target_rel", "less than or equal to the minimum of 0"),
+        ("{repeats: {target_rel: 0}}", "adaptive.repeats.target_rel", AT_MOST_0),
+        ("{repeats: {target_rel: -0.1}}", "adaptive.repeats.target_rel", AT_MOST_0),
+        ("{steady: {target_rel: 0}}", "adaptive.steady.target_rel", AT_MOST_0),
+        ("{points: {target_rel: 0}}", "adaptive.points.target_rel", AT_MOST_0),
         ("{repeats: {min: 4, max: 3}}", "adaptive.repeats.min", "4 is above adaptive.repeats.max (3)"),
         ("{repeats: {min: 6}}", "adaptive.repeats.min", "6 is above adaptive.repeats.max (null: the spec's"),
         ("{repeats: {min: 1}}", "adaptive.repeats.min", "less than the minimum of 2"),
-        ("{budget_h: 0.05}", "adaptive.budget_h", "0.05 h is less than the coarse design needs (0.0764 h: 25 runs"),
-        ("{budget_h: 0}", "adaptive.budget_h", "less than or equal to the minimum of 0"),
+        (
+            "{budget_h: 0.05}",
+            "adaptive.budget_h",
+            "0.05 h is less than the coarse design needs (0.0764 h: 25",
+        ),
+        ("{budget_h: 0}", "adaptive.budget_h", AT_MOST_0),
         ("{steady: {min_s: 12}}", "adaptive.steady.min_s", "12 s is more than phases.measure_s (10 s)"),
         ("{points: {coarse: 1}}", "adaptive.points.coarse", "less than the minimum of 2"),
         ("{repeat: {min: 2}}", "adaptive", "'repeat' was unexpected"),
         ("[1, 2]", "adaptive", "is not of type 'object', 'null'"),
     ],
 )
-def test_a_bad_setting_is_one_line_naming_the_field(tmp_path: Path, block: str, field: str, says: str) -> None:
+def test_a_bad_setting_is_one_line_naming_the_field(
+    tmp_path: Path, block: str, field: str, says: str
+) -> None:
     res = validate(spec_file(tmp_path, block))
     assert res.returncode == 2, res.stdout
     (line,) = res.stderr.strip().splitlines()

@@ -35,7 +35,8 @@ class Outcome:
     rounds: list[Round]
     runs: list[Observed]
     rows: list[MeasuredRow]
-    answer: Answer
+    answer: Answer | None  # None while the first round is not done
+    pending: bool = False  # the last round's runs are not all done (an experiment in progress)
 
     @property
     def spent_s(self) -> float:
@@ -84,11 +85,12 @@ def replay_fetch(design: Design, index: RunIndex) -> Callable[[Request], Observe
 
 def run_policy(
     design: Design,
-    fetch: Callable[[Request], Observed],
+    fetch: Callable[[Request], Observed | None],
     shapes_of: Callable[[Sequence[Observed]], Shapes] | None = None,
 ) -> tuple[Outcome, Shapes]:
-    """The policy to its stop: round after round, each requested run from ``fetch``. ``shapes_of`` gives
-    the models' predictions from the calibration runs (called once, after the first round)."""
+    """The policy to its stop, round after round, each requested run from ``fetch``; or, when ``fetch``
+    has no run for a request (None: not run yet), up to that round (``pending``). ``shapes_of`` gives the
+    models' predictions from the calibration runs (called once, after the first round)."""
     history: list[Round] = []
     runs: list[Observed] = []
     shapes = Shapes()
@@ -99,12 +101,13 @@ def run_policy(
         history.append(rnd)
         if rnd.stop is not None:
             break
-        runs += [fetch(req) for req in rnd.requests]
+        fetched = [fetch(req) for req in rnd.requests]
+        runs += [f for f in fetched if f is not None]
+        if any(f is None for f in fetched):
+            return Outcome(history, runs, measured_rows(design, runs), rnd.answer, pending=True), shapes
         if len(history) == 1 and shapes_of is not None:
             shapes = shapes_of([r for r in runs if r.point.instrument])
-    final = history[-1].answer
-    assert final is not None  # the first round never stops
-    return Outcome(history, runs, measured_rows(design, runs), final), shapes
+    return Outcome(history, runs, measured_rows(design, runs), history[-1].answer), shapes
 
 
 def full_outcome(design: Design, index: RunIndex, shapes: Shapes) -> Outcome:
@@ -184,6 +187,7 @@ class Comparison:
 
 
 def compare(design: Design, adaptive: Outcome, full: Outcome) -> Comparison:
+    assert full.answer is not None and adaptive.answer is not None
     fv = full.answer.verdict_map
     av = adaptive.answer.verdict_map
     verdicts = [(c, h, fv[(c, h)], av.get((c, h), "—")) for c, h in sorted(fv)]

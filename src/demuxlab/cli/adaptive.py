@@ -74,3 +74,53 @@ def replay(spec: str, records: str, mechanisms: str | None, no_models: bool, jso
         from demuxlab.jsonio import write_json_atomic
 
         write_json_atomic(Path(json_out), {"spec": spec, "records": records, **rep.comparison.to_json()})
+
+
+@adaptive.command("next")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--records", required=True, type=click.Path(file_okay=False), help="The experiment's run records."
+)
+@click.option("--round", "index", required=True, type=click.IntRange(min=0), help="Which round to write.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Where the round goes (JSON).")
+def next_round(spec: str, records: str, index: int, out: str) -> None:
+    """Write round N of an adaptive experiment: its runs and why, or its stop (the workflow's checkpoint)."""
+    from demuxlab.adaptive.experiment import decide, round_doc
+    from demuxlab.adaptive.records import read_runs
+    from demuxlab.jsonio import write_json_atomic
+    from demuxlab.spec import load_checked_spec
+
+    loaded = load_checked_spec(spec)
+    folder = Path(records)
+    runs = read_runs(folder) if folder.is_dir() and any(folder.glob("*.json")) else []
+    _, outcome, _ = decide(loaded, runs)
+    doc = round_doc(loaded, outcome, index)
+    write_json_atomic(Path(out), doc)
+    what = f"stop: {doc['stop']}" if doc["stop"] else f"{len(doc['runs'])} runs"
+    click.echo(f"{loaded.name}: adaptive round {index}: {what}", err=True)
+
+
+@adaptive.command("decisions")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option(
+    "--records", required=True, type=click.Path(file_okay=False), help="The experiment's run records."
+)
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Where the decisions go (JSON).")
+def decisions(spec: str, records: str, out: str) -> None:
+    """Write what an adaptive experiment decided, once it stopped: every round, every point measured (and
+    why) or model-only."""
+    from demuxlab.adaptive.experiment import decide, decisions_doc
+    from demuxlab.adaptive.records import read_runs
+    from demuxlab.jsonio import write_json_atomic
+    from demuxlab.spec import load_checked_spec
+
+    loaded = load_checked_spec(spec)
+    design, outcome, shapes = decide(loaded, read_runs(Path(records)))
+    doc = decisions_doc(loaded, design, outcome, shapes)
+    write_json_atomic(Path(out), doc)
+    spent, full = doc["run_s"]["spent"], doc["run_s"]["fixed_design"]
+    click.echo(
+        f"{loaded.name}: {doc['points']['measured']} of {doc['points']['grid']} points measured, "
+        f"{spent / 60:.1f} of the fixed design's {full / 60:.1f} run-minutes; {doc['stop']}",
+        err=True,
+    )
