@@ -32,6 +32,10 @@ def validate(spec: str, no_pairs: bool) -> None:
         else ""
     )
     click.echo(f"{spec}: ok: {len(points)} points × {loaded.repeats} repeats{extra} = {runs} runs")
+    if loaded.adaptive is not None:
+        from demuxlab.spec.adaptive import describe_adaptive
+
+        click.echo(f"{spec}: {describe_adaptive(loaded, points, calibration)}")
 
 
 @click.command()
