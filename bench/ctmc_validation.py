@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from images_lib import REPO, BenchError, load_parser, main_guard, print_table, run_pair, server_cmd
+from images_lib import REPO, BenchError, Server, load_parser, main_guard, print_table, run_pair
 
 sys.path.insert(0, str(REPO / "src"))
 
@@ -95,9 +95,7 @@ def main() -> None:
         print(f"# oversubscribed: {biggest} server threads on {len(server_cpus)} CPU(s)", flush=True)
 
     def run(pattern: str, t: int, work: float, instrument: bool, duration: float) -> Any:
-        cmd = server_cmd(
-            pattern, a.notifier, t, cpu=cpu_list(server_cpus), instrument=instrument, work_us=work
-        )
+        cmd = Server(pattern, a.notifier, t, cpus=cpu_list(server_cpus), instrument=instrument, work_us=work)
         return run_pair(
             cmd,
             connections=a.connections,

@@ -1,12 +1,9 @@
-"""The phases of a run (warm-up, measure, cool-down): a bottom-layer type, so that what only runs a point
-(the lean run start-up, :mod:`demuxlab.runpoint_lean`) need not import the spec's YAML and schema checks.
-:mod:`demuxlab.spec` re-exports it."""
+"""The phases of one run (warm-up, measure, cool-down), apart from the spec that sets them: the launchers
+and the benchmarks build run requests from it without the spec's schema and YAML libraries."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -17,11 +14,3 @@ class Phases:
 
     def to_json(self) -> dict[str, float]:
         return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "cooldown_s": self.cooldown_s}
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Phases:
-        return cls(float(doc["warmup_s"]), float(doc["measure_s"]), float(doc["cooldown_s"]))
-
-    @property
-    def total_s(self) -> float:
-        return self.warmup_s + self.measure_s + self.cooldown_s

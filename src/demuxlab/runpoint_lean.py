@@ -31,12 +31,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from demuxlab.errors import ConfigError, DemuxlabError, SpecError
-from demuxlab.jsonio import write_json_atomic
 from demuxlab.phases import Phases
 from demuxlab.point import Point
+
+if TYPE_CHECKING:
+    from demuxlab.launch.base import RunRequest
 
 CHECKED_FORMAT = "demuxlab.checked/1"
 
@@ -54,6 +56,7 @@ class CheckedSpec:
     hardware_class: str | None
     git_rev: str | None
     points: dict[str, dict[str, Any]]
+    steady: dict[str, Any] | None = None
 
     def point(self, key: str) -> Point:
         doc = self.points.get(key)
@@ -74,25 +77,40 @@ class CheckedSpec:
         }
 
 
-def checked_doc(spec: Any, points: Sequence[Point], git_rev: str | None, spec_path: str) -> dict[str, Any]:
+def checked_doc(spec: Any, points: Sequence[Point]) -> dict[str, Any]:
     """What the controller writes for a loaded, checked :class:`demuxlab.spec.Spec` (every point of the run
     order, calibration points included)."""
+    adaptive = getattr(spec, "adaptive", None)
+    steady = getattr(adaptive, "steady", None) if adaptive is not None else None
     return {
         "format": CHECKED_FORMAT,
         "experiment": spec.name,
-        "spec": str(spec.path),
-        "spec_path": spec_path,
+        "spec": str(Path(spec.path).resolve()),
         "spec_sha256": spec.sha256,
         "phases": spec.phases.to_json(),
         "launcher": spec.launcher,
         "hardware_class": spec.hardware_class,
-        "git_rev": git_rev,
+        # An adaptive sweep's measured runs end when steady (demuxlab.steady); None: the whole phase.
+        "steady": None if steady is None else steady.to_json(),
         "points": {p.point_key: p.to_json() for p in points},
     }
 
 
-def load_checked(path: Path) -> CheckedSpec:
-    """The checked spec of ``path``, after hashing the spec file it names (one line on any mismatch)."""
+def checked_doc_of(spec_path: Path) -> dict[str, Any]:
+    """The checked spec of the spec at ``spec_path`` (the workflow's rule ``checked_spec``, after the plan
+    checked it against the server's pairs)."""
+    from demuxlab.spec import load_spec, run_order
+
+    spec = load_spec(spec_path)
+    points: dict[str, Point] = {}
+    for point, _ in run_order(spec):
+        points.setdefault(point.point_key, point)
+    return checked_doc(spec, list(points.values()))
+
+
+def load_checked(path: Path, git_rev: str | None = None) -> CheckedSpec:
+    """The checked spec of ``path``, after hashing the spec file it names (one line on any mismatch);
+    ``git_rev``: the revision the controller started from."""
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
@@ -119,36 +137,33 @@ def load_checked(path: Path) -> CheckedSpec:
         path=str(spec_file),
         sha256=digest,
         text=raw.decode("utf-8"),
-        phases=Phases.from_json(doc["phases"]),
+        phases=Phases(**{k: float(doc["phases"][k]) for k in ("warmup_s", "measure_s", "cooldown_s")}),
         launcher=str(doc["launcher"]),
         hardware_class=doc.get("hardware_class"),
-        git_rev=doc.get("git_rev"),
+        git_rev=git_rev,
         points=dict(doc["points"]),
+        steady=doc.get("steady"),
     )
 
 
-def write_record(
-    record: dict[str, Any], out: Path, run_id: str, point: Point, repeat: int, attempt: int, max_attempts: int
-) -> int:
-    """Write the record where the workflow expects it; the exit status (1: a failed attempt to retry).
+def write_record(record: dict[str, Any], args: argparse.Namespace, checked: CheckedSpec) -> int:
+    """Where the workflow expects the record (a failed attempt before the last goes to ``failures/``, as
+    ``run-point`` does: :func:`demuxlab.runpoint._write_record`); the exit status (1: retry)."""
+    from demuxlab.runpoint import RunPointRequest, _write_record
 
-    Before the last attempt a failed record goes to ``failures/<run>.attemptN.json`` (the workflow runs the
-    job again); the last attempt's is the run's record, failed or not."""
-    if record["status"] == "failed" and attempt < max_attempts:
-        failed = out.parent.parent / "failures" / f"{run_id}.attempt{attempt}.json"
-        write_json_atomic(failed, record)
-        print(f"run {run_id}: attempt {attempt} failed: {record['failure_reason']}", file=sys.stderr)
-        return 1
-    write_json_atomic(out, record)
-    if record["status"] == "ok":
-        tput = (record.get("stats") or {}).get("throughput_msgs_per_s") or 0.0
-        print(f"run {run_id}: {point.point_key} repeat {repeat}: ok, {tput:,.0f} msgs/s", file=sys.stderr)
-    else:
-        print(
-            f"run {run_id}: {point.point_key} repeat {repeat}: failed: {record['failure_reason']}",
-            file=sys.stderr,
-        )
-    return 0
+    point = checked.point(args.point_key)
+    req = RunPointRequest(
+        spec_path=Path(checked.path),
+        run_id=args.run_id,
+        out=args.out,
+        point_key=args.point_key,
+        repeat=args.repeat,
+        attempt=args.attempt,
+        max_attempts=args.max_attempts,
+    )
+    result = _write_record(record, req, point, args.repeat)
+    print(result.message, file=sys.stderr)
+    return 1 if result.retry else 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -166,6 +181,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-attempts", type=int, default=1)
     ap.add_argument("--stall-timeout", type=float, default=5.0)
     ap.add_argument("--instrument", action="store_true")
+    ap.add_argument("--git-rev", help="The checkout's revision as the workflow's controller started.")
     ap.add_argument("--noise-wait", type=float, default=60.0)
     ap.add_argument("--quarantine-after", type=int, default=3)
     cluster = ap.add_argument_group("a cluster of host pairs")
@@ -200,47 +216,66 @@ def _relative(path: str) -> str:
         return path
 
 
-def _main(args: argparse.Namespace) -> int:
-    checked = load_checked(args.checked)
+def base_request(checked: CheckedSpec, args: argparse.Namespace) -> RunRequest:
+    """The run as the checked spec and the options describe it (what ``run-point`` builds from the spec);
+    where it runs adds the hosts and their pinning."""
+    from demuxlab.launch.base import RunRequest
+    from demuxlab.plan import Pinning
+
     point = checked.point(args.point_key)
-    if not args.repeat >= 0:
+    if args.repeat < 0:
         raise ConfigError(f"--repeat: {args.repeat} is not a repeat index")
-    experiment = checked.experiment(_relative(checked.path))
     instrument = bool(args.instrument) or point.instrument
+    steady = None
+    if checked.steady is not None and not instrument:
+        # An adaptive sweep's measured runs end when steady; calibration runs measure their whole phase.
+        from demuxlab.steady import SteadyRule
+
+        steady = SteadyRule(
+            min_s=float(checked.steady["min_s"]), target_rel=float(checked.steady["target_rel"])
+        )
+    return RunRequest(
+        run_id=args.run_id,
+        experiment=checked.experiment(_relative(checked.path)),
+        point=point,
+        repeat=args.repeat,
+        phases=checked.phases,
+        pinning=Pinning((), (), False, False, ()),  # planned once the hosts are known
+        hosts={},
+        attempt=args.attempt,
+        instrument=instrument,
+        stall_timeout_s=args.stall_timeout,
+        steady=steady,
+    )
+
+
+def _main(args: argparse.Namespace) -> int:
+    checked = load_checked(args.checked, args.git_rev)
+    base = base_request(checked, args)
     if args.slurm:
         from demuxlab.slurm.job import JobOptions, run_in_job
 
-        record = run_in_job(
-            checked,
-            point,
-            args.repeat,
-            args.run_id,
-            experiment,
-            JobOptions(
-                state=args.slurm_state,
-                launcher=args.launcher or "native",
-                stage=args.stage,
-                drain=args.drain,
-                quarantine_after=args.quarantine_after,
-                noise_wait_s=args.noise_wait,
-                out=args.out,
-                attempt=args.attempt,
-                max_attempts=args.max_attempts,
-                class_features=tuple(f for f in args.class_features.split(",") if f),
-            ),
-            stall_timeout_s=args.stall_timeout,
-            instrument=instrument,
+        opts = JobOptions(
+            state=args.slurm_state,
+            launcher=args.launcher or "native",
+            stage=args.stage,
+            drain=args.drain,
+            quarantine_after=args.quarantine_after,
+            noise_wait_s=args.noise_wait,
+            out=args.out,
+            attempt=args.attempt,
+            max_attempts=args.max_attempts,
+            class_features=tuple(f for f in args.class_features.split(",") if f),
         )
+        record = run_in_job(base, opts)
         if record is None:  # an earlier job of this run already wrote its final record (adopted)
             return 0
-        return write_record(
-            record, args.out, args.run_id, point, args.repeat, args.attempt, args.max_attempts
-        )
+        return write_record(record, args, checked)
     if not args.pairs_from:
         raise ConfigError("demuxlab-run runs on a cluster (--pairs-from) or in a Slurm job (--slurm)")
     from demuxlab.cluster.run import ClusterOptions, run_on_cluster, update_progress
 
-    opts = ClusterOptions(
+    cluster = ClusterOptions(
         pairs_from=args.pairs_from,
         state=args.cluster_state,
         launcher=args.launcher or "remote",
@@ -249,27 +284,14 @@ def _main(args: argparse.Namespace) -> int:
         pair_wait_s=args.pair_wait,
         noise_wait_s=args.noise_wait,
     )
-    record = run_on_cluster(
-        checked,
-        point,
-        args.repeat,
-        args.run_id,
-        experiment,
-        opts,
-        attempt=args.attempt,
-        stall_timeout_s=args.stall_timeout,
-        instrument=instrument,
-        failures_dir=args.out.parent.parent / "failures",
-    )
+    record = run_on_cluster(checked, base, cluster, failures_dir=args.out.parent.parent / "failures")
     # The run process's own CPU so far (start-up included): what the controller pays per run, beside
     # Snakemake's share (bench/cluster_sim_bench.py reports both).
     record.setdefault("scheduling", {})["runner_cpu_s"] = round(_cpu_s(), 4)
     try:
-        return write_record(
-            record, args.out, args.run_id, point, args.repeat, args.attempt, args.max_attempts
-        )
+        return write_record(record, args, checked)
     finally:
-        update_progress(opts)
+        update_progress(cluster)
 
 
 def _cpu_s() -> float:

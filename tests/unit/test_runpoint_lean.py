@@ -13,7 +13,7 @@ import pytest
 
 from demuxlab.errors import DemuxlabError
 from demuxlab.launch.sim import SimLauncher
-from demuxlab.runpoint_lean import checked_doc, load_checked, main
+from demuxlab.runpoint_lean import checked_doc, checked_doc_of, load_checked, main
 from demuxlab.spec import load_spec, run_id, run_order
 from demuxlab.stats import steady_state
 
@@ -37,19 +37,24 @@ def checked(tmp_path: Path) -> tuple[Path, Path]:
     spec = load_spec(spec_path)
     points = {p.point_key: p for p, _ in run_order(spec)}
     out = tmp_path / "checked.json"
-    out.write_text(json.dumps(checked_doc(spec, list(points.values()), "rev1", "lean.yaml")))
+    out.write_text(json.dumps(checked_doc(spec, list(points.values()))))
     return spec_path, out
 
 
 def test_checked_spec_is_trusted_only_for_the_same_bytes(checked: tuple[Path, Path]) -> None:
     spec_path, out = checked
-    loaded = load_checked(out)
+    loaded = load_checked(out, "rev1")
     assert loaded.name == "lean" and loaded.git_rev == "rev1"
     assert loaded.phases.measure_s == pytest.approx(0.2)
     assert len(loaded.points) == 2
     spec_path.write_text(SPEC.replace("seed: 3", "seed: 4"))
     with pytest.raises(DemuxlabError, match="changed since the workflow checked it"):
         load_checked(out)
+
+
+def test_checked_doc_of_a_spec_file(checked: tuple[Path, Path]) -> None:
+    spec_path, out = checked
+    assert checked_doc_of(spec_path) == json.loads(out.read_text())
 
 
 def test_unknown_point_is_one_line(checked: tuple[Path, Path]) -> None:
@@ -88,7 +93,7 @@ def test_sim_run_writes_the_record_and_counts_its_cpu(
     argv = [
         str(out), "--run-id", rid, "--point-key", point.point_key, "--repeat", str(repeat),
         "--out", str(record_path), "--launcher", "sim", "--pairs-from", str(sim),
-        "--cluster-state", str(tmp_path / "results" / "cluster"),
+        "--cluster-state", str(tmp_path / "results" / "cluster"), "--git-rev", "rev1",
     ]  # fmt: skip
     assert main(argv) == 0
     record = json.loads(record_path.read_text())

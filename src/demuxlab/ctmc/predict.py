@@ -11,8 +11,7 @@ from typing import Any
 
 from demuxlab.ctmc.rates import Rates, build
 from demuxlab.errors import DemuxlabError
-
-METHODS: tuple[str, ...] = ("ssa", "fluid", "exact")
+from demuxlab.vocab import SOLVER_METHODS
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,8 @@ def predict(
     rel_ci: float = 0.01,
     seed: int = 0,
 ) -> Prediction:
-    if method not in METHODS:
-        raise DemuxlabError(f"method: must be one of {', '.join(METHODS)}, got {method!r}")
+    if method not in SOLVER_METHODS:
+        raise DemuxlabError(f"method: must be one of {', '.join(SOLVER_METHODS)}, got {method!r}")
     model = build(pattern, threads, work_us, connections, rates)
     ci: float | None = None
     details: dict[str, Any] = {}
@@ -155,8 +154,8 @@ def predict_many(
 def _in_pool(reqs: list[PredictRequest], workers: int) -> list[tuple[Prediction, float]]:
     for r in reqs:
         build(r.pattern, r.threads, r.work_us, r.connections, r.rates)  # refuse bad input up front
-        if r.method not in METHODS:
-            raise DemuxlabError(f"method: must be one of {', '.join(METHODS)}, got {r.method!r}")
+        if r.method not in SOLVER_METHODS:
+            raise DemuxlabError(f"method: must be one of {', '.join(SOLVER_METHODS)}, got {r.method!r}")
     patterns = sorted({r.pattern for r in reqs if r.method in ("ssa", "fluid")})
     cache = _warm(patterns)  # the workers load what this compiled, from the same folder
 

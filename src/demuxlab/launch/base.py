@@ -30,11 +30,12 @@ from typing import IO, TYPE_CHECKING, Any
 from demuxlab.phases import Phases
 from demuxlab.plan import Pinning
 from demuxlab.point import Point
+from demuxlab.vocab import RUN_FAILED, RUN_OK, RUN_RECORD_FORMAT
 
 if TYPE_CHECKING:
     from demuxlab.lease import Lease
+    from demuxlab.steady import SteadyDecision, SteadyRule
 
-RECORD_FORMAT = "demuxlab.run/1"
 
 # How long the server may take to print its listening line, and to exit after SIGTERM. Generous: under
 # TSan or in a container that is still starting these take seconds, and a slow start is not a failure.
@@ -59,6 +60,9 @@ class RunRequest:
     port: int = 0
     instrument: bool = False
     stall_timeout_s: float = 5.0
+    # An adaptive sweep's runs that end when steady (docs/adaptive.md): the client reports each second
+    # (--progress) and is told to end its measure phase (SIGUSR1) once demuxlab.steady says so.
+    steady: SteadyRule | None = None
     # The pair lease the run holds (demuxlab.lease): server and client inherit its descriptor, so the
     # pair stays busy while any of them lives, and are recorded in it as the run's children.
     lease: Lease | None = field(default=None, compare=False, repr=False)
@@ -76,6 +80,7 @@ class _Outcome:
     client: dict[str, Any] | None = None
     failure: str | None = None
     notes: list[str] = field(default_factory=list)
+    steady: SteadyDecision | None = None  # the last steady-stop decision (the one that stopped the run)
 
     def fail(self, reason: str) -> None:
         # The first failure is the cause; later ones are usually its consequences.
@@ -220,6 +225,8 @@ class Launcher(ABC):
         ]  # fmt: skip
         if p.rate is not None:
             args += ["--rate", num(p.rate)]
+        if req.steady is not None:
+            args.append("--progress")
         return args
 
     def run(self, req: RunRequest) -> dict[str, Any]:
@@ -306,6 +313,11 @@ class Launcher(ABC):
 
     def _client(self, req: RunRequest, port: int, out: _Outcome) -> None:
         argv = self.wrap("client", self.client_args(req, port), req.pinning.client_cpus, req.run_id)
+        if req.steady is not None:
+            # Only adaptive runs judge their progress (demuxlab.steady: numpy and scipy, imported here).
+            from demuxlab.steady import warm
+
+            warm()
         # The client stops itself; the margin covers connecting and a stall timeout.
         limit = total_s(req.phases) + req.stall_timeout_s + 30.0
         with subprocess.Popen(
@@ -320,7 +332,10 @@ class Launcher(ABC):
             if req.lease is not None:
                 req.lease.add_child(proc.pid, "client")
             try:
-                stdout, stderr = proc.communicate(timeout=limit)
+                if req.steady is not None:
+                    stdout, stderr = self._watch_steady(proc, req.steady, limit, out)
+                else:
+                    stdout, stderr = proc.communicate(timeout=limit)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
@@ -330,11 +345,62 @@ class Launcher(ABC):
                 proc.kill()
                 raise
         out.client = _last_json_line(stdout)
+        stderr = "\n".join(line for line in stderr.splitlines() if not line.startswith('{"event"'))
         if proc.returncode != 0:
             detail = _first_line(stderr) or (out.client or {}).get("error") or "no reason given"
             out.fail(f"client exited with status {proc.returncode}: {detail}")
         elif out.client is None or not out.client.get("ok", False):
             out.fail(f"client printed no result: {_first_line(stderr)}")
+
+    @staticmethod
+    def _watch_steady(
+        proc: subprocess.Popen[str], rule: SteadyRule, limit: float, out: _Outcome
+    ) -> tuple[str, str]:
+        """Read the client's per-second progress as it comes, judge it after each second
+        (:func:`demuxlab.steady.check`) and tell the client to end its measure phase (SIGUSR1) the first time
+        it is steady; return its stdout and stderr. Raises ``TimeoutExpired`` past ``limit`` seconds.
+
+        The pipes are read with ``os.read`` on their descriptors: a text stream's buffer could hold a line
+        that ``select`` no longer sees, and the stop would come a second late."""
+        from demuxlab.steady import check as steady_check
+
+        assert proc.stdout is not None and proc.stderr is not None
+        deadline = time.monotonic() + limit
+        fds = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
+        data: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        judged = 0  # bytes of stderr already split into lines
+        samples: list[float] = []
+        with selectors.DefaultSelector() as sel:
+            for fd in fds:
+                sel.register(fd, selectors.EVENT_READ)
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(proc.args, limit)
+                for key, _ in sel.select(timeout=left):
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        sel.unregister(key.fd)
+                        continue
+                    data[fds[key.fd]] += chunk
+                end = data["stderr"].rfind(b"\n") + 1
+                lines = bytes(data["stderr"][judged:end]).decode("utf-8", "replace").splitlines()
+                judged = max(judged, end)
+                for line in lines:
+                    doc = _last_json_line(line, "second")
+                    if doc is None or not isinstance(doc.get("msgs_per_s"), int | float):
+                        continue
+                    samples.append(float(doc["msgs_per_s"]))
+                    if out.steady is not None and out.steady.stop:
+                        continue
+                    out.steady = steady_check(samples, rule.min_s, rule.target_rel)
+                    if out.steady.stop and proc.poll() is None:
+                        proc.send_signal(signal.SIGUSR1)
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        return (
+            bytes(data["stdout"]).decode("utf-8", "replace"),
+            bytes(data["stderr"]).decode("utf-8", "replace"),
+        )
 
     def _record(
         self,
@@ -354,15 +420,9 @@ class Launcher(ABC):
         pinning = req.pinning.to_json()
         pinning["notes"] = list(pinning.get("notes", [])) + out.notes
         return {
-            "format": RECORD_FORMAT,
-            "run_id": req.run_id,
-            "experiment": req.experiment,
-            "point": req.point.to_json(),
-            "repeat": req.repeat,
-            "attempt": req.attempt,
-            "launcher": self.name,
+            **_identity(req, self.name),
             "host_pair": req.host_pair,
-            "status": "ok" if out.failure is None else "failed",
+            "status": RUN_OK if out.failure is None else RUN_FAILED,
             "failure_reason": out.failure,
             "started_at": started_at,
             "finished_at": _utc_now(),
@@ -374,8 +434,69 @@ class Launcher(ABC):
             "client": out.client,
             "stats": stats,
             # Wall time outside the phases; meaningless for a run cut short by its failure.
-            "orchestration_s": round(wall_s - total_s(req.phases), 4) if out.failure is None else None,
+            "orchestration_s": round(wall_s - _ran_s(req, out), 4) if out.failure is None else None,
+            **_steady_stop(req, out),
         }
+
+
+def _ran_s(req: RunRequest, out: _Outcome) -> float:
+    """Seconds of phases the run had: the measure phase as long as the client measured (a run that ended
+    when steady measured less than the spec's)."""
+    measured = (out.client or {}).get("duration_s")
+    if req.steady is None or not isinstance(measured, int | float):
+        return total_s(req.phases)
+    return req.phases.warmup_s + min(float(measured), req.phases.measure_s) + req.phases.cooldown_s
+
+
+def _steady_stop(req: RunRequest, out: _Outcome) -> dict[str, Any]:
+    """The record's ``steady_stop`` (CONTRACTS.md §5): the rule, whether the run stopped early, after how
+    many measured seconds (the client's own count), and the decision it stopped on (or the last one)."""
+    if req.steady is None:
+        return {}
+    from demuxlab.steady import SteadyDecision
+
+    decision = out.steady or SteadyDecision(False, 0, None, None, 0, "no per-second progress from the client")
+    doc = decision.to_json(req.steady.min_s, req.steady.target_rel, req.phases.measure_s)
+    client = out.client or {}
+    doc["stopped_early"] = bool(client.get("stopped_early", False))
+    if isinstance(client.get("duration_s"), int | float):
+        doc["measured_s"] = float(client["duration_s"])
+    return {"steady_stop": doc}
+
+
+def _identity(req: RunRequest, launcher: str) -> dict[str, Any]:
+    """The first fields of every run record: what ran (CONTRACTS.md §5)."""
+    return {
+        "format": RUN_RECORD_FORMAT,
+        "run_id": req.run_id,
+        "experiment": req.experiment,
+        "point": req.point.to_json(),
+        "repeat": req.repeat,
+        "attempt": req.attempt,
+        "launcher": launcher,
+    }
+
+
+def failed_record(req: RunRequest, reason: str, launcher: str) -> dict[str, Any]:
+    """The record of a run that failed before its launcher could run it (no pair, a lost host): no
+    results; hosts and pinning only when the run had them."""
+    now = _utc_now()
+    return {
+        **_identity(req, launcher),
+        "host_pair": req.host_pair if req.hosts else None,
+        "status": RUN_FAILED,
+        "failure_reason": reason,
+        "started_at": now,
+        "finished_at": now,
+        "phases": req.phases.to_json(),
+        "hosts": req.hosts or None,
+        "pinning": req.pinning.to_json() if req.hosts else None,
+        "artifacts": None,
+        "server": None,
+        "client": None,
+        "stats": None,
+        "orchestration_s": None,
+    }
 
 
 def _lease_fds(req: RunRequest) -> tuple[int, ...]:

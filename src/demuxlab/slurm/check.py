@@ -313,3 +313,42 @@ def _check_account(account: str) -> str | None:
         proc.stdout.strip().splitlines()[0].strip() if proc.returncode == 0 and proc.stdout.strip() else ""
     )
     return default or None
+
+
+def settings_doc(config: dict[str, Any], checked: list[dict[str, Any]], state: Any) -> dict[str, Any]:
+    """What the workflow's rule ``slurm_settings`` writes: the settings (``slurm:`` of the workflow config)
+    checked against the cluster for the experiments' checked specs (their phases and pinned hardware
+    classes). The partition and account jobs use, the usable nodes, each experiment's ``--constraint``."""
+    from pathlib import Path
+
+    from demuxlab.slurm.nodes import _read, quarantined
+
+    settings = SlurmSettings.from_config(config)
+    known_classes = _read(Path(state) / "classes.json")
+    constraints: dict[str, str] = {}
+    view: ClusterView | None = None
+    longest = max((sum(float(v) for v in doc["phases"].values()) for doc in checked), default=0.0)
+    for doc in checked:
+        pinned = doc.get("hardware_class")
+        feature = None
+        if pinned:
+            features = known_classes.get(pinned) or []
+            if not settings.classes or not features:
+                raise ConfigError(
+                    f"{doc['spec']}: hardware_class: {pinned}: no Slurm node feature is known for this class "
+                    "(set slurm.classes to the features naming classes, run the experiment unpinned once)"
+                )
+            feature = features[0]
+        view = check_settings(
+            settings, longest, pinned_class=feature, quarantined=list(quarantined(Path(state)))
+        )
+        constraints[str(doc["experiment"])] = settings.full_constraint(feature)
+    if view is None:
+        raise ConfigError("slurm: no experiment to run")
+    return {
+        "partition": view.partition,
+        "account": view.account,
+        "nodes": list(view.nodes),
+        "max_time_min": view.max_time_min,
+        "constraints": constraints,
+    }

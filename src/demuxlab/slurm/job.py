@@ -37,18 +37,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from demuxlab.cluster.run import _failed_record
 from demuxlab.errors import LaunchError
 from demuxlab.jsonio import write_json_atomic
-from demuxlab.launch.base import Launcher, RunRequest, _utc_now, sha256_file
-from demuxlab.plan import Pinning, plan_pinning
-from demuxlab.point import Point
+from demuxlab.launch.base import Launcher, RunRequest, _utc_now, failed_record, sha256_file
+from demuxlab.plan import plan_pinning
 from demuxlab.slurm import nodes as health
-
-if TYPE_CHECKING:
-    from demuxlab.runpoint_lean import CheckedSpec
 
 # How long the facts step may take (two Python start-ups on loaded nodes).
 FACTS_TIMEOUT_S = 120.0
@@ -367,18 +362,9 @@ def restore_adopted(state: Path, run_id: str, out: Path) -> bool:
     return True
 
 
-def run_in_job(
-    checked: CheckedSpec,
-    point: Point,
-    repeat: int,
-    run_id: str,
-    experiment: dict[str, Any],
-    opts: JobOptions,
-    *,
-    stall_timeout_s: float,
-    instrument: bool,
-) -> dict[str, Any] | None:
-    """Run ``run_id`` on this job's two nodes; its record, or None when an earlier job's was restored."""
+def run_in_job(base: RunRequest, opts: JobOptions) -> dict[str, Any] | None:
+    """Run ``base`` on this job's two nodes; its record, or None when an earlier job's was restored."""
+    run_id = base.run_id
     if restore_adopted(opts.state, run_id, opts.out):
         return None
     if opts.launcher != "native":
@@ -401,19 +387,8 @@ def run_in_job(
         },
     )
     pair_name = f"{server_node}+{client_node}"
-    base = RunRequest(
-        run_id=run_id,
-        experiment=experiment,
-        point=point,
-        repeat=repeat,
-        phases=checked.phases,
-        pinning=Pinning((), (), False, False, ()),
-        hosts={},
-        attempt=opts.attempt,
-        host_pair=pair_name,
-        instrument=instrument,
-        stall_timeout_s=stall_timeout_s,
-    )
+    base = dataclasses.replace(base, host_pair=pair_name)
+    point = base.point
     staged: dict[str, str] = {}
     t_look = time.monotonic()
     try:
@@ -446,7 +421,7 @@ def run_in_job(
             "client_address": client_addr,
         }
     except LaunchError as exc:  # a node or Slurm itself failed this attempt (not the measurement)
-        record = _failed_record(base, f"nodes {pair_name}: {exc.message}", SlurmLauncher.name)
+        record = failed_record(base, f"nodes {pair_name}: {exc.message}", SlurmLauncher.name)
         look_s, t_run = time.monotonic() - t_look, time.monotonic()
     finally:
         if staged:
@@ -503,7 +478,7 @@ def _hardware_class(
         return None
     import hashlib
 
-    from demuxlab.cluster.pairs import hardware_class
+    from demuxlab.remote.hostpairs import hardware_class
 
     cls = hardware_class(hosts["server"], hosts["client"])
     shared = sorted(set(job.features(job.nodes[0])) & set(job.features(job.nodes[1])) & set(class_features))

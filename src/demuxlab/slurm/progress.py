@@ -15,6 +15,7 @@ where it failed; a job that died counts as failed once its failure is settled).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -198,11 +199,29 @@ def nodes_report(state: Path, spec: Any, out: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def sweep_plan(state: Path, experiments: dict[str, int]) -> None:
-    """``sweep.json``: the runs the sweep plans (progress says how many remain)."""
-    state.mkdir(parents=True, exist_ok=True)
-    health._write(state / "sweep.json", {"experiments": experiments})
-
-
 def dump(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=1)
+
+
+def sweep_doc(plans: list[str]) -> dict[str, Any]:
+    """``sweep.json`` from the experiments' plans (checkpoint ``plan``): runs per experiment."""
+    experiments: dict[str, int] = {}
+    for path in plans:
+        plan = json.loads(Path(path).read_text())
+        experiments[str(plan["experiment"])] = len(plan["runs"])
+    return {"experiments": experiments}
+
+
+def start_progress_thread(state: Path, every_s: float = 10.0) -> None:
+    """Rewrite ``progress.json`` every ``every_s`` seconds, in a daemon thread of the controller."""
+    import threading
+    import time
+
+    def loop() -> None:
+        while True:
+            # Progress is for people watching; the sweep does not depend on it.
+            with contextlib.suppress(Exception):
+                write_progress(state, progress_doc(state))
+            time.sleep(every_s)
+
+    threading.Thread(target=loop, name="demuxlab-slurm-progress", daemon=True).start()

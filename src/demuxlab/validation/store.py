@@ -1,0 +1,145 @@
+"""Storage of calibrations and predictions through ``demuxlab.db.models`` (thin; no model logic).
+
+It lived in ``demuxlab.ctmc`` once; it is here so the CTMC package stays pure (it imports no database),
+and the model stages (:mod:`demuxlab.validation.db`) and the ``demuxlab model`` commands store through it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from demuxlab.ctmc.predict import Prediction
+from demuxlab.ctmc.rates import Rates
+from demuxlab.errors import DemuxlabError
+from demuxlab.vocab import SOURCE_CALIBRATION, SOURCE_PAPER
+
+
+def save_calibration(
+    rates: Rates,
+    pattern: str,
+    notifier: str,
+    source_runs: Sequence[str],
+    *,
+    host_id: int | None = None,
+    artifacts: dict[str, Any] | None = None,
+    method: str = "seed001-lowest-concurrency",
+    url: str | None = None,
+) -> int:
+    """Store a calibration and return its id.
+
+    A calibration is identified by what it was fitted from: storing one again for the same pattern,
+    notifier, method and set of source runs updates that row in place (its id, and so the predictions
+    that reference it, stay), which makes the workflow's calibrate stage idempotent.
+    """
+    from sqlalchemy import select
+
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import Calibration
+
+    runs = sorted(str(r) for r in source_runs)
+    values = {
+        "host_id": host_id,
+        "rates": {**rates.as_dict(), "source": dict(rates.source)},
+        "artifacts": dict(artifacts or {}),
+    }
+    with session(url) as s:
+        row = s.scalars(
+            select(Calibration)
+            .where(
+                Calibration.pattern == pattern,
+                Calibration.notifier == notifier,
+                Calibration.method == method,
+                Calibration.source_runs == runs,
+            )
+            .order_by(Calibration.id)
+            .with_for_update()
+        ).first()
+        if row is None:
+            row = Calibration(pattern=pattern, notifier=notifier, method=method, source_runs=runs, **values)
+            s.add(row)
+        else:
+            for key, value in values.items():
+                setattr(row, key, value)
+        s.flush()
+        return int(row.id)
+
+
+def load_calibration(calibration_id: int, url: str | None = None) -> tuple[str, str, Rates]:
+    """(pattern, notifier, rates) of a stored calibration."""
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import Calibration
+
+    with session(url) as s:
+        row = s.get(Calibration, calibration_id)
+        if row is None:
+            raise DemuxlabError(f"calibration: no calibration with id {calibration_id}")
+        return row.pattern, row.notifier, Rates.from_dict(dict(row.rates), f"calibration {calibration_id}")
+
+
+def save_prediction(
+    prediction: Prediction, point_id: int, calibration_id: int | None = None, url: str | None = None
+) -> int:
+    """Store (replacing any earlier one for the same point, rates and method) a prediction."""
+    return save_predictions([(prediction, point_id, calibration_id)], url)[0]
+
+
+def save_predictions(
+    items: Sequence[tuple[Prediction, int, int | None]], url: str | None = None
+) -> list[int]:
+    """Store predictions ``(prediction, point id, calibration id or None for the paper's rates)`` in one
+    transaction: all of them or, on any error, none. Each replaces an earlier prediction of the same point,
+    rates and method. A prediction must match its point (pattern, threads) and its calibration (pattern,
+    notifier)."""
+    from sqlalchemy import delete
+
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import Calibration, Point
+    from demuxlab.db.models import Prediction as PredictionRow
+
+    ids: list[int] = []
+    with session(url) as s:
+        for prediction, point_id, calibration_id in items:
+            point = s.get(Point, point_id)
+            if point is None:
+                raise DemuxlabError(f"prediction: no point with id {point_id}")
+            if point.pattern != prediction.pattern or point.threads != prediction.threads:
+                raise DemuxlabError(
+                    f"prediction: point {point_id} is {point.pattern}/t{point.threads}, "
+                    f"the prediction is {prediction.pattern}/t{prediction.threads}"
+                )
+            if calibration_id is not None:
+                cal = s.get(Calibration, calibration_id)
+                if cal is None:
+                    raise DemuxlabError(f"prediction: no calibration with id {calibration_id}")
+                if (cal.pattern, cal.notifier) != (point.pattern, point.notifier):
+                    raise DemuxlabError(
+                        f"prediction: calibration {calibration_id} is for {cal.pattern}/{cal.notifier}, "
+                        f"point {point_id} is {point.pattern}/{point.notifier}"
+                    )
+            source = SOURCE_PAPER if calibration_id is None else SOURCE_CALIBRATION
+            cond = (
+                PredictionRow.calibration_id.is_(None)
+                if calibration_id is None
+                else (PredictionRow.calibration_id == calibration_id)
+            )
+            s.execute(
+                delete(PredictionRow).where(
+                    PredictionRow.point_id == point_id,
+                    PredictionRow.rates_source == source,
+                    PredictionRow.method == prediction.method,
+                    cond,
+                )
+            )
+            row = PredictionRow(
+                point_id=point_id,
+                calibration_id=calibration_id,
+                rates_source=source,
+                method=prediction.method,
+                parameters={**prediction.as_dict(), **prediction.details},
+                throughput_msgs_per_s=prediction.throughput_msgs_per_s,
+                ci_halfwidth_rel=prediction.ci_halfwidth_rel,
+            )
+            s.add(row)
+            s.flush()
+            ids.append(int(row.id))
+    return ids
