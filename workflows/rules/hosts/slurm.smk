@@ -141,7 +141,10 @@ def check_slurm_settings(checked, out, log):
     from demuxlab.slurm.check import settings_doc
 
     try:
-        doc = settings_doc(SLURM_CONF_DOC, [json.loads(Path(p).read_text()) for p in checked], Path(SLURM_STATE))
+        # The slurm.conf in effect: $SLURM_CONF, or the setting made absolute above.
+        settings = {**SLURM_CONF_DOC, "conf": os.environ.get("SLURM_CONF", "")}
+        specs = [json.loads(Path(p).read_text()) for p in checked]
+        doc = settings_doc(settings, specs, Path(SLURM_STATE))
     except DemuxlabError as exc:
         raise WorkflowError(f"demuxlab: error: {exc.message}") from None
     write_json(out, doc, log)
