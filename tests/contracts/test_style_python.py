@@ -104,9 +104,9 @@ def module_docstring(path: Path) -> str:
 
 
 def test_long_modules_say_why() -> None:
-    """STYLE.md, Python: "Keep computation pure and I/O thin" and issue 18's rule on modules with several
-    concerns: no module under src/ is over 500 lines unless its docstring says why ("Over 500 lines on
-    purpose: ..."), so a long file is a decision a reader can find, not an accident."""
+    """STYLE.md, Python: "Modules with several concerns" (the review), and issue 18's rule on them: no
+    module under src/ is over 500 lines unless its docstring says why ("Over 500 lines on purpose: ..."),
+    so a long file is a decision a reader can find, not an accident."""
     unexplained = []
     for path in sorted(PACKAGE.rglob("*.py")):
         lines = len(path.read_text().splitlines())

@@ -73,6 +73,8 @@ def rules_of(profile: str) -> list[dict[str, Any]]:
 
 
 def test_profiles_found() -> None:
+    """STYLE.md, Snakemake: "snakemake-workflows' template": the profiles the checks below load are found
+    (an empty list would let every check pass)."""
     assert {"local", "cluster"} <= set(PROFILES)
 
 
