@@ -51,7 +51,7 @@ def rates_table(
     µs}}, ``rate_fields`` the models' rates in order."""
     cols = ["calibration", "pattern", "notifier", "operation", "rate", "calibrated_us", "paper_us", "ratio"]
     rows = []
-    for c in calibrations.to_dict("records"):
+    for c in base.records(calibrations):
         rates = c["rates"] or {}
         source = rates.get("source") or {}
         for k in rate_fields:

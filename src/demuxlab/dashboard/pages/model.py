@@ -261,11 +261,9 @@ def layout(
                             "connections",
                             dcc.Input(
                                 id="model-connections",
-                                type="number",
-                                step=1,
-                                value=_number(
-                                    connections or workload.get("connections", DEFAULTS["connections"])
-                                ),
+                                type="text",
+                                inputMode="numeric",
+                                value=connections or workload.get("connections", DEFAULTS["connections"]),
                                 debounce=True,
                                 style={"width": "110px"},
                             ),
