@@ -29,3 +29,4 @@ rule ingest_run:
         controller=1,
     run:
         ingest_in_controller(input.record, output.done, log[0])
+

@@ -175,7 +175,11 @@ def count_runs(doc: dict[str, Any], resolved: Sequence[tuple[tuple[int, ...], ..
             calibration += len(design["notifiers"]) * workload
     cal_repeats = doc["calibration"]["repeats"]
     cal_repeats = doc["repeats"] if cal_repeats is None else cal_repeats
-    return int(measured * doc["repeats"] + calibration * cal_repeats)
+    repeats = doc["repeats"]
+    adaptive = doc.get("adaptive") or {}
+    if adaptive.get("repeats") is not None and adaptive["repeats"].get("max") is not None:
+        repeats = max(repeats, adaptive["repeats"]["max"])  # an adaptive sweep's most runs per point
+    return int(measured * repeats + calibration * cal_repeats)
 
 
 def unchecked_threads(design: dict[str, Any], matrix: dict[str, Any]) -> tuple[int, ...]:
