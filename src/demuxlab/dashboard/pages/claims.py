@@ -27,12 +27,10 @@ def layout(experiment: str | None = None) -> Any:
         chosen = data.resolve_experiment(conn, experiment or options[0]["value"]).value
     return [
         html.H1("Claims and recommendations"),
-        html.Div(
-            [
-                html.Label("Experiment"),
-                dcc.Dropdown(id="claims-experiment", options=options, value=chosen, clearable=False),
-            ],
-            className="dlx-control dlx-wide",
+        common.control(
+            "Experiment",
+            dcc.Dropdown(id="claims-experiment", options=options, value=chosen, clearable=False),
+            wide=True,
         ),
         html.Div(id="claims-body"),
         common.url_state_store("claims"),

@@ -214,20 +214,20 @@ def layout(
                 ),
                 html.Div(
                     [
-                        _control(
+                        common.control(
                             "measured (overlay)",
                             dcc.Dropdown(
                                 id="model-experiment", options=options, value=chosen, placeholder="none"
                             ),
                             wide=True,
                         ),
-                        _control(
+                        common.control(
                             "pattern",
                             dcc.Dropdown(
                                 id="model-pattern", options=list(patterns), value=pattern, clearable=False
                             ),
                         ),
-                        _control(
+                        common.control(
                             "rates",
                             dcc.Dropdown(
                                 id="model-rates-choice",
@@ -237,7 +237,7 @@ def layout(
                             ),
                             wide=True,
                         ),
-                        _control(
+                        common.control(
                             "threads",
                             dcc.Input(
                                 id="model-threads",
@@ -246,7 +246,7 @@ def layout(
                                 style={"width": "110px"},
                             ),
                         ),
-                        _control(
+                        common.control(
                             "work per message (µs)",
                             dcc.Input(
                                 id="model-work",
@@ -257,7 +257,7 @@ def layout(
                                 style={"width": "110px"},
                             ),
                         ),
-                        _control(
+                        common.control(
                             "connections",
                             dcc.Input(
                                 id="model-connections",
@@ -293,10 +293,6 @@ def layout(
         ),
         common.url_state_store("model"),
     ]
-
-
-def _control(label: str, child: Any, wide: bool = False) -> html.Div:
-    return html.Div([html.Label(label), child], className="dlx-control" + (" dlx-wide" if wide else ""))
 
 
 common.url_sync(
