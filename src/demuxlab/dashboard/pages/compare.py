@@ -178,11 +178,12 @@ def update(*values: Any) -> tuple[Any, ...]:
     if len(frames) < 2:
         msg = "Choose at least two sides (A and B)."
         return base.empty_figure(msg), [], [], common.message(msg, "warning")
-    table = figs.compare_table(frames)
+    comparison = figs.analyse(frames)
+    table = comparison.table
     t = common.table_props(table)
     status = None
     if table.empty:
         status = common.message("The sides share no point with ok runs (same parameters).", "warning")
     elif len({lab.split(": ", 1)[1] for lab in labels}) < len(labels):
         status = common.message("Two sides are the same selection: choose another experiment, pair or build.")
-    return figs.compare_figure(frames, labels, x=x), t["data"], t["columns"], status
+    return figs.compare_figure(comparison, labels, x=x), t["data"], t["columns"], status

@@ -126,8 +126,9 @@ def update(name: str, patterns: list[str] | None, notifiers: list[str] | None) -
         frame = frame[frame["pattern"].isin(patterns)]
     if notifiers:
         frame = frame[frame["notifier"].isin(notifiers)]
-    changes = figs.changes(frame, name)
-    revisions = figs.revisions_table(frame, name)
+    history = figs.analyse(frame, name)
+    changes = history.changes
+    revisions = figs.revisions_table(history)
     c = common.table_props(changes, markdown=("runs", "compare"))
     r = common.table_props(revisions)
     status = None
@@ -137,4 +138,4 @@ def update(name: str, patterns: list[str] | None, notifiers: list[str] | None) -
         )
     elif changes.empty:
         status = common.message("No change beyond noise between consecutive revisions.", id="history-none")
-    return figs.history_figure(frame, name), c["data"], c["columns"], r["data"], r["columns"], status
+    return figs.history_figure(history), c["data"], c["columns"], r["data"], r["columns"], status
