@@ -178,3 +178,34 @@ def test_pure_contract_covers_the_pure_modules() -> None:
     for module in pure["source_modules"]:
         path = SRC / Path(*module.split("."))
         assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), f"`pure` names {module}"
+
+
+def declared_pure() -> dict[str, str]:
+    """{module: where it is called pure} for the modules the package's own docstrings call pure: a module
+    whose docstring says "Pure:" (or "Pure.") of itself, and the rows marked "pure:" of a package's table."""
+    found: dict[str, str] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        doc = module_docstring(path)
+        if re.search(r"(^|\n|\. )Pure\b[:.]", doc):
+            found[module] = rel(path)
+        for row in re.finditer(r"^\s*``([\w.]+)``\s+pure\b", doc, re.M):
+            found[f"demuxlab.{row[1]}"] = f"{rel(path)} (its table)"
+    return found
+
+
+def test_every_module_called_pure_is_in_the_contract() -> None:
+    """STYLE.md, Python: "Keep computation pure and I/O thin": a module that says it is pure (its docstring,
+    or its package's table) is held to it by the import-linter contract `pure`, so the claim cannot go
+    stale while the module grows an import."""
+    contracts = {c["id"]: c for c in PYPROJECT["tool"]["importlinter"]["contracts"]}
+    listed = contracts["pure"]["source_modules"]
+    declared = declared_pure()
+    assert len(declared) >= 10, sorted(declared)
+    missing = sorted(
+        f"{module} ({where})"
+        for module, where in declared.items()
+        if not any(module == m or module.startswith(m + ".") for m in listed)
+    )
+    assert not missing, f"called pure, not in pyproject.toml's `pure` contract: {missing}"
