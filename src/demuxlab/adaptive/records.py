@@ -4,6 +4,7 @@ each read bounded and parsed as ingest reads them (:mod:`demuxlab.ingest.files`)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from demuxlab.adaptive.runs import Observed, observe
 from demuxlab.errors import DemuxlabError
@@ -21,3 +22,14 @@ def read_runs(folder: Path) -> list[Observed]:
     if not files:
         raise DemuxlabError(f"{folder}: no run records (*.json)")
     return [observe(parse_record(read_record_bytes(f), str(f)), str(f)) for f in files]
+
+
+def read_decisions(path: Path) -> dict[str, Any]:
+    """An adaptive experiment's ``decisions.json`` (``demuxlab adaptive decisions``), format checked."""
+    from demuxlab.adaptive.experiment import FORMAT
+    from demuxlab.jsonio import read_json
+
+    doc = read_json(path, "adaptive decisions")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("grid"), list):
+        raise DemuxlabError(f"{path}: not the output of `demuxlab adaptive decisions` (format {FORMAT})")
+    return doc

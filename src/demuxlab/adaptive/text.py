@@ -3,6 +3,9 @@ Replay` in, lines out."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from demuxlab.adaptive.replay import Replay
 from demuxlab.spec.adaptive import Adaptive
 
@@ -65,3 +68,19 @@ def replay_lines(rep: Replay) -> list[str]:
     if rep.shapes.notes:
         lines.append("models: " + "; ".join(n for n in rep.shapes.notes if "no model" not in n))
     return lines
+
+
+def decisions_notes(doc: Mapping[str, Any]) -> list[str]:
+    """Lines for claims.md: how much of the grid an adaptive sweep measured, and which points are model-only
+    (the verdicts and the recommendation use measured points only)."""
+    grid = doc.get("grid", [])
+    model_only = [g["point_key"] for g in grid if not g.get("measured")]
+    spent, full = doc["run_s"]["spent"], doc["run_s"]["fixed_design"]
+    out = [
+        f"adaptive sweep: {len(grid) - len(model_only)} of {len(grid)} points measured in "
+        f"{spent / 60:.1f} of the fixed design's {full / 60:.1f} run-minutes ({doc.get('stop')}); "
+        "the verdicts and the recommendation use measured points only"
+    ]
+    if model_only:
+        out.append(f"model-only (never measured, never evidence): {', '.join(model_only)}")
+    return out

@@ -287,11 +287,22 @@ def ingest(records: tuple[str, ...], done: str | None, replace: bool) -> None:
 @click.command()
 @spec_argument
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="Where CSV and figures go.")
-def report(spec: str, out_dir: str) -> None:
+@click.option(
+    "--adaptive",
+    "decisions",
+    type=click.Path(dir_okay=False),
+    help="An adaptive experiment's decisions.json: mark each point measured (and why) or model-only.",
+)
+def report(spec: str, out_dir: str, decisions: str | None) -> None:
     """Aggregate runs per point (mean, 95% CI) into a CSV and a throughput-vs-threads figure."""
     from demuxlab.report import write_report
     from demuxlab.spec import load_checked_spec
 
     loaded = load_checked_spec(spec, check_pairs=False)
-    for path in write_report(loaded, Path(out_dir)):
+    doc = None
+    if decisions:
+        from demuxlab.adaptive.records import read_decisions
+
+        doc = read_decisions(Path(decisions))
+    for path in write_report(loaded, Path(out_dir), doc):
         click.echo(f"wrote {path}", err=True)

@@ -203,7 +203,8 @@ class Sample(Base):
 
 class RunHistory(Base):
     """An earlier record of a run, kept when a different record of the same ``run_id`` replaced it
-    (``demuxlab ingest --replace``, or the workflow ingesting a run it ran again): nothing ingested is lost.
+    (``demuxlab ingest --replace``, the workflow ingesting a run it ran again, a bundle import whose run
+    differs): nothing ingested is lost.
 
     ``run`` is the ``runs`` row as it was (every column, as ``to_jsonb`` gives it), ``samples`` its
     per-second series (index = second), ``op_timings`` its timing rows (without their ids). A row
@@ -223,7 +224,7 @@ class RunHistory(Base):
     # When the replaced record had been ingested, and when it was replaced.
     ingested_at: Mapped[dt.datetime]
     replaced_at: Mapped[created_ts]
-    # Who replaced it and from where: "ingest --replace: <file>", "workflow rerun: <file>".
+    # Who replaced it and from where: "ingest --replace: <file>", "workflow rerun: <file>", "bundle import".
     replaced_by: Mapped[str]
     run: Mapped[JSONDoc]
     samples: Mapped[list[float]] = mapped_column(ARRAY(Double()))

@@ -63,6 +63,10 @@ def host_inputs(wildcards):
     return out
 
 
+def host_prerequisites():
+    return [rules.slurm_settings.output.settings]
+
+
 def where_args(wildcards):
     """demuxlab-run's options inside the job."""
     args = (

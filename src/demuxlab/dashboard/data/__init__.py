@@ -1,11 +1,11 @@
 """The dashboard's data access: the read-only store, its errors, and the experiment names every page takes.
 
 The queries live beside this module, one per concern (``experiments``, ``points``, ``history``, ``runs``,
-``operations``, ``models``, ``hosts``), each returning a small ``pandas.DataFrame``; the figure builders
-(:mod:`demuxlab.dashboard.figures`) never import them. The dashboard reads through the read-only role
-(:func:`demuxlab.db.engine.readonly_url`) in read-only transactions. Aggregation happens in PostgreSQL:
-pages get per-point or per-run rows, and per-second samples are read for one run at a time, never for a
-whole experiment.
+``operations``, ``models``, ``hosts``, ``claims``), each returning a small ``pandas.DataFrame``; the
+figure builders (:mod:`demuxlab.dashboard.figures`) never import them. The dashboard reads through the
+read-only role (:func:`demuxlab.db.engine.readonly_url`) in read-only transactions. Aggregation happens
+in PostgreSQL: pages get per-point or per-run rows, and per-second samples are read for one run at a
+time, never for a whole experiment.
 """
 
 from __future__ import annotations
@@ -135,8 +135,18 @@ def frame(conn: Connection, sql: str, params: Mapping[str, Any] | None = None) -
     result = conn.execute(text(sql), dict(params or {}))
     columns = list(result.keys())
     rows = result.fetchall()
-    # Column lists: several times faster than handing pandas a list of Row objects.
-    return pd.DataFrame({c: [r[i] for r in rows] for i, c in enumerate(columns)}, columns=columns)
+    # Column lists: several times faster than handing pandas a list of Row objects. Text stays Python
+    # objects (dtype object): pandas' default Arrow-backed strings cost a conversion per element whenever
+    # the builders iterate them, which they do (records, keys, labels).
+    data = {c: [r[i] for r in rows] for i, c in enumerate(columns)}
+    return pd.DataFrame(
+        {c: pd.Series(v, dtype=object) if _text(v) else v for c, v in data.items()}, columns=columns
+    )
+
+
+def _text(values: list[Any]) -> bool:
+    first = next((v for v in values if v is not None), None)
+    return isinstance(first, str)
 
 
 # -- experiments ----------------------------------------------------------------------------------------
