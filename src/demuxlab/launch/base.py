@@ -30,11 +30,11 @@ from typing import IO, TYPE_CHECKING, Any
 from demuxlab.phases import Phases
 from demuxlab.plan import Pinning
 from demuxlab.point import Point
+from demuxlab.steady import SteadyDecision, SteadyRule, check, warm
 from demuxlab.vocab import RUN_FAILED, RUN_OK, RUN_RECORD_FORMAT
 
 if TYPE_CHECKING:
     from demuxlab.lease import Lease
-    from demuxlab.steady import SteadyDecision, SteadyRule
 
 
 # How long the server may take to print its listening line, and to exit after SIGTERM. Generous: under
@@ -179,13 +179,10 @@ class Launcher(ABC):
         """Raise :class:`~demuxlab.errors.LaunchError` if this launcher cannot run here."""
 
     def terminate(self, proc: subprocess.Popen[str]) -> None:
-        """Ask the server to stop (SIGTERM; it prints its exit JSON and exits)."""
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)  # the server prints its exit JSON and exits
 
     def steady_stats(self, per_second: list[float]) -> dict[str, Any]:
-        """The record's ``stats`` from the per-second throughput (:func:`demuxlab.stats.steady_state`,
-        imported here: numpy and scipy are a run process's largest start-up cost)."""
-        from demuxlab.stats import steady_state
+        from demuxlab.stats import steady_state  # here: numpy/scipy are a run process's largest import
 
         return steady_state(per_second).to_json()
 
@@ -314,9 +311,6 @@ class Launcher(ABC):
     def _client(self, req: RunRequest, port: int, out: _Outcome) -> None:
         argv = self.wrap("client", self.client_args(req, port), req.pinning.client_cpus, req.run_id)
         if req.steady is not None:
-            # Only adaptive runs judge their progress (demuxlab.steady: numpy and scipy, imported here).
-            from demuxlab.steady import warm
-
             warm()
         # The client stops itself; the margin covers connecting and a stall timeout.
         limit = total_s(req.phases) + req.stall_timeout_s + 30.0
@@ -362,8 +356,6 @@ class Launcher(ABC):
 
         The pipes are read with ``os.read`` on their descriptors: a text stream's buffer could hold a line
         that ``select`` no longer sees, and the stop would come a second late."""
-        from demuxlab.steady import check as steady_check
-
         assert proc.stdout is not None and proc.stderr is not None
         deadline = time.monotonic() + limit
         fds = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
@@ -393,7 +385,7 @@ class Launcher(ABC):
                     samples.append(float(doc["msgs_per_s"]))
                     if out.steady is not None and out.steady.stop:
                         continue
-                    out.steady = steady_check(samples, rule.min_s, rule.target_rel)
+                    out.steady = check(samples, rule.min_s, rule.target_rel)
                     if out.steady.stop and proc.poll() is None:
                         proc.send_signal(signal.SIGUSR1)
         proc.wait(timeout=max(0.0, deadline - time.monotonic()))
@@ -414,9 +406,8 @@ class Launcher(ABC):
         per_second = (out.client or {}).get("per_second")
         if out.failure is None and isinstance(per_second, list) and per_second:
             stats = self.steady_stats([float(x) for x in per_second])
-            drift = stats.get("drift_rel")
-            if stats.get("stationary") is False and drift is not None:
-                out.notes.append(f"throughput drifts by {drift:+.1%} over the measure phase")
+            if stats.get("stationary") is False and stats.get("drift_rel") is not None:
+                out.notes.append(f"throughput drifts by {stats['drift_rel']:+.1%} over the measure phase")
         pinning = req.pinning.to_json()
         pinning["notes"] = list(pinning.get("notes", [])) + out.notes
         return {
@@ -453,8 +444,6 @@ def _steady_stop(req: RunRequest, out: _Outcome) -> dict[str, Any]:
     many measured seconds (the client's own count), and the decision it stopped on (or the last one)."""
     if req.steady is None:
         return {}
-    from demuxlab.steady import SteadyDecision
-
     decision = out.steady or SteadyDecision(False, 0, None, None, 0, "no per-second progress from the client")
     doc = decision.to_json(req.steady.min_s, req.steady.target_rel, req.phases.measure_s)
     client = out.client or {}

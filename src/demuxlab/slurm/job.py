@@ -388,7 +388,6 @@ def run_in_job(base: RunRequest, opts: JobOptions) -> dict[str, Any] | None:
     )
     pair_name = f"{server_node}+{client_node}"
     base = dataclasses.replace(base, host_pair=pair_name)
-    point = base.point
     staged: dict[str, str] = {}
     t_look = time.monotonic()
     try:
@@ -400,8 +399,8 @@ def run_in_job(base: RunRequest, opts: JobOptions) -> dict[str, Any] | None:
         pinning = plan_pinning(
             server,
             client,
-            point.threads,
-            point.client_threads,
+            base.point.threads,
+            base.point.client_threads,
             same_host=False,
             server_peer=client_addr,
             client_peer=server_addr,

@@ -96,7 +96,8 @@ def host_inputs(wildcards):
 
 def where_args(wildcards):
     """Any free healthy pair of the inventory, starting at the run's lane (run-point --pairs-from). A
-    simulated cluster's file is read as JSON (rule simulated_pairs): the run process needs no PyYAML."""
+    simulated cluster's file is read as JSON, written by simulated_pairs, so the run process needs no
+    PyYAML."""
     source = rules.simulated_pairs.output.pairs if cluster_pairs()["simulated"] else INVENTORY
     return (
         f"--pairs-from {source} --cluster-state {CLUSTER_STATE} --lane {lane_of(wildcards)}"

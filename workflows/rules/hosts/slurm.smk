@@ -4,10 +4,10 @@
 # demuxlab.slurm.job). Every other rule runs on the controller (the Snakefile makes them local rules). The
 # names this file defines are listed in rules/hosts/local.smk.
 #
-# Before the first run job, rule slurm_settings checks the settings against the cluster (a bad one fails in
+# Before the first run job, slurm_settings checks the settings against the cluster (a bad one fails in
 # one line: demuxlab.slurm.check). Jobs an earlier, killed controller left queued or running are found when
 # the DAG is built (squeue: the plugin puts each job's rule and wildcards, hence its run id, in its
-# comment); a run with such a job first waits for it (rule slurm_adopt) instead of being submitted beside
+# comment); a run with such a job first waits for it (slurm_adopt) instead of being submitted beside
 # it, and its new job then only puts back the record that job wrote (demuxlab.slurm.job.restore_adopted).
 
 SLURM_CONF_DOC = config["slurm"]
@@ -15,8 +15,8 @@ SLURM_STATE = "results/slurm"
 CLUSTER_CONF = config["cluster"]
 # $SLURM_CONF (Slurm's own variable) wins, else the setting (relative to the repository). Set here, at
 # parse time, because the executor plugin runs Slurm's commands (scontrol, sacctmgr) when it starts.
-if not os.environ.get("SLURM_CONF") and SLURM_CONF_DOC["conf"]:
-    os.environ["SLURM_CONF"] = str(REPO / SLURM_CONF_DOC["conf"])
+if SLURM_CONF_DOC["conf"]:
+    os.environ.setdefault("SLURM_CONF", str(REPO / SLURM_CONF_DOC["conf"]))
 # The lanes are the runs in flight; each runs on whichever two nodes Slurm gives it.
 PAIR_RESOURCE = 0
 MODEL_PAIR = 0
@@ -160,7 +160,14 @@ def start_slurm_progress():
     start_progress_thread(Path(SLURM_STATE))
 
 
-ONSTART_HOOKS.append(start_slurm_progress)  # rules/lock.smk's onstart runs it
+def only_runs_in_slurm():
+    """Every rule but run_point runs on the controller (builds, plans, ingest, reports, models) as
+    local rules, named once every rule is known (Snakemake asks whether a job is local as it schedules)."""
+    workflow.localrules(*(r.name for r in workflow.rules if r.name != "run_point"))
+
+
+ONSTART_HOOKS.append(only_runs_in_slurm)  # rules/lock.smk's onstart runs these
+ONSTART_HOOKS.append(start_slurm_progress)
 
 
 include: "slurm_rules.smk"

@@ -63,7 +63,7 @@ rule slurm_report:
         "../../envs/demuxlab.yaml"
     params:
         cli=DEMUXLAB,
-        state=SLURM_STATE,
+        state=lambda wc, input: os.path.dirname(input.sweep),
         quarantine_after=CLUSTER_CONF["quarantine_after"],
         drain=SLURM_CONF_DOC["drain"],
     shell:
