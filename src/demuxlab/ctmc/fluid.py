@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from demuxlab.ctmc.engine import RC, RI, RO, FloatArray, ModelInstance, compile_structure
+from demuxlab.ctmc.engine import CORES, RC, RI, RO, RX, RZ, FloatArray, ModelInstance, compile_structure
 from demuxlab.errors import DemuxlabError
 
 ODE_RTOL = 1e-4
@@ -41,6 +41,7 @@ class FluidResult:
     residual: float
     horizon_us: float
     converged: bool
+    runnable: float = 0.0  # the server pool's runnable count in the end state (0: no pool)
 
     @property
     def throughput_msgs_per_s(self) -> float:
@@ -70,8 +71,10 @@ def solve_fluid(
         # The start state puts every connection in the ready list; draining that backlog takes about
         # connections × (one message's service time) / threads.
         p = model.parameters
-        cycle = 1.0 / r[RI] + 1.0 / r[RC] + 1.0 / r[RO]
-        horizon_us = max(2_000.0, 2.0 * float(p["connections"]) * cycle / float(p["threads"]))
+        cycle = 1.0 / r[RI] + 1.0 / r[RC] + 1.0 / r[RO] + 1.0 / r[RX] + 1.0 / r[RZ]
+        parallel = max(1.0, min(float(p["threads"]), float(r[CORES])))
+        conns = float(p.get("chain_connections", p["connections"]))
+        horizon_us = max(2_000.0, 2.0 * conns * cycle / parallel)
     x = np.ascontiguousarray(model.initial, dtype=np.float64).copy()
     t_total = 0.0
     span = float(horizon_us)
@@ -96,4 +99,5 @@ def solve_fluid(
         residual=float(np.max(np.abs(out))),
         horizon_us=t_total,
         converged=change <= rel_tol,
+        runnable=model.structure.runnable(x, r),
     )
