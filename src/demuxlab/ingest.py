@@ -865,9 +865,9 @@ def ingest_for_workflow(record: str | Path, done: str | Path, log: str | Path) -
     checked, once per controller and database (the ``database`` rule upgraded it first). A killed
     controller loses at most an uncommitted transaction and the done file, so the rerun ingests again.
     """
-    from demuxlab.commands import write_json_atomic
     from demuxlab.db import migrations
     from demuxlab.db.engine import get_engine
+    from demuxlab.jsonio import write_json_atomic
 
     log_path = Path(log)
     log_path.parent.mkdir(parents=True, exist_ok=True)

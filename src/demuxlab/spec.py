@@ -676,6 +676,14 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
     return spec
 
 
+def load_checked_spec(path: Path | str, *, check_pairs: bool = True) -> Spec:
+    """:func:`load_spec` checked against ``build/bin/demux-server --list`` (``check_pairs``), or against
+    the schema only."""
+    from demuxlab.pairs import valid_pairs
+
+    return load_spec(path, pairs=valid_pairs() if check_pairs else None)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # expanding
 

@@ -15,7 +15,10 @@ Steady state of one run (``per_second``: the client's per-second throughput over
 * Throughput: the mean of the kept samples.
 
 Over repeats, :func:`point_summary` gives mean, sample standard deviation and a Student-t confidence
-interval (seed 001 used 5 batches and 95 % intervals).
+interval (seed 001 used 5 batches and 95 % intervals); :func:`ci_halfwidth`, the interval's half-width
+from the standard deviation and the count, is the one confidence-interval routine of the project (the
+report, the claims and the validation through :func:`point_summary`; callers with aggregates only, such
+as the dashboard's SQL, directly).
 """
 
 from __future__ import annotations
@@ -130,10 +133,30 @@ def steady_state(per_second: Sequence[float]) -> SteadyState:
     return SteadyState(mean, stationary, drift_rel, trimmed, n, p_value)
 
 
-def point_summary(values: Sequence[float], confidence: float = 0.95) -> Summary:
-    """Mean and Student-t confidence interval of repeated measurements (n = 1: no interval)."""
+def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+
+
+def ci_halfwidth(std: float, n: int, confidence: float = 0.95) -> float | None:
+    """Half-width of the Student-t confidence interval of a mean of ``n`` values whose sample standard
+    deviation (n − 1) is ``std``: t(1/2 + confidence/2, n − 1) · std / √n; None for n < 2 (no interval).
+
+    The project's one confidence-interval routine: :func:`point_summary` uses it on the values themselves,
+    and a caller that has only the aggregates (mean, std, n: a SQL ``GROUP BY``) calls it directly."""
+    _check_confidence(confidence)
+    if n < 2:
+        return None
+    from scipy import stats as _st  # imported here: scipy.stats costs ~2 s of CLI start-up
+
+    t = float(_st.t.ppf(0.5 + confidence / 2.0, df=n - 1))
+    return t * std / math.sqrt(n)
+
+
+def point_summary(values: Sequence[float], confidence: float = 0.95) -> Summary:
+    """Mean and Student-t confidence interval (:func:`ci_halfwidth`) of repeated measurements (n = 1: no
+    interval)."""
+    _check_confidence(confidence)
     data = _as_array(values, "values")
     n = len(data)
     if n == 0:
@@ -142,10 +165,8 @@ def point_summary(values: Sequence[float], confidence: float = 0.95) -> Summary:
     if n == 1:
         return Summary(1, mean, None, None, None, None, None)
     std = float(np.std(data, ddof=1))
-    from scipy import stats as _st
-
-    t = float(_st.t.ppf(0.5 + confidence / 2.0, df=n - 1))
-    halfwidth = t * std / math.sqrt(n)
+    halfwidth = ci_halfwidth(std, n, confidence)
+    assert halfwidth is not None
     return Summary(
         n=n,
         mean=mean,

@@ -10,7 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from demuxlab.ctmc.calibrate import INSTANT_RATE, CalibrationRefused, calibrate
-from demuxlab.ctmc.cli import model, parse_int_list
+from demuxlab.ctmc.cli import model
+from demuxlab.ctmc.params import parse_int_list
 from demuxlab.ctmc.rates import Rates, paper_rates
 from demuxlab.errors import DemuxlabError
 
@@ -280,10 +281,10 @@ def test_cli_calibrate_bad_record(tmp_path: Path) -> None:
 @pytest.mark.postgres
 def test_store_calibration_and_prediction(database_url: str) -> None:
     from demuxlab.ctmc.predict import predict
-    from demuxlab.ctmc.store import load_calibration, save_calibration, save_prediction
     from demuxlab.db.engine import session
     from demuxlab.db.models import Experiment, Point
     from demuxlab.db.models import Prediction as Row
+    from demuxlab.validation.store import load_calibration, save_calibration, save_prediction
 
     rates = calibrate([server_json("lf", 0.5)], "lf")
     cid = save_calibration(rates, "lf", "epoll-lt", ["r2"])

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from demuxlab.cli import main
-from demuxlab.db.cli import db
+from demuxlab.cli.db import db
 from demuxlab.db.embedded import Cluster
 
 SUBCOMMANDS = ["url", "upgrade", "downgrade", "start", "stop", "status", "check", "psql"]

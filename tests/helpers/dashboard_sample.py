@@ -138,7 +138,7 @@ def store_model(spec: Any, url: str) -> None:
 
     from demuxlab.ctmc.predict import Prediction
     from demuxlab.ctmc.rates import paper_rates
-    from demuxlab.ctmc.store import save_calibration, save_predictions
+    from demuxlab.validation.store import save_calibration, save_predictions
 
     engine = create_engine(url)
     with engine.connect() as conn:

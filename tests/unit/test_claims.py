@@ -350,3 +350,23 @@ def test_predictions_of_a_hardware_class_stay_with_its_points() -> None:
     assert all(r.model_best for r in recommend(a + b, [pred(a[0], 90), pred(a[1], 110)]))
     verdicts = evaluate_claims(a + b, preds)
     assert {v.host for v in verdicts} == {"hw-a", "hw-b"}
+
+
+def test_a_measured_point_holds_the_sweep_points_fields() -> None:
+    """The claims' input is a sweep point (demuxlab.point) with its measurement: the same fields, but
+    ``instrument`` (calibration points are never claims' input); a point as the database gives it is
+    accepted as it is."""
+    import dataclasses
+
+    from demuxlab.claims import MeasuredPoint, as_point
+    from demuxlab.point import POINT_FIELDS, Point
+
+    names = [f.name for f in dataclasses.fields(MeasuredPoint)]
+    assert set(POINT_FIELDS) - {"instrument"} <= set(names)
+    point = Point("lf", "epoll-lt", 2, 10.0, 32, 1, 1, None)
+    row = {**point.to_json(), "mean": 1000.0, "ci_low": 990.0, "ci_high": 1010.0, "n": 3}
+    got = as_point(row)
+    assert {name: getattr(got, name) for name in POINT_FIELDS if name != "instrument"} == {
+        name: getattr(point, name) for name in POINT_FIELDS if name != "instrument"
+    }
+    assert got.point_key == point.point_key

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from demuxlab.cli import _COMMANDS
+from demuxlab.cli import COMMANDS
 
 DEMUXLAB = str(Path(sys.executable).with_name("demuxlab"))
 
@@ -20,11 +20,11 @@ def demuxlab(*args: str) -> subprocess.CompletedProcess[str]:
 def test_top_level_help_lists_every_command() -> None:
     res = demuxlab("--help")
     assert res.returncode == 0
-    for name in _COMMANDS:
+    for name in COMMANDS:
         assert name in res.stdout
 
 
-@pytest.mark.parametrize("name", sorted(_COMMANDS))
+@pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_has_help(name: str) -> None:
     res = demuxlab(name, "--help")
     assert res.returncode == 0, res.stderr
@@ -58,3 +58,28 @@ def test_validate_shipped_specs_schema_only() -> None:
         res = demuxlab("validate", "--no-pairs", str(spec))
         assert res.returncode == 0, res.stderr
         assert ": ok: " in res.stdout
+
+
+# What a command module of demuxlab.cli may not import at module level: --help imports every one of them.
+HEAVY = ("numpy", "scipy", "sqlalchemy", "pandas", "dash", "jsonschema", "yaml", "numba", "matplotlib")
+
+
+CLI_MODULES = sorted({"demuxlab.cli", *(m for m, _ in COMMANDS.values() if m.startswith("demuxlab.cli."))})
+
+
+@pytest.mark.parametrize("module", CLI_MODULES)
+def test_command_modules_import_no_library(module: str) -> None:
+    code = f"import sys, {module}; print(' '.join(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert res.stdout.strip() == "", f"{module} imports {res.stdout.strip()} at module level"
+
+
+def test_help_lists_each_commands_own_first_sentence() -> None:
+    from demuxlab.cli import cli
+
+    res = demuxlab("--help")
+    for name in COMMANDS:
+        command = cli.get_command(None, name)  # type: ignore[arg-type]
+        assert command is not None and command.help
+        first = " ".join(command.help.split("\n\n")[0].split()).split(". ")[0].rstrip(".")
+        assert " ".join(first.split()[:4]) in " ".join(res.stdout.split()), (name, first)

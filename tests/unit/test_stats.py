@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from demuxlab.stats import DRIFT_LIMIT_REL, leading_transient, point_summary, steady_state
+from demuxlab.stats import DRIFT_LIMIT_REL, ci_halfwidth, leading_transient, point_summary, steady_state
 
 # Student t quantiles t(0.975, df) from printed tables (not from scipy), to check point_summary independently.
 T_975 = {1: 12.706204736, 2: 4.302652730, 4: 2.776445105, 9: 2.262157163}
@@ -105,6 +105,18 @@ def test_known_small_sample_intervals() -> None:
     # n = 3 at 90 %: t(0.95, 2) = 2.919985580.
     three = point_summary([4.0, 6.0, 8.0], confidence=0.90)
     assert three.halfwidth == pytest.approx(2.919985580 * 2.0 / math.sqrt(3), rel=1e-8)
+
+
+def test_halfwidth_from_aggregates() -> None:
+    # The routine behind point_summary, for callers that have only (std, n): t(0.975, n - 1) · s / sqrt(n).
+    assert ci_halfwidth(10.0, 10) == pytest.approx(T_975[9] * 10.0 / math.sqrt(10), rel=1e-8)
+    assert ci_halfwidth(3.0, 3) == pytest.approx(T_975[2] * 3.0 / math.sqrt(3), rel=1e-8)
+    assert ci_halfwidth(0.0, 5) == 0.0
+    assert ci_halfwidth(5.0, 1) is None and ci_halfwidth(5.0, 0) is None
+    values = [71_000.0, 74_500.0, 69_800.0, 73_100.0]
+    assert ci_halfwidth(float(np.std(values, ddof=1)), 4) == point_summary(values).halfwidth
+    with pytest.raises(ValueError, match="confidence"):
+        ci_halfwidth(1.0, 3, confidence=0.0)
 
 
 def test_single_value_has_no_interval() -> None:

@@ -242,7 +242,7 @@ def ingest_in_controller(record, done, log):
 
 def write_cluster_ready(path, facts, log):
     """results/cluster/ready.json: the hosts are provisioned and their facts collected (run_point's input)."""
-    from demuxlab.commands import write_json_atomic
+    from demuxlab.jsonio import write_json_atomic
 
     write_json_atomic(Path(path), {"facts": sorted(str(f) for f in facts)})
     Path(log).parent.mkdir(parents=True, exist_ok=True)

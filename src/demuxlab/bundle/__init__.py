@@ -4,5 +4,5 @@ Pure parts (no I/O): :mod:`~demuxlab.bundle.layout` (paths, SHA-256 manifest, RO
 :mod:`~demuxlab.bundle.safety` (archive member checks, secret scan), :mod:`~demuxlab.bundle.compare`
 (tables and figures). I/O: :mod:`~demuxlab.bundle.archive` (deterministic tar writer, safe reader),
 :mod:`~demuxlab.bundle.dump` (database subset ⇄ Parquet), :mod:`~demuxlab.bundle.create` and
-:mod:`~demuxlab.bundle.ops` (verify, import, reproduce, rerun), :mod:`~demuxlab.bundle.cli`.
+:mod:`~demuxlab.bundle.ops` (verify, import, reproduce, rerun), :mod:`~demuxlab.cli.bundle`.
 """

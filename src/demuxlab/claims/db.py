@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from demuxlab.errors import DemuxlabError
+from demuxlab.point import POINT_FIELDS, Point
 from demuxlab.stats import point_summary
+from demuxlab.vocab import METHOD_SSA, RUN_OK
 
 
 @dataclass(frozen=True)
@@ -25,13 +27,14 @@ class ClaimInputs:
 
 
 def load_inputs(
-    experiment: str, spec_sha256: str, method: str = "ssa", url: str | None = None
+    experiment: str, spec_sha256: str, method: str = METHOD_SSA, url: str | None = None
 ) -> ClaimInputs:
     """The measured (not calibration) points of this exact spec, with their predictions by ``method``."""
     from sqlalchemy import select
 
     from demuxlab.db.engine import session
-    from demuxlab.db.models import Calibration, Experiment, Host, Point, Prediction, Run
+    from demuxlab.db.models import Calibration, Experiment, Host, Prediction, Run
+    from demuxlab.db.models import Point as PointRow
 
     with session(url) as s:
         exp_id = s.scalar(
@@ -45,9 +48,9 @@ def load_inputs(
         pts = {
             p.id: p
             for p in s.scalars(
-                select(Point)
-                .where(Point.experiment_id == exp_id, Point.instrument.is_(False))
-                .order_by(Point.point_key)
+                select(PointRow)
+                .where(PointRow.experiment_id == exp_id, PointRow.instrument.is_(False))
+                .order_by(PointRow.point_key)
             )
         }
         hosts = {h.id: h for h in s.scalars(select(Host))}
@@ -71,7 +74,7 @@ def load_inputs(
         failed: list[str] = []
         facts: dict[str, dict[str, Any]] = {}
         for pid, p in pts.items():
-            every_ok = [r for r in runs[pid] if r.status == "ok" and r.throughput_msgs_per_s is not None]
+            every_ok = [r for r in runs[pid] if r.status == RUN_OK and r.throughput_msgs_per_s is not None]
             if not every_ok:
                 failed.append(p.point_key)
                 continue
@@ -85,14 +88,7 @@ def load_inputs(
             p = pts[pid]
             predictions.append(
                 {
-                    "point_key": p.point_key,
-                    "pattern": p.pattern,
-                    "notifier": p.notifier,
-                    "threads": p.threads,
-                    "work_us": float(p.work_us),
-                    "connections": p.connections,
-                    "msg_size": p.msg_size,
-                    "rate": p.rate,
+                    **_point_fields(p),
                     "source": source,
                     "mean": pred.throughput_msgs_per_s,
                     "ci_halfwidth_rel": pred.ci_halfwidth_rel,
@@ -126,15 +122,7 @@ def _point_row(
         if isinstance(r.pinning, dict) and r.pinning.get("server_cpus")
     ]
     return {
-        "point_key": p.point_key,
-        "pattern": p.pattern,
-        "notifier": p.notifier,
-        "threads": p.threads,
-        "work_us": float(p.work_us),
-        "connections": p.connections,
-        "msg_size": p.msg_size,
-        "rate": p.rate,
-        "client_threads": p.client_threads,
+        **_point_fields(p),
         "mean": tput.mean,
         "ci_low": tput.ci_low,
         "ci_high": tput.ci_high,
@@ -145,3 +133,8 @@ def _point_row(
         "cost_ci_low": cost.ci_low if cost else None,
         "cost_ci_high": cost.ci_high if cost else None,
     }
+
+
+def _point_fields(row: Any) -> dict[str, Any]:
+    """The point of a ``points`` row as JSON: its key and :data:`~demuxlab.point.POINT_FIELDS`."""
+    return Point.from_json({name: getattr(row, name) for name in POINT_FIELDS}).to_json()

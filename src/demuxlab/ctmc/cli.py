@@ -8,38 +8,20 @@ from typing import Any
 
 import click
 
-from demuxlab.errors import DemuxlabError
+from demuxlab.ctmc.params import parse_float_list, parse_int_list
+from demuxlab.vocab import METHOD_SSA, SOLVER_METHODS
 
 
-def parse_int_list(text: str, what: str = "threads") -> list[int]:
-    """'1-16', '2,4,8', '1-4,8' → sorted unique ints."""
-    out: set[int] = set()
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                lo_s, hi_s = part.split("-", 1)
-                lo, hi = int(lo_s), int(hi_s)
-                if lo > hi:
-                    raise ValueError
-                out.update(range(lo, hi + 1))
-            else:
-                out.add(int(part))
-        except ValueError:
-            raise DemuxlabError(f"--{what}: bad list or range {text!r} (e.g. 1-16 or 2,4,8)") from None
-    if not out or min(out) < 1:
-        raise DemuxlabError(f"--{what}: values must be positive integers, got {text!r}")
-    return sorted(out)
+class ModelledPattern(click.ParamType[str]):
+    """A pattern the CTMC package has a model of (:data:`demuxlab.ctmc.rates.PATTERNS`), looked up when a
+    value is given: the list grows with the models, and ``demuxlab --help`` imports no numpy."""
 
+    name = "pattern"
 
-def parse_float_list(text: str, what: str) -> list[float]:
-    try:
-        vals = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise DemuxlabError(f"--{what}: bad number list {text!r}") from None
-    if any(not (v > 0) for v in vals):
-        raise DemuxlabError(f"--{what}: values must be positive, got {text!r}")
-    return vals
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from demuxlab.ctmc.rates import PATTERNS
+
+        return str(click.Choice(PATTERNS).convert(value, param, ctx))
 
 
 @click.group()
@@ -48,10 +30,10 @@ def model() -> None:
 
 
 @model.command()
-@click.option("--pattern", required=True, type=click.Choice(["hsha", "lf"]))
+@click.option("--pattern", required=True, type=ModelledPattern(), help="a modelled pattern: hsha, lf, ...")
 @click.option("--threads", "threads_text", required=True, help="total threads: 4, 1-16 or 2,4,8")
 @click.option("--work-us", "work_text", required=True, help="work per message in µs (or a list 10,20,50)")
-@click.option("--method", default="ssa", type=click.Choice(["ssa", "fluid", "exact"]), show_default=True)
+@click.option("--method", default=METHOD_SSA, type=click.Choice(SOLVER_METHODS), show_default=True)
 @click.option("--connections", default=512, type=click.IntRange(min=1), show_default=True)
 @click.option("--rel-ci", default=0.01, type=float, show_default=True, help="SSA: target relative CI")
 @click.option("--seed", default=0, type=int, show_default=True)
@@ -69,58 +51,33 @@ def predict(
     as_json: bool,
 ) -> None:
     """Predict throughputs (msgs/s) for each thread count."""
-    from demuxlab.ctmc.predict import predict as run_predict
-    from demuxlab.ctmc.rates import Rates, min_threads
+    from demuxlab.validation.manual import predict_grid
 
     threads = parse_int_list(threads_text)
     works = parse_float_list(work_text, "work-us")
-    if threads[0] < min_threads(pattern):
-        raise DemuxlabError(
-            f"--threads: {pattern} needs at least {min_threads(pattern)} threads, got {threads[0]}"
-        )
-    rates: Rates | None = None
-    if calibration_id is not None:
-        from demuxlab.ctmc.store import load_calibration
-
-        cal_pattern, _, rates = load_calibration(calibration_id)
-        if cal_pattern != pattern:
-            raise DemuxlabError(f"--calibration {calibration_id}: calibrates {cal_pattern}, not {pattern}")
+    predictions = predict_grid(
+        pattern,
+        threads,
+        works,
+        method=method,
+        connections=connections,
+        rel_ci=rel_ci,
+        seed=seed,
+        calibration_id=calibration_id,
+    )
     if not as_json:
         click.echo(f"{'pattern':<8}{'threads':>8}{'work_us':>9}{'method':>7}{'msgs/s':>14}{'ci_rel':>9}")
-    for w in works:
-        for n in threads:
-            p = run_predict(
-                pattern, n, w, method=method, connections=connections, rates=rates, rel_ci=rel_ci, seed=seed
+    for p in predictions:
+        d = p.as_dict()
+        if calibration_id is not None:
+            d["calibration_id"] = calibration_id
+        if as_json:
+            click.echo(json.dumps(d))
+        else:
+            ci = "-" if p.ci_halfwidth_rel is None else f"{p.ci_halfwidth_rel:.4f}"
+            click.echo(
+                f"{pattern:<8}{p.threads:>8}{p.work_us:>9g}{method:>7}{p.throughput_msgs_per_s:>14.0f}{ci:>9}"
             )
-            d = p.as_dict()
-            if calibration_id is not None:
-                d["calibration_id"] = calibration_id
-            if as_json:
-                click.echo(json.dumps(d))
-            else:
-                ci = "-" if p.ci_halfwidth_rel is None else f"{p.ci_halfwidth_rel:.4f}"
-                click.echo(f"{pattern:<8}{n:>8}{w:>9g}{method:>7}{p.throughput_msgs_per_s:>14.0f}{ci:>9}")
-
-
-def _read_record(path: Path) -> dict[str, Any]:
-    data = _read_json(path, "run record")
-    if not isinstance(data, dict) or data.get("format") != "demuxlab.run/1":
-        raise DemuxlabError(f"{path}: format: not a demuxlab.run/1 run record")
-    if not isinstance(data.get("server"), dict):
-        raise DemuxlabError(f"{path}: server: no server exit JSON in this record")
-    return data
-
-
-def _measured(rec: dict[str, Any]) -> float | None:
-    client = rec.get("client")
-    value = client.get("throughput_msgs_per_s") if isinstance(client, dict) else None
-    return float(value) if isinstance(value, int | float) and value > 0 else None
-
-
-def _connections(rec: dict[str, Any]) -> int | None:
-    point = rec.get("point")
-    value = point.get("connections") if isinstance(point, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @model.command()
@@ -128,44 +85,9 @@ def _connections(rec: dict[str, Any]) -> int | None:
 @click.option("--store", is_flag=True, help="store the calibration in the database")
 def calibrate(records: tuple[Path, ...], store: bool) -> None:
     """Fit the rates from lowest-concurrency instrumented run records (one JSON line per pattern)."""
-    from demuxlab.ctmc.calibrate import SelfCheck
-    from demuxlab.ctmc.calibrate import calibrate as fit
+    from demuxlab.validation.manual import calibrate_records
 
-    groups: dict[tuple[str, str], list[tuple[Path, dict[str, Any]]]] = {}
-    for path in records:
-        rec = _read_record(path)
-        server = rec["server"]
-        key = (str(server.get("pattern")), str(server.get("notifier")))
-        groups.setdefault(key, []).append((path, rec))
-    for (pattern, notifier), items in sorted(groups.items()):
-        labels = [f"{p} (run {r.get('run_id')})" for p, r in items]
-        checks: list[SelfCheck] = []
-        rates = fit(
-            [r["server"] for _, r in items],
-            pattern,
-            labels,
-            measured=[_measured(r) for _, r in items],
-            connections=[_connections(r) for _, r in items],
-            checks=checks,
-        )
-        out: dict[str, Any] = {
-            "pattern": pattern,
-            "notifier": notifier,
-            "rates": rates.as_dict(),
-            "source": rates.source,
-            "source_runs": [str(r.get("run_id")) for _, r in items],
-            "self_check": [c.as_dict() for c in checks],
-        }
-        if store:
-            from demuxlab.ctmc.store import save_calibration
-
-            out["calibration_id"] = save_calibration(
-                rates,
-                pattern,
-                notifier,
-                out["source_runs"],
-                artifacts={"records": [str(p) for p, _ in items]},
-            )
+    for out in calibrate_records(records, store=store):
         click.echo(json.dumps(out))
 
 
@@ -185,7 +107,7 @@ def rates(as_json: bool) -> None:
                 click.echo(f"  {k:<4} = 1/{1.0 / r[k]:.4g} µs⁻¹  ({r[k]:.6g} per µs)")
 
 
-# -- the workflow's model stages (demuxlab.validation) ------------------------------------------------------
+# -- the workflow's model stages (their logic: demuxlab.validation.stages) -------------------------------
 
 
 def _spec(path: str) -> Any:
@@ -199,57 +121,10 @@ def _spec(path: str) -> Any:
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The calibrations as JSON.")
 def calibrate_experiment(spec: str, out: str) -> None:
     """Fit and store the rates of every HSHA/LF pattern × notifier from the ingested calibration runs."""
-    from demuxlab.commands import write_json_atomic
-    from demuxlab.validation import calibrate_experiment as run
+    from demuxlab.validation.stages import calibrate_stage
 
-    loaded = _spec(spec)
-    outcomes = run(loaded)
-    for o in outcomes:
-        what = f"{o.pattern}/{o.notifier}" + (f" on class {o.hardware_class}" if o.hardware_class else "")
-        if o.error:
-            click.echo(f"calibration {what}: not fitted: {o.error}", err=True)
-        else:
-            click.echo(f"calibration {what}: id {o.calibration_id} from {len(o.source_runs)} runs", err=True)
-    doc = {
-        "experiment": loaded.name,
-        "spec_sha256": loaded.sha256,
-        "calibrations": [o.to_json() for o in outcomes],
-    }
-    write_json_atomic(Path(out), doc)
-
-
-def _calibration_ids(path: Path, spec: Any) -> dict[tuple[str, str, str | None], int]:
-    doc = _read_json(path, "calibrations file")
-    if not isinstance(doc, dict) or not isinstance(doc.get("calibrations"), list):
-        raise DemuxlabError(f"{path}: calibrations: not the output of `demuxlab model calibrate-experiment`")
-    if doc.get("spec_sha256") != spec.sha256:
-        raise DemuxlabError(
-            f"{path}: spec_sha256: {str(doc.get('spec_sha256'))[:12]!r} is not this spec's "
-            f"({spec.sha256[:12]}): calibrate again"
-        )
-    ids: dict[tuple[str, str, str | None], int] = {}
-    for i, entry in enumerate(doc["calibrations"]):
-        if not isinstance(entry, dict):
-            raise DemuxlabError(f"{path}: calibrations[{i}]: not an object")
-        cid = entry.get("calibration_id")
-        if cid is None:
-            continue
-        if not isinstance(cid, int):
-            raise DemuxlabError(f"{path}: calibrations[{i}].calibration_id: not an integer: {cid!r}")
-        cls = entry.get("hardware_class")  # absent in files written before classes: a local sweep
-        if cls is not None and not isinstance(cls, str):
-            raise DemuxlabError(f"{path}: calibrations[{i}].hardware_class: not a string: {cls!r}")
-        ids[(str(entry.get("pattern")), str(entry.get("notifier")), cls)] = cid
-    return ids
-
-
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except OSError as exc:
-        raise DemuxlabError(f"{path}: cannot read the {what}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise DemuxlabError(f"{path}: the {what} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    for outcome in calibrate_stage(_spec(spec), Path(out)):
+        click.echo(outcome.message, err=True)
 
 
 @model.command("predict-experiment")
@@ -261,7 +136,7 @@ def _read_json(path: Path, what: str) -> Any:
     help="Output of calibrate-experiment; without it only the paper's rates are used.",
 )
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The predictions as JSON.")
-@click.option("--method", default="ssa", type=click.Choice(["ssa", "fluid", "exact"]), show_default=True)
+@click.option("--method", default=METHOD_SSA, type=click.Choice(SOLVER_METHODS), show_default=True)
 @click.option("--rel-ci", default=0.01, type=float, show_default=True, help="SSA: target relative CI")
 @click.option("--seed", default=0, type=int, show_default=True)
 @click.option("--jobs", default=1, type=click.IntRange(min=0), show_default=True, help="0: one per CPU")
@@ -275,23 +150,13 @@ def predict_experiment(
     jobs: int,
 ) -> None:
     """Predict every measured HSHA/LF point (paper and calibrated rates) and store the predictions."""
-    from demuxlab.commands import write_json_atomic
-    from demuxlab.validation import predict_experiment as run
+    from demuxlab.validation.prediction import predictions_message
+    from demuxlab.validation.stages import predict_stage
 
-    loaded = _spec(spec)
-    ids = _calibration_ids(calibrations_path, loaded) if calibrations_path is not None else {}
-    entries = run(loaded, ids, method=method, rel_ci=rel_ci, seed=seed, jobs=jobs)
-    done = sum(1 for e in entries if "skipped" not in e)
-    click.echo(f"predictions: {done} stored, {len(entries) - done} skipped", err=True)
-    doc = {
-        "experiment": loaded.name,
-        "spec_sha256": loaded.sha256,
-        "method": method,
-        "rel_ci": rel_ci,
-        "seed": seed,
-        "predictions": entries,
-    }
-    write_json_atomic(Path(out), doc)
+    entries = predict_stage(
+        _spec(spec), calibrations_path, Path(out), method=method, rel_ci=rel_ci, seed=seed, jobs=jobs
+    )
+    click.echo(predictions_message(entries), err=True)
 
 
 @model.command("validate-experiment")
@@ -299,10 +164,10 @@ def predict_experiment(
 @click.option(
     "--out-dir", required=True, type=click.Path(file_okay=False), help="Where the table and figure go."
 )
-@click.option("--method", default="ssa", type=click.Choice(["ssa", "fluid", "exact"]), show_default=True)
+@click.option("--method", default=METHOD_SSA, type=click.Choice(SOLVER_METHODS), show_default=True)
 def validate_experiment(spec: str, out_dir: str, method: str) -> None:
     """Model vs measurement per HSHA/LF point, with relative errors: CSVs and a figure (seed 001 Fig. 3)."""
-    from demuxlab.validation import write_validation
+    from demuxlab.validation.stages import write_validation
 
     for path in write_validation(_spec(spec), Path(out_dir), method):
         click.echo(f"wrote {path}", err=True)

@@ -14,7 +14,6 @@ from demuxlab.ctmc.rates import DESIGNS, Host, Rates, build, tagged_connections
 from demuxlab.errors import DemuxlabError
 from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID, METHOD_SSA, SOLVER_METHODS
 
-METHODS: tuple[str, ...] = SOLVER_METHODS
 # The multireactor's and uring's fixed point on the other threads' runnable share (see predict()).
 FIXED_POINT_TOL = 0.01
 FIXED_POINT_ITERATIONS = 8
@@ -88,8 +87,8 @@ def predict(
     solution, coarse SSA at 3 % CI; at most 8 rounds, until u changes by less than 0.01) and the last
     round is solved at ``rel_ci``. The throughput is the thread's times N / (its connections).
     """
-    if method not in METHODS:
-        raise DemuxlabError(f"method: must be one of {', '.join(METHODS)}, got {method!r}")
+    if method not in SOLVER_METHODS:
+        raise DemuxlabError(f"method: must be one of {', '.join(SOLVER_METHODS)}, got {method!r}")
     h = host if host is not None else Host()
     model = build(pattern, threads, work_us, connections, rates, host=h, notifier=notifier)
     details: dict[str, Any] = {}
@@ -206,8 +205,8 @@ def _in_pool(reqs: list[PredictRequest], workers: int) -> list[tuple[Prediction,
     for r in reqs:
         # refuse bad input up front
         build(r.pattern, r.threads, r.work_us, r.connections, r.rates, host=r.host, notifier=r.notifier)
-        if r.method not in METHODS:
-            raise DemuxlabError(f"method: must be one of {', '.join(METHODS)}, got {r.method!r}")
+        if r.method not in SOLVER_METHODS:
+            raise DemuxlabError(f"method: must be one of {', '.join(SOLVER_METHODS)}, got {r.method!r}")
     patterns = sorted({r.pattern for r in reqs if r.method in (METHOD_SSA, METHOD_FLUID)})
     cache = _warm(patterns)  # the workers load what this compiled, from the same folder
 

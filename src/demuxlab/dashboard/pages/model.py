@@ -318,7 +318,7 @@ def whatif(
     _ssa: int | None,
     *overrides: float | None,
 ) -> tuple[Any, ...]:
-    from demuxlab.ctmc.cli import parse_int_list
+    from demuxlab.ctmc.params import parse_int_list
 
     run_ssa = ctx.triggered_id == "model-ssa"
     try:

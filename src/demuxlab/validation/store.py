@@ -1,4 +1,7 @@
-"""Storage of calibrations and predictions through ``demuxlab.db.models`` (thin; no model logic)."""
+"""Storage of calibrations and predictions through ``demuxlab.db.models`` (thin; no model logic).
+
+It lived in ``demuxlab.ctmc`` once; it is here so the CTMC package stays pure (it imports no database),
+and the model stages (:mod:`demuxlab.validation.db`) and the ``demuxlab model`` commands store through it."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from typing import Any
 from demuxlab.ctmc.predict import Prediction
 from demuxlab.ctmc.rates import Rates
 from demuxlab.errors import DemuxlabError
+from demuxlab.vocab import SOURCE_CALIBRATION, SOURCE_PAPER
 
 
 def save_calibration(
@@ -112,7 +116,7 @@ def save_predictions(
                         f"prediction: calibration {calibration_id} is for {cal.pattern}/{cal.notifier}, "
                         f"point {point_id} is {point.pattern}/{point.notifier}"
                     )
-            source = "paper" if calibration_id is None else "calibration"
+            source = SOURCE_PAPER if calibration_id is None else SOURCE_CALIBRATION
             cond = (
                 PredictionRow.calibration_id.is_(None)
                 if calibration_id is None

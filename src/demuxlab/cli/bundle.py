@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from demuxlab.bundle.safety import Limits
+if TYPE_CHECKING:
+    from demuxlab.bundle.safety import Limits
 
 _GIB = 1 << 30
 max_size_option = click.option(
@@ -21,6 +23,8 @@ max_size_option = click.option(
 
 
 def _limits(max_size_gib: float) -> Limits:
+    from demuxlab.bundle.safety import Limits
+
     return Limits.scaled(int(max_size_gib * _GIB))
 
 

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import click
-
-from demuxlab.errors import ConfigError, LaunchError
 
 state_option = click.option(
     "--cluster-state",
@@ -33,38 +28,10 @@ def cluster() -> None:
 @click.option("--playbook", default="site.yml", show_default=True, help="Playbook under playbooks/.")
 def provision(inventory: str, out: str, playbook: str) -> None:
     """Run playbooks/site.yml against the inventory (Docker engine, tuning, facts, images)."""
-    from demuxlab.commands import write_json_atomic
-    from demuxlab.launch.docker import IMAGES
-    from demuxlab.paths import repo_root
+    from demuxlab.cluster.provision import run_playbook
+    from demuxlab.jsonio import write_json_atomic
 
-    books = repo_root() / "playbooks"
-    exe = Path(sys.executable).with_name("ansible-playbook")
-    # The images site.yml distributes are exactly the ones the remote launcher runs (extra vars win over
-    # whatever the inventory says).
-    images = json.dumps({"images_names": [IMAGES["server"], IMAGES["client"]]})
-    cmd = [
-        str(exe) if exe.exists() else "ansible-playbook",
-        "-i",
-        str(Path(inventory).resolve()),
-        "-e",
-        images,
-        playbook,
-    ]
-    t0 = time.monotonic()
-    try:
-        res = subprocess.run(cmd, cwd=books, check=False)
-    except FileNotFoundError:
-        raise ConfigError("ansible-playbook not found: run `make setup`") from None
-    if res.returncode != 0:
-        raise LaunchError(f"{books / playbook}: ansible-playbook failed (status {res.returncode})")
-    write_json_atomic(
-        Path(out),
-        {
-            "inventory": str(Path(inventory).resolve()),
-            "playbook": playbook,
-            "seconds": round(time.monotonic() - t0, 1),
-        },
-    )
+    write_json_atomic(Path(out), run_playbook(Path(inventory), playbook))
 
 
 @cluster.command()
@@ -75,7 +42,7 @@ def facts(inventory: str, host_name: str, out: str | None) -> None:
     """Collect one host's topology and noise facts over SSH (the collector of `demuxlab facts`)."""
     from demuxlab.cluster.facts import remote_facts
     from demuxlab.cluster.pairs import load_pairs
-    from demuxlab.commands import write_json_atomic
+    from demuxlab.errors import ConfigError
 
     source = load_pairs(inventory)
     hosts = {h.name: h for h in source.hosts()}
@@ -83,6 +50,8 @@ def facts(inventory: str, host_name: str, out: str | None) -> None:
         raise ConfigError(f"{inventory}: host {host_name!r} is not in this inventory")
     doc = remote_facts(hosts[host_name], source.hosts())
     if out:
+        from demuxlab.jsonio import write_json_atomic
+
         write_json_atomic(Path(out), doc)
     else:
         click.echo(json.dumps(doc, indent=1))
@@ -137,12 +106,12 @@ def report(spec: str, pairs_from: str, state: str, out: str) -> None:
     """
     from demuxlab.cluster.progress import pairs_report
     from demuxlab.cluster.run import sweep_orphans
-    from demuxlab.commands import _load_spec
+    from demuxlab.spec import load_checked_spec
 
     for line in sweep_orphans(pairs_from):
         click.echo(line, err=True)
 
-    loaded = _load_spec(spec, with_pairs=False)
+    loaded = load_checked_spec(spec, check_pairs=False)
     rows = pairs_report(loaded, pairs_from, Path(state), Path(out))
     quarantined = [r for r in rows if r["quarantined"]]
     for row in quarantined:

@@ -1,0 +1,89 @@
+"""``claims.md``: a summary table of the verdicts, each claim with its evidence, then the recommendation per
+workload.
+
+Pure: verdicts and recommendations in, Markdown text out (:mod:`demuxlab.claims.report` writes it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from demuxlab.claims.estimates import fmt_est
+from demuxlab.claims.evaluation import ClaimVerdict, hardware_of
+from demuxlab.claims.recommendation import Recommendation
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(
+    title: str,
+    verdicts: Sequence[ClaimVerdict],
+    recommendations: Sequence[Recommendation],
+    facts: dict[str, dict[str, Any]],
+    notes: Sequence[str] = (),
+) -> str:
+    """claims.md: a summary table, each claim with its evidence, then the recommendation per workload."""
+    out = [f"# Seed claims: {title}", ""]
+    hosts = sorted({v.host for v in verdicts})
+    for host in hosts:
+        hw = hardware_of(facts.get(host)) or "hardware unknown"
+        out.append(f"- server host `{host or 'unknown'}`: {hw}")
+    out += [*(f"- {n}" for n in notes), ""]
+    out += [
+        "Verdicts follow from the 95 % confidence intervals of the measured means (docs/claims.md): "
+        "*holds* / *refuted* when the intervals decide, *inconclusive* when they overlap, *not testable* "
+        "when the experiment lacks the points (and why).",
+        "",
+        "| claim | seed | verdict | why |",
+        "|---|---|---|---|",
+    ]
+    for v in verdicts:
+        out.append(
+            f"| [{v.claim_id}](#{v.claim_id.lower().replace('.', '')}) | {v.seed} | **{v.verdict}** "
+            f"| {_md_cell(v.reason)} |"
+        )
+    out.append("")
+    for v in verdicts:
+        out += [
+            f"## {v.claim_id}",
+            "",
+            f"> {v.text} (seed {v.seed})",
+            "",
+            f"- **verdict: {v.verdict}**" + (f" (host `{v.host}`)" if len(hosts) > 1 else ""),
+            f"- why: {v.reason}",
+            f"- tested as: {v.scope}",
+        ]
+        if v.evidence:
+            out.append("- evidence (mean [95 % CI], n runs):")
+            out += [f"  - {e}" for e in v.evidence]
+        out.append("")
+    out += ["## Recommendation", ""]
+    if not recommendations:
+        out += ["No successful measured point: nothing to recommend.", ""]
+    else:
+        out += [
+            "The best measured pattern × notifier × threads per workload (highest mean throughput); designs "
+            "whose interval overlaps the best one's are statistically tied with it. Where CTMC predictions "
+            "exist, the model's own first choice is given, and every point where the model lies outside the "
+            "measurement's interval (and the measurement outside the model's) is named.",
+            "",
+            "| host | workload | best | throughput (95 % CI) | n | tied with | model's first | note |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in recommendations:
+            tied = ", ".join(p.label for p in r.tied) or "—"
+            model = r.model_best or "—"
+            out.append(
+                f"| {r.host or '?'} | {r.workload} | {r.best.label} | {fmt_est(r.best.est)} | {r.best.n} | "
+                f"{_md_cell(tied)} | {_md_cell(model)} | {_md_cell(r.note) or '—'} |"
+            )
+        out.append("")
+        dis = [(r, d) for r in recommendations for d in r.disagreements]
+        if dis:
+            out += ["Model and measurement disagree beyond their intervals at:", ""]
+            out += [f"- {r.workload}: {d}" for r, d in dis]
+            out.append("")
+    return "\n".join(out)

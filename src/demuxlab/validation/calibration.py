@@ -1,0 +1,201 @@
+"""Calibration of the CTMC rates from an experiment's instrumented runs (seed 001 §V-A), as plain values.
+
+Pure: the calibration runs in (:class:`CalibrationRun`, read from the database by
+:mod:`demuxlab.validation.db`), a :class:`Fit` out (the fitted rates and the outcome the workflow records);
+storing the rates and writing ``calibrations.json`` are the outer modules' part. Also here: the document
+``calibrate-experiment`` writes and ``predict-experiment`` reads back, and the line the command prints per
+outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from demuxlab.ctmc.rates import Rates
+from demuxlab.errors import DemuxlabError
+
+# A calibration's key: (pattern, notifier, hardware class); the class is None for a local sweep.
+CalibrationKey = tuple[str, str, str | None]
+
+
+@dataclass(frozen=True)
+class CalibrationRun:
+    """What the fit reads of one successful calibration run."""
+
+    run_id: str
+    server_result: dict[str, Any]  # the server's exit JSON, with its per-operation timings
+    throughput_msgs_per_s: float | None
+    connections: int
+    server_host_id: int | None
+    server_artifact: Any
+    launcher: str
+
+
+@dataclass(frozen=True)
+class CalibrationOutcome:
+    pattern: str
+    notifier: str
+    calibration_id: int | None
+    rates: dict[str, float] | None
+    rate_sources: dict[str, str] | None
+    source_runs: list[str]
+    failed_runs: int
+    error: str | None
+    self_check: tuple[dict[str, Any], ...] = ()  # SelfCheck.as_dict() per workload, refused ones too
+    hardware_class: str | None = None  # the class of its runs (None: a local sweep)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pattern": self.pattern,
+            "notifier": self.notifier,
+            "hardware_class": self.hardware_class,
+            "calibration_id": self.calibration_id,
+            "rates_per_us": self.rates,
+            "rate_sources": self.rate_sources,
+            "source_runs": self.source_runs,
+            "failed_runs": self.failed_runs,
+            "error": self.error,
+            "self_check": list(self.self_check),
+        }
+
+    @property
+    def message(self) -> str:
+        """The line ``calibrate-experiment`` prints for this outcome."""
+        what = f"{self.pattern}/{self.notifier}" + (
+            f" on class {self.hardware_class}" if self.hardware_class else ""
+        )
+        if self.error:
+            return f"calibration {what}: not fitted: {self.error}"
+        return f"calibration {what}: id {self.calibration_id} from {len(self.source_runs)} runs"
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A fitted calibration, not yet stored (``outcome.calibration_id`` is None), or one that could not be
+    fitted (``rates`` None, ``outcome.error`` says why)."""
+
+    outcome: CalibrationOutcome
+    rates: Rates | None = None
+    host_id: int | None = None  # the server host of every run, if they share one
+    artifacts: dict[str, Any] = field(default_factory=dict)
+
+    def stored(self, calibration_id: int) -> CalibrationOutcome:
+        """The outcome once the rates are stored as ``calibration_id``."""
+        return replace(self.outcome, calibration_id=calibration_id)
+
+
+def calibration_keys(
+    wanted: Iterable[tuple[str, str]], seen: Iterable[CalibrationKey]
+) -> list[CalibrationKey]:
+    """One key per wanted (pattern, notifier) and hardware class its calibration runs ran on (``seen``: the
+    keys of every run, ok or failed); a pair without runs gets one key with no class."""
+    seen = list(seen)
+    keys: list[CalibrationKey] = []
+    for pattern, notifier in sorted(set(wanted)):
+        classes = {c for (p, n, c) in seen if (p, n) == (pattern, notifier)} or {None}
+        keys.extend((pattern, notifier, c) for c in sorted(classes, key=lambda c: c or ""))
+    return keys
+
+
+def fit_calibration(
+    key: CalibrationKey, runs: Sequence[CalibrationRun], failed: int, experiment: str, spec_sha256: str
+) -> Fit:
+    """Fit ``key``'s rates from its successful calibration runs (``failed``: how many of its runs failed).
+
+    A pair with no successful run, or whose fit :func:`demuxlab.ctmc.calibrate.calibrate` refuses, is an
+    outcome with the reason, not an error."""
+    from demuxlab.ctmc.calibrate import SelfCheck, calibrate
+
+    pattern, notifier, cls = key
+    ids = [r.run_id for r in runs]
+    if not runs:
+        error = f"no successful calibration run ({failed} failed)"
+        return Fit(
+            CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, error, hardware_class=cls)
+        )
+    checks: list[SelfCheck] = []
+    try:
+        rates = calibrate(
+            [r.server_result for r in runs],
+            pattern,
+            [f"run {i}" for i in ids],
+            measured=[r.throughput_msgs_per_s for r in runs],
+            connections=[r.connections for r in runs],
+            checks=checks,
+        )
+    except DemuxlabError as exc:
+        done = tuple(c.as_dict() for c in checks)
+        return Fit(
+            CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, exc.message, done, cls)
+        )
+    hosts = {r.server_host_id for r in runs}
+    artifacts = {
+        "experiment": experiment,
+        "spec_sha256": spec_sha256,
+        "server_artifacts": _unique([r.server_artifact for r in runs]),
+        "launchers": sorted({r.launcher for r in runs}),
+        "self_check": [c.as_dict() for c in checks],
+        **({"hardware_class": cls} if cls is not None else {}),
+    }
+    outcome = CalibrationOutcome(
+        pattern,
+        notifier,
+        None,
+        rates.as_dict(),
+        dict(rates.source),
+        ids,
+        failed,
+        None,
+        tuple(c.as_dict() for c in checks),
+        hardware_class=cls,
+    )
+    return Fit(outcome, rates, hosts.pop() if len(hosts) == 1 else None, artifacts)
+
+
+def _unique(docs: Sequence[Any]) -> list[Any]:
+    seen: list[Any] = []
+    for d in docs:
+        if d not in seen:
+            seen.append(d)
+    return seen
+
+
+# -- the calibrations document (calibrate-experiment's --out, predict-experiment's --calibrations) ----------
+
+
+def calibrations_doc(
+    experiment: str, spec_sha256: str, outcomes: Sequence[CalibrationOutcome]
+) -> dict[str, Any]:
+    return {
+        "experiment": experiment,
+        "spec_sha256": spec_sha256,
+        "calibrations": [o.to_json() for o in outcomes],
+    }
+
+
+def calibration_ids(doc: Any, where: str, spec_sha256: str) -> dict[CalibrationKey, int]:
+    """The stored calibration of each (pattern, notifier, hardware class) in a calibrations document
+    (``where``: its file, for the errors); the document must be this spec's."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("calibrations"), list):
+        raise DemuxlabError(f"{where}: calibrations: not the output of `demuxlab model calibrate-experiment`")
+    if doc.get("spec_sha256") != spec_sha256:
+        raise DemuxlabError(
+            f"{where}: spec_sha256: {str(doc.get('spec_sha256'))[:12]!r} is not this spec's "
+            f"({spec_sha256[:12]}): calibrate again"
+        )
+    ids: dict[CalibrationKey, int] = {}
+    for i, entry in enumerate(doc["calibrations"]):
+        if not isinstance(entry, dict):
+            raise DemuxlabError(f"{where}: calibrations[{i}]: not an object")
+        cid = entry.get("calibration_id")
+        if cid is None:
+            continue
+        if not isinstance(cid, int):
+            raise DemuxlabError(f"{where}: calibrations[{i}].calibration_id: not an integer: {cid!r}")
+        cls = entry.get("hardware_class")  # absent in files written before classes: a local sweep
+        if cls is not None and not isinstance(cls, str):
+            raise DemuxlabError(f"{where}: calibrations[{i}].hardware_class: not a string: {cls!r}")
+        ids[(str(entry.get("pattern")), str(entry.get("notifier")), cls)] = cid
+    return ids

@@ -1,0 +1,176 @@
+"""The model stages' pure parts (demuxlab.validation's calibration, prediction and rows modules): plain
+values in and out, no database; the stages against a real database are tests/ctmc/test_validation.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from demuxlab.ctmc.predict import Prediction
+from demuxlab.ctmc.rates import PATTERNS, paper_rates
+from demuxlab.errors import DemuxlabError
+from demuxlab.validation.calibration import (
+    CalibrationOutcome,
+    CalibrationRun,
+    calibration_ids,
+    calibration_keys,
+    calibrations_doc,
+    fit_calibration,
+)
+from demuxlab.validation.prediction import (
+    ModelPoint,
+    plan_predictions,
+    prediction_entries,
+    predictions_message,
+)
+from demuxlab.validation.rows import (
+    StoredPrediction,
+    measured_by_point,
+    summarize_errors,
+    validation_table,
+)
+from demuxlab.vocab import SOURCE_CALIBRATION, SOURCE_PAPER
+
+SHA = "ab" * 32
+
+
+def point(pid: int, pattern: str = "lf", threads: int = 2, **kw: Any) -> ModelPoint:
+    fields: dict[str, Any] = {"notifier": "epoll-lt", "work_us": 10.0, "connections": 8, "rate": None}
+    fields.update(kw)
+    key = f"{pattern}/{fields['notifier']}/t{threads}/w{fields['work_us']:g}"
+    return ModelPoint(pid, key, pattern, fields.pop("notifier"), threads, **fields)
+
+
+def test_calibration_keys_one_per_class_and_one_without_runs() -> None:
+    seen = [("lf", "poll", "hw-b"), ("lf", "poll", "hw-a"), ("lf", "poll", "hw-a"), ("hsha", "select", None)]
+    keys = calibration_keys([("lf", "poll"), ("hsha", "select"), ("lf", "epoll-et")], seen)
+    assert keys == [
+        ("hsha", "select", None),
+        ("lf", "epoll-et", None),  # no run at all: one key, no class (its outcome says why)
+        ("lf", "poll", "hw-a"),
+        ("lf", "poll", "hw-b"),
+    ]
+
+
+def test_a_pair_without_successful_runs_is_an_outcome_not_an_error() -> None:
+    fit = fit_calibration(("lf", "poll", "hw-a"), [], 3, "exp", SHA)
+    assert fit.rates is None and fit.outcome.calibration_id is None
+    assert fit.outcome.error == "no successful calibration run (3 failed)"
+    assert (
+        fit.outcome.message
+        == "calibration lf/poll on class hw-a: not fitted: no successful calibration run (3 failed)"
+    )
+
+
+def test_unusable_timings_are_refused_with_the_reason() -> None:
+    run = CalibrationRun("r1", {"pattern": "lf", "ops": {}}, 1000.0, 8, 1, {"sha256": "x"}, "native")
+    fit = fit_calibration(("lf", "poll", None), [run], 0, "exp", SHA)
+    assert fit.rates is None and fit.outcome.source_runs == ["r1"]
+    assert fit.outcome.error and "lf" in fit.outcome.error
+
+
+def test_stored_outcome_and_document_round_trip() -> None:
+    outcome = CalibrationOutcome("lf", "poll", None, {"r_l": 1.0}, {"r_l": "paper"}, ["r1"], 0, None)
+    fit = fit_calibration(("lf", "poll", None), [], 0, "exp", SHA)
+    stored = type(fit)(outcome).stored(7)
+    assert stored.calibration_id == 7 and stored.message == "calibration lf/poll: id 7 from 1 runs"
+    doc = calibrations_doc("exp", SHA, [stored, fit.outcome])
+    assert calibration_ids(doc, "cal.json", SHA) == {("lf", "poll", None): 7}  # the unfitted one is left out
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ([], "not the output of"),
+        ({"spec_sha256": "cd" * 32, "calibrations": []}, "is not this spec's"),
+        ({"spec_sha256": SHA, "calibrations": [3]}, r"calibrations\[0\]: not an object"),
+        ({"spec_sha256": SHA, "calibrations": [{"calibration_id": "7"}]}, "not an integer"),
+        ({"spec_sha256": SHA, "calibrations": [{"calibration_id": 7, "hardware_class": 1}]}, "not a string"),
+    ],
+)
+def test_bad_calibrations_documents_are_one_line(doc: Any, message: str) -> None:
+    with pytest.raises(DemuxlabError, match=message) as err:
+        calibration_ids(doc, "cal.json", SHA)
+    assert err.value.message.startswith("cal.json: ") and "\n" not in err.value.message
+
+
+def test_plan_skips_what_the_models_do_not_describe() -> None:
+    pts = [
+        point(1, classes=("hw-a", "hw-b")),
+        point(2, work_us=0.0),
+        point(3, rate=5000.0),
+    ]
+    rates = paper_rates("lf")
+    plan = plan_predictions(
+        pts, {("lf", "epoll-lt", "hw-a"): 11}, {11: rates}, method="exact", rel_ci=0.05, seed=3
+    )
+    assert [(pt.point_id, cal) for pt, cal in plan.jobs] == [(1, None), (1, 11)]
+    assert [r.rates for r in plan.requests] == [None, rates]
+    assert all((r.method, r.rel_ci, r.seed) == ("exact", 0.05, 3) for r in plan.requests)
+    reasons = {
+        (s["point_key"], s["rates_source"], s.get("hardware_class")): s["skipped"] for s in plan.skipped
+    }
+    assert (
+        reasons[(pts[0].point_key, SOURCE_CALIBRATION, "hw-b")]
+        == "no calibration of lf/epoll-lt on class hw-b"
+    )
+    assert reasons[(pts[1].point_key, SOURCE_PAPER, None)].startswith("zero work")
+    assert reasons[(pts[2].point_key, SOURCE_PAPER, None)].startswith("open-loop load")
+
+    made = [Prediction("lf", 2, 10.0, 8, "exact", 1000.0 + i, None, {}) for i in range(2)]
+    entries = prediction_entries(plan, made, [101, 102], {("lf", "epoll-lt", "hw-a"): 11})
+    assert [e["point_key"] for e in entries] == sorted(e["point_key"] for e in entries)
+    calibrated = next(e for e in entries if e.get("prediction_id") == 102)
+    assert (calibrated["rates_source"], calibrated["calibration_id"], calibrated["hardware_class"]) == (
+        SOURCE_CALIBRATION,
+        11,
+        "hw-a",
+    )
+    assert predictions_message(entries) == "predictions: 2 stored, 5 skipped"
+
+
+def test_measured_rows_are_the_modelled_patterns_only() -> None:
+    rows = [
+        {"point_key": f"{p}/x", "hardware_class": None, "instrument": False, "pattern": p}
+        for p in ("reactor", *PATTERNS)
+    ]
+    rows.append({"point_key": "lf/x/instr", "hardware_class": None, "instrument": True, "pattern": "lf"})
+    assert sorted(k for k, _ in measured_by_point(rows)) == sorted(f"{p}/x" for p in PATTERNS)
+
+
+def test_table_takes_the_newest_prediction_of_the_points_own_class() -> None:
+    pt = point(1, classes=("hw-a", "hw-b"))
+    measured = {
+        (pt.point_key, "hw-a"): {"throughput_mean": 1000.0, "runs_ok": 2, "throughput_ci_halfwidth_rel": 0.1},
+        (pt.point_key, "hw-b"): {"throughput_mean": 2000.0, "runs_ok": 2, "throughput_ci_halfwidth_rel": 0.2},
+    }
+    preds = [
+        StoredPrediction(1, SOURCE_PAPER, None, 900.0, None, None),
+        StoredPrediction(1, SOURCE_PAPER, None, 1100.0, None, None),  # newer: wins
+        StoredPrediction(1, SOURCE_CALIBRATION, "hw-a", 1200.0, 0.01, 5),
+    ]
+    rows = validation_table([pt], measured, preds, "ssa")
+    assert [r["hardware_class"] for r in rows] == ["hw-a", "hw-b"]
+    a, b = rows
+    assert a["paper_msgs_per_s"] == b["paper_msgs_per_s"] == 1100.0
+    assert a["paper_rel_error"] == pytest.approx(0.1) and b["paper_rel_error"] == pytest.approx(-0.45)
+    assert (a["calibration_id"], a["calibration_rel_error"]) == (5, pytest.approx(0.2))
+    # hw-b has no calibration of its own: never hw-a's.
+    assert b["calibration_msgs_per_s"] is None and b["calibration_rel_error"] is None
+    summary = summarize_errors(rows)
+    assert [(s["hardware_class"], s["rates_source"], s["points"]) for s in summary] == [
+        ("hw-a", SOURCE_CALIBRATION, 1),
+        ("hw-a", SOURCE_PAPER, 1),
+        ("hw-b", SOURCE_PAPER, 1),
+    ]
+
+
+def test_a_point_without_measurement_keeps_its_row() -> None:
+    (row,) = validation_table([point(4, threads=3)], {}, [], "fluid")
+    assert (row["runs_ok"], row["measured_msgs_per_s"], row["paper_rel_error"], row["method"]) == (
+        0,
+        None,
+        None,
+        "fluid",
+    )
