@@ -209,10 +209,13 @@ class ModelStructure:
         return d
 
     def drift(self, x: FloatArray, r: FloatArray, eps: float) -> FloatArray:
-        """Fluid drift Σ_k φ_k(x)·g_k(x)·l_k(x); g_k = Π H(x_i/eps) over the populations l_k decreases.
+        """Fluid drift Σ_k φ_k(x)·g_k(x)·l_k(x); g_k = Π H(x_i/eps) over the populations l_k decreases by
+        a whole individual or more (a constant jump's −1; a state-dependent jump's d_i ≤ −1).
 
         g_k is 1 on every state the CTMC reaches with φ_k > 0 (populations never go negative, which the
-        tests check); on the reals it stops a flow at the boundary so populations stay non-negative.
+        tests check); on the reals it stops a flow at the boundary so populations stay non-negative. A
+        state-dependent decrement smaller than one (a batch −min(x_i, …) with x_i < 1) cannot overshoot
+        and is left alone: a compound jump (io_uring's reap) must not be stopped by one of its parts.
         """
         out = np.zeros(len(self.species), dtype=np.float64)
         a = self.rates(x, r)
@@ -220,9 +223,10 @@ class ModelStructure:
             if a[k] == 0.0:
                 continue
             d = self.delta(k, x)
+            jump = self.transitions[k].jump
             g = 1.0
             for i in range(len(d)):
-                if d[i] < 0.0:
+                if (d[i] <= -1.0) if callable(jump) else (d[i] < 0.0):
                     g *= H(float(x[i]) / eps)
             out += a[k] * g * d
         return out
@@ -579,7 +583,7 @@ def _fluid_run(
     p0 = a[thr]
     half = 0.5 * span
     q3 = 0.75 * span
-    hmax = span / 256.0
+    hmax = span / 64.0
     i3 = 0.0
     i4 = 0.0
     t = 0.0
@@ -596,7 +600,7 @@ def _fluid_run(
         if t + hh >= edge:
             hh = edge - t
             clipped = True
-        if jac_age < 0 or jac_age >= 8 or (rejected and jac_age > 0):
+        if jac_age < 0 or jac_age >= 32 or (rejected and jac_age > 0):
             _jacobian(x, r, eps, f0, jac, xt, ft, d)
             jac_age = 0
             w_h = -1.0
@@ -728,7 +732,7 @@ def _generate_source(st: ModelStructure, deps: Dependencies | None = None) -> st
             idx = sorted(written) if written is not None else list(range(ns))
             lines += [f"        d[{i}] = 0.0" for i in idx]
             lines.append(f"        jump_{k}(x, d)")
-            lines += [f"        if d[{i}] < 0.0:\n            v *= H(x[{i}] / eps)" for i in idx]
+            lines += [f"        if d[{i}] <= -1.0:\n            v *= H(x[{i}] / eps)" for i in idx]
             lines += [f"        out[{i}] += v * d[{i}]" for i in idx]
         else:
             jump = sorted((st.index(sp), float(v)) for sp, v in tr.jump.items() if v != 0)
