@@ -36,14 +36,16 @@ test: setup build sanitize  ## Set up, build, and run every test.
 	@$(VENV)/bin/ruff check src tests bench dashboard
 	@$(VENV)/bin/ruff format --check src tests bench dashboard
 	@$(VENV)/bin/mypy
+	@$(VENV)/bin/lint-imports --no-cache
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
 	@cd playbooks && ../$(VENV)/bin/ansible-lint -q
 	@$(VENV)/bin/pytest -q
 
-lint:  ## ruff, mypy, snakemake --lint and ansible-lint only.
+lint:  ## ruff, mypy, the layer contracts (lint-imports), snakemake --lint and ansible-lint only.
 	@$(VENV)/bin/ruff check src tests bench dashboard
 	@$(VENV)/bin/ruff format --check src tests bench dashboard
 	@$(VENV)/bin/mypy
+	@$(VENV)/bin/lint-imports --no-cache
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
 	@cd playbooks && ../$(VENV)/bin/ansible-lint -q
 

@@ -37,7 +37,7 @@ SPEC = REPO / "experiments" / "msept12.yaml"
 
 
 def records(runs: int, seconds: int) -> list[dict[str, Any]]:
-    from demuxlab.pairs import valid_pairs
+    from demuxlab.designs import valid_pairs
     from demuxlab.spec import load_spec, run_id, run_order
 
     spec = load_spec(SPEC, pairs=valid_pairs())

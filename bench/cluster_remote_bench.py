@@ -115,7 +115,7 @@ def sub_inventory(inventory: str, count: int, where: Path) -> str:
 
 
 def bench(args: argparse.Namespace) -> None:
-    from demuxlab.cluster.pairs import load_pairs
+    from demuxlab.remote.hostpairs import load_pairs
 
     if not Path(args.inventory).exists():
         print(f"no inventory at {args.inventory}: `demuxlab testbed up` (then site.yml) first; skipped")

@@ -4,9 +4,8 @@ for every pattern × notifier of one or more experiment specs, and the error tab
     .venv/bin/python bench/ctmc_validation.py --spec bench/specs/embedded-multicore-short.yaml \\
         --spec bench/specs/proactor-echo-short.yaml --spec experiments/smoke.yaml --patterns-of-smoke hsha,lf
 
-A light runner: it needs the static binaries (build/bin, or $DEMUXLAB_BIN_DIR), and imports demuxlab
-from src/ (numpy, scipy, numba; with --spec also PyYAML and jsonschema, which read the spec) — no database,
-no network. Per spec:
+It needs the static binaries (build/bin, or $DEMUXLAB_BIN_DIR) and the demuxlab package (its native
+launcher runs each pair, bench/images_lib.py) — no database, no network. Per spec:
 
 1. the points: every design × notifier × threads (cut to the pair's range, and to --threads) × work ×
    connections × size of the spec, and per (pattern, notifier, connections, size, work) one calibration
@@ -42,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from images_lib import REPO, BenchError, Result, load_parser, main_guard, print_table, run_pair, server_cmd
+from images_lib import REPO, BenchError, Result, Server, load_parser, main_guard, print_table, run_pair
 
 sys.path.insert(0, str(REPO / "src"))
 
@@ -223,8 +222,8 @@ def main() -> None:
         ct = p.client_threads or len(client_cpus)
         best: tuple[Result, float] | None = None
         for _attempt in range(a.retries if a.max_background is not None else 1):
-            cmd = server_cmd(p.pattern, p.notifier, p.threads, cpu=cpu_list(server_cpus), instrument=p.instrument,
-                             work_us=p.work_us)  # fmt: skip
+            cmd = Server(p.pattern, p.notifier, p.threads, cpus=cpu_list(server_cpus), instrument=p.instrument,
+                         work_us=p.work_us)  # fmt: skip
             before, start = _stat(), time.monotonic()
             r = run_pair(cmd, connections=p.connections, warmup=warm, duration=dur, client_threads=ct,
                          msg_size=p.msg_size, client_cpu=cpu_list(client_cpus))  # fmt: skip

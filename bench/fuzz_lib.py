@@ -393,17 +393,7 @@ def record_oracle(raw: bytes) -> list[str]:
         ints = ("threads", "connections", "msg_size", "client_threads")
         if not all(_is_int(p[k]) for k in ints) or not _is_int(rec["repeat"]) or not _is_int(rec["attempt"]):
             bad.append("integer field not an integer")
-        key = Point(
-            pattern=p["pattern"],
-            notifier=p["notifier"],
-            threads=p["threads"],
-            work_us=p["work_us"],
-            connections=p["connections"],
-            msg_size=p["msg_size"],
-            client_threads=p["client_threads"],
-            rate=p["rate"],
-            instrument=bool(p.get("instrument", False)),
-        ).point_key
+        key = Point.from_json(p).point_key
         if key != p["point_key"]:
             bad.append("point key does not match fields")
         exp = rec["experiment"]
@@ -494,7 +484,7 @@ def classify_record(path: Path) -> tuple[str, str]:
 
 def contract_pairs() -> list[Any]:
     """The pairs CONTRACTS.md §1 promises (as ``demux-server --list`` prints them); no binary needed."""
-    from demuxlab.pairs import load_pairs_json
+    from demuxlab.designs import load_pairs_json
 
     rows = []
     minimum = {"reactor": 1, "hsha": 2, "lf": 1, "proactor": 2, "multireactor": 1}

@@ -8,7 +8,7 @@ its messages; both are per message, so they compare. Target: client <= server.
 
 from __future__ import annotations
 
-from images_lib import load_parser, main_guard, print_table, run_pair, server_cmd, two_cpus
+from images_lib import Server, load_parser, main_guard, print_table, run_pair, two_cpus
 
 DESIGNS = [
     ("reactor", "epoll-lt", 1),
@@ -27,7 +27,7 @@ def main() -> None:
     for conns in a.connections:
         for pattern, notifier, threads in DESIGNS:
             r = run_pair(
-                server_cmd(pattern, notifier, threads, cpu=cpus[0]),
+                Server(pattern, notifier, threads, cpus=cpus[0]),
                 connections=conns,
                 warmup=a.warmup,
                 duration=a.duration,

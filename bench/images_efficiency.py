@@ -12,12 +12,12 @@ from __future__ import annotations
 import statistics
 
 from images_lib import (
+    Server,
     build_helper,
     load_parser,
     main_guard,
     print_table,
     run_pair,
-    server_cmd,
     two_cpus,
 )
 
@@ -32,16 +32,16 @@ def main() -> None:
     cpus = two_cpus()
     min_echo = build_helper("min_echo")
     designs = {
-        "min-echo": [str(min_echo), "--port", "0", "--cpu", str(cpus[0])],
-        "reactor/epoll-lt": server_cmd("reactor", "epoll-lt", 1, cpu=cpus[0]),
-        "reactor/epoll-et": server_cmd("reactor", "epoll-et", 1, cpu=cpus[0]),
+        "min-echo": Server(cpus=cpus[0], argv=(str(min_echo), "--port", "0", "--cpu", str(cpus[0]))),
+        "reactor/epoll-lt": Server("reactor", "epoll-lt", 1, cpus=cpus[0]),
+        "reactor/epoll-et": Server("reactor", "epoll-et", 1, cpus=cpus[0]),
     }
     cost: dict[str, list[float]] = {k: [] for k in designs}
     thr: dict[str, list[float]] = {k: [] for k in designs}
     for rep in range(a.repeats):
-        for name, cmd in designs.items():
+        for name, server in designs.items():
             r = run_pair(
-                cmd, connections=a.connections, warmup=a.warmup, duration=a.duration, client_cpu=cpus[1]
+                server, connections=a.connections, warmup=a.warmup, duration=a.duration, client_cpu=cpus[1]
             )
             cost[name].append(r.server_cpu_per_msg_us)
             thr[name].append(r.throughput)

@@ -12,45 +12,11 @@ read the counts per message, not the throughput.
 from __future__ import annotations
 
 import collections
-import json
-import os
 import shutil
-import signal
-import subprocess
 import tempfile
 from pathlib import Path
 
-from images_lib import BenchError, Result, binary, load_parser, main_guard, print_table
-
-
-def run_traced(cmd: list[str], connections: int, warmup: float, duration: float, client_cpu: str) -> Result:
-    """Like images_lib.run_pair, but the SIGTERM goes to the traced server, not to strace (which would
-    detach and leave the server running)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            raise BenchError(f"server exited: {proc.communicate(timeout=10)[1].strip()[-300:]}")
-        port = int(json.loads(line)["port"])
-        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-        if len(children) != 1:
-            raise BenchError(f"cannot find the traced server under strace (children: {children})")
-        client = [
-            str(binary("demux-client")), "--host", "127.0.0.1", "--port", str(port),
-            "--connections", str(connections), "--threads", "1", "--msg-size", "1",
-            "--warmup", str(warmup), "--duration", str(duration), "--cpus", client_cpu,
-        ]  # fmt: skip
-        cli = subprocess.run(client, capture_output=True, text=True, timeout=warmup + duration + 60)
-        os.kill(int(children[0]), signal.SIGTERM)
-        out, _ = proc.communicate(timeout=60)
-        if cli.returncode != 0:
-            raise BenchError(f"client failed: {cli.stderr.strip()}")
-        return Result(server=json.loads(out.strip().splitlines()[-1]), client=json.loads(cli.stdout))
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=10)
+from images_lib import BenchError, Server, binary, load_parser, main_guard, print_table, run_pair, traced
 
 
 def main() -> None:
@@ -63,19 +29,33 @@ def main() -> None:
     ap.add_argument("--server-cpu", default="0")
     ap.add_argument("--client-cpu", default="1")
     a = ap.parse_args()
-    strace = shutil.which("strace")
-    if strace is None:
+    if shutil.which("strace") is None:
         raise BenchError("strace is not installed")
     server = a.server_bin or str(binary("demux-server"))
     rows: list[list[object]] = []
     for t in (int(x) for x in a.threads.split(",")):
         with tempfile.TemporaryDirectory(prefix="demux-futex-") as tmp:
             log = Path(tmp) / "strace.txt"
-            cmd = [
-                strace, "-f", "-e", "trace=futex", "-o", str(log), server, "--pattern", a.pattern,
-                "--notifier", a.notifier, "--threads", str(t), "--port", "0", "--cpus", a.server_cpu,
-            ]  # fmt: skip
-            r = run_traced(cmd, a.connections, a.warmup, a.duration, a.client_cpu)
+
+            def under_strace(argv: list[str], log: Path = log) -> tuple[str, ...]:
+                return traced(argv, log, "-e", "trace=futex")
+
+            spec = Server(
+                a.pattern,
+                a.notifier,
+                t,
+                cpus=a.server_cpu,
+                binary=server,
+                wrapper=under_strace,
+            )
+            r = run_pair(
+                spec,
+                connections=a.connections,
+                warmup=a.warmup,
+                duration=a.duration,
+                client_cpu=a.client_cpu,
+                stall_timeout_s=60.0,
+            )
             calls: collections.Counter[int] = collections.Counter()
             wakes: collections.Counter[int] = collections.Counter()
             seen: set[int] = set()  # every thread shows up, at least in its "+++ exited" line

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 
-from images_lib import BenchError, load_parser, main_guard, print_table, run_pair, server_cmd, two_cpus
+from images_lib import BenchError, Server, load_parser, main_guard, print_table, run_pair, two_cpus
 
 TARGET = 0.03
 DESIGNS = [
@@ -33,7 +33,7 @@ def main() -> None:
         for _ in range(a.repeats):
             for instrument in (False, True):
                 r = run_pair(
-                    server_cmd(pattern, notifier, threads, cpu=cpus[0], instrument=instrument),
+                    Server(pattern, notifier, threads, cpus=cpus[0], instrument=instrument),
                     connections=a.connections,
                     warmup=a.warmup,
                     duration=a.duration,

@@ -1,5 +1,6 @@
-"""Shared helpers of the bench/images_*.py benchmarks: build the helper programs, run a pinned
-demux-server (or min-echo) against a pinned demux-client, and print tables.
+"""Shared helpers of the bench/images_*.py benchmarks: build the helper programs (images/Makefile), run a
+pinned demux-server (or min-echo, a peer server, a server under strace) against a pinned demux-client
+through demuxlab's native launcher (src/demuxlab/launch/), and print tables.
 
 Not a benchmark itself; `python bench/images_lib.py` only says so.
 """
@@ -9,19 +10,34 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from demuxlab.errors import DemuxlabError
+from demuxlab.launch import RunRequest
+from demuxlab.launch.base import sha256_file
+from demuxlab.launch.native import NativeLauncher, binary_path
+from demuxlab.paths import bin_dir
+from demuxlab.phases import Phases
+from demuxlab.plan import Pinning
+from demuxlab.point import Point
+from demuxlab.topology import parse_cpu_list
+
 REPO = Path(__file__).resolve().parents[1]
-BIN = Path(os.environ.get("DEMUXLAB_BIN_DIR", REPO / "build" / "bin"))
 BENCH_BIN = REPO / "build" / "bench"
-CFLAGS = ["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE"]
+
+# Strace's way to be stopped: it ignores the SIGTERM a launcher sends, so the wrapper forwards it to the
+# traced server (strace's child) and then waits for strace, which exits with the server's status.
+_TRACED = (
+    'log=$1; shift; strace -f -o "$log" "$@" & st=$!; '
+    "trap 'kill -TERM $(cat /proc/$st/task/$st/children) 2>/dev/null' TERM INT; "
+    'wait "$st"; wait "$st"'
+)
 
 
 class BenchError(RuntimeError):
@@ -29,31 +45,79 @@ class BenchError(RuntimeError):
 
 
 def binary(name: str) -> Path:
-    path = BIN / name
+    """A binary of build/bin (where the launcher takes demux-server and demux-client from)."""
+    path = bin_dir() / name
     if not os.access(path, os.X_OK):
         raise BenchError(f"{path} is missing: run `make build`")
     return path
 
 
 def build_helper(name: str) -> Path:
-    """Compiles images/bench/<name>.c (with images/common) into build/bench/<name> when out of date."""
-    src = REPO / "images" / "bench" / f"{name}.c"
-    common = sorted((REPO / "images" / "common").glob("*.c"))
+    """images/bench/<name>.c, built by images/Makefile into build/bench/ when out of date."""
     out = BENCH_BIN / name.replace("_", "-")
-    inputs = [src, *common, *(REPO / "images" / "common").glob("*.h")]
-    if out.exists() and all(p.stat().st_mtime <= out.stat().st_mtime for p in inputs):
-        return out
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise BenchError("no C compiler (cc/gcc) on PATH")
-    BENCH_BIN.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    cmd = [cc, *CFLAGS, f"-I{REPO / 'images' / 'common'}", "-static", "-o", str(tmp), str(src)]
-    res = subprocess.run([*cmd, *map(str, common), "-pthread", "-luring"], capture_output=True, text=True)
+    res = subprocess.run(
+        ["make", "--no-print-directory", "-C", str(REPO / "images"), f"../build/bench/{out.name}"],
+        capture_output=True,
+        text=True,
+    )
     if res.returncode != 0:
-        raise BenchError(f"building {out} failed: {res.stderr.strip()}")
-    tmp.replace(out)
+        raise BenchError(f"building {out} failed: {(res.stderr or res.stdout).strip()[-500:]}")
     return out
+
+
+def traced(argv: Sequence[str], log: Path, *strace_args: str) -> tuple[str, ...]:
+    """``argv`` run under ``strace -f -o log strace_args...``, stoppable with SIGTERM like the server."""
+    return ("sh", "-c", _TRACED, "traced", str(log), *strace_args, "--", *argv)
+
+
+@dataclass(frozen=True)
+class Server:
+    """The server side of a pair: a demux-server point (pattern × notifier × threads), or any other echo
+    server that prints the same listening and exit lines (``argv``: min-echo, the peers of
+    bench/peer_servers.py). ``cpus`` is one CPU or a --cpus list ("0-7")."""
+
+    pattern: str = "reactor"
+    notifier: str = "epoll-et"
+    threads: int = 1
+    cpus: int | str = 0
+    instrument: bool = False
+    work_us: float = 0.0
+    binary: str | None = None  # another demux-server build (--server-bin); default build/bin's
+    argv: tuple[str, ...] | None = None  # a whole other server command line instead of demux-server
+    wrapper: Callable[[list[str]], Sequence[str]] | None = None  # e.g. lambda a: traced(a, log, "-c")
+
+
+class BenchLauncher(NativeLauncher):
+    """demuxlab's native launcher with the server a benchmark names: another demux-server build, another
+    echo server, or demux-server under strace. Everything else (pinning, the client's phases, stopping,
+    the record) is the launcher's own."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    def _server_argv(self, argv: list[str]) -> list[str]:
+        if self.server.argv is not None:
+            return list(self.server.argv)
+        return [self.server.binary or str(binary_path("server")), *argv[1:]]
+
+    def wrap(self, role: str, argv: list[str], cpus: Sequence[int], run_id: str) -> list[str]:
+        if role != "server":
+            return super().wrap(role, argv, cpus, run_id)
+        real = self._server_argv(argv)
+        return list(self.server.wrapper(real)) if self.server.wrapper is not None else real
+
+    def check(self) -> None:
+        binary_path("client")
+        if self.server.argv is None and self.server.binary is None:
+            binary_path("server")
+
+    def artifacts(self) -> dict[str, dict[str, Any]]:
+        server = Path(self._server_argv(["demux-server"])[0])
+        client = binary_path("client")
+        return {
+            "server": {"kind": "binary", "path": str(server), "sha256": sha256_file(server)},
+            "client": {"kind": "binary", "path": str(client), "sha256": sha256_file(client)},
+        }
 
 
 @dataclass
@@ -76,8 +140,12 @@ class Result:
         return float(cpu / max(self.client["messages"], 1) * 1e6)
 
 
+def cpus_of(spec: int | str) -> tuple[int, ...]:
+    return tuple(parse_cpu_list(str(spec)))
+
+
 def run_pair(
-    server_cmd: Sequence[str],
+    server: Server,
     *,
     connections: int,
     warmup: float,
@@ -85,54 +153,47 @@ def run_pair(
     client_threads: int = 1,
     msg_size: int = 1,
     client_cpu: int | str = 1,
+    stall_timeout_s: float = 10.0,
 ) -> Result:
-    """Starts the server (pinned through its own --cpus/--cpu flag in server_cmd), runs the client pinned
-    to client_cpu (one CPU, or a --cpus list such as "8-15"), stops the server with SIGTERM and returns
-    both JSON reports."""
-    proc = subprocess.Popen(list(server_cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """Runs ``server`` against demux-client (``client_threads`` threads pinned to ``client_cpu``: one CPU,
+    or a list such as "8-15") through demuxlab's native launcher: warm-up, measure, SIGTERM; returns both
+    JSON reports, or raises BenchError with the launcher's one-line failure reason."""
+    point = Point(
+        pattern=server.pattern,
+        notifier=server.notifier,
+        threads=server.threads,
+        work_us=server.work_us,
+        connections=connections,
+        msg_size=msg_size,
+        client_threads=client_threads,
+        rate=None,
+        instrument=server.instrument,
+    )
+    req = RunRequest(
+        run_id=f"bench-{uuid.uuid4().hex[:12]}",
+        experiment={"name": "bench", "spec_path": None, "spec_sha256": None, "git_rev": None},
+        point=point,
+        repeat=0,
+        phases=Phases(warmup_s=warmup, measure_s=duration, cooldown_s=0.0),
+        pinning=Pinning(
+            server_cpus=cpus_of(server.cpus),
+            client_cpus=cpus_of(client_cpu),
+            oversubscribed=False,
+            same_host=True,
+            notes=(),
+        ),
+        hosts={},
+        instrument=server.instrument,
+        stall_timeout_s=stall_timeout_s,
+    )
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            raise BenchError(f"{server_cmd[0]} exited: {proc.communicate(timeout=10)[1].strip()}")
-        port = int(json.loads(line)["port"])
-        client_cmd = [
-            str(binary("demux-client")), "--host", "127.0.0.1", "--port", str(port),
-            "--connections", str(connections), "--threads", str(client_threads),
-            "--msg-size", str(msg_size), "--warmup", str(warmup), "--duration", str(duration),
-            "--cpus", str(client_cpu),
-        ]  # fmt: skip
-        cli = subprocess.run(client_cmd, capture_output=True, text=True, timeout=warmup + duration + 60)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
-        if cli.returncode != 0:
-            raise BenchError(f"client failed against {' '.join(server_cmd[:5])}: {cli.stderr.strip()}")
-        if proc.returncode != 0:
-            raise BenchError(f"server {' '.join(server_cmd[:5])} exited {proc.returncode}: {err.strip()}")
-        return Result(server=json.loads(out.strip().splitlines()[-1]), client=json.loads(cli.stdout))
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate(timeout=10)
-
-
-def server_cmd(
-    pattern: str,
-    notifier: str,
-    threads: int,
-    *,
-    cpu: int | str = 0,
-    instrument: bool = False,
-    work_us: float = 0.0,
-) -> list[str]:
-    """The server's command line; ``cpu`` is one CPU or a --cpus list ("0-7")."""
-    cmd = [
-        str(binary("demux-server")), "--pattern", pattern, "--notifier", notifier, "--threads", str(threads),
-        "--port", "0", "--cpus", str(cpu), "--max-conns", "20000",
-    ]  # fmt: skip
-    if work_us:
-        cmd += ["--work-us", f"{work_us:.6f}".rstrip("0").rstrip(".")]
-    return [*cmd, "--instrument"] if instrument else cmd
+        record = BenchLauncher(server).run(req)
+    except DemuxlabError as exc:
+        raise BenchError(str(exc)) from None
+    if record["status"] != "ok":
+        what = " ".join(server.argv[:1]) if server.argv else f"{server.pattern}/{server.notifier}"
+        raise BenchError(f"{what}: {record['failure_reason']}")
+    return Result(server=record["server"], client=record["client"])
 
 
 def list_pairs() -> list[dict[str, Any]]:

@@ -1,8 +1,9 @@
 """Benchmark 5: notifier scaling as in seed 004: time of one notifier call against the number of watched
 descriptors, with only a few ready.
 
-Runs images/bench/notify_scale.c (built into build/bench/notify-scale): N eventfds, A of them readable,
-one select / poll / epoll_wait / io_uring poll round per call. select stops at FD_SETSIZE (1024).
+Runs images/bench/notify_scale.c (built into build/bench/notify-scale), which links demux-server's own
+notifier back-ends: N eventfds, A of them readable; one call is the server's round of the back-end, a
+non-blocking wait and a re-arm of each reported descriptor. select stops at FD_SETSIZE (1024).
 
     .venv/bin/python bench/images_notify_scale.py [--fds 100 300 1000 3000 10000] [--active 4]
         [--budget-s 0.2]
@@ -16,7 +17,7 @@ import subprocess
 
 from images_lib import BenchError, build_helper, cpus_available, main_guard, print_table
 
-NOTIFIERS = ["select", "poll", "epoll", "uring"]
+NOTIFIERS = ["select", "poll", "epoll-lt", "epoll-et", "uring"]
 
 
 def main() -> None:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from images_lib import (
     BenchError,
+    Server,
     list_pairs,
     load_parser,
     main_guard,
     print_table,
     run_pair,
-    server_cmd,
     two_cpus,
 )
 
@@ -39,7 +39,7 @@ def main() -> None:
             threads = min(max(pair["min_threads"], a.threads or 2), pair["max_threads"])
         try:
             r = run_pair(
-                server_cmd(pattern, notifier, threads, cpu=cpus[0]),
+                Server(pattern, notifier, threads, cpus=cpus[0]),
                 connections=a.connections,
                 warmup=a.warmup,
                 duration=a.duration,

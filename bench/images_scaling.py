@@ -22,6 +22,7 @@ import subprocess
 
 from images_lib import (
     BenchError,
+    Server,
     binary,
     cpus_available,
     load_parser,
@@ -77,13 +78,10 @@ def main() -> None:
         for t in threads:
             if not lo <= t <= hi:
                 continue
-            cmd = [
-                server, "--pattern", pair[0], "--notifier", pair[1], "--threads", str(t), "--port", "0",
-                "--cpus", server_cpus, "--max-conns", "20000", "--work-us", str(a.work_us),
-            ]  # fmt: skip
+            spec = Server(pair[0], pair[1], t, cpus=server_cpus, work_us=a.work_us, binary=server)
             try:
                 r = run_pair(
-                    cmd,
+                    spec,
                     connections=a.connections,
                     warmup=a.warmup,
                     duration=a.duration,

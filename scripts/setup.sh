@@ -15,7 +15,9 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # postgresql-15: the embedded database; iproute2: network namespaces in the multi-host tests.
 # debootstrap, openssh-client: the test cluster (`make testbed`: a Debian rootfs, hosts reached over SSH).
 # chromium: the dashboard's browser tests (Playwright drives /usr/bin/chromium; never `playwright install`).
-packages=(build-essential liburing-dev docker.io postgresql-15 iproute2 procps util-linux debootstrap openssh-client chromium)
+# libuv1-dev, strace: the peer benchmark (bench/peer_servers.py: a libuv echo server, system calls counted).
+packages=(build-essential liburing-dev docker.io postgresql-15 iproute2 procps util-linux debootstrap openssh-client chromium
+          libuv1-dev strace)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -33,9 +33,9 @@ def bin_dir(variant: str = "") -> Path:
     return repo_root() / "build" / (f"{variant}/bin" if variant else "bin")
 
 
-def schema_dir() -> Path:
-    """Alembic's folder (``alembic.ini`` and ``migrations/``)."""
-    return repo_root() / "schema"
+def migrations_dir() -> Path:
+    """The database's Alembic migrations: ``alembic.ini``, ``env.py``, ``versions/``."""
+    return repo_root() / "migrations"
 
 
 def experiments_dir() -> Path:

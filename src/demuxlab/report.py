@@ -8,6 +8,7 @@ thin database layer in front of them.
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -16,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from demuxlab.errors import DemuxlabError
+from demuxlab.jsonio import open_atomic, write_text_atomic
 from demuxlab.point import POINT_FIELDS
 from demuxlab.stats import point_summary
-
-# A point's parameters, in the order of the spec's Point (the CSV's columns after point_key).
+from demuxlab.vocab import RUN_FAILED, RUN_OK
 
 
 @dataclass
@@ -82,6 +83,62 @@ def load_rows(experiment: str, spec_sha256: str, url: str | None = None) -> list
     return list(out.values())
 
 
+def point_summaries(
+    session: Any, experiment_name: str, spec_sha256: str | None = None
+) -> list[dict[str, Any]]:
+    """Per point of an experiment: its parameters, runs ok / failed, and the ok runs' throughputs.
+
+    Without ``spec_sha256`` the experiment's most recently created spec version is used. Points are
+    ordered by point_key; ``throughputs`` follow ``repeats`` (ok runs by repeat index).
+    """
+    from sqlalchemy import select
+
+    from demuxlab.db.models import Experiment, Point, Run
+
+    query = select(Experiment).where(Experiment.name == experiment_name)
+    if spec_sha256 is not None:
+        query = query.where(Experiment.spec_sha256 == spec_sha256)
+    experiment = session.scalars(query.order_by(Experiment.created_at.desc(), Experiment.id.desc())).first()
+    if experiment is None:
+        suffix = f" with spec_sha256 {spec_sha256}" if spec_sha256 else ""
+        raise DemuxlabError(
+            f"experiment {experiment_name!r}{suffix}: not in the database (ingest its runs first)"
+        )
+
+    rows = session.execute(
+        select(Point, Run.repeat_index, Run.status, Run.throughput_msgs_per_s, Run.run_id)
+        .outerjoin(Run, Run.point_id == Point.id)
+        .where(Point.experiment_id == experiment.id)
+        .order_by(Point.point_key, Run.repeat_index)
+    ).all()
+    out: dict[int, dict[str, Any]] = {}
+    for point, repeat, status, throughput, run_id in rows:
+        summary = out.get(point.id)
+        if summary is None:
+            summary = {
+                "experiment": experiment.name,
+                "spec_sha256": experiment.spec_sha256,
+                "point_id": point.id,
+                "point_key": point.point_key,
+                **{k: getattr(point, k) for k in POINT_FIELDS},
+                "runs_ok": 0,
+                "runs_failed": 0,
+                "repeats": [],
+                "throughputs": [],
+                "run_ids": [],
+            }
+            out[point.id] = summary
+        if status == RUN_OK:
+            summary["runs_ok"] += 1
+            if throughput is not None:
+                summary["repeats"].append(repeat)
+                summary["throughputs"].append(throughput)
+                summary["run_ids"].append(str(run_id))
+        elif status == RUN_FAILED:
+            summary["runs_failed"] += 1
+    return list(out.values())
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -106,7 +163,7 @@ def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
     CPU per message."""
     rows = []
     for p, hardware_class in by_class(points):
-        ok = [r for r in p.runs if r.status == "ok" and r.throughput is not None]
+        ok = [r for r in p.runs if r.status == RUN_OK and r.throughput is not None]
         tputs = [r.throughput for r in ok if r.throughput is not None]
         summary = point_summary(tputs) if tputs else None
         cpu_per_msg = [
@@ -119,7 +176,7 @@ def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
                 "point_key": p.point_key,
                 **p.params,
                 "runs_ok": len(ok),
-                "runs_failed": sum(1 for r in p.runs if r.status != "ok"),
+                "runs_failed": sum(1 for r in p.runs if r.status != RUN_OK),
                 "throughput_mean": summary.mean if summary else None,
                 "throughput_ci_low": summary.ci_low if summary else None,
                 "throughput_ci_high": summary.ci_high if summary else None,
@@ -137,13 +194,12 @@ def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
 def write_csv(rows: Sequence[dict[str, Any]], path: Path, fields: Sequence[str] | None = None) -> None:
     """Write ``rows`` as CSV (``fields``: the columns, default the first row's keys), atomically."""
     columns = list(fields) if fields is not None else list(rows[0]) if rows else ["point_key", *POINT_FIELDS]
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
-    tmp.replace(path)
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=columns)
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
+    write_text_atomic(path, text.getvalue())
 
 
 # Metadata that would make two renderings of the same data differ (dates, random ids): left out, so a
@@ -161,12 +217,12 @@ def save_figure(fig: Any, path: Path) -> None:
     import matplotlib
     import matplotlib.pyplot as plt
 
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     metadata = _DETERMINISTIC_METADATA.get(path.suffix.lower())
-    with matplotlib.rc_context({"svg.hashsalt": "demuxlab"}):
-        fig.savefig(tmp, dpi=110, metadata=metadata)
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with open_atomic(path) as f, matplotlib.rc_context({"svg.hashsalt": "demuxlab"}):
+            fig.savefig(f, format=path.suffix[1:].lower(), dpi=110, metadata=metadata)
+    finally:
+        plt.close(fig)
 
 
 def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> None:

@@ -121,51 +121,45 @@ def run_point(req: RunPointRequest) -> RunPointResult:
             f"(see `demuxlab plan {req.spec_path}`)"
         )
     point, repeat = found
-    experiment = experiment_of(spec, req.spec_path)
-    instrument = req.instrument or point.instrument
+    from demuxlab.launch import RunRequest
+    from demuxlab.plan import Pinning
+
+    # The run as the spec and the options describe it, built once; where it runs adds hosts and pinning.
+    run = RunRequest(
+        run_id=req.run_id,
+        experiment=experiment_of(spec, req.spec_path),
+        point=point,
+        repeat=repeat,
+        phases=spec.phases,
+        pinning=Pinning((), (), False, False, ()),  # planned once the hosts are known
+        hosts={},
+        attempt=req.attempt,
+        host_pair=req.host_pair,
+        instrument=req.instrument or point.instrument,
+        stall_timeout_s=req.stall_timeout_s,
+    )
     if req.cluster is not None:
         from demuxlab.cluster.run import run_on_cluster, update_progress
 
-        record = run_on_cluster(
-            spec,
-            point,
-            repeat,
-            req.run_id,
-            experiment,
-            req.cluster,
-            attempt=req.attempt,
-            stall_timeout_s=req.stall_timeout_s,
-            instrument=instrument,
-            failures_dir=req.out.parent.parent / "failures",
-        )
+        record = run_on_cluster(spec, run, req.cluster, failures_dir=req.out.parent.parent / "failures")
         try:
             return _write_record(record, req, point, repeat)
         finally:
             update_progress(req.cluster)
 
-    from demuxlab.launch import RunRequest, get_launcher
+    from demuxlab.launch import get_launcher
     from demuxlab.plan import plan_pinning
     from demuxlab.topology import collect_facts
 
     server_host = read_json(req.server_facts, "server facts") if req.server_facts else collect_facts()
     client_host = read_json(req.client_facts, "client facts") if req.client_facts else server_host
     same_host = server_host.get("hostname") == client_host.get("hostname")
-    pinning = plan_pinning(server_host, client_host, point.threads, point.client_threads, same_host)
-    launcher = get_launcher(req.launcher or spec.launcher)
-    run = RunRequest(
-        run_id=req.run_id,
-        experiment=experiment,
-        point=point,
-        repeat=repeat,
-        phases=spec.phases,
-        pinning=pinning,
+    run = dataclasses.replace(
+        run,
+        pinning=plan_pinning(server_host, client_host, point.threads, point.client_threads, same_host),
         hosts={"server": server_host, "client": client_host},
-        attempt=req.attempt,
-        host_pair=req.host_pair,
-        instrument=instrument,
-        stall_timeout_s=req.stall_timeout_s,
     )
-    record = run_leased(launcher, run, req.lease_wait_s)
+    record = run_leased(get_launcher(req.launcher or spec.launcher), run, req.lease_wait_s)
     return _write_record(record, req, point, repeat)
 
 

@@ -29,6 +29,8 @@ NOTIFIERS: Final[tuple[str, ...]] = ("select", "poll", "epoll-lt", "epoll-et", "
 RUN_OK: Final = "ok"
 RUN_FAILED: Final = "failed"
 RUN_STATUSES: Final[tuple[str, ...]] = (RUN_OK, RUN_FAILED)
+# The run record's format tag (CONTRACTS.md §5): the launchers write it, ingest accepts only it.
+RUN_RECORD_FORMAT: Final = "demuxlab.run/1"
 
 # -- models ------------------------------------------------------------------------------------------------
 # How a CTMC is solved: stochastic simulation with batch means (seed 001's method), the mean-field ODE, or

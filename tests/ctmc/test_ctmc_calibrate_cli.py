@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from demuxlab.cli.model import model
 from demuxlab.ctmc.calibrate import INSTANT_RATE, CalibrationRefused, calibrate
-from demuxlab.ctmc.cli import model
 from demuxlab.ctmc.params import parse_int_list
 from demuxlab.ctmc.rates import Rates, paper_rates
 from demuxlab.errors import DemuxlabError

@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from demuxlab.ctmc.cli import model
+from demuxlab.cli.model import model
 from demuxlab.ctmc.predict import predict
 from demuxlab.ctmc.rates import Rates
 from demuxlab.errors import DemuxlabError

@@ -22,8 +22,8 @@ from demuxlab.ingest import (
     ingest_files,
     ingest_for_workflow,
     ingest_run_record,
-    point_summaries,
 )
+from demuxlab.report import point_summaries
 from demuxlab.spec import run_id_of
 
 pytestmark = pytest.mark.postgres

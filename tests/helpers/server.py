@@ -23,6 +23,7 @@ SOURCES = [
     *IMAGES.glob("server/src/*.[ch]"),
     *IMAGES.glob("client/src/*.[ch]"),
     *IMAGES.glob("common/*.[ch]"),
+    *IMAGES.glob("bench/*.[ch]"),
 ]
 START_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 20.0

@@ -58,7 +58,7 @@ def test_server_refuses_one_past_the_limit(binaries: Path, option: str, limit) -
 
 
 def test_server_thread_ranges_are_the_header_s(binaries: Path) -> None:
-    from demuxlab.pairs import valid_pairs
+    from demuxlab.designs import valid_pairs
 
     assert max(p.max_threads for p in valid_pairs()) == limits().max_threads
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from demuxlab.pairs import valid_pairs
+from demuxlab.designs import valid_pairs
 from demuxlab.spec import calibration_points, expand_points, load_spec
 
 REPO = Path(__file__).resolve().parents[2]

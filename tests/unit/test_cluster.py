@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from demuxlab import lease
-from demuxlab.cluster.pairs import hardware_class, load_pairs, sim_facts
 from demuxlab.cluster.schedule import NoPairError, assign_pair, eligible_pairs, preference
 from demuxlab.cluster.state import PairState, read_state, record_outcome, write_state
 from demuxlab.errors import ConfigError
 from demuxlab.launch.remote import LABEL_PAIR, LABEL_RUN, RemoteLauncher, noise_reasons
+from demuxlab.remote.hostpairs import hardware_class, load_pairs, sim_facts
 from demuxlab.report import PointRows, RunRow, summarize
 
 REPO = Path(__file__).resolve().parents[2]
@@ -300,7 +300,7 @@ def test_noise_reasons() -> None:
 
 
 def test_remote_launcher_command_lines(tmp_path: Path) -> None:
-    from demuxlab.cluster.pairs import ClusterPair, Host
+    from demuxlab.remote.hostpairs import ClusterPair, Host
 
     pair = ClusterPair(
         "pair1",
@@ -352,8 +352,8 @@ def test_a_spec_pinning_a_hardware_class_runs_only_there(tmp_path: Path) -> None
 
 
 def test_a_host_that_does_not_answer_fails_the_attempt_at_once() -> None:
-    from demuxlab.cluster.pairs import ClusterPair, Host
     from demuxlab.errors import LaunchError
+    from demuxlab.remote.hostpairs import ClusterPair, Host
 
     # Nothing listens on port 1: the connection is refused at once, as for a host whose sshd is gone.
     pair = ClusterPair("deadpair", Host("dead-s", "127.0.0.1", port=1), Host("dead-c", "127.0.0.1", port=1))
@@ -364,8 +364,8 @@ def test_a_host_that_does_not_answer_fails_the_attempt_at_once() -> None:
 
 
 def test_the_ssh_wrapper_bounds_the_docker_clis_connect_timeout() -> None:
-    from demuxlab.cluster.pairs import Host
-    from demuxlab.cluster.ssh import CONNECT_TIMEOUT_S, write_config
+    from demuxlab.remote.hostpairs import Host
+    from demuxlab.remote.ssh import CONNECT_TIMEOUT_S, write_config
 
     setup = write_config([Host("h1", "10.9.9.9")])
     # The Docker CLI runs `ssh -o ConnectTimeout=30 …`: the wrapper's own value, given first, wins.

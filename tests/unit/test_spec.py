@@ -14,9 +14,9 @@ import jsonschema
 import pytest
 import yaml
 
+from demuxlab.designs import Pair, load_pairs_json, valid_pairs
 from demuxlab.errors import ConfigError, LaunchError, SpecError
 from demuxlab.limits import limits
-from demuxlab.pairs import Pair, load_pairs_json, valid_pairs
 from demuxlab.spec import (
     RUN_NAMESPACE,
     calibration_points,

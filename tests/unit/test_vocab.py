@@ -17,7 +17,7 @@ from demuxlab.point import POINT_FIELDS, Point
 
 
 def _schema() -> dict:
-    return json.loads(resources.files("demuxlab").joinpath("schemas/experiment.schema.json").read_text())
+    return json.loads(resources.files("demuxlab.spec").joinpath("experiment.schema.json").read_text())
 
 
 def _check(table: str, name: str) -> set[str]:
@@ -57,3 +57,20 @@ def test_point_round_trips_through_json() -> None:
     p = Point("hsha", "epoll-lt", 4, 10.0, 512, 1, 2, 1500.0, instrument=True)
     assert Point.from_json(p.to_json()) == p
     assert Point.from_json({**p.to_json(), "threads": "4", "work_us": 10}).point_key == p.point_key
+
+
+def test_run_record_schema_names_every_point_field() -> None:
+    from demuxlab.ingest.schema import RECORD_SCHEMA
+
+    point = RECORD_SCHEMA["properties"]["point"]
+    assert set(point["properties"]) == {"point_key", *POINT_FIELDS}
+    assert set(point["required"]) == {"point_key", *POINT_FIELDS} - {"instrument"}
+    assert tuple(RECORD_SCHEMA["properties"]["status"]["enum"]) == vocab.RUN_STATUSES
+
+
+def test_loaded_spec_schema_takes_the_names_from_the_vocabulary() -> None:
+    from demuxlab.spec import schema
+
+    design = schema()["properties"]["designs"]["items"]["properties"]
+    assert tuple(design["pattern"]["enum"]) == vocab.PATTERNS
+    assert tuple(design["notifiers"]["items"]["enum"]) == vocab.NOTIFIERS

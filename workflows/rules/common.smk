@@ -22,7 +22,7 @@ MODEL_PAIR = 1 if config["host_pair"] == "local" else 0
 
 def _pairs():
     """The server's valid pairs, or None before the first build (the plan then checks them later)."""
-    from demuxlab.pairs import valid_pairs
+    from demuxlab.designs import valid_pairs
 
     try:
         return valid_pairs()
@@ -53,7 +53,7 @@ if config["host_pair"] not in ("local", "cluster"):
 INVENTORY = ""
 PAIRS = None
 if CLUSTER:
-    from demuxlab.cluster.pairs import load_pairs
+    from demuxlab.remote.hostpairs import load_pairs
 
     INVENTORY = os.environ.get("DEMUXLAB_INVENTORY") or config.get("inventory") or ""
     if not INVENTORY:

@@ -1,7 +1,9 @@
 /* conn.c -- the protocol every pattern shares: accept, read a whole B-byte
  * message, spin W us, echo it back; plus the claim protocol that keeps one
  * owner per connection under edge-triggered notification. */
-#include "server.h"
+#include "conn.h"
+
+#include "instr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,16 +19,16 @@
  * a handler must not be held forever by one connection. */
 #define SEND_STALL_MS 5000
 
-struct conn *conn_open(struct server *s, int fd)
+struct conn *conn_open(struct conn_table *t, int fd)
 {
-    if (fd >= s->nslots || atomic_load(&s->open_conns) >= s->max_conns) {
+    if (fd >= t->nslots || atomic_load(&t->open) >= t->max_conns) {
         close(fd);
         return NULL;
     }
-    struct conn *c = &s->conns[fd];
+    struct conn *c = conn_at(t, fd);
     conn_takeover(c); /* from the thread that closed the slot's last descriptor */
     if (c->buf == NULL) {
-        c->buf = malloc(s->msg_size);
+        c->buf = malloc(t->cfg->msg_size);
         if (c->buf == NULL) {
             close(fd);
             return NULL;
@@ -37,16 +39,15 @@ struct conn *conn_open(struct server *s, int fd)
     c->fd = fd;
     c->have = 0;
     c->sent = 0;
-    c->home = 0;
     c->nt = NULL;
-    atomic_fetch_add(&s->open_conns, 1);
-    cur_ts->accepted++;
+    atomic_fetch_add(&t->open, 1);
+    count_accepted();
     atomic_store_explicit(&c->live, true, memory_order_release);
     conn_handoff(c);
     return c;
 }
 
-void conn_close(struct server *s, struct conn *c)
+void conn_close(struct conn_table *t, struct conn *c)
 {
     /* The thread whose arming call passed the connection to us may still be
      * returning from it: the descriptor is ours to close only once it has. */
@@ -58,21 +59,21 @@ void conn_close(struct server *s, struct conn *c)
     atomic_store_explicit(&c->live, false, memory_order_release);
     conn_handoff(c);
     close(fd);
-    atomic_fetch_sub(&s->open_conns, 1);
-    cur_ts->closed++;
+    atomic_fetch_sub(&t->open, 1);
+    count_closed();
 }
 
-enum rd conn_read(struct server *s, struct conn *c)
+enum rd conn_read(struct conn_table *t, struct conn *c)
 {
     enum rd res;
     uint64_t t0 = instr_start();
     for (;;) {
         /* Never past the message: extra bytes stay queued in the socket and
          * are the next message. */
-        ssize_t r = recv(c->fd, c->buf + c->have, s->msg_size - c->have, 0);
+        ssize_t r = recv(c->fd, c->buf + c->have, t->cfg->msg_size - c->have, 0);
         if (r > 0) {
             c->have += (uint32_t)r;
-            if (c->have == s->msg_size) {
+            if (c->have == t->cfg->msg_size) {
                 res = RD_MSG;
                 break;
             }
@@ -82,7 +83,7 @@ enum rd conn_read(struct server *s, struct conn *c)
             res = RD_CLOSED;
             break;
         }
-        if (errno == EINTR && !stopping())
+        if (errno == EINTR && !conns_stopping(t))
             continue;
         res = (errno == EAGAIN || errno == EWOULDBLOCK) ? RD_AGAIN : RD_CLOSED;
         break;
@@ -91,35 +92,40 @@ enum rd conn_read(struct server *s, struct conn *c)
     return res;
 }
 
-static int wait_writable(int fd)
+static int wait_writable(const struct conn_table *t, int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLOUT};
     int r;
     do
         r = poll(&p, 1, SEND_STALL_MS);
-    while (r < 0 && errno == EINTR && !stopping());
+    while (r < 0 && errno == EINTR && !conns_stopping(t));
     return r > 0 ? 0 : -1;
 }
 
-int conn_respond(struct server *s, struct conn *c)
+void conn_work(const struct conn_table *t)
 {
-    if (s->work_us > 0) {
+    if (t->cfg->work_us > 0) {
         uint64_t t0 = instr_start();
-        spin_us(s->work_us);
+        spin_us(t->cfg->work_us);
         instr_end(OP_WORK, t0);
     }
+}
+
+int conn_respond(struct conn_table *t, struct conn *c)
+{
+    conn_work(t);
     uint64_t t0 = instr_start();
     uint32_t off = 0;
     int rc = 0;
-    while (off < s->msg_size) {
-        ssize_t w = send(c->fd, c->buf + off, s->msg_size - off, MSG_NOSIGNAL);
+    while (off < t->cfg->msg_size) {
+        ssize_t w = send(c->fd, c->buf + off, t->cfg->msg_size - off, MSG_NOSIGNAL);
         if (w > 0) {
             off += (uint32_t)w;
             continue;
         }
-        if (w < 0 && errno == EINTR && !stopping())
+        if (w < 0 && errno == EINTR && !conns_stopping(t))
             continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_writable(c->fd) == 0)
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_writable(t, c->fd) == 0)
             continue;
         rc = -1;
         break;
@@ -127,7 +133,7 @@ int conn_respond(struct server *s, struct conn *c)
     instr_end(OP_SEND, t0);
     if (rc == 0) {
         c->have = 0;
-        cur_ts->messages++;
+        count_message();
     }
     return rc;
 }
@@ -143,13 +149,13 @@ static int arm_call(struct conn *c, struct notifier *nt, int (*op)(struct notifi
     return rc;
 }
 
-void conn_rearm(struct server *s, struct notifier *nt, struct conn *c)
+void conn_rearm(struct conn_table *t, struct notifier *nt, struct conn *c)
 {
     uint64_t t0 = instr_start();
     int rc = arm_call(c, nt, nt->ops->rearm);
     instr_end(OP_REARM, t0);
     if (rc < 0)
-        conn_close(s, c); /* not armed: still ours */
+        conn_close(t, c); /* not armed: still ours */
 }
 
 /* A new connection's first arming; its notifier is set before it is
@@ -160,20 +166,20 @@ int conn_arm(struct conn *c, struct notifier *nt)
     return arm_call(c, nt, nt->ops->add);
 }
 
-void conn_drain(struct server *s, struct conn *c)
+void conn_drain(struct conn_table *t, struct conn *c)
 {
     for (;;) {
-        switch (conn_read(s, c)) {
+        switch (conn_read(t, c)) {
         case RD_MSG:
-            if (conn_respond(s, c) < 0) {
-                conn_close(s, c);
+            if (conn_respond(t, c) < 0) {
+                conn_close(t, c);
                 return;
             }
             break;
         case RD_AGAIN:
             return;
         case RD_CLOSED:
-            conn_close(s, c);
+            conn_close(t, c);
             return;
         }
     }
@@ -190,28 +196,28 @@ bool conn_release(struct conn *c, int *seen)
                                                    memory_order_acquire);
 }
 
-void conn_ready(struct server *s, struct notifier *nt, struct conn *c, bool shared)
+void conn_ready(struct conn_table *t, struct notifier *nt, struct conn *c, bool shared)
 {
     conn_takeover(c);
     if (!nt->ops->edge) {
-        switch (conn_read(s, c)) {
+        switch (conn_read(t, c)) {
         case RD_MSG:
-            if (conn_respond(s, c) < 0)
-                conn_close(s, c);
+            if (conn_respond(t, c) < 0)
+                conn_close(t, c);
             else
-                conn_rearm(s, nt, c);
+                conn_rearm(t, nt, c);
             return;
         case RD_AGAIN:
-            conn_rearm(s, nt, c);
+            conn_rearm(t, nt, c);
             return;
         case RD_CLOSED:
-            conn_close(s, c);
+            conn_close(t, c);
             return;
         }
         return;
     }
     if (!shared) {
-        conn_drain(s, c);
+        conn_drain(t, c);
         return;
     }
     if (!conn_claim(c))
@@ -221,36 +227,36 @@ void conn_ready(struct server *s, struct notifier *nt, struct conn *c, bool shar
     int seen = atomic_load_explicit(&c->claims, memory_order_acquire);
     do {
         if (atomic_load_explicit(&c->live, memory_order_acquire))
-            conn_drain(s, c);
+            conn_drain(t, c);
     } while (!conn_release(c, &seen));
 }
 
-int accept_one(struct server *s)
+int accept_one(struct conn_table *t)
 {
     for (;;) {
         uint64_t t0 = instr_start();
         /* tpc (notifier none) serves each connection with blocking I/O. */
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | (s->nops != NULL ? SOCK_NONBLOCK : 0));
+        int fd = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC | (t->cfg->nops != NULL ? SOCK_NONBLOCK : 0));
         if (fd >= 0) {
             instr_end(OP_ACCEPT, t0);
             return fd;
         }
-        if (errno == EINTR && !stopping())
+        if (errno == EINTR && !conns_stopping(t))
             continue;
         if (errno == ECONNABORTED || errno == EPROTO)
             continue;
-        if ((errno == EMFILE || errno == ENFILE) && s->reserve_fd >= 0) {
+        if ((errno == EMFILE || errno == ENFILE) && t->reserve_fd >= 0) {
             /* Out of descriptors: spend the reserve on taking the pending
              * connection off the backlog and dropping it, so a level-
              * triggered listener does not report it again at once. */
-            close(s->reserve_fd);
-            int drop = accept(s->lfd, NULL, NULL);
+            close(t->reserve_fd);
+            int drop = accept(t->lfd, NULL, NULL);
             if (drop >= 0)
                 close(drop);
-            s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            t->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
             /* accept() checks for a free descriptor before the backlog, so
              * EMFILE also means "maybe empty": stop once nothing was dropped. */
-            if (drop >= 0 && !stopping())
+            if (drop >= 0 && !conns_stopping(t))
                 continue;
             return -1;
         }
@@ -258,16 +264,16 @@ int accept_one(struct server *s)
     }
 }
 
-void accept_all(struct server *s, int (*place)(struct server *s, struct conn *c, void *arg), void *arg)
+void accept_all(struct conn_table *t, int (*place)(struct conn *c, void *arg), void *arg)
 {
-    while (!stopping()) {
-        int fd = accept_one(s);
+    while (!conns_stopping(t)) {
+        int fd = accept_one(t);
         if (fd < 0)
             return;
-        struct conn *c = conn_open(s, fd);
-        if (c != NULL && place(s, c, arg) < 0) {
+        struct conn *c = conn_open(t, fd);
+        if (c != NULL && place(c, arg) < 0) {
             c->nt = NULL;
-            conn_close(s, c);
+            conn_close(t, c);
         }
     }
 }

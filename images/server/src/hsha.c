@@ -4,6 +4,7 @@
  * descriptor, read, re-arm, work and respond.  New connections are accepted by
  * the monitor itself. */
 #include "queue.h"
+#include "server.h"
 
 struct hsha {
     struct notifier *nt;
@@ -12,9 +13,8 @@ struct hsha {
 
 static struct hsha H;
 
-static int place(struct server *s, struct conn *c, void *arg)
+static int place(struct conn *c, void *arg)
 {
-    (void)s;
     (void)arg;
     return conn_arm(c, H.nt);
 }
@@ -24,13 +24,13 @@ static void *monitor_loop(void *arg)
     struct server *s = arg;
     struct notifier *nt = H.nt;
     int cache[MAX_EVENTS];
-    while (!stopping()) {
+    while (!stopping(s)) {
         int n = notifier_wait_timed(nt, cache, MAX_EVENTS);
-        for (int i = 0; i < n && !stopping(); i++) {
-            if (cache[i] == s->lfd) {
-                accept_all(s, place, NULL);
+        for (int i = 0; i < n && !stopping(s); i++) {
+            if (cache[i] == s->ct.lfd) {
+                accept_all(&s->ct, place, NULL);
                 if (!nt->ops->edge)
-                    nt->ops->rearm(nt, s->lfd);
+                    nt->ops->rearm(nt, s->ct.lfd);
             } else {
                 queue_put(&H.q, cache[i]);
             }
@@ -46,18 +46,18 @@ static void *worker_loop(void *arg)
         int fd = queue_get(&H.q);
         if (fd < 0)
             break;
-        conn_ready(s, H.nt, &s->conns[fd], true);
+        conn_ready(&s->ct, H.nt, conn_at(&s->ct, fd), true);
     }
     return NULL;
 }
 
 static int hsha_start(struct server *s)
 {
-    H.nt = s->nops->create(s->nslots);
-    if (H.nt == NULL || H.nt->ops->add(H.nt, s->lfd) < 0 || queue_init(&H.q, 1024) < 0)
+    H.nt = server_notifier(s);
+    if (H.nt == NULL || H.nt->ops->add(H.nt, s->ct.lfd) < 0 || queue_init(&H.q, 1024) < 0)
         return -1;
     spawn(s, "monitor", monitor_loop, s);
-    for (int i = 1; i < s->threads; i++)
+    for (int i = 1; i < s->cfg.threads; i++)
         spawn(s, "worker", worker_loop, s);
     return 0;
 }
@@ -66,7 +66,7 @@ static void hsha_wake(struct server *s)
 {
     (void)s;
     H.nt->ops->wake(H.nt);
-    queue_wake_all(&H.q);
+    queue_stop(&H.q);
 }
 
 static void hsha_cleanup(struct server *s)
@@ -76,13 +76,11 @@ static void hsha_cleanup(struct server *s)
     queue_destroy(&H.q);
 }
 
-static const char *const notifiers[] = {"select", "poll", "epoll-lt", "epoll-et", "uring", NULL};
-
 const struct pattern_ops pattern_hsha = {
     .name = "hsha",
     .min_threads = 2,
     .max_threads = MAX_THREADS,
-    .notifiers = notifiers,
+    .notifiers = NOTIFIERS_READINESS,
     .start = hsha_start,
     .wake_all = hsha_wake,
     .cleanup = hsha_cleanup,

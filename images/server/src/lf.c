@@ -14,9 +14,8 @@ struct lf {
 
 static struct lf L;
 
-static int place(struct server *s, struct conn *c, void *arg)
+static int place(struct conn *c, void *arg)
 {
-    (void)s;
     (void)arg;
     return conn_arm(c, L.nt);
 }
@@ -28,16 +27,16 @@ static void *lf_loop(void *arg)
     for (;;) {
         lock_timed(&L.leader);
         int fd = -1;
-        while (!stopping()) {
+        while (!stopping(s)) {
             if (L.next < L.cached) {
                 fd = L.cache[L.next++];
-                if (fd != s->lfd)
+                if (fd != s->ct.lfd)
                     break;
                 /* The leader accepts before promoting, so only one thread
                  * ever runs the accept loop. */
-                accept_all(s, place, NULL);
+                accept_all(&s->ct, place, NULL);
                 if (!nt->ops->edge)
-                    nt->ops->rearm(nt, s->lfd);
+                    nt->ops->rearm(nt, s->ct.lfd);
                 fd = -1;
                 continue;
             }
@@ -50,18 +49,18 @@ static void *lf_loop(void *arg)
         instr_end(OP_PROMOTE, t0);
         if (fd < 0)
             break;
-        conn_ready(s, nt, &s->conns[fd], true);
+        conn_ready(&s->ct, nt, conn_at(&s->ct, fd), true);
     }
     return NULL;
 }
 
 static int lf_start(struct server *s)
 {
-    L.nt = s->nops->create(s->nslots);
-    if (L.nt == NULL || L.nt->ops->add(L.nt, s->lfd) < 0)
+    L.nt = server_notifier(s);
+    if (L.nt == NULL || L.nt->ops->add(L.nt, s->ct.lfd) < 0)
         return -1;
     pthread_mutex_init(&L.leader, NULL);
-    for (int i = 0; i < s->threads; i++)
+    for (int i = 0; i < s->cfg.threads; i++)
         spawn(s, "leader-follower", lf_loop, s);
     return 0;
 }
@@ -79,13 +78,11 @@ static void lf_cleanup(struct server *s)
     pthread_mutex_destroy(&L.leader);
 }
 
-static const char *const notifiers[] = {"select", "poll", "epoll-lt", "epoll-et", "uring", NULL};
-
 const struct pattern_ops pattern_lf = {
     .name = "lf",
     .min_threads = 1,
     .max_threads = MAX_THREADS,
-    .notifiers = notifiers,
+    .notifiers = NOTIFIERS_READINESS,
     .start = lf_start,
     .wake_all = lf_wake,
     .cleanup = lf_cleanup,

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 struct mreactor {
+    struct server *s;
     struct notifier **nt;
     int n;
     int next; /* round-robin cursor, reactor 0 only */
@@ -14,31 +15,29 @@ struct mreactor {
 
 static struct mreactor M;
 
-static int place(struct server *s, struct conn *c, void *arg)
+static int place(struct conn *c, void *arg)
 {
-    (void)s;
     (void)arg;
     int r = M.next;
     M.next = (M.next + 1) % M.n;
-    c->home = r;
     return conn_arm(c, M.nt[r]);
 }
 
 static void *reactor_loop(void *arg)
 {
-    struct server *s = &srv;
+    struct server *s = M.s;
     int me = (int)(intptr_t)arg;
     struct notifier *nt = M.nt[me];
     int fds[MAX_EVENTS];
-    while (!stopping()) {
+    while (!stopping(s)) {
         int n = notifier_wait_timed(nt, fds, MAX_EVENTS);
-        for (int i = 0; i < n && !stopping(); i++) {
-            if (fds[i] == s->lfd) {
-                accept_all(s, place, NULL);
+        for (int i = 0; i < n && !stopping(s); i++) {
+            if (fds[i] == s->ct.lfd) {
+                accept_all(&s->ct, place, NULL);
                 if (!nt->ops->edge)
-                    nt->ops->rearm(nt, s->lfd);
+                    nt->ops->rearm(nt, s->ct.lfd);
             } else {
-                conn_ready(s, nt, &s->conns[fds[i]], false);
+                conn_ready(&s->ct, nt, conn_at(&s->ct, fds[i]), false);
             }
         }
     }
@@ -47,16 +46,17 @@ static void *reactor_loop(void *arg)
 
 static int mr_start(struct server *s)
 {
-    M.n = s->threads;
+    M.s = s;
+    M.n = s->cfg.threads;
     M.nt = calloc((size_t)M.n, sizeof(*M.nt));
     if (M.nt == NULL)
         return -1;
     for (int i = 0; i < M.n; i++) {
-        M.nt[i] = s->nops->create(s->nslots);
+        M.nt[i] = server_notifier(s);
         if (M.nt[i] == NULL)
             return -1;
     }
-    if (M.nt[0]->ops->add(M.nt[0], s->lfd) < 0)
+    if (M.nt[0]->ops->add(M.nt[0], s->ct.lfd) < 0)
         return -1;
     for (int i = 0; i < M.n; i++)
         spawn(s, "reactor", reactor_loop, (void *)(intptr_t)i);
@@ -78,13 +78,11 @@ static void mr_cleanup(struct server *s)
     free(M.nt);
 }
 
-static const char *const notifiers[] = {"select", "poll", "epoll-lt", "epoll-et", "uring", NULL};
-
 const struct pattern_ops pattern_multireactor = {
     .name = "multireactor",
     .min_threads = 1,
     .max_threads = 64,
-    .notifiers = notifiers,
+    .notifiers = NOTIFIERS_READINESS,
     .start = mr_start,
     .wake_all = mr_wake,
     .cleanup = mr_cleanup,

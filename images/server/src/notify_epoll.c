@@ -4,15 +4,16 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "notify_epoll.h"
 
-struct notifier *ep_create(const struct notifier_ops *ops, uint32_t mask)
+struct notifier *ep_create(const struct notifier_ops *ops, const struct notifier_env *env, uint32_t mask)
 {
     struct ep *n = calloc(1, sizeof(*n));
     if (n == NULL)
         return NULL;
-    n->base.ops = ops;
+    notifier_init(&n->base, ops, env);
     n->mask = mask;
     n->epfd = epoll_create1(EPOLL_CLOEXEC);
     n->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

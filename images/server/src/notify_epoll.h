@@ -5,7 +5,8 @@
 
 #include <sys/epoll.h>
 
-#include "server.h"
+#include "notifier.h"
+#include "efd.h"
 
 struct ep {
     struct notifier base;
@@ -15,7 +16,7 @@ struct ep {
     struct epoll_event evs[MAX_EVENTS];
 };
 
-struct notifier *ep_create(const struct notifier_ops *ops, uint32_t mask);
+struct notifier *ep_create(const struct notifier_ops *ops, const struct notifier_env *env, uint32_t mask);
 void ep_destroy(struct notifier *b);
 int ep_add(struct notifier *b, int fd);
 int ep_del(struct notifier *b, int fd);

@@ -4,10 +4,9 @@
 
 #include "notify_epoll.h"
 
-static struct notifier *et_create(int maxfd)
+static struct notifier *et_create(const struct notifier_env *env)
 {
-    (void)maxfd;
-    return ep_create(&notifier_epoll_et, EPOLLIN | EPOLLET);
+    return ep_create(&notifier_epoll_et, env, EPOLLIN | EPOLLET);
 }
 
 static int et_rearm(struct notifier *b, int fd)
@@ -18,7 +17,6 @@ static int et_rearm(struct notifier *b, int fd)
 }
 
 const struct notifier_ops notifier_epoll_et = {
-    .name = "epoll-et",
     .edge = true,
     .create = et_create,
     .destroy = ep_destroy,

@@ -5,10 +5,9 @@
 
 #include "notify_epoll.h"
 
-static struct notifier *lt_create(int maxfd)
+static struct notifier *lt_create(const struct notifier_env *env)
 {
-    (void)maxfd;
-    return ep_create(&notifier_epoll_lt, EPOLLIN | EPOLLONESHOT);
+    return ep_create(&notifier_epoll_lt, env, EPOLLIN | EPOLLONESHOT);
 }
 
 static int lt_rearm(struct notifier *b, int fd)
@@ -19,7 +18,6 @@ static int lt_rearm(struct notifier *b, int fd)
 }
 
 const struct notifier_ops notifier_epoll_lt = {
-    .name = "epoll-lt",
     .edge = false,
     .create = lt_create,
     .destroy = ep_destroy,

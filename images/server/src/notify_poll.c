@@ -2,7 +2,8 @@
  * the interest-set lock; a deactivated descriptor is stored negated (~fd),
  * which poll() skips.  The waiter polls a private copy; slot 0 is an eventfd
  * that lets a re-arm reach a waiter already blocked. */
-#include "server.h"
+#include "notifier.h"
+#include "efd.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -20,8 +21,9 @@ struct pol {
     bool waiting, kicked;
 };
 
-static struct notifier *pol_create(int maxfd)
+static struct notifier *pol_create(const struct notifier_env *env)
 {
+    int maxfd = env->maxfd;
     struct pol *n = calloc(1, sizeof(*n));
     if (n == NULL)
         return NULL;
@@ -43,7 +45,7 @@ static struct notifier *pol_create(int maxfd)
     memset(n->slot, 0xff, (size_t)maxfd * sizeof(*n->slot));
     n->set[0] = (struct pollfd){.fd = efd, .events = POLLIN};
     n->n = 1;
-    n->base.ops = &notifier_poll;
+    notifier_init(&n->base, &notifier_poll, env);
     pthread_mutex_init(&n->lock, NULL);
     return &n->base;
 }
@@ -72,7 +74,7 @@ static int pol_add(struct notifier *b, int fd)
     struct pol *n = (struct pol *)b;
     if (fd < 0 || fd >= n->maxfd)
         return -1;
-    lock_timed(&n->lock);
+    notifier_lock(&n->base, &n->lock);
     if (n->n == n->cap) {
         pthread_mutex_unlock(&n->lock);
         return -1;
@@ -89,7 +91,7 @@ static int pol_del(struct notifier *b, int fd)
     struct pol *n = (struct pol *)b;
     if (fd < 0 || fd >= n->maxfd)
         return -1;
-    lock_timed(&n->lock);
+    notifier_lock(&n->base, &n->lock);
     int i = n->slot[fd];
     if (i > 0) {
         int last = n->n - 1;
@@ -106,7 +108,7 @@ static int pol_del(struct notifier *b, int fd)
 static int pol_rearm(struct notifier *b, int fd)
 {
     struct pol *n = (struct pol *)b;
-    lock_timed(&n->lock);
+    notifier_lock(&n->base, &n->lock);
     int i = fd >= 0 && fd < n->maxfd ? n->slot[fd] : -1;
     if (i > 0) {
         n->set[i].fd = fd;
@@ -119,7 +121,7 @@ static int pol_rearm(struct notifier *b, int fd)
 static int pol_wait(struct notifier *b, int *fds, int max, bool block)
 {
     struct pol *n = (struct pol *)b;
-    lock_timed(&n->lock);
+    notifier_lock(&n->base, &n->lock);
     int cnt = n->n;
     memcpy(n->copy, n->set, (size_t)cnt * sizeof(*n->copy));
     n->waiting = true;
@@ -127,7 +129,7 @@ static int pol_wait(struct notifier *b, int *fds, int max, bool block)
 
     int r = poll(n->copy, (nfds_t)cnt, block ? -1 : 0);
 
-    lock_timed(&n->lock);
+    notifier_lock(&n->base, &n->lock);
     n->waiting = false;
     if (r < 0) {
         pthread_mutex_unlock(&n->lock);
@@ -165,7 +167,6 @@ static void pol_wake(struct notifier *b)
 }
 
 const struct notifier_ops notifier_poll = {
-    .name = "poll",
     .edge = false,
     .create = pol_create,
     .destroy = pol_destroy,

@@ -2,7 +2,8 @@
  * user space under a mutex (the interest-set lock): the waiter copies it before
  * each call, and deactivation/re-activation are bit changes (seed 000 §5.1).
  * An eventfd in every call lets a re-arm reach a waiter already blocked. */
-#include "server.h"
+#include "notifier.h"
+#include "efd.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -21,9 +22,8 @@ struct sel {
     fd_set ready; /* the waiter's copy */
 };
 
-static struct notifier *sel_create(int maxfd)
+static struct notifier *sel_create(const struct notifier_env *env)
 {
-    (void)maxfd;
     struct sel *n = calloc(1, sizeof(*n));
     if (n == NULL)
         return NULL;
@@ -34,7 +34,7 @@ static struct notifier *sel_create(int maxfd)
         free(n);
         return NULL;
     }
-    n->base.ops = &notifier_select;
+    notifier_init(&n->base, &notifier_select, env);
     pthread_mutex_init(&n->lock, NULL);
     FD_ZERO(&n->interest);
     n->maxfd = n->efd;
@@ -63,7 +63,7 @@ static int sel_arm(struct notifier *b, int fd)
     struct sel *n = (struct sel *)b;
     if (fd < 0 || fd >= FD_SETSIZE)
         return -1;
-    lock_timed(&n->lock);
+    notifier_lock(&n->base, &n->lock);
     FD_SET(fd, &n->interest);
     if (fd > n->maxfd)
         n->maxfd = fd;
@@ -77,7 +77,7 @@ static int sel_del(struct notifier *b, int fd)
     struct sel *n = (struct sel *)b;
     if (fd < 0 || fd >= FD_SETSIZE)
         return -1;
-    lock_timed(&n->lock);
+    notifier_lock(&n->base, &n->lock);
     FD_CLR(fd, &n->interest);
     pthread_mutex_unlock(&n->lock);
     return 0;
@@ -86,7 +86,7 @@ static int sel_del(struct notifier *b, int fd)
 static int sel_wait(struct notifier *b, int *fds, int max, bool block)
 {
     struct sel *n = (struct sel *)b;
-    lock_timed(&n->lock);
+    notifier_lock(&n->base, &n->lock);
     n->ready = n->interest;
     int nfds = n->maxfd + 1;
     n->waiting = true;
@@ -96,7 +96,7 @@ static int sel_wait(struct notifier *b, int *fds, int max, bool block)
     struct timeval zero = {0, 0};
     int r = select(nfds, &n->ready, NULL, NULL, block ? NULL : &zero);
 
-    lock_timed(&n->lock);
+    notifier_lock(&n->base, &n->lock);
     n->waiting = false;
     if (r < 0) {
         pthread_mutex_unlock(&n->lock);
@@ -132,7 +132,6 @@ static void sel_wake(struct notifier *b)
 }
 
 const struct notifier_ops notifier_select = {
-    .name = "select",
     .edge = false,
     .create = sel_create,
     .destroy = sel_destroy,

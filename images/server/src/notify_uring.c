@@ -3,11 +3,12 @@
  * until it is re-armed.  The submission queue has a single producer side, so
  * arms from any thread go through the interest-set lock; only the waiter
  * consumes completions. */
-#include "server.h"
+#include "notifier.h"
 
 #include <errno.h>
 #include <liburing.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define URING_WAKE UINT64_MAX
@@ -18,8 +19,9 @@ struct ur {
     struct io_uring ring;
 };
 
-static struct notifier *ur_create(int maxfd)
+static struct notifier *ur_create(const struct notifier_env *env)
 {
+    int maxfd = env->maxfd;
     struct ur *n = calloc(1, sizeof(*n));
     if (n == NULL)
         return NULL;
@@ -34,7 +36,7 @@ static struct notifier *ur_create(int maxfd)
         errno = -rc;
         return NULL;
     }
-    n->base.ops = &notifier_uring;
+    notifier_init(&n->base, &notifier_uring, env);
     pthread_mutex_init(&n->sq_lock, NULL);
     return &n->base;
 }
@@ -61,7 +63,7 @@ static struct io_uring_sqe *get_sqe(struct ur *n)
 static int ur_arm(struct notifier *b, int fd)
 {
     struct ur *n = (struct ur *)b;
-    lock_timed(&n->sq_lock);
+    notifier_lock(&n->base, &n->sq_lock);
     struct io_uring_sqe *sqe = get_sqe(n);
     io_uring_prep_poll_add(sqe, fd, POLLIN);
     io_uring_sqe_set_data64(sqe, (uint64_t)fd);
@@ -111,7 +113,6 @@ static void ur_wake(struct notifier *b)
 }
 
 const struct notifier_ops notifier_uring = {
-    .name = "uring",
     .edge = false,
     .create = ur_create,
     .destroy = ur_destroy,

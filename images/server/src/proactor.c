@@ -11,6 +11,7 @@
  * demultiplexer still held) put ~1.6 futex calls per message on its path at
  * 8 threads, growing with the handlers: the collapse past 5 threads. */
 #include "queue.h"
+#include "server.h"
 
 struct proactor {
     struct notifier *nt;
@@ -19,9 +20,8 @@ struct proactor {
 
 static struct proactor P;
 
-static int place(struct server *s, struct conn *c, void *arg)
+static int place(struct conn *c, void *arg)
 {
-    (void)s;
     (void)arg;
     return conn_arm(c, P.nt);
 }
@@ -36,14 +36,14 @@ static bool read_edge(struct server *s, struct conn *c)
     do {
         if (!atomic_load_explicit(&c->live, memory_order_acquire))
             continue;
-        switch (conn_read(s, c)) {
+        switch (conn_read(&s->ct, c)) {
         case RD_MSG:
             queue_put_deferred(&P.done, c->fd); /* the claim goes with it */
             return true;
         case RD_AGAIN:
             break;
         case RD_CLOSED:
-            conn_close(s, c);
+            conn_close(&s->ct, c);
             break;
         }
     } while (!conn_release(c, &seen));
@@ -55,32 +55,32 @@ static void *demux_loop(void *arg)
     struct server *s = arg;
     struct notifier *nt = P.nt;
     int fds[MAX_EVENTS];
-    while (!stopping()) {
+    while (!stopping(s)) {
         int n = notifier_wait_timed(nt, fds, MAX_EVENTS);
         int queued = 0;
-        for (int i = 0; i < n && !stopping(); i++) {
-            if (fds[i] == s->lfd) {
-                accept_all(s, place, NULL);
+        for (int i = 0; i < n && !stopping(s); i++) {
+            if (fds[i] == s->ct.lfd) {
+                accept_all(&s->ct, place, NULL);
                 if (!nt->ops->edge)
-                    nt->ops->rearm(nt, s->lfd);
+                    nt->ops->rearm(nt, s->ct.lfd);
                 continue;
             }
-            struct conn *c = &s->conns[fds[i]];
+            struct conn *c = conn_at(&s->ct, fds[i]);
             conn_takeover(c);
             if (nt->ops->edge) {
                 queued += read_edge(s, c);
                 continue;
             }
-            switch (conn_read(s, c)) {
+            switch (conn_read(&s->ct, c)) {
             case RD_MSG:
                 queue_put_deferred(&P.done, c->fd);
                 queued++;
                 break;
             case RD_AGAIN:
-                conn_rearm(s, nt, c);
+                conn_rearm(&s->ct, nt, c);
                 break;
             case RD_CLOSED:
-                conn_close(s, c);
+                conn_close(&s->ct, c);
                 break;
             }
         }
@@ -98,13 +98,13 @@ static void *handler_loop(void *arg)
         int fd = queue_get(&P.done);
         if (fd < 0)
             break;
-        struct conn *c = &s->conns[fd];
-        if (conn_respond(s, c) < 0) {
-            conn_close(s, c);
+        struct conn *c = conn_at(&s->ct, fd);
+        if (conn_respond(&s->ct, c) < 0) {
+            conn_close(&s->ct, c);
             if (!nt->ops->edge)
                 continue;
         } else if (!nt->ops->edge) {
-            conn_rearm(s, nt, c);
+            conn_rearm(&s->ct, nt, c);
             continue;
         }
         /* Edge-triggered: we own the claim; data that came meanwhile raised
@@ -112,7 +112,7 @@ static void *handler_loop(void *arg)
         int seen = atomic_load_explicit(&c->claims, memory_order_acquire);
         do {
             if (atomic_load_explicit(&c->live, memory_order_acquire))
-                conn_drain(s, c);
+                conn_drain(&s->ct, c);
         } while (!conn_release(c, &seen));
     }
     return NULL;
@@ -120,11 +120,11 @@ static void *handler_loop(void *arg)
 
 static int proactor_start(struct server *s)
 {
-    P.nt = s->nops->create(s->nslots);
-    if (P.nt == NULL || P.nt->ops->add(P.nt, s->lfd) < 0 || queue_init(&P.done, 1024) < 0)
+    P.nt = server_notifier(s);
+    if (P.nt == NULL || P.nt->ops->add(P.nt, s->ct.lfd) < 0 || queue_init(&P.done, 1024) < 0)
         return -1;
     spawn(s, "demultiplexer", demux_loop, s);
-    for (int i = 1; i < s->threads; i++)
+    for (int i = 1; i < s->cfg.threads; i++)
         spawn(s, "handler", handler_loop, s);
     return 0;
 }
@@ -133,7 +133,7 @@ static void proactor_wake(struct server *s)
 {
     (void)s;
     P.nt->ops->wake(P.nt);
-    queue_wake_all(&P.done);
+    queue_stop(&P.done);
 }
 
 static void proactor_cleanup(struct server *s)
@@ -143,13 +143,11 @@ static void proactor_cleanup(struct server *s)
     queue_destroy(&P.done);
 }
 
-static const char *const notifiers[] = {"select", "poll", "epoll-lt", "epoll-et", "uring", NULL};
-
 const struct pattern_ops pattern_proactor = {
     .name = "proactor",
     .min_threads = 2,
     .max_threads = MAX_THREADS,
-    .notifiers = notifiers,
+    .notifiers = NOTIFIERS_READINESS,
     .start = proactor_start,
     .wake_all = proactor_wake,
     .cleanup = proactor_cleanup,

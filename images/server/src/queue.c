@@ -1,6 +1,9 @@
 /* queue.c -- see queue.h. */
 #include "queue.h"
 
+#include "fatal.h"
+#include "instr.h"
+
 #include <stdlib.h>
 
 int queue_init(struct queue *q, unsigned cap)
@@ -14,6 +17,7 @@ int queue_init(struct queue *q, unsigned cap)
     q->cap = c;
     q->head = q->len = 0;
     q->waiters = q->signaled = 0;
+    q->stopped = false;
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->nonempty, NULL);
     return 0;
@@ -82,9 +86,9 @@ void queue_kick(struct queue *q)
 int queue_get(struct queue *q)
 {
     lock_timed(&q->lock);
-    if (q->len == 0 && !stopping()) {
+    if (q->len == 0 && !q->stopped) {
         uint64_t t0 = instr_start(); /* blocked waiting for work: idle */
-        while (q->len == 0 && !stopping()) {
+        while (q->len == 0 && !q->stopped) {
             q->waiters++;
             pthread_cond_wait(&q->nonempty, &q->lock);
             q->waiters--;
@@ -93,7 +97,7 @@ int queue_get(struct queue *q)
         }
         instr_end(OP_IDLE, t0);
     }
-    if (stopping()) {
+    if (q->stopped) {
         pthread_mutex_unlock(&q->lock);
         return -1;
     }
@@ -111,9 +115,10 @@ int queue_get(struct queue *q)
     return fd;
 }
 
-void queue_wake_all(struct queue *q)
+void queue_stop(struct queue *q)
 {
     pthread_mutex_lock(&q->lock);
+    q->stopped = true;
     pthread_cond_broadcast(&q->nonempty);
     pthread_mutex_unlock(&q->lock);
 }

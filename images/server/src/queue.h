@@ -13,7 +13,8 @@
 #ifndef DEMUX_QUEUE_H
 #define DEMUX_QUEUE_H
 
-#include "server.h"
+#include <pthread.h>
+#include <stdbool.h>
 
 struct queue {
     pthread_mutex_t lock;
@@ -22,6 +23,7 @@ struct queue {
     unsigned head, len, cap; /* cap is a power of two */
     int waiters;             /* consumers inside pthread_cond_wait */
     int signaled;            /* wake-ups sent and not yet taken by a woken consumer */
+    bool stopped;            /* queue_stop() was called */
 };
 
 int queue_init(struct queue *q, unsigned cap);
@@ -33,8 +35,9 @@ void queue_put(struct queue *q, int fd);
  * per notifier call instead of one per message. */
 void queue_put_deferred(struct queue *q, int fd);
 void queue_kick(struct queue *q);
-/* Blocks until an item or shutdown; -1 on shutdown. */
+/* Blocks until an item or queue_stop(); -1 once stopped. */
 int queue_get(struct queue *q);
-void queue_wake_all(struct queue *q);
+/* Shutdown: every consumer, blocked or not, gets -1 from now on. */
+void queue_stop(struct queue *q);
 
 #endif

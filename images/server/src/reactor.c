@@ -7,9 +7,8 @@ struct reactor {
 
 static struct reactor R;
 
-static int place(struct server *s, struct conn *c, void *arg)
+static int place(struct conn *c, void *arg)
 {
-    (void)s;
     struct notifier *nt = arg;
     return conn_arm(c, nt);
 }
@@ -19,15 +18,15 @@ static void *reactor_loop(void *arg)
     struct server *s = arg;
     struct notifier *nt = R.nt;
     int fds[MAX_EVENTS];
-    while (!stopping()) {
+    while (!stopping(s)) {
         int n = notifier_wait_timed(nt, fds, MAX_EVENTS);
-        for (int i = 0; i < n && !stopping(); i++) {
-            if (fds[i] == s->lfd) {
-                accept_all(s, place, nt);
+        for (int i = 0; i < n && !stopping(s); i++) {
+            if (fds[i] == s->ct.lfd) {
+                accept_all(&s->ct, place, nt);
                 if (!nt->ops->edge)
-                    nt->ops->rearm(nt, s->lfd);
+                    nt->ops->rearm(nt, s->ct.lfd);
             } else {
-                conn_ready(s, nt, &s->conns[fds[i]], false);
+                conn_ready(&s->ct, nt, conn_at(&s->ct, fds[i]), false);
             }
         }
     }
@@ -36,8 +35,8 @@ static void *reactor_loop(void *arg)
 
 static int reactor_start(struct server *s)
 {
-    R.nt = s->nops->create(s->nslots);
-    if (R.nt == NULL || R.nt->ops->add(R.nt, s->lfd) < 0)
+    R.nt = server_notifier(s);
+    if (R.nt == NULL || R.nt->ops->add(R.nt, s->ct.lfd) < 0)
         return -1;
     spawn(s, "reactor", reactor_loop, s);
     return 0;
@@ -55,13 +54,11 @@ static void reactor_cleanup(struct server *s)
     R.nt->ops->destroy(R.nt);
 }
 
-static const char *const notifiers[] = {"select", "poll", "epoll-lt", "epoll-et", "uring", NULL};
-
 const struct pattern_ops pattern_reactor = {
     .name = "reactor",
     .min_threads = 1,
     .max_threads = 1,
-    .notifiers = notifiers,
+    .notifiers = NOTIFIERS_READINESS,
     .start = reactor_start,
     .wake_all = reactor_wake,
     .cleanup = reactor_cleanup,

@@ -62,17 +62,17 @@ static void *conn_thread(void *arg)
 {
     struct cthr *ct = arg;
     struct server *s = ct->s;
-    cur_ts = &ct->st;
+    instr_bind(&ct->st);
     if (ct->cpu >= 0 && pin_self_to_cpu(ct->cpu) < 0)
         die("cannot pin a connection thread to CPU %d: %s", ct->cpu, strerror(errno));
-    while (conn_read(s, ct->c) == RD_MSG && conn_respond(s, ct->c) == 0) {
+    while (conn_read(&s->ct, ct->c) == RD_MSG && conn_respond(&s->ct, ct->c) == 0) {
     }
     /* Off the live list before the close: shutdown must never reach a
      * descriptor number that has been reused by a newer connection. */
     pthread_mutex_lock(&T.mu);
     live_unlink(ct);
     pthread_mutex_unlock(&T.mu);
-    conn_close(s, ct->c);
+    conn_close(&s->ct, ct->c);
     thread_cpu_times(&ct->st.user_s, &ct->st.sys_s);
     pthread_mutex_lock(&T.mu);
     ct->done_next = T.done;
@@ -104,17 +104,17 @@ static void reap(struct server *s)
 
 /* accept_all closes the connection when this fails (no memory, no thread):
  * the others keep being served and the acceptor goes back to waiting. */
-static int place(struct server *s, struct conn *c, void *arg)
+static int place(struct conn *c, void *arg)
 {
-    (void)arg;
+    struct server *s = arg;
     struct cthr *ct = calloc(1, sizeof(*ct));
     if (ct == NULL)
         return -1;
     ct->s = s;
     ct->c = c;
-    ct->slot = (int)(T.seq++ % (uint64_t)s->threads);
+    ct->slot = (int)(T.seq++ % (uint64_t)s->cfg.threads);
     ct->cpu = s->thr[ct->slot].cpu;
-    if (s->instrument && (ct->st.in = tinstr_new()) == NULL) {
+    if (s->cfg.instrument && (ct->st.in = tinstr_new()) == NULL) {
         free(ct);
         return -1;
     }
@@ -123,7 +123,7 @@ static int place(struct server *s, struct conn *c, void *arg)
      * thread can reach the done list. */
     pthread_mutex_lock(&T.mu);
     int rc = -1;
-    if (!stopping()) {
+    if (!stopping(s)) {
         ct->next = T.live;
         if (T.live != NULL)
             T.live->prev = ct;
@@ -153,8 +153,8 @@ static void back_off(void)
 static void *acceptor_loop(void *arg)
 {
     struct server *s = arg;
-    struct pollfd p[2] = {{.fd = s->lfd, .events = POLLIN}, {.fd = T.efd, .events = POLLIN}};
-    while (!stopping()) {
+    struct pollfd p[2] = {{.fd = s->ct.lfd, .events = POLLIN}, {.fd = T.efd, .events = POLLIN}};
+    while (!stopping(s)) {
         int n = poll(p, 2, -1);
         if (n < 0) {
             if (errno != EINTR)
@@ -165,11 +165,11 @@ static void *acceptor_loop(void *arg)
             efd_drain(T.efd);
         reap(s);
         if (p[0].revents != 0) {
-            accept_all(s, place, NULL);
+            accept_all(&s->ct, place, s);
             /* accept_all stops at the accept_one failure; anything but an
              * empty backlog (EMFILE without a reserve, ENOBUFS, ...) would
              * leave the listener readable and the poll spinning. */
-            if (!stopping() && errno != EAGAIN && errno != EWOULDBLOCK)
+            if (!stopping(s) && errno != EAGAIN && errno != EWOULDBLOCK)
                 back_off();
         }
     }
@@ -178,12 +178,12 @@ static void *acceptor_loop(void *arg)
 
 static int tpc_start(struct server *s)
 {
-    if (s->ncpus > 0) {
+    if (s->cfg.ncpus > 0) {
         cpu_set_t mask;
         if (sched_getaffinity(0, sizeof(mask), &mask) < 0)
             return -1;
-        for (int i = 0; i < s->threads; i++) {
-            int cpu = s->cpus[i % s->ncpus];
+        for (int i = 0; i < s->cfg.threads; i++) {
+            int cpu = s->cfg.cpus[i % s->cfg.ncpus];
             /* A connection thread pins itself only once a connection comes:
              * refuse a CPU it cannot use now rather than die mid-run. */
             if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &mask))
@@ -200,7 +200,7 @@ static int tpc_start(struct server *s)
         errno = rc;
         return -1;
     }
-    for (int i = 0; i < s->threads; i++)
+    for (int i = 0; i < s->cfg.threads; i++)
         thr_reserve(s, "connection");
     spawn(s, "acceptor", acceptor_loop, s);
     return 0;
@@ -229,13 +229,11 @@ static void tpc_cleanup(struct server *s)
     close(T.efd);
 }
 
-static const char *const notifiers[] = {"none", NULL};
-
 const struct pattern_ops pattern_tpc = {
     .name = "tpc",
     .min_threads = 1,
     .max_threads = MAX_THREADS,
-    .notifiers = notifiers,
+    .notifiers = NOTIFIER_BIT(NOTIFIER_NONE),
     .start = tpc_start,
     .wake_all = tpc_wake,
     .cleanup = tpc_cleanup,

@@ -15,6 +15,7 @@
  * deferred task work (completions are run when the owner enters the kernel to
  * wait, not by interrupting it); a kernel without them (before 6.1) gets a
  * plain ring. */
+#include "server.h"
 #include "uring_conn.h"
 
 #include <poll.h>
@@ -33,6 +34,7 @@ struct uthr {
 };
 
 struct uring_d {
+    struct server *s;
     struct uthr *t;
     int n;
     int next; /* round-robin cursor, thread 0 only */
@@ -43,16 +45,16 @@ static struct uring_d U;
 static void prep_accept(struct server *s, struct uthr *t)
 {
     struct io_uring_sqe *sqe = uring_sqe(&t->ring);
-    io_uring_prep_accept(sqe, s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, uring_tag(s->lfd, U_ACCEPT));
+    io_uring_prep_accept(sqe, s->ct.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, uring_tag(s->ct.lfd, U_ACCEPT));
 }
 
 /* Out of descriptors: wait for the listener to become readable (UL_POLL). */
 static void prep_listen_poll(struct server *s, struct uthr *t)
 {
     struct io_uring_sqe *sqe = uring_sqe(&t->ring);
-    io_uring_prep_poll_add(sqe, s->lfd, POLLIN);
-    io_uring_sqe_set_data64(sqe, uring_tag(s->lfd, U_LISTEN));
+    io_uring_prep_poll_add(sqe, s->ct.lfd, POLLIN);
+    io_uring_sqe_set_data64(sqe, uring_tag(s->ct.lfd, U_LISTEN));
 }
 
 static void prep_inbox(struct uthr *t)
@@ -64,23 +66,22 @@ static void prep_inbox(struct uthr *t)
 
 static void prep_recv(struct server *s, struct uthr *t, struct conn *c)
 {
-    uring_prep_recv(uring_sqe(&t->ring), s, c);
+    uring_prep_recv(uring_sqe(&t->ring), &s->ct, c);
 }
 
 static void prep_send(struct server *s, struct uthr *t, struct conn *c)
 {
-    uring_prep_send(uring_sqe(&t->ring), s, c);
+    uring_prep_send(uring_sqe(&t->ring), &s->ct, c);
 }
 
 /* Thread 0: a new connection goes to the next thread in turn. */
 static void deal(struct server *s, struct uthr *me, int fd)
 {
-    struct conn *c = conn_open(s, fd);
+    struct conn *c = conn_open(&s->ct, fd);
     if (c == NULL)
         return;
     int r = U.next;
     U.next = (U.next + 1) % U.n;
-    c->home = r;
     struct uthr *t = &U.t[r];
     if (t == me) {
         prep_recv(s, me, c);
@@ -113,18 +114,18 @@ static void on_inbox(struct server *s, struct uthr *t)
     t->inbox_n = 0;
     pthread_mutex_unlock(&t->inbox_lock);
     for (int i = 0; i < n; i++)
-        prep_recv(s, t, &s->conns[t->batch[i]]);
-    if (!stopping())
+        prep_recv(s, t, conn_at(&s->ct, t->batch[i]));
+    if (!stopping(s))
         prep_inbox(t);
 }
 
 static void on_accept(struct server *s, struct uthr *t, int res)
 {
     enum uring_listen next;
-    int fd = uring_accepted(s, res, &next);
+    int fd = uring_accepted(&s->ct, res, &next);
     if (fd >= 0)
         deal(s, t, fd);
-    if (next == UL_NONE || stopping())
+    if (next == UL_NONE || stopping(s))
         return;
     if (next == UL_POLL)
         prep_listen_poll(s, t);
@@ -134,13 +135,13 @@ static void on_accept(struct server *s, struct uthr *t, int res)
 
 static void on_recv(struct server *s, struct uthr *t, struct conn *c, int res)
 {
-    switch (uring_recv_done(s, c, res)) {
+    switch (uring_recv_done(&s->ct, c, res)) {
     case US_RECV:
         prep_recv(s, t, c);
         break;
     case US_MESSAGE:
-        uring_work(s);
-        cur_ts->messages++;
+        conn_work(&s->ct);
+        count_message();
         prep_send(s, t, c);
         break;
     case US_SEND:
@@ -151,7 +152,7 @@ static void on_recv(struct server *s, struct uthr *t, struct conn *c, int res)
 
 static void on_send(struct server *s, struct uthr *t, struct conn *c, int res)
 {
-    switch (uring_send_done(s, c, res)) {
+    switch (uring_send_done(&s->ct, c, res)) {
     case US_SEND:
         prep_send(s, t, c);
         break;
@@ -168,7 +169,7 @@ static void ring_init(struct server *s, struct uthr *t, int index)
 {
     /* Every connection of a thread can complete at once (its share, but the
      * deal is only even when no connection closes): room for all of them. */
-    unsigned cq = (unsigned)s->nslots + 64 > 8192 ? (unsigned)s->nslots + 64 : 8192;
+    unsigned cq = (unsigned)s->ct.nslots + 64 > 8192 ? (unsigned)s->ct.nslots + 64 : 8192;
     unsigned base = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
     unsigned extra = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
     int rc = -EINVAL;
@@ -188,14 +189,14 @@ static void ring_init(struct server *s, struct uthr *t, int index)
 
 static void *uring_loop(void *arg)
 {
-    struct server *s = &srv;
+    struct server *s = U.s;
     int index = (int)(intptr_t)arg;
     struct uthr *t = &U.t[index];
     ring_init(s, t, index);
-    while (!stopping()) {
+    while (!stopping(s)) {
         int ready = uring_wait_timed(&t->ring, true);
         struct io_uring_cqe *cqe;
-        for (int n = 0; n < ready && !stopping() && io_uring_peek_cqe(&t->ring, &cqe) == 0; n++) {
+        for (int n = 0; n < ready && !stopping(s) && io_uring_peek_cqe(&t->ring, &cqe) == 0; n++) {
             uint64_t ud = io_uring_cqe_get_data64(cqe);
             int res = cqe->res;
             io_uring_cqe_seen(&t->ring, cqe);
@@ -205,14 +206,14 @@ static void *uring_loop(void *arg)
                 on_accept(s, t, res);
                 break;
             case U_LISTEN:
-                if (!stopping())
+                if (!stopping(s))
                     prep_accept(s, t);
                 break;
             case U_RECV:
-                on_recv(s, t, &s->conns[fd], res);
+                on_recv(s, t, conn_at(&s->ct, fd), res);
                 break;
             case U_SEND:
-                on_send(s, t, &s->conns[fd], res);
+                on_send(s, t, conn_at(&s->ct, fd), res);
                 break;
             case U_INBOX:
                 on_inbox(s, t);
@@ -227,7 +228,8 @@ static void *uring_loop(void *arg)
 
 static int uring_start(struct server *s)
 {
-    U.n = s->threads;
+    U.s = s;
+    U.n = s->cfg.threads;
     U.t = calloc((size_t)U.n, sizeof(*U.t));
     if (U.t == NULL)
         return -1;
@@ -267,13 +269,11 @@ static void uring_cleanup(struct server *s)
     free(U.t);
 }
 
-static const char *const notifiers[] = {"uring", NULL};
-
 const struct pattern_ops pattern_uring = {
     .name = "uring",
     .min_threads = 1,
     .max_threads = 64,
-    .notifiers = notifiers,
+    .notifiers = NOTIFIER_BIT(NOTIFIER_URING),
     .start = uring_start,
     .wake_all = uring_wake,
     .cleanup = uring_cleanup,

@@ -6,6 +6,7 @@
 #ifndef DEMUX_URING_CONN_H
 #define DEMUX_URING_CONN_H
 
+#include "conn.h"
 #include "uring_wait.h"
 
 #include <errno.h>
@@ -43,15 +44,15 @@ static inline struct io_uring_sqe *uring_sqe(struct io_uring *ring)
 }
 
 /* The rest of the connection's message, or of its echo. */
-static inline void uring_prep_recv(struct io_uring_sqe *sqe, const struct server *s, const struct conn *c)
+static inline void uring_prep_recv(struct io_uring_sqe *sqe, const struct conn_table *t, const struct conn *c)
 {
-    io_uring_prep_recv(sqe, c->fd, c->buf + c->have, s->msg_size - c->have, 0);
+    io_uring_prep_recv(sqe, c->fd, c->buf + c->have, t->cfg->msg_size - c->have, 0);
     io_uring_sqe_set_data64(sqe, uring_tag(c->fd, U_RECV));
 }
 
-static inline void uring_prep_send(struct io_uring_sqe *sqe, const struct server *s, const struct conn *c)
+static inline void uring_prep_send(struct io_uring_sqe *sqe, const struct conn_table *t, const struct conn *c)
 {
-    io_uring_prep_send(sqe, c->fd, c->buf + c->sent, s->msg_size - c->sent, MSG_NOSIGNAL);
+    io_uring_prep_send(sqe, c->fd, c->buf + c->sent, t->cfg->msg_size - c->sent, MSG_NOSIGNAL);
     io_uring_sqe_set_data64(sqe, uring_tag(c->fd, U_SEND));
 }
 
@@ -67,13 +68,13 @@ enum uring_listen {
  * (-1: none) and sets *next.  Out of descriptors, accept_one spends the
  * reserve descriptor on the backlog, so the re-submitted accept waits for a new
  * connection instead of failing again at once. */
-static inline int uring_accepted(struct server *s, int res, enum uring_listen *next)
+static inline int uring_accepted(struct conn_table *t, int res, enum uring_listen *next)
 {
     *next = UL_ACCEPT;
     if (res >= 0)
         return res;
     if (res == -EMFILE || res == -ENFILE) {
-        int fd = accept_one(s);
+        int fd = accept_one(t);
         if (fd < 0)
             *next = UL_POLL;
         return fd;
@@ -91,44 +92,34 @@ enum uring_step {
     US_CLOSED,  /* closed here (peer gone or an error) */
 };
 
-static inline enum uring_step uring_recv_done(struct server *s, struct conn *c, int res)
+static inline enum uring_step uring_recv_done(struct conn_table *t, struct conn *c, int res)
 {
     if (res == -EINTR || res == -EAGAIN)
         return US_RECV;
     if (res <= 0) {
-        conn_close(s, c);
+        conn_close(t, c);
         return US_CLOSED;
     }
     c->have += (uint32_t)res;
-    if (c->have < s->msg_size)
+    if (c->have < t->cfg->msg_size)
         return US_RECV;
     c->sent = 0;
     return US_MESSAGE;
 }
 
-static inline enum uring_step uring_send_done(struct server *s, struct conn *c, int res)
+static inline enum uring_step uring_send_done(struct conn_table *t, struct conn *c, int res)
 {
     if (res == -EINTR || res == -EAGAIN)
         return US_SEND;
     if (res <= 0) {
-        conn_close(s, c);
+        conn_close(t, c);
         return US_CLOSED;
     }
     c->sent += (uint32_t)res;
-    if (c->sent < s->msg_size)
+    if (c->sent < t->cfg->msg_size)
         return US_SEND;
     c->have = 0;
     return US_RECV;
-}
-
-/* The message's work: W us of spinning, timed as `work`. */
-static inline void uring_work(const struct server *s)
-{
-    if (s->work_us > 0) {
-        uint64_t t0 = instr_start();
-        spin_us(s->work_us);
-        instr_end(OP_WORK, t0);
-    }
 }
 
 #endif

@@ -6,6 +6,7 @@
  * connection has at most one operation in flight.  A message counts once its
  * echo is submitted. */
 #include "queue.h"
+#include "server.h"
 #include "uring_conn.h"
 
 #include <errno.h>
@@ -33,8 +34,8 @@ static void prep_accept(struct server *s)
 {
     lock_timed(&U.sq_lock);
     struct io_uring_sqe *sqe = get_sqe();
-    io_uring_prep_accept(sqe, s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, uring_tag(s->lfd, U_ACCEPT));
+    io_uring_prep_accept(sqe, s->ct.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    io_uring_sqe_set_data64(sqe, uring_tag(s->ct.lfd, U_ACCEPT));
     pthread_mutex_unlock(&U.sq_lock);
 }
 
@@ -43,15 +44,15 @@ static void prep_listen_poll(struct server *s)
 {
     lock_timed(&U.sq_lock);
     struct io_uring_sqe *sqe = get_sqe();
-    io_uring_prep_poll_add(sqe, s->lfd, POLLIN);
-    io_uring_sqe_set_data64(sqe, uring_tag(s->lfd, U_LISTEN));
+    io_uring_prep_poll_add(sqe, s->ct.lfd, POLLIN);
+    io_uring_sqe_set_data64(sqe, uring_tag(s->ct.lfd, U_LISTEN));
     pthread_mutex_unlock(&U.sq_lock);
 }
 
 static void prep_recv(struct server *s, struct conn *c)
 {
     lock_timed(&U.sq_lock);
-    uring_prep_recv(get_sqe(), s, c);
+    uring_prep_recv(get_sqe(), &s->ct, c);
     conn_handoff(c); /* after the last touch of c: the completion may run at once */
     pthread_mutex_unlock(&U.sq_lock);
 }
@@ -59,7 +60,7 @@ static void prep_recv(struct server *s, struct conn *c)
 static void prep_send(struct server *s, struct conn *c, bool submit)
 {
     lock_timed(&U.sq_lock);
-    uring_prep_send(get_sqe(), s, c);
+    uring_prep_send(get_sqe(), &s->ct, c);
     conn_handoff(c);
     if (submit)
         io_uring_submit(&U.ring);
@@ -68,7 +69,7 @@ static void prep_send(struct server *s, struct conn *c, bool submit)
 
 static void new_conn(struct server *s, int fd)
 {
-    struct conn *c = conn_open(s, fd);
+    struct conn *c = conn_open(&s->ct, fd);
     if (c != NULL)
         prep_recv(s, c);
 }
@@ -76,10 +77,10 @@ static void new_conn(struct server *s, int fd)
 static void on_accept(struct server *s, int res)
 {
     enum uring_listen next;
-    int fd = uring_accepted(s, res, &next);
+    int fd = uring_accepted(&s->ct, res, &next);
     if (fd >= 0)
         new_conn(s, fd);
-    if (next == UL_NONE || stopping())
+    if (next == UL_NONE || stopping(s))
         return;
     if (next == UL_POLL)
         prep_listen_poll(s);
@@ -89,14 +90,14 @@ static void on_accept(struct server *s, int res)
 
 static void on_recv(struct server *s, struct conn *c, int res)
 {
-    switch (uring_recv_done(s, c, res)) {
+    switch (uring_recv_done(&s->ct, c, res)) {
     case US_RECV:
         prep_recv(s, c);
         break;
     case US_MESSAGE:
         if (U.inline_work) {
-            uring_work(s);
-            cur_ts->messages++;
+            conn_work(&s->ct);
+            count_message();
             prep_send(s, c, false);
         } else {
             queue_put(&U.done, c->fd);
@@ -110,7 +111,7 @@ static void on_recv(struct server *s, struct conn *c, int res)
 
 static void on_send(struct server *s, struct conn *c, int res)
 {
-    switch (uring_send_done(s, c, res)) {
+    switch (uring_send_done(&s->ct, c, res)) {
     case US_SEND:
         prep_send(s, c, false);
         break;
@@ -126,7 +127,7 @@ static void on_send(struct server *s, struct conn *c, int res)
 static void *completion_loop(void *arg)
 {
     struct server *s = arg;
-    while (!stopping()) {
+    while (!stopping(s)) {
         pthread_mutex_lock(&U.sq_lock);
         io_uring_submit(&U.ring);
         pthread_mutex_unlock(&U.sq_lock);
@@ -135,7 +136,7 @@ static void *completion_loop(void *arg)
         struct io_uring_cqe *cqe;
         int ready = uring_wait_timed(&U.ring, false);
         int n = 0;
-        while (n < ready && !stopping() && io_uring_peek_cqe(&U.ring, &cqe) == 0) {
+        while (n < ready && !stopping(s) && io_uring_peek_cqe(&U.ring, &cqe) == 0) {
             uint64_t ud = io_uring_cqe_get_data64(cqe);
             int res = cqe->res;
             io_uring_cqe_seen(&U.ring, cqe);
@@ -146,16 +147,16 @@ static void *completion_loop(void *arg)
                 on_accept(s, res);
                 break;
             case U_LISTEN:
-                if (!stopping())
+                if (!stopping(s))
                     prep_accept(s);
                 break;
             case U_RECV:
-                conn_takeover(&s->conns[fd]);
-                on_recv(s, &s->conns[fd], res);
+                conn_takeover(conn_at(&s->ct, fd));
+                on_recv(s, conn_at(&s->ct, fd), res);
                 break;
             case U_SEND:
-                conn_takeover(&s->conns[fd]);
-                on_send(s, &s->conns[fd], res);
+                conn_takeover(conn_at(&s->ct, fd));
+                on_send(s, conn_at(&s->ct, fd), res);
                 break;
             case U_WAKE:
             case U_INBOX: /* the per-thread rings' only */
@@ -173,10 +174,10 @@ static void *handler_loop(void *arg)
         int fd = queue_get(&U.done);
         if (fd < 0)
             break;
-        uring_work(s);
-        cur_ts->messages++;
+        conn_work(&s->ct);
+        count_message();
         /* The completion thread may be blocked in wait: submit now. */
-        prep_send(s, &s->conns[fd], true);
+        prep_send(s, conn_at(&s->ct, fd), true);
     }
     return NULL;
 }
@@ -185,7 +186,7 @@ static int uring_start(struct server *s)
 {
     struct io_uring_params p = {0};
     p.flags = IORING_SETUP_CQSIZE;
-    p.cq_entries = (unsigned)s->nslots + 64 > 8192 ? (unsigned)s->nslots + 64 : 8192;
+    p.cq_entries = (unsigned)s->ct.nslots + 64 > 8192 ? (unsigned)s->ct.nslots + 64 : 8192;
     int rc = io_uring_queue_init_params(4096, &U.ring, &p);
     if (rc < 0) {
         errno = -rc;
@@ -194,10 +195,10 @@ static int uring_start(struct server *s)
     pthread_mutex_init(&U.sq_lock, NULL);
     if (queue_init(&U.done, 1024) < 0)
         return -1;
-    U.inline_work = s->threads == 1;
+    U.inline_work = s->cfg.threads == 1;
     prep_accept(s);
-    spawn(s, s->threads == 1 ? "proactor" : "completion", completion_loop, s);
-    for (int i = 1; i < s->threads; i++)
+    spawn(s, s->cfg.threads == 1 ? "proactor" : "completion", completion_loop, s);
+    for (int i = 1; i < s->cfg.threads; i++)
         spawn(s, "handler", handler_loop, s);
     return 0;
 }
@@ -211,7 +212,7 @@ static void uring_wake(struct server *s)
     io_uring_sqe_set_data64(sqe, uring_tag(0, U_WAKE));
     io_uring_submit(&U.ring);
     pthread_mutex_unlock(&U.sq_lock);
-    queue_wake_all(&U.done);
+    queue_stop(&U.done);
 }
 
 static void uring_cleanup(struct server *s)
@@ -222,13 +223,11 @@ static void uring_cleanup(struct server *s)
     queue_destroy(&U.done);
 }
 
-static const char *const notifiers[] = {"uring", NULL};
-
 const struct pattern_ops pattern_uring_shared = {
     .name = "uring-shared",
     .min_threads = 1,
     .max_threads = MAX_THREADS,
-    .notifiers = notifiers,
+    .notifiers = NOTIFIER_BIT(NOTIFIER_URING),
     .start = uring_start,
     .wake_all = uring_wake,
     .cleanup = uring_cleanup,

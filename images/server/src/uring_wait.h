@@ -7,7 +7,8 @@
 #ifndef DEMUX_URING_WAIT_H
 #define DEMUX_URING_WAIT_H
 
-#include "server.h"
+#include "fatal.h"
+#include "instr.h"
 
 #include <errno.h>
 #include <liburing.h>
@@ -23,7 +24,7 @@ static inline int uring_wait_timed(struct io_uring *ring, bool submit)
 {
     struct io_uring_cqe *cqe;
     int rc;
-    if (cur_ts->in == NULL) {
+    if (!instr_on()) {
         rc = submit ? io_uring_submit_and_wait(ring, 1) : io_uring_wait_cqe(ring, &cqe);
         if (rc < 0 && rc != -EINTR && rc != -EBUSY)
             die("io_uring wait: %s", strerror(-rc));

@@ -26,6 +26,7 @@ from typing import IO, Any
 from demuxlab.bundle.layout import MTIME, PREFIX
 from demuxlab.bundle.safety import DIRECTORY, REGULAR, Limits, UnsafeArchive, check_member
 from demuxlab.errors import DemuxlabError
+from demuxlab.jsonio import open_atomic
 
 ZSTD_LEVEL = 10
 GZIP_LEVEL = 6
@@ -85,27 +86,21 @@ def _compressor(raw: IO[bytes], kind: str) -> Iterator[IO[bytes]]:
 def write_archive(out: Path, entries: Mapping[str, Entry]) -> None:
     """Write ``entries`` (path relative to the bundle root → entry) to ``out`` atomically."""
     kind = compression_of(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        with (
-            tmp.open("wb") as raw,
-            _compressor(raw, kind) as stream,
-            tarfile.open(fileobj=stream, mode="w|", format=tarfile.PAX_FORMAT) as tar,
-        ):
-            for rel in sorted(entries):
-                entry = entries[rel]
-                info = tarfile.TarInfo(f"{PREFIX}/{rel}")
-                info.size = entry.size()
-                info.mtime = MTIME
-                info.mode = 0o755 if entry.executable else 0o644
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                with entry.open() as f:
-                    tar.addfile(info, f)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with (
+        open_atomic(out) as raw,
+        _compressor(raw, kind) as stream,
+        tarfile.open(fileobj=stream, mode="w|", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for rel in sorted(entries):
+            entry = entries[rel]
+            info = tarfile.TarInfo(f"{PREFIX}/{rel}")
+            info.size = entry.size()
+            info.mtime = MTIME
+            info.mode = 0o755 if entry.executable else 0o644
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            with entry.open() as f:
+                tar.addfile(info, f)
 
 
 class _Counting(io.RawIOBase):

@@ -27,6 +27,7 @@ from demuxlab import paths
 from demuxlab.bundle import layout
 from demuxlab.bundle.archive import BundleError, Entry, compression_of, write_archive
 from demuxlab.bundle.safety import Finding, scan_secrets
+from demuxlab.vocab import RUN_OK
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -260,7 +261,7 @@ def create(opts: Options) -> dict[str, Any]:
     from demuxlab.bundle import dump as dumpmod
     from demuxlab.db.engine import get_engine
     from demuxlab.db.migrations import ensure_schema
-    from demuxlab.pairs import valid_pairs
+    from demuxlab.designs import valid_pairs
 
     compression_of(opts.out)
     if not opts.experiments:
@@ -322,7 +323,7 @@ def create(opts: Options) -> dict[str, Any]:
         for path, raw, doc in records:
             col.add(f"{base}/runs/{path.name}", raw)
             pinning[str(doc.get("run_id"))] = doc.get("pinning")
-            ok, failed = (ok + 1, failed) if doc.get("status") == "ok" else (ok, failed + 1)
+            ok, failed = (ok + 1, failed) if doc.get("status") == RUN_OK else (ok, failed + 1)
             if doc["experiment"].get("git_rev"):
                 revisions.add(str(doc["experiment"]["git_rev"]))
             if doc.get("finished_at"):

@@ -158,7 +158,7 @@ class Check:
 
 
 def _pairs(b: Opened) -> Any:
-    from demuxlab.pairs import load_pairs_json
+    from demuxlab.designs import load_pairs_json
 
     return load_pairs_json(b.read("pairs.json").decode(), source=f"{b.path}: pairs.json")
 

@@ -1,20 +1,18 @@
 """``report/claims.csv``, ``report/recommendations.csv`` and ``report/claims.md`` of an experiment: the thin
 outer layer that reads the inputs (:mod:`demuxlab.claims.db`), calls the pure evaluation, and writes the
-three files; and the ``demuxlab claims`` command the workflow's ``claims`` rule calls."""
+three files (what ``demuxlab claims``, :mod:`demuxlab.cli.claims`, runs)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import click
-
 from demuxlab.claims.catalog import CLAIMS
 from demuxlab.claims.evaluation import evaluate_claims
 from demuxlab.claims.markdown import render_markdown
 from demuxlab.claims.recommendation import recommend
 from demuxlab.jsonio import write_text_atomic
-from demuxlab.vocab import METHOD_SSA, SOLVER_METHODS
+from demuxlab.vocab import METHOD_SSA
 
 CLAIM_FIELDS = ("claim_id", "seed", "verdict", "host", "hardware", "reason", "evidence", "text", "scope")
 RECOMMENDATION_FIELDS = (
@@ -47,24 +45,4 @@ def write_claims(spec: Any, out_dir: Path, method: str = METHOD_SSA, url: str | 
     return paths
 
 
-@click.command("claims")
-@click.argument("spec", type=click.Path(dir_okay=False))
-@click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="Where the files go.")
-@click.option(
-    "--method",
-    default=METHOD_SSA,
-    type=click.Choice(SOLVER_METHODS),
-    show_default=True,
-    help="Which stored predictions the model claims and the recommendation use.",
-)
-def claims(spec: str, out_dir: str, method: str) -> None:
-    """A verdict for every seed claim and the best design per workload: claims.csv, claims.md,
-    recommendations.csv."""
-    from demuxlab.spec import load_spec
-
-    loaded = load_spec(Path(spec))
-    for path in write_claims(loaded, Path(out_dir), method):
-        click.echo(f"wrote {path}", err=True)
-
-
-__all__ = ["CLAIMS", "CLAIM_FIELDS", "RECOMMENDATION_FIELDS", "claims", "render_markdown", "write_claims"]
+__all__ = ["CLAIMS", "CLAIM_FIELDS", "RECOMMENDATION_FIELDS", "render_markdown", "write_claims"]

@@ -1,10 +1,10 @@
 """The ``demuxlab`` command line: the top layer (docs/ARCHITECTURE.md, "Layers").
 
-``demuxlab.cli:main`` is the entry point. Each command group is one thin module of this package
-(:mod:`.run`, :mod:`.db`, :mod:`.bundle`, :mod:`.cluster`, :mod:`.hosts`) that imports only click at module
-level and the library inside its commands, so ``demuxlab --help`` lists every command's own short help
-(the first line of its docstring) without importing numpy, scipy or SQLAlchemy, and the thin commands the
-Snakemake rules call pay only for what they use.
+``demuxlab.cli:main`` is the entry point. Each command group is one thin module of this package (:mod:`.run`,
+:mod:`.db`, :mod:`.bundle`, :mod:`.cluster`, :mod:`.hosts`, :mod:`.testbed`, :mod:`.model`, :mod:`.claims`)
+that imports only click at module level and the library inside its commands, so ``demuxlab --help`` lists
+every command's own short help (the first sentence of its docstring) without importing numpy, scipy or
+SQLAlchemy, and the thin commands the Snakemake rules call pay only for what they use.
 """
 
 from __future__ import annotations
@@ -31,11 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bundle": ("demuxlab.cli.bundle", "bundle"),
     "cluster": ("demuxlab.cli.cluster", "cluster"),
     "hosts": ("demuxlab.cli.hosts", "hosts"),
-    "testbed": ("demuxlab.cli.hosts", "testbed"),
-    # Still beside their libraries; their owners move them into this package (cli/model.py, cli/claims.py,
-    # cli/dashboard.py).
-    "model": ("demuxlab.ctmc.cli", "model"),
-    "claims": ("demuxlab.claims.report", "claims"),
+    "testbed": ("demuxlab.cli.testbed", "testbed"),
+    "model": ("demuxlab.cli.model", "model"),
+    "claims": ("demuxlab.cli.claims", "claims"),
+    # Still beside its library; its owner moves it into this package (cli/dashboard.py).
     "dashboard": ("demuxlab.dashboard.cli", "dashboard"),
 }
 
@@ -74,6 +73,20 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="demuxlab")
 def cli() -> None:
     """demuxlab: which event-processing design pattern over which I/O notifier is fastest, and why."""
+
+
+def emit_json(doc: object, out: str | None) -> None:
+    """A command's JSON output: into ``out`` (atomically) when given, else on stdout."""
+    if out:
+        from pathlib import Path
+
+        from demuxlab.jsonio import write_json_atomic
+
+        write_json_atomic(Path(out), doc)
+    else:
+        import json
+
+        click.echo(json.dumps(doc, indent=1))
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from demuxlab.cli import emit_json
+
 state_option = click.option(
     "--cluster-state",
     "state",
@@ -40,21 +42,15 @@ def provision(inventory: str, out: str, playbook: str) -> None:
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the facts here (else stdout).")
 def facts(inventory: str, host_name: str, out: str | None) -> None:
     """Collect one host's topology and noise facts over SSH (the collector of `demuxlab facts`)."""
-    from demuxlab.cluster.facts import remote_facts
-    from demuxlab.cluster.pairs import load_pairs
     from demuxlab.errors import ConfigError
+    from demuxlab.remote.facts import remote_facts
+    from demuxlab.remote.hostpairs import load_pairs
 
     source = load_pairs(inventory)
     hosts = {h.name: h for h in source.hosts()}
     if host_name not in hosts:
         raise ConfigError(f"{inventory}: host {host_name!r} is not in this inventory")
-    doc = remote_facts(hosts[host_name], source.hosts())
-    if out:
-        from demuxlab.jsonio import write_json_atomic
-
-        write_json_atomic(Path(out), doc)
-    else:
-        click.echo(json.dumps(doc, indent=1))
+    emit_json(remote_facts(hosts[host_name], source.hosts()), out)
 
 
 @cluster.command()
@@ -67,7 +63,7 @@ def progress(state: str, pairs_from: str | None, as_json: bool) -> None:
 
     names = None
     if pairs_from:
-        from demuxlab.cluster.pairs import load_pairs
+        from demuxlab.remote.hostpairs import load_pairs
 
         names = [p.name for p in load_pairs(pairs_from).pairs]
     doc = progress_doc(Path(state), names)

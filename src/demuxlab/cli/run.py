@@ -10,17 +10,9 @@ from pathlib import Path
 
 import click
 
+from demuxlab.cli import emit_json
+
 spec_argument = click.argument("spec", type=click.Path(dir_okay=False))
-
-
-def _emit(doc: object, out: str | None) -> None:
-    """``doc`` as JSON into ``out`` (atomically), else on stdout."""
-    if out:
-        from demuxlab.jsonio import write_json_atomic
-
-        write_json_atomic(Path(out), doc)
-    else:
-        click.echo(json.dumps(doc, indent=1))
 
 
 @click.command()
@@ -54,7 +46,7 @@ def plan(spec: str, out: str | None) -> None:
         {"run_id": run_id(loaded, point, rep), "repeat": rep, "point_key": point.point_key, **point.to_json()}
         for point, rep in run_order(loaded)
     ]
-    _emit({"experiment": loaded.name, "spec_sha256": loaded.sha256, "runs": runs}, out)
+    emit_json({"experiment": loaded.name, "spec_sha256": loaded.sha256, "runs": runs}, out)
 
 
 @click.command()
@@ -63,7 +55,7 @@ def facts(out: str | None) -> None:
     """Collect this host's topology and noise facts (NUMA nodes, cores, SMT, governor, turbo, irqbalance)."""
     from demuxlab.topology import collect_facts
 
-    _emit(collect_facts(), out)
+    emit_json(collect_facts(), out)
 
 
 @click.command()
@@ -84,7 +76,7 @@ def pairs(inventory: str | None, as_json: bool) -> None:
         inv = load_inventory(Path(inventory))
         click.echo(json.dumps(inv.to_json(), indent=1) if as_json else format_pairs_table(inv))
         return
-    from demuxlab.pairs import valid_pairs
+    from demuxlab.designs import valid_pairs
 
     click.echo(json.dumps([p.to_json() for p in valid_pairs()], indent=1))
 
@@ -235,7 +227,7 @@ def artifacts(launcher_name: str, out: str | None) -> None:
 
     launcher = get_launcher(launcher_name)
     launcher.check()
-    _emit({"launcher": launcher_name, "artifacts": launcher.artifacts()}, out)
+    emit_json({"launcher": launcher_name, "artifacts": launcher.artifacts()}, out)
 
 
 @click.command()

@@ -1,3 +1,3 @@
-"""Sweeps across host pairs: which pairs exist (an Ansible inventory or a simulated cluster), their
-hardware classes, per-pair health (quarantine), and the scheduler that gives each run a free healthy pair
-under the pair's lease (:mod:`demuxlab.lease`)."""
+"""Sweeps across host pairs: per-pair health (quarantine), the scheduler that gives each run a free healthy
+pair under the pair's lease (:mod:`demuxlab.lease`), a run on the pair it got, progress, the per-pair report
+and provisioning. Which pairs exist and how to reach their hosts is :mod:`demuxlab.remote`'s."""

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from demuxlab.cluster.state import PairState, pairs_dir, read_state
+from demuxlab.jsonio import write_json_atomic
+from demuxlab.vocab import RUN_FAILED, RUN_OK
 
 
 def _pair_names(state: Path) -> list[str]:
@@ -68,10 +70,7 @@ def progress_doc(state: Path, names: list[str] | None = None, results: Path | No
 
 def write_progress(state: Path, doc: dict[str, Any]) -> Path:
     path = state / "progress.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".progress.json.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_json_atomic(path, doc)
     return path
 
 
@@ -94,9 +93,9 @@ def pairs_report(spec: Any, pairs_from: str, state: Path, out: Path) -> list[dic
     """``report/pairs.csv``: per pair, its class, the experiment's runs ok / failed on it, quarantine."""
     from sqlalchemy import func, select
 
-    from demuxlab.cluster.pairs import load_pairs
     from demuxlab.db.engine import session
     from demuxlab.db.models import Experiment, Point, Run
+    from demuxlab.remote.hostpairs import load_pairs
     from demuxlab.report import write_csv
 
     source = load_pairs(pairs_from)
@@ -120,8 +119,8 @@ def pairs_report(spec: Any, pairs_from: str, state: Path, out: Path) -> list[dic
             {
                 "pair": name or "(no pair)",
                 "hardware_class": st.hardware_class if st else None,
-                "runs_ok": counts.get((name, "ok"), 0),
-                "runs_failed": counts.get((name, "failed"), 0),
+                "runs_ok": counts.get((name, RUN_OK), 0),
+                "runs_failed": counts.get((name, RUN_FAILED), 0),
                 "attempts_failed_on_pair": st.failed if st else None,
                 "quarantined": bool(st and st.quarantined),
                 "quarantine_reason": st.quarantine_reason if st else None,

@@ -21,7 +21,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from demuxlab.cluster.pairs import ClusterPair, PairsSource, hardware_class, load_pairs, sim_facts
 from demuxlab.cluster.progress import progress_doc, write_progress
 from demuxlab.cluster.schedule import (
     NoPairError,
@@ -32,10 +31,11 @@ from demuxlab.cluster.schedule import (
 )
 from demuxlab.cluster.state import read_state, record_outcome, write_state
 from demuxlab.errors import ConfigError, DemuxlabError, LaunchError
-from demuxlab.launch.base import RECORD_FORMAT, Launcher, RunRequest, _utc_now
-from demuxlab.plan import Pinning, plan_pinning
-from demuxlab.point import Point
+from demuxlab.launch.base import Launcher, RunRequest, failed_record
+from demuxlab.plan import plan_pinning
+from demuxlab.remote.hostpairs import ClusterPair, PairsSource, hardware_class, load_pairs, sim_facts
 from demuxlab.spec import Spec
+from demuxlab.vocab import RUN_OK
 
 
 @dataclass(frozen=True)
@@ -137,47 +137,17 @@ def _sigterm_unwinds() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _failed_record(req: RunRequest, reason: str, launcher: str) -> dict[str, Any]:
-    now = _utc_now()
-    return {
-        "format": RECORD_FORMAT,
-        "run_id": req.run_id,
-        "experiment": req.experiment,
-        "point": req.point.to_json(),
-        "repeat": req.repeat,
-        "attempt": req.attempt,
-        "launcher": launcher,
-        "host_pair": req.host_pair if req.hosts else None,
-        "status": "failed",
-        "failure_reason": reason,
-        "started_at": now,
-        "finished_at": now,
-        "phases": req.phases.to_json(),
-        "hosts": req.hosts or None,
-        "pinning": req.pinning.to_json() if req.hosts else None,
-        "artifacts": None,
-        "server": None,
-        "client": None,
-        "stats": None,
-        "orchestration_s": None,
-    }
-
-
 def run_on_cluster(
     spec: Spec,
-    point: Point,
-    repeat: int,
-    run_id: str,
-    experiment: dict[str, Any],
+    base: RunRequest,
     opts: ClusterOptions,
     *,
-    attempt: int,
-    stall_timeout_s: float,
-    instrument: bool,
     failures_dir: Path,
     try_acquire: TryAcquire = default_try_acquire,
 ) -> dict[str, Any]:
-    """Run ``run_id`` on a free healthy pair and return its record (status ok or failed)."""
+    """Run ``base`` on a free healthy pair and return its record (status ok or failed). ``base`` is the run
+    as the spec and the command describe it; the pair's hosts, their pinning and the lease are added here."""
+    run_id, point = base.run_id, base.point
     source = load_pairs(opts.pairs_from)
     facts = host_facts(source, opts.state)
     classes = pair_classes(source, facts)
@@ -186,18 +156,6 @@ def run_on_cluster(
     if not eligible:
         known = ", ".join(sorted({c["id"] for c in classes.values()}))
         raise ConfigError(f"{spec.path}: hardware_class: no pair of class {pinned!r} (pairs have: {known})")
-    base = RunRequest(
-        run_id=run_id,
-        experiment=experiment,
-        point=point,
-        repeat=repeat,
-        phases=spec.phases,
-        pinning=Pinning((), (), False, False, ()),  # planned once the pair is known
-        hosts={},
-        attempt=attempt,
-        instrument=instrument,
-        stall_timeout_s=stall_timeout_s,
-    )
     tried = tried_pairs(failures_dir, run_id)
     try:
         assignment = assign_pair(
@@ -210,7 +168,7 @@ def run_on_cluster(
             try_acquire=try_acquire,
         )
     except NoPairError as exc:
-        return _failed_record(base, exc.message, opts.launcher)
+        return failed_record(base, exc.message, opts.launcher)
     pair, lease = assignment.pair, assignment.lease
     try:
         st = read_state(opts.state, pair.name)
@@ -248,7 +206,7 @@ def run_on_cluster(
             except Terminated:
                 raise
             except DemuxlabError as exc:  # the pair's engine or SSH is gone: this pair failed the run
-                record = _failed_record(req, f"pair {pair.name}: {exc.message}", opts.launcher)
+                record = failed_record(req, f"pair {pair.name}: {exc.message}", opts.launcher)
         record["pair"] = {
             "name": pair.name,
             "server": pair.server.to_json(),
@@ -262,7 +220,7 @@ def run_on_cluster(
             "avoided": sorted(tried),
             "run_wall_s": round(time.monotonic() - t0, 3),
         }
-        ok = record["status"] == "ok"
+        ok = record["status"] == RUN_OK
         if record_outcome(st, run_id, ok, record.get("failure_reason"), opts.quarantine_after):
             record["pair"]["quarantined"] = st.quarantine_reason
             print(f"demuxlab: pair {pair.name} quarantined: {st.quarantine_reason}", file=sys.stderr)

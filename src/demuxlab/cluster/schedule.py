@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from demuxlab.cluster.pairs import ClusterPair
 from demuxlab.cluster.state import read_state
 from demuxlab.errors import LaunchError
+from demuxlab.remote.hostpairs import ClusterPair
 
 #: ``try_acquire(pair_name, run_id)`` → a lease (released with ``.release()``) or None when taken.
 TryAcquire = Callable[[str, str], Any]

@@ -9,11 +9,13 @@ it (the dashboard, ``demuxlab cluster progress``). A pair that failed ``quaranti
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from demuxlab.jsonio import write_json_atomic
+from demuxlab.vocab import RUN_FAILED, RUN_OK
 
 
 def _now() -> str:
@@ -61,18 +63,14 @@ def read_state(state: Path, pair: str) -> PairState:
 def write_state(state: Path, st: PairState) -> None:
     """Atomic replace; call only while holding the pair's lease."""
     st.updated_at = _now()
-    path = state_path(state, st.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(st.to_json(), indent=1) + "\n")
-    os.replace(tmp, path)
+    write_json_atomic(state_path(state, st.name), st.to_json())
 
 
 def record_outcome(st: PairState, run_id: str, ok: bool, reason: str | None, quarantine_after: int) -> bool:
     """Count one finished attempt on the pair; returns True when this attempt quarantined it."""
     st.running = None
     st.last_run = run_id
-    st.last_status = "ok" if ok else "failed"
+    st.last_status = RUN_OK if ok else RUN_FAILED
     if ok:
         st.done += 1
         st.consecutive_failures = 0

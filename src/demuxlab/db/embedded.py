@@ -29,12 +29,13 @@ from urllib.parse import quote
 
 from demuxlab import paths
 from demuxlab.errors import DatabaseError
+from demuxlab.jsonio import open_atomic
 
 PORT = 54329  # fixed: it only names the socket file, no TCP port is opened
 DATABASE = "demuxlab"
 SUPERUSER = "postgres"
 OWNER_ROLE = "demuxlab"  # owns the database and its tables; migrations and ingest; not a superuser
-READ_ONLY_ROLE = "demuxlab_ro"  # SELECT only (schema/migrations 0001); the dashboard
+READ_ONLY_ROLE = "demuxlab_ro"  # SELECT only (migrations/versions/0001); the dashboard
 OS_USER = "postgres"
 IDENT_MAP = "demuxlab"
 # Written to <pg>/secured once the cluster has the settings above; a cluster without it is converted.
@@ -194,14 +195,9 @@ class Cluster:
         if "unix_socket_permissions" not in text.split("# demuxlab embedded cluster", 1)[-1]:
             text += "unix_socket_permissions = 0700\n"
         for name, content in (("pg_hba.conf", hba), ("pg_ident.conf", ident), ("postgresql.conf", text)):
-            path = data_dir / name
-            tmp = path.with_name(f".{name}.tmp")
-            tmp.write_text(content, encoding="utf-8")
-            os.chmod(tmp, 0o600)
-            if self._as_root():
-                owner = self._owner()
-                os.chown(tmp, owner.pw_uid, owner.pw_gid)
-            os.replace(tmp, path)
+            owner = self._owner() if self._as_root() else None
+            with open_atomic(data_dir / name, mode=0o600, owner=owner and (owner.pw_uid, owner.pw_gid)) as f:
+                f.write(content.encode("utf-8"))
 
     def _owner(self) -> pwd.struct_passwd:
         try:

@@ -1,10 +1,9 @@
-"""Alembic driven programmatically: ``schema/alembic.ini`` located via :func:`demuxlab.paths.schema_dir`."""
+"""Alembic driven programmatically: ``migrations/alembic.ini`` (:func:`demuxlab.paths.migrations_dir`)."""
 
 from __future__ import annotations
 
 import io
 import threading
-from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
@@ -23,19 +22,19 @@ _ALEMBIC_LOCK = threading.Lock()
 
 
 def alembic_config() -> Config:
-    ini = paths.schema_dir() / "alembic.ini"
+    ini = paths.migrations_dir() / "alembic.ini"
     if not ini.is_file():
         raise DatabaseError(f"{ini}: Alembic configuration not found (is DEMUXLAB_ROOT right?)")
     # stdout: Alembic's own chatter ("No new upgrade operations detected.") is not ours to print.
     cfg = Config(str(ini), stdout=io.StringIO())
-    cfg.set_main_option("script_location", str(Path(paths.schema_dir()) / "migrations"))
+    cfg.set_main_option("script_location", str(paths.migrations_dir()))
     return cfg
 
 
 def head_revision() -> str:
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     if head is None:
-        raise DatabaseError(f"{paths.schema_dir()}: no migrations found")
+        raise DatabaseError(f"{paths.migrations_dir()}: no migrations found")
     return head
 
 

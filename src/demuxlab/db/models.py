@@ -31,6 +31,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from demuxlab.vocab import RUN_OK, RUN_STATUSES
+
 # Constraint names must be deterministic so that migrations can refer to (and drop) them.
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -43,6 +45,11 @@ NAMING_CONVENTION: dict[str, str] = {
 JSONDoc = dict[str, Any]
 intpk = Annotated[int, mapped_column(Integer, primary_key=True, autoincrement=True)]
 created_ts = Annotated[dt.datetime, mapped_column(DateTime(timezone=True), server_default=func.now())]
+
+
+def _sql_list(names: tuple[str, ...]) -> str:
+    """``'a', 'b'``: names of the vocabulary as SQL string literals (they hold no quote)."""
+    return ", ".join(f"'{name}'" for name in names)
 
 
 class Base(DeclarativeBase):
@@ -125,8 +132,8 @@ class Run(Base):
     # The unique constraint's index also serves "runs by point".
     __table_args__ = (
         UniqueConstraint("point_id", "repeat_index"),
-        CheckConstraint("status IN ('ok', 'failed')", name="status"),
-        CheckConstraint("status = 'ok' OR failure_reason IS NOT NULL", name="failure_reason"),
+        CheckConstraint(f"status IN ({_sql_list(RUN_STATUSES)})", name="status"),
+        CheckConstraint(f"status = '{RUN_OK}' OR failure_reason IS NOT NULL", name="failure_reason"),
         Index(None, "server_host_id"),
         Index(None, "client_host_id"),
         Index(None, "host_pair"),

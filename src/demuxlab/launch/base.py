@@ -27,15 +27,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
+from demuxlab.phases import Phases
 from demuxlab.plan import Pinning
 from demuxlab.point import Point
-from demuxlab.spec import Phases
 from demuxlab.stats import steady_state
+from demuxlab.vocab import RUN_FAILED, RUN_OK, RUN_RECORD_FORMAT
 
 if TYPE_CHECKING:
     from demuxlab.lease import Lease
 
-RECORD_FORMAT = "demuxlab.run/1"
 
 # How long the server may take to print its listening line, and to exit after SIGTERM. Generous: under
 # TSan or in a container that is still starting these take seconds, and a slow start is not a failure.
@@ -344,15 +344,9 @@ class Launcher(ABC):
         pinning = req.pinning.to_json()
         pinning["notes"] = list(pinning.get("notes", [])) + out.notes
         return {
-            "format": RECORD_FORMAT,
-            "run_id": req.run_id,
-            "experiment": req.experiment,
-            "point": req.point.to_json(),
-            "repeat": req.repeat,
-            "attempt": req.attempt,
-            "launcher": self.name,
+            **_identity(req, self.name),
             "host_pair": req.host_pair,
-            "status": "ok" if out.failure is None else "failed",
+            "status": RUN_OK if out.failure is None else RUN_FAILED,
             "failure_reason": out.failure,
             "started_at": started_at,
             "finished_at": _utc_now(),
@@ -366,6 +360,41 @@ class Launcher(ABC):
             # Wall time outside the phases; meaningless for a run cut short by its failure.
             "orchestration_s": round(wall_s - total_s(req.phases), 4) if out.failure is None else None,
         }
+
+
+def _identity(req: RunRequest, launcher: str) -> dict[str, Any]:
+    """The first fields of every run record: what ran (CONTRACTS.md §5)."""
+    return {
+        "format": RUN_RECORD_FORMAT,
+        "run_id": req.run_id,
+        "experiment": req.experiment,
+        "point": req.point.to_json(),
+        "repeat": req.repeat,
+        "attempt": req.attempt,
+        "launcher": launcher,
+    }
+
+
+def failed_record(req: RunRequest, reason: str, launcher: str) -> dict[str, Any]:
+    """The record of a run that failed before its launcher could run it (no pair, a lost host): no
+    results; hosts and pinning only when the run had them."""
+    now = _utc_now()
+    return {
+        **_identity(req, launcher),
+        "host_pair": req.host_pair if req.hosts else None,
+        "status": RUN_FAILED,
+        "failure_reason": reason,
+        "started_at": now,
+        "finished_at": now,
+        "phases": req.phases.to_json(),
+        "hosts": req.hosts or None,
+        "pinning": req.pinning.to_json() if req.hosts else None,
+        "artifacts": None,
+        "server": None,
+        "client": None,
+        "stats": None,
+        "orchestration_s": None,
+    }
 
 
 def _lease_fds(req: RunRequest) -> tuple[int, ...]:

@@ -29,11 +29,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from demuxlab.cluster.pairs import ClusterPair, Host
-from demuxlab.cluster.ssh import SshSetup, env_for_docker, ssh, write_config
 from demuxlab.errors import LaunchError
 from demuxlab.launch.base import Launcher, RunRequest, cpu_list
 from demuxlab.launch.docker import IMAGES, PAIR_LABEL  # the images both docker launchers run
+from demuxlab.remote.hostpairs import ClusterPair, Host
+from demuxlab.remote.ssh import SshSetup, env_for_docker, ssh, write_config
 
 LABEL_RUN = "org.demuxlab.run_id"
 LABEL_PAIR = PAIR_LABEL  # the docker launcher's: one label for the orphans of both

@@ -3,7 +3,7 @@
 It starts no process: it waits the run's duration (warm-up + measure + cool-down) and writes a record like
 a real run's (a flat throughput of one sample per measured second), so the real workflow, scheduler,
 leases, quarantine and ingest are exercised at any scale without hosts. A simulated pair listed as failing
-(see :mod:`demuxlab.cluster.pairs`) fails its runs as a lost host would, after half the run's duration.
+(see :mod:`demuxlab.remote.hostpairs`) fails its runs as a lost host would, after half the run's duration.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from demuxlab.cluster.pairs import ClusterPair
 from demuxlab.launch.base import Launcher, RunRequest, _Outcome, _utc_now, total_s
+from demuxlab.remote.hostpairs import ClusterPair
 
 
 class SimLauncher(Launcher):

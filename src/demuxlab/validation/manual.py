@@ -14,9 +14,7 @@ from typing import Any
 from demuxlab.ctmc.predict import Prediction
 from demuxlab.ctmc.rates import Rates, min_threads
 from demuxlab.errors import DemuxlabError
-from demuxlab.vocab import METHOD_SSA
-
-RUN_FORMAT = "demuxlab.run/1"
+from demuxlab.vocab import METHOD_SSA, RUN_RECORD_FORMAT
 
 
 def predict_grid(
@@ -58,8 +56,8 @@ def read_run_record(path: Path) -> dict[str, Any]:
     from demuxlab.jsonio import read_json
 
     data = read_json(path, "run record")
-    if not isinstance(data, dict) or data.get("format") != RUN_FORMAT:
-        raise DemuxlabError(f"{path}: format: not a {RUN_FORMAT} run record")
+    if not isinstance(data, dict) or data.get("format") != RUN_RECORD_FORMAT:
+        raise DemuxlabError(f"{path}: format: not a {RUN_RECORD_FORMAT} run record")
     if not isinstance(data.get("server"), dict):
         raise DemuxlabError(f"{path}: server: no server exit JSON in this record")
     return data

@@ -1,4 +1,9 @@
-"""``demuxlab model``: predictions, calibration and the paper's rates."""
+"""``demuxlab model``: predictions, calibration and the paper's rates, and the workflow's model stages.
+
+Thin: each command parses its options and calls the library — :mod:`demuxlab.validation.manual` (predict,
+calibrate), :mod:`demuxlab.ctmc.rates` (rates), :mod:`demuxlab.validation.stages` (the ``*-experiment``
+stages) — imported inside the command, so ``demuxlab --help`` imports no numpy.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,6 @@ from typing import Any
 
 import click
 
-from demuxlab.ctmc.params import parse_float_list, parse_int_list
 from demuxlab.vocab import METHOD_SSA, SOLVER_METHODS
 
 
@@ -51,6 +55,7 @@ def predict(
     as_json: bool,
 ) -> None:
     """Predict throughputs (msgs/s) for each thread count."""
+    from demuxlab.ctmc.params import parse_float_list, parse_int_list
     from demuxlab.validation.manual import predict_grid
 
     threads = parse_int_list(threads_text)
@@ -94,7 +99,7 @@ def calibrate(records: tuple[Path, ...], store: bool) -> None:
 @model.command()
 @click.option("--json", "as_json", is_flag=True)
 def rates(as_json: bool) -> None:
-    """Print the paper's rates (seed 001 §V-A, per µs) for both patterns."""
+    """Print the paper's rates (seed 001 §V-A, per µs) for every modelled pattern."""
     from demuxlab.ctmc.rates import PATTERNS, RATE_FIELDS, paper_rates
 
     for pattern in PATTERNS:
@@ -107,7 +112,7 @@ def rates(as_json: bool) -> None:
                 click.echo(f"  {k:<4} = 1/{1.0 / r[k]:.4g} µs⁻¹  ({r[k]:.6g} per µs)")
 
 
-# -- the workflow's model stages (their logic: demuxlab.validation.stages) -------------------------------
+# -- the workflow's model stages (demuxlab.validation.stages) ---------------------------------------------
 
 
 def _spec(path: str) -> Any:
@@ -120,7 +125,7 @@ def _spec(path: str) -> Any:
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="The calibrations as JSON.")
 def calibrate_experiment(spec: str, out: str) -> None:
-    """Fit and store the rates of every HSHA/LF pattern × notifier from the ingested calibration runs."""
+    """Fit and store the rates of every modelled pattern × notifier from the ingested calibration runs."""
     from demuxlab.validation.stages import calibrate_stage
 
     for outcome in calibrate_stage(_spec(spec), Path(out)):
@@ -149,7 +154,7 @@ def predict_experiment(
     seed: int,
     jobs: int,
 ) -> None:
-    """Predict every measured HSHA/LF point (paper and calibrated rates) and store the predictions."""
+    """Predict every measured point of a modelled pattern (paper and calibrated rates); store them."""
     from demuxlab.validation.prediction import predictions_message
     from demuxlab.validation.stages import predict_stage
 
@@ -166,7 +171,7 @@ def predict_experiment(
 )
 @click.option("--method", default=METHOD_SSA, type=click.Choice(SOLVER_METHODS), show_default=True)
 def validate_experiment(spec: str, out_dir: str, method: str) -> None:
-    """Model vs measurement per HSHA/LF point, with relative errors: CSVs and a figure (seed 001 Fig. 3)."""
+    """Model vs measurement per modelled point, with relative errors: CSVs and a figure (seed 001 Fig. 3)."""
     from demuxlab.validation.stages import write_validation
 
     for path in write_validation(_spec(spec), Path(out_dir), method):

@@ -9,13 +9,13 @@ import hashlib
 import os
 import shlex
 import subprocess
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from demuxlab.cluster.pairs import Host
+from demuxlab.jsonio import write_text_if_changed
 from demuxlab.paths import state_dir
+from demuxlab.remote.hostpairs import Host
 
 #: Seconds to set up an SSH connection to a host (a powered-off or unplugged host fails within this); a
 #: dead peer of an established connection is noticed after ServerAliveInterval x ServerAliveCountMax.
@@ -65,44 +65,18 @@ def write_config(hosts: Sequence[Host]) -> SshSetup:
     text = "\n".join(lines)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     config = base / f"config-{digest}"
-    _write_if_changed(config, text, 0o600)
+    write_text_if_changed(config, text, mode=0o600)
     wrapper = base / f"bin-{digest}" / "ssh"
     wrapper.parent.mkdir(exist_ok=True)
     # The Docker CLI passes `-o ConnectTimeout=30` after the host: ssh keeps the first value it is given,
     # so this one (the config's) bounds how long a powered-off host can stall a run's docker commands.
-    _write_if_changed(
+    write_text_if_changed(
         wrapper,
         f"#!/bin/sh\nexec /usr/bin/ssh -F {shlex.quote(str(config))}"
         f' -o ConnectTimeout={CONNECT_TIMEOUT_S} "$@"\n',
-        0o755,
+        mode=0o755,
     )
     return SshSetup(config=config, bin_dir=wrapper.parent)
-
-
-def _write_if_changed(path: Path, text: str, mode: int) -> None:
-    if path.exists() and path.read_text() == text:
-        return
-    # Unique per process and thread: several launchers may write the same file at once.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(text)
-    tmp.chmod(mode)
-    os.replace(tmp, path)
-
-
-def host_options(host_vars: dict[str, object]) -> dict[str, str]:
-    """``-o Key=Value`` pairs of the inventory's ``ansible_ssh_common_args`` as ssh_config lines."""
-    out: dict[str, str] = {}
-    args = shlex.split(str(host_vars.get("ansible_ssh_common_args") or ""))
-    for i, arg in enumerate(args):
-        opt = None
-        if arg.startswith("-o") and len(arg) > 2:
-            opt = arg[2:]
-        elif arg == "-o" and i + 1 < len(args):
-            opt = args[i + 1]
-        if opt and "=" in opt:
-            key, value = opt.split("=", 1)
-            out[key.strip()] = value.strip()
-    return out
 
 
 def env_for_docker(setup: SshSetup) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """Host facts of inventory hosts into the ``hosts`` table.
 
 ``demuxlab hosts store FACTS.json…`` (:mod:`demuxlab.cli.hosts`) puts facts collected on cluster hosts (the
-``host_facts`` role brings them back to the controller) into the ``hosts`` table, the same rows
-``demuxlab ingest`` writes for the hosts of a run.
+``host_facts`` role brings them back to the controller) into the ``hosts`` table: the same rows, by the
+same code (:func:`demuxlab.ingest.record.host_row`), as the ingest of a run writes for its hosts.
 """
 
 from __future__ import annotations
@@ -47,15 +47,16 @@ def store_docs(docs: list[tuple[Path, dict[str, Any]]]) -> list[tuple[Path, int,
 
     from demuxlab.db.engine import get_engine
     from demuxlab.db.models import Host
-    from demuxlab.ingest import _host_row, _table, _upsert
+    from demuxlab.ingest.record import host_row
+    from demuxlab.ingest.write import table_of, upsert
 
     engine = get_engine()
     out: list[tuple[Path, int, str, bool]] = []
     with engine.begin() as conn:
         for path, doc in docs:
-            row = _host_row(doc)
+            row = host_row(doc)
             known = conn.execute(select(Host.id).where(Host.facts_sha256 == row["facts_sha256"])).scalar()
-            host_id = known if known is not None else _upsert(conn, _table(Host), ("facts_sha256",), row)
+            host_id = known if known is not None else upsert(conn, table_of(Host), ("facts_sha256",), row)
             out.append((path, host_id, doc["hostname"], known is None))
     return out
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,6 @@ def _simulated(path: Path, doc: dict[str, Any]) -> PairsSource:
 
 
 def _from_inventory(path: Path) -> PairsSource:
-    from demuxlab.cluster.ssh import host_options
     from demuxlab.inventory import load_inventory
 
     inventory = load_inventory(path)
@@ -151,6 +151,22 @@ def _from_inventory(path: Path) -> PairsSource:
     if not pairs:
         raise ConfigError(f"{path}: pairs: the inventory defines no host pair")
     return PairsSource(path=str(path), pairs=tuple(pairs))
+
+
+def host_options(host_vars: dict[str, object]) -> dict[str, str]:
+    """``-o Key=Value`` pairs of the inventory's ``ansible_ssh_common_args`` as ssh_config lines."""
+    out: dict[str, str] = {}
+    args = shlex.split(str(host_vars.get("ansible_ssh_common_args") or ""))
+    for i, arg in enumerate(args):
+        opt = None
+        if arg.startswith("-o") and len(arg) > 2:
+            opt = arg[2:]
+        elif arg == "-o" and i + 1 < len(args):
+            opt = args[i + 1]
+        if opt and "=" in opt:
+            key, value = opt.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
 
 
 def _cpus_text(cpus: Any) -> str | None:

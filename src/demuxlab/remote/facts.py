@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from demuxlab import topology
-from demuxlab.cluster.pairs import Host
-from demuxlab.cluster.ssh import ssh, write_config
 from demuxlab.errors import LaunchError
+from demuxlab.remote.hostpairs import Host
+from demuxlab.remote.ssh import ssh, write_config
 
 
 def remote_facts(host: Host, all_hosts: Sequence[Host], timeout: float = 60.0) -> dict[str, Any]:

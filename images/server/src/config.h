@@ -1,0 +1,39 @@
+/* config.h -- demux-server's flags once parsed (docs/CONTRACTS.md §1), and the
+ * limits they are checked against. */
+#ifndef DEMUX_CONFIG_H
+#define DEMUX_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "demux_limits.h"
+
+#define MAX_THREADS DEMUX_MAX_THREADS
+#define MAX_MSG_SIZE ((unsigned)DEMUX_MAX_MSG_SIZE)
+#define MAX_CPUS DEMUX_MAX_CPUS
+#define MAX_SLOTS DEMUX_MAX_SLOTS
+
+struct pattern_ops;
+struct notifier_ops;
+
+struct config {
+    const struct pattern_ops *pattern;
+    int notifier;                    /* enum notifier_id */
+    const struct notifier_ops *nops; /* NULL for notifier none */
+    const char *notifier_name;
+    int threads;
+    int port;
+    const char *bind_addr;
+    double work_us;
+    uint32_t msg_size;
+    bool instrument;
+    int cpus[MAX_CPUS];
+    int ncpus;
+    int max_conns; /* -1: not given */
+};
+
+/* Parses the command line into *cfg; answers --list, --version and --help
+ * itself (exit 0) and refuses bad input with one line (exit 2). */
+void config_parse(struct config *cfg, int argc, char **argv);
+
+#endif

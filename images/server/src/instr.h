@@ -1,0 +1,149 @@
+/* instr.h -- what each thread counts (messages, connections) and, with
+ * --instrument, times: one histogram per operation (docs/CONTRACTS.md §1,
+ * `ops`).  Every thread binds its own struct tstat once (instr_bind); the
+ * counters and histograms are then written only by that thread and merged
+ * after the join, so no atomics are needed.
+ *
+ * Adding an operation timing: a value in enum op (before OP_COUNT), its JSON
+ * name in op_names (instr.c), and instr_start()/instr_end(OP_X, t0) around it.
+ * The exit JSON prints every operation whose histogram is not empty, in enum
+ * order; nothing else needs to change. */
+#ifndef DEMUX_INSTR_H
+#define DEMUX_INSTR_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fatal.h"
+#include "hist.h"
+#include "notifier.h"
+#include "util.h"
+
+enum op {
+    OP_NOTIFY,
+    OP_LOCK,
+    OP_QUEUE_PUT,
+    OP_QUEUE_GET,
+    OP_PROMOTE,
+    OP_RECV,
+    OP_REARM,
+    OP_WORK,
+    OP_SEND,
+    OP_ACCEPT,
+    OP_IDLE,
+    OP_COUNT
+};
+
+extern const char *const op_names[OP_COUNT];
+
+/* Allocated only with --instrument: the histograms are ~20 KiB each. */
+struct tinstr {
+    struct hist ops[OP_COUNT];
+    uint64_t calls;                       /* notifier calls */
+    uint64_t events;                      /* descriptors they returned */
+    uint64_t events_max;
+    uint64_t by_events_n[MAX_EVENTS + 1]; /* index = events returned (exact: a call returns at most MAX_EVENTS) */
+    uint64_t by_events_ns[MAX_EVENTS + 1];
+};
+
+struct tstat {
+    uint64_t messages;
+    uint64_t accepted;
+    uint64_t closed;
+    double user_s, sys_s;
+    struct tinstr *in; /* NULL without --instrument */
+};
+
+/* The calling thread's statistics; set by instr_bind() before the thread
+ * counts anything. */
+extern _Thread_local struct tstat *instr_ts;
+
+static inline void instr_bind(struct tstat *ts)
+{
+    instr_ts = ts;
+}
+
+static inline bool instr_on(void)
+{
+    return instr_ts->in != NULL;
+}
+
+static inline uint64_t instr_start(void)
+{
+    return instr_ts->in ? now_ns() : 0;
+}
+
+static inline void instr_end(enum op op, uint64_t t0)
+{
+    if (instr_ts->in)
+        hist_add(&instr_ts->in->ops[op], now_ns() - t0);
+}
+
+/* A notifier call that returned nevents descriptors without blocking: its
+ * service time, bucketed by the count. */
+void instr_notify(uint64_t t0, int nevents);
+/* One wait's descriptors, for events_per_call (every wait, blocked or not). */
+void instr_wait_events(int nevents);
+
+static inline void count_message(void)
+{
+    instr_ts->messages++;
+}
+
+static inline void count_accepted(void)
+{
+    instr_ts->accepted++;
+}
+
+static inline void count_closed(void)
+{
+    instr_ts->closed++;
+}
+
+/* pthread_mutex_lock, with the wait counted as the `lock` operation (also the
+ * notifiers' interest-set lock hook, struct notifier_env). */
+static inline void lock_timed(pthread_mutex_t *m)
+{
+    uint64_t t0 = instr_start();
+    pthread_mutex_lock(m);
+    instr_end(OP_LOCK, t0);
+}
+
+struct tinstr *tinstr_new(void); /* NULL when out of memory */
+void tinstr_merge(struct tinstr *dst, const struct tinstr *src);
+void tstat_merge(struct tstat *dst, const struct tstat *src);
+
+/* One wait for events: every demultiplexing loop waits through here so the notify timings of all
+ * patterns measure the same thing. A failing wait is fatal.  Uninstrumented: one blocking call.
+ * With --instrument, waiting is kept apart from the notifier's service time: a non-blocking call
+ * first; if it returns descriptors (the hot path under load: still one call) its time is `notify`,
+ * bucketed by the exact count; if it returns none, the thread blocks in a second call, and the time
+ * from the first call to the second's return is `idle` (CONTRACTS.md §1). */
+static inline int notifier_wait_timed(struct notifier *nt, int *fds, int max)
+{
+    if (max > MAX_EVENTS)
+        max = MAX_EVENTS;
+    if (!instr_on()) {
+        int n = nt->ops->wait(nt, fds, max, true);
+        if (n < 0)
+            die("%s wait failed", notifier_name(nt->ops));
+        return n;
+    }
+    uint64_t t0 = now_ns();
+    int n = nt->ops->wait(nt, fds, max, false);
+    if (n < 0)
+        die("%s wait failed", notifier_name(nt->ops));
+    if (n > 0) {
+        instr_notify(t0, n);
+        return n;
+    }
+    n = nt->ops->wait(nt, fds, max, true);
+    if (n < 0)
+        die("%s wait failed", notifier_name(nt->ops));
+    instr_end(OP_IDLE, t0);
+    instr_wait_events(n);
+    return n;
+}
+
+#endif

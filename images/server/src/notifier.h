@@ -1,0 +1,112 @@
+/* notifier.h -- the notifier contract: everything a notifier back-end
+ * (notify_*.c) sees, and everything a pattern needs of one.
+ *
+ * A back-end includes this header (and efd.h) and nothing of the server: no
+ * configuration, no connection table, no statistics, no stop flag.  What it
+ * needs from its user comes in through struct notifier_env when it is created
+ * (the descriptor range, and a hook that takes its interest-set lock, which
+ * the server times as the `lock` operation), the way redis' ae_epoll.c sees
+ * only ae.h and the event loop it is handed.  tests/images/test_notifier_contract.py
+ * compiles every back-end against this header alone and checks what its object
+ * needs from outside; images/bench/notify_scale.c links the back-ends with no
+ * server code at all.
+ *
+ * Contract: the caller registers descriptors armed; a descriptor reported by
+ * wait() is deactivated until rearm() (select, poll, epoll-lt, uring), except
+ * for edge-triggered notifiers (edge = true), which report again on new data
+ * and need no rearm.  Only one thread waits on a notifier at a time; add, del
+ * and rearm may be called from any thread.  wake() makes a blocked wait()
+ * return (possibly with 0 descriptors).  wait() returns at most `max`
+ * descriptors, and at most MAX_EVENTS; a negative value is a failure. */
+#ifndef DEMUX_NOTIFIER_H
+#define DEMUX_NOTIFIER_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#define MAX_EVENTS 64 /* descriptors taken from one notifier call */
+
+/* What the creator lends a back-end. */
+struct notifier_env {
+    int maxfd;                        /* descriptors are below this */
+    void (*lock)(pthread_mutex_t *m); /* takes the interest-set lock; NULL: pthread_mutex_lock */
+};
+
+struct notifier_ops;
+
+/* The head of every back-end's state. */
+struct notifier {
+    const struct notifier_ops *ops;
+    void (*lock)(pthread_mutex_t *m);
+};
+
+struct notifier_ops {
+    bool edge;
+    struct notifier *(*create)(const struct notifier_env *env);
+    void (*destroy)(struct notifier *n);
+    int (*add)(struct notifier *n, int fd);
+    int (*del)(struct notifier *n, int fd);
+    int (*rearm)(struct notifier *n, int fd);
+    int (*wait)(struct notifier *n, int *fds, int max, bool block); /* block = false: return at once */
+    void (*wake)(struct notifier *n);
+};
+
+static inline void notifier_plain_lock(pthread_mutex_t *m)
+{
+    pthread_mutex_lock(m);
+}
+
+/* A back-end's create() fills the head with this. */
+static inline void notifier_init(struct notifier *n, const struct notifier_ops *ops,
+                                 const struct notifier_env *env)
+{
+    n->ops = ops;
+    n->lock = env->lock != NULL ? env->lock : notifier_plain_lock;
+}
+
+/* The interest-set lock, through the creator's hook. */
+static inline void notifier_lock(struct notifier *n, pthread_mutex_t *m)
+{
+    n->lock(m);
+}
+
+extern const struct notifier_ops notifier_select, notifier_poll, notifier_epoll_lt, notifier_epoll_et,
+    notifier_uring;
+
+/* ---- the table (notifiers.c) ----------------------------------------- */
+
+/* The one list of notifier names: --list, the usage text and the patterns'
+ * notifier sets (a bit per entry) all come from it, in this order. */
+enum notifier_id {
+    NOTIFIER_SELECT,
+    NOTIFIER_POLL,
+    NOTIFIER_EPOLL_LT,
+    NOTIFIER_EPOLL_ET,
+    NOTIFIER_URING,
+    NOTIFIER_NONE, /* no notifier: tpc's blocking I/O */
+    NOTIFIER_COUNT
+};
+
+#define NOTIFIER_BIT(id) (1u << (id))
+/* Every readiness notifier: the set of the demultiplexing patterns. */
+#define NOTIFIERS_READINESS                                                                                 \
+    (NOTIFIER_BIT(NOTIFIER_SELECT) | NOTIFIER_BIT(NOTIFIER_POLL) | NOTIFIER_BIT(NOTIFIER_EPOLL_LT) |        \
+     NOTIFIER_BIT(NOTIFIER_EPOLL_ET) | NOTIFIER_BIT(NOTIFIER_URING))
+
+struct notifier_kind {
+    const char *name;
+    const struct notifier_ops *ops; /* NULL for "none" */
+};
+
+extern const struct notifier_kind notifier_kinds[NOTIFIER_COUNT];
+
+/* The entry named `name`, or -1. */
+int notifier_find(const char *name);
+/* The name of a back-end, for messages. */
+const char *notifier_name(const struct notifier_ops *ops);
+
+#endif

@@ -1,0 +1,1 @@
+"""CTMC performance models of HSHA and LF (seed 001): docs/ctmc.md."""
