@@ -14,116 +14,22 @@ from demuxlab.ctmc.calibrate import INSTANT_RATE, CalibrationRefused, calibrate
 from demuxlab.ctmc.params import parse_int_list
 from demuxlab.ctmc.rates import Rates, paper_rates
 from demuxlab.errors import DemuxlabError
+from helpers.ctmc_runs import DEFAULT_US, SHAPES, op, server_json
 
-TRUE_US = {"lock": 0.02, "queue_put": 0.3, "queue_get": 0.4, "recv": 7.5, "send": 2.5, "rearm": 0.7}
-# Per pattern: its threads' roles, how many of each, and the timed operations each does per message (the
-# notifier for the role that waits on it). Written out here, not taken from calibrate.ROLES.
-SHAPES: dict[str, tuple[tuple[str, int, tuple[str, ...], bool], ...]] = {
-    "reactor": (("reactor", 1, ("recv", "send", "rearm"), True),),
-    "multireactor": (("reactor", 1, ("recv", "send", "rearm"), True),),
-    "lf": (("leader-follower", 1, ("recv", "send", "rearm"), True),),
-    "hsha": (("monitor", 1, ("queue_put",), True), ("worker", 1, ("queue_get", "recv", "send", "rearm"), False)),
-    "proactor": (
-        ("demultiplexer", 1, ("recv", "queue_put"), True),
-        ("handler", 1, ("queue_get", "send", "rearm"), False),
-    ),
-    "tpc": (("connection", 1, ("send",), False),),
-    "uring": (("proactor", 1, (), True),),
-    "uring-shared": (("completion", 1, ("queue_put",), True), ("handler", 1, ("queue_get",), False)),
-}
-THREADS = {"hsha": 2, "proactor": 2, "uring-shared": 2}
-
-
-def _op(mean_ns: float, count: int, p50_ns: float | None = None) -> dict[str, Any]:
-    return {"count": count, "total_ns": round(mean_ns * count), "mean_ns": mean_ns, "p50_ns": p50_ns or mean_ns}
-
-
-def server_json(
-    pattern: str,
-    tau_e_us: float = 2.0,
-    scale: int = 1000,
-    *,
-    alpha_us: float = 0.0,
-    overhead_us: float = 0.0,
-    inflate: float = 1.0,
-    speed: float = 1.0,
-    work_us: float = 10.0,
-    **over: Any,
-) -> dict[str, Any]:
-    """A server exit JSON whose per-message CPU is exactly its operations' true times, plus
-    ``overhead_us`` per message of the handling role's untimed CPU, plus the work; the operations' wall
-    times are ``inflate`` × the true ones (waiting for a CPU), and every thread was runnable 1/``speed`` ×
-    its CPU time."""
-    messages = 3 * scale
-    buckets = [
-        {"events": h, "count": 10 * h, "mean_ns": 1000.0 * (alpha_us + tau_e_us * h) * inflate}
-        for h in (1, 2, 3, 5, 8, 64)
-    ]
-    calls = sum(b["count"] for b in buckets)
-    notify_total_ns = sum(b["count"] * b["mean_ns"] for b in buckets)
-    ops: dict[str, Any] = {}
-    detail = []
-    elapsed = 10.0
-    for i, (role, _n, role_ops, notifies) in enumerate(SHAPES[pattern]):
-        cpu_us = sum(TRUE_US[op] for op in role_ops) * messages
-        for op in role_ops:
-            ops[op] = _op(TRUE_US[op] * 1000.0 * inflate, messages)
-        if notifies:
-            cpu_us += notify_total_ns / 1000.0 / inflate
-        handles = i == len(SHAPES[pattern]) - 1
-        if handles:
-            cpu_us += (overhead_us + work_us) * messages
-        cpu_s = cpu_us / 1e6
-        detail.append(
-            {
-                "index": i,
-                "role": role,
-                "cpu": i,
-                "messages": messages if handles else 0,
-                "cpu_s": {"user": cpu_s / 2, "sys": cpu_s / 2},
-                "idle_s": elapsed - cpu_s / speed,
-                "notify_s": 0.0,
-            }
-        )
-    ops["lock"] = _op(TRUE_US["lock"] * 1000.0 * 3, 2 * messages, p50_ns=TRUE_US["lock"] * 1000.0)
-    if work_us > 0:
-        ops["work"] = _op(work_us * 1000.0, messages)
-    ops["notify"] = {"count": calls, "total_ns": round(notify_total_ns), "mean_ns": notify_total_ns / calls}
-    res = {
-        "event": "exit",
-        "pattern": pattern,
-        "notifier": "none" if pattern == "tpc" else "uring" if pattern.startswith("uring") else "epoll-lt",
-        "threads": THREADS.get(pattern, 1),
-        "work_us": work_us,
-        "instrument": True,
-        "messages": messages,
-        "connections_accepted": 16,
-        "elapsed_s": elapsed,
-        "threads_detail": detail,
-        "ops": ops,
-        "events_per_call": {"calls": calls, "mean": 5.0, "max": 64, "cache": 64},
-        "notify_by_events": buckets,
-    }
-    if pattern == "tpc":
-        del res["ops"]["notify"], res["events_per_call"], res["notify_by_events"]
-        res["ops"]["recv"] = _op(1e6, messages)  # tpc's recv blocks: waiting, not service
-        res["threads_detail"][0]["idle_s"] = 0.0
-        res["connections_accepted"] = 1
-        res["ops"]["recv"]["total_ns"] = round((elapsed - detail[0]["cpu_s"]["user"] * 2 / speed) * 1e9)
-    res.update(over)
-    return res
+TRUE_US = DEFAULT_US
+_op = op
 
 
 @pytest.mark.parametrize("pattern", ["hsha", "lf", "reactor", "multireactor", "proactor", "uring", "uring-shared", "tpc"])
 def test_calibration_recovers_known_rates(pattern: str) -> None:
     rates = calibrate([server_json(pattern, 2.0), server_json(pattern, 2.0, scale=7)], pattern)
-    ops = {op for _r, _n, role_ops, _ in SHAPES[pattern] for op in role_ops}
+    ops = {o for _r, role_ops, _ in SHAPES[pattern] for o in role_ops}
     assert rates.r_l == pytest.approx(1 / TRUE_US["lock"], rel=1e-6)  # the median: uncontended
     assert rates.source["r_l"] == "op:lock median"
-    for op, rate in (("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a"), ("queue_put", "r_p"), ("queue_get", "r_g")):
-        if op in ops:
-            assert getattr(rates, rate) == pytest.approx(1 / TRUE_US[op], rel=1e-6), rate
-            assert rates.source[rate] == f"op:{op}/message"
+    for o, rate in (("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a"), ("queue_put", "r_p"), ("queue_get", "r_g")):
+        if o in ops:
+            assert getattr(rates, rate) == pytest.approx(1 / TRUE_US[o], rel=1e-6), rate
+            assert rates.source[rate] == f"op:{o}/message"
         elif rate in ("r_p", "r_g"):
             assert rates.source[rate] == "paper"
     if pattern != "tpc":
@@ -465,3 +371,20 @@ def test_cli_calibrate_self_check_from_the_records_client(tmp_path: Path) -> Non
     assert isinstance(res.exception, CalibrationRefused)
     assert "lf/epoll-lt: refused: the fitted rates predict" in str(res.exception)
     assert "(+4" in str(res.exception)  # 1/0.7 − 1 = +42.9 %
+
+
+def test_each_workload_gets_its_own_rates() -> None:
+    """Runs of two message sizes: each size's receive cost is its own, the pooled rates serve the rest."""
+    small = server_json("lf", 1.0, msg_size=64, connections_accepted=10)
+    big = server_json("lf", 1.0, msg_size=16384, connections_accepted=10)
+    big["ops"]["recv"] = _op(30_000.0, big["messages"])
+    big["threads_detail"][0]["cpu_s"]["user"] += (30.0 - TRUE_US["recv"]) * big["messages"] / 1e6
+    rates = calibrate([small, big], "lf")
+    assert sorted(rates.workloads) == ["c10/b16384", "c10/b64"]
+    assert 1 / rates.for_workload(10, 64).r_i == pytest.approx(TRUE_US["recv"], rel=1e-6)
+    assert 1 / rates.for_workload(10, 16384).r_i == pytest.approx(30.0, rel=1e-6)
+    assert 1 / rates.r_i == pytest.approx((7.5 + 30.0) / 2, rel=1e-6)  # pooled: equal message counts
+    assert rates.for_workload(100, 64) is rates
+    back = Rates.from_dict(rates.to_doc())
+    assert back == rates and back.workloads == rates.workloads
+    assert back.for_workload(10, 16384).source["r_i"] == "op:recv/message"

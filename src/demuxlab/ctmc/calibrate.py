@@ -60,7 +60,7 @@ Refusals (``CalibrationRefused``, naming pattern, notifier, reason and the figur
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from demuxlab.ctmc.rates import (
@@ -72,6 +72,7 @@ from demuxlab.ctmc.rates import (
     calibration_threads,
     check_pattern,
     paper_rates,
+    workload_key,
 )
 from demuxlab.errors import DemuxlabError
 
@@ -180,7 +181,61 @@ def calibrate(
     clients: Sequence[dict[str, Any] | None] | None = None,
     client_cores: Sequence[int | None] | None = None,
 ) -> Rates:
-    """Rates of ``pattern`` from lowest-concurrency instrumented server exit JSONs.
+    """Rates of ``pattern`` from lowest-concurrency instrumented server exit JSONs (see :func:`_fit`).
+
+    Runs of several workloads (connections × message size; the work is an input and pooled) are fitted
+    per workload as well — a message's receive, send and the client's turnaround grow with its size, a
+    select call with the descriptors watched — into ``Rates.workloads`` (each checked against its own
+    runs); the returned rates pool them all and serve a workload without runs of its own."""
+    n = len(server_results)
+    if not server_results:
+        raise DemuxlabError(f"calibrate {pattern}: no server results given")
+    for what, seq in (("labels", labels), ("connections", connections)):
+        if seq is not None and len(seq) != n:
+            raise DemuxlabError(f"calibrate: {what} and server results differ in number")
+    groups: dict[str, list[int]] = {}
+    for i, res in enumerate(server_results):
+        conns = connections[i] if connections is not None else None
+        conns = conns if conns is not None else (res.get("connections_accepted") if isinstance(res, dict) else None)
+        size = res.get("msg_size") if isinstance(res, dict) else None
+        groups.setdefault(workload_key(int(conns or 0), int(size or 0)), []).append(i)
+    if len(groups) == 1:
+        return _fit(server_results, pattern, labels, measured=measured, connections=connections, checks=checks,
+                    clients=clients, client_cores=client_cores)  # fmt: skip
+
+    def pick(seq: Sequence[Any] | None, idx: list[int]) -> list[Any] | None:
+        return None if seq is None else [seq[i] for i in idx]
+
+    pooled = _fit(server_results, pattern, labels, connections=connections, clients=clients, client_cores=client_cores)
+    workloads: dict[str, Rates] = {}
+    got: list[SelfCheck] = []
+    for key, idx in sorted(groups.items()):
+        mine: list[SelfCheck] = []
+        try:
+            workloads[key] = _fit(
+                [server_results[i] for i in idx], pattern, pick(labels, idx), measured=pick(measured, idx),
+                connections=pick(connections, idx), checks=mine, clients=pick(clients, idx),
+                client_cores=pick(client_cores, idx),
+            )  # fmt: skip
+        finally:
+            got += mine
+            if checks is not None:
+                checks[:] = got
+    return replace(pooled, workloads=workloads)
+
+
+def _fit(
+    server_results: Sequence[dict[str, Any]],
+    pattern: str,
+    labels: Sequence[str] | None = None,
+    *,
+    measured: Sequence[float | None] | None = None,
+    connections: Sequence[int | None] | None = None,
+    checks: list[SelfCheck] | None = None,
+    clients: Sequence[dict[str, Any] | None] | None = None,
+    client_cores: Sequence[int | None] | None = None,
+) -> Rates:
+    """Rates of ``pattern`` from lowest-concurrency instrumented server exit JSONs of one workload.
 
     ``measured`` (one per result: the run's measured throughput in msgs/s, e.g. the client's
     ``throughput_msgs_per_s``; None for a run without one) turns on the self-check: the calibration is

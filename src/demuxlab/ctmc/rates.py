@@ -47,6 +47,9 @@ class Rates:
     r_z: float = INSTANT_RATE
     speed: float = 1.0
     source: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    # A calibration from runs of several workloads: each workload's own rates (workload_key()); these
+    # (pooled over them) serve a workload without runs of its own.
+    workloads: dict[str, Rates] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         for name in (*ALL_RATE_FIELDS, "speed"):
@@ -71,10 +74,21 @@ class Rates:
         out["speed"] = float(self.speed)
         return out
 
+    def to_doc(self) -> dict[str, Any]:
+        """Everything :meth:`from_dict` reads back: the rates, ``source`` and the per-workload rates."""
+        doc: dict[str, Any] = {**self.as_dict(), "source": dict(self.source)}
+        if self.workloads:
+            doc["workloads"] = {k: w.to_doc() for k, w in self.workloads.items()}
+        return doc
+
+    def for_workload(self, connections: int, msg_size: int) -> Rates:
+        """The rates fitted from the runs of this workload, or these where it had no runs of its own."""
+        return self.workloads.get(workload_key(connections, msg_size), self)
+
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "rates") -> Rates:
-        """Rates from :meth:`as_dict` (with ``source``); the fields after seed 001's may be missing (stored
-        before issue 19: instant, speed 1)."""
+        """Rates from :meth:`to_doc` or :meth:`as_dict` (with ``source``); the fields after seed 001's may
+        be missing (stored before issue 19: instant, speed 1)."""
         missing = [k for k in RATE_FIELDS if k not in data]
         if missing:
             raise DemuxlabError(f"{where}: missing rate {missing[0]!r}")
@@ -83,7 +97,11 @@ class Rates:
         except (TypeError, ValueError):
             raise DemuxlabError(f"{where}: rates must be numbers, got {data!r}") from None
         src = data.get("source")
-        return cls(**values, source=dict(src) if isinstance(src, dict) else {})
+        loads = data.get("workloads")
+        if loads is not None and not isinstance(loads, dict):
+            raise DemuxlabError(f"{where}: workloads: not an object")
+        workloads = {str(k): cls.from_dict(v, f"{where}.workloads.{k}") for k, v in (loads or {}).items()}
+        return cls(**values, source=dict(src) if isinstance(src, dict) else {}, workloads=workloads)
 
     def vector(self, work_us: float, host: Host | None = None) -> FloatArray:
         """The parameter vector the generating functions read (engine.RATE_NAMES order): the server's
@@ -100,6 +118,11 @@ class Rates:
         out = np.array(v, dtype=np.float64)
         assert len(out) == len(RATE_NAMES)
         return out
+
+
+def workload_key(connections: int, msg_size: int) -> str:
+    """How a calibration names a workload: the connections and the message size (the work is an input)."""
+    return f"c{connections}/b{msg_size}"
 
 
 @dataclass(frozen=True)

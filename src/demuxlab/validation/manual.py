@@ -69,6 +69,12 @@ def _measured(rec: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) and value > 0 else None
 
 
+def _client_cores(rec: dict[str, Any]) -> int | None:
+    pinning = rec.get("pinning")
+    cpus = pinning.get("client_cpus") if isinstance(pinning, dict) else None
+    return len(set(cpus)) if isinstance(cpus, list) and cpus else None
+
+
 def _connections(rec: dict[str, Any]) -> int | None:
     point = rec.get("point")
     value = point.get("connections") if isinstance(point, dict) else None
@@ -106,6 +112,8 @@ def _calibrate_group(
         measured=[_measured(r) for _, r in items],
         connections=[_connections(r) for _, r in items],
         checks=checks,
+        clients=[r.get("client") if isinstance(r.get("client"), dict) else None for _, r in items],
+        client_cores=[_client_cores(r) for _, r in items],
     )
     out: dict[str, Any] = {
         "pattern": pattern,
