@@ -91,7 +91,9 @@ def cpu_list(cpus: tuple[int, ...]) -> str:
     return ",".join(map(str, cpus))
 
 
-def spec_points(path: str, threads_filter: set[int] | None, patterns: set[str] | None) -> tuple[list[Point], dict[str, Any]]:
+def spec_points(
+    path: str, threads_filter: set[int] | None, patterns: set[str] | None
+) -> tuple[list[Point], dict[str, Any]]:
     """The measured and calibration points of a spec (its phases alongside)."""
     from demuxlab.spec import expand_points, load_checked_spec
 
@@ -105,7 +107,16 @@ def spec_points(path: str, threads_filter: set[int] | None, patterns: set[str] |
         if threads_filter is not None and p.threads not in threads_filter:
             continue
         measured.append(
-            Point(spec.name, p.pattern, p.notifier, p.threads, p.work_us, p.connections, p.msg_size, p.client_threads)
+            Point(
+                spec.name,
+                p.pattern,
+                p.notifier,
+                p.threads,
+                p.work_us,
+                p.connections,
+                p.msg_size,
+                p.client_threads,
+            )
         )
     calib = sorted(
         {
@@ -138,7 +149,9 @@ def _stat() -> tuple[int, int]:
     return sum(v), v[3] + v[4]
 
 
-def background_share(before: tuple[int, int], after: tuple[int, int], wall: float, ours_cpu_s: float) -> float:
+def background_share(
+    before: tuple[int, int], after: tuple[int, int], wall: float, ours_cpu_s: float
+) -> float:
     """The share of the host's CPUs other processes used over ``wall`` seconds: /proc/stat's busy time
     less the server's and the client's own CPU seconds."""
     hz = os.sysconf("SC_CLK_TCK")
@@ -198,7 +211,9 @@ def main() -> None:
     )
     load_before = os.getloadavg()
     print(f"# host {host}", flush=True)
-    print(f"# load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True)
+    print(
+        f"# load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True
+    )
     print(f"# server CPUs {cpu_list(server_cpus)}, client CPUs {cpu_list(client_cpus)}", flush=True)
 
     rng = random.Random(a.seed)
@@ -222,14 +237,22 @@ def main() -> None:
         ct = p.client_threads or len(client_cpus)
         best: tuple[Result, float] | None = None
         for _attempt in range(a.retries if a.max_background is not None else 1):
-            cmd = Server(p.pattern, p.notifier, p.threads, cpus=cpu_list(server_cpus), instrument=p.instrument,
-                         work_us=p.work_us)  # fmt: skip
+            cmd = Server(
+                p.pattern,
+                p.notifier,
+                p.threads,
+                cpus=cpu_list(server_cpus),
+                instrument=p.instrument,
+                work_us=p.work_us,
+            )
             before, start = _stat(), time.monotonic()
             r = run_pair(cmd, connections=p.connections, warmup=warm, duration=dur, client_threads=ct,
                          msg_size=p.msg_size, client_cpu=cpu_list(client_cpus))  # fmt: skip
             wall = time.monotonic() - start
             cli = r.client["cpu_s"]
-            ours = r.server["cpu_s"]["user"] + r.server["cpu_s"]["sys"] + (cli["user"] + cli["sys"]) * wall / dur
+            ours = (
+                r.server["cpu_s"]["user"] + r.server["cpu_s"]["sys"] + (cli["user"] + cli["sys"]) * wall / dur
+            )
             bg = background_share(before, _stat(), wall, ours)
             if best is None or bg < best[1]:
                 best = (r, bg)
@@ -237,7 +260,10 @@ def main() -> None:
                 break
         assert best is not None
         results[p].append(best)
-        print(f"# [{n}/{len(jobs)}] {p.label()}: {best[0].throughput:,.0f} msg/s, background {best[1]:.0%}", flush=True)
+        print(
+            f"# [{n}/{len(jobs)}] {p.label()}: {best[0].throughput:,.0f} msg/s, background {best[1]:.0%}",
+            flush=True,
+        )
     measure_s = time.monotonic() - t0
 
     # Calibrations: per (spec, pattern, notifier, connections, size), the work values pooled.
@@ -265,8 +291,13 @@ def main() -> None:
         checks[key] = got
     server_host = Host(cores=len(server_cpus))
 
-    measured = {p: statistics.mean(r.throughput for r, _ in rs) for p, rs in results.items() if not p.instrument}
-    keys = sorted(measured, key=lambda p: (p.spec, p.pattern, p.notifier, p.connections, p.msg_size, p.work_us, p.threads))
+    measured = {
+        p: statistics.mean(r.throughput for r, _ in rs) for p, rs in results.items() if not p.instrument
+    }
+    keys = sorted(
+        measured,
+        key=lambda p: (p.spec, p.pattern, p.notifier, p.connections, p.msg_size, p.work_us, p.threads),
+    )
     reqs: list[PredictRequest] = []
     slots: list[tuple[Point, str]] = []
     for p in keys:
@@ -274,9 +305,23 @@ def main() -> None:
         for source, r in (("paper", None), ("calibrated", rates.get(p.workload))):
             if source == "calibrated" and r is None:
                 continue
-            h = Host(server_host.cores, client_threads=ct if r is not None else None, client_cores=len(client_cpus))
-            reqs.append(PredictRequest(p.pattern, p.threads, p.work_us, p.connections, method=a.method, rates=r,
-                                       rel_ci=a.rel_ci, seed=0, host=h, notifier=p.notifier))  # fmt: skip
+            h = Host(
+                server_host.cores, client_threads=ct if r is not None else None, client_cores=len(client_cpus)
+            )
+            reqs.append(
+                PredictRequest(
+                    p.pattern,
+                    p.threads,
+                    p.work_us,
+                    p.connections,
+                    method=a.method,
+                    rates=r,
+                    rel_ci=a.rel_ci,
+                    seed=0,
+                    host=h,
+                    notifier=p.notifier,
+                )
+            )
             slots.append((p, source))
     t1 = time.monotonic()
     preds = predict_many(reqs, jobs=a.jobs)
@@ -289,8 +334,17 @@ def main() -> None:
     for p in keys:
         m = measured[p]
         bg = statistics.mean(b for _, b in results[p])
-        row: list[object] = [p.spec, p.pattern, p.notifier, p.threads, f"{p.work_us:g}", p.connections, p.msg_size,
-                             m, f"{bg:.0%}"]  # fmt: skip
+        row: list[object] = [
+            p.spec,
+            p.pattern,
+            p.notifier,
+            p.threads,
+            f"{p.work_us:g}",
+            p.connections,
+            p.msg_size,
+            m,
+            f"{bg:.0%}",
+        ]
         for source in ("paper", "calibrated"):
             pred = model.get((p, source))
             if pred is None:
@@ -301,7 +355,10 @@ def main() -> None:
             row += [pred, f"{err * 100:+.1f}%"]
         rows.append(row)
     print()
-    print(f"method {a.method}; host {host}; server CPUs {cpu_list(server_cpus)}, client CPUs {cpu_list(client_cpus)}")
+    print(
+        f"method {a.method}; host {host}; server CPUs {cpu_list(server_cpus)}, "
+        f"client CPUs {cpu_list(client_cpus)}"
+    )
     print_table(
         ["spec", "pattern", "notifier", "threads", "work µs", "conns", "size", "measured", "bg", "paper",
          "paper err", "calibrated", "calib err"],
@@ -323,27 +380,33 @@ def main() -> None:
     for source in ("paper", "calibrated"):
         for (src, pattern, notifier), errs in sorted(per.items()):
             if src == source:
-                summary.append([source, pattern, notifier, len(errs), f"{statistics.mean(errs):.1%}", f"{max(errs):.1%}"])
+                summary.append(
+                    [source, pattern, notifier, len(errs), f"{statistics.mean(errs):.1%}", f"{max(errs):.1%}"]
+                )
         for pattern in patterns:
             errs = [e for (s, pt, _n), es in per.items() if s == source and pt == pattern for e in es]
             if errs:
-                summary.append([source, pattern, "all", len(errs), f"{statistics.mean(errs):.1%}", f"{max(errs):.1%}"])
+                summary.append(
+                    [source, pattern, "all", len(errs), f"{statistics.mean(errs):.1%}", f"{max(errs):.1%}"]
+                )
         errs = [e for (s, _p, _n), es in per.items() if s == source for e in es]
         if errs:
-            summary.append([source, "all", "all", len(errs), f"{statistics.mean(errs):.1%}", f"{max(errs):.1%}"])
+            summary.append(
+                [source, "all", "all", len(errs), f"{statistics.mean(errs):.1%}", f"{max(errs):.1%}"]
+            )
     print_table(["rates", "pattern", "notifier", "points", "mean |error|", "max |error|"], summary)
     cal = [e for (s, _p, _n), es in per.items() if s == "calibrated" for e in es]
     target = TARGETS["16-core" if (facts.get("cores") or 0) >= 16 else "2-core"]
     if cal:
         ok = statistics.mean(cal) <= target[0] and max(cal) <= target[1]
         print(
-            f"calibrated: mean |error| {statistics.mean(cal):.1%}, max {max(cal):.1%} (target ≤ {target[0]:.0%} / "
-            f"≤ {target[1]:.0%} on this host): {'met' if ok else 'NOT met'}"
+            f"calibrated: mean |error| {statistics.mean(cal):.1%}, max {max(cal):.1%} "
+            f"(target ≤ {target[0]:.0%} / ≤ {target[1]:.0%} on this host): {'met' if ok else 'NOT met'}"
         )
     bgs = [b for rs in results.values() for _, b in rs]
     print(
-        f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min); other processes' share of "
-        f"the CPUs during the runs: mean {statistics.mean(bgs):.0%}, max {max(bgs):.0%}"
+        f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min); other processes' "
+        f"share of the CPUs during the runs: mean {statistics.mean(bgs):.0%}, max {max(bgs):.0%}"
     )
     print(f"measured in {measure_s:.0f} s, predicted in {predict_s:.0f} s")
     if a.json_out:
@@ -366,7 +429,18 @@ def main() -> None:
             ],
             "points": [
                 {
-                    **{f: getattr(p, f) for f in ("spec", "pattern", "notifier", "threads", "work_us", "connections", "msg_size")},
+                    **{
+                        f: getattr(p, f)
+                        for f in (
+                            "spec",
+                            "pattern",
+                            "notifier",
+                            "threads",
+                            "work_us",
+                            "connections",
+                            "msg_size",
+                        )
+                    },
                     "measured": measured[p],
                     "runs": [r.throughput for r, _ in results[p]],
                     "background": [b for _, b in results[p]],

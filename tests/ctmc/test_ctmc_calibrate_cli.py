@@ -20,13 +20,21 @@ TRUE_US = DEFAULT_US
 _op = op
 
 
-@pytest.mark.parametrize("pattern", ["hsha", "lf", "reactor", "multireactor", "proactor", "uring", "uring-shared", "tpc"])
+@pytest.mark.parametrize(
+    "pattern", ["hsha", "lf", "reactor", "multireactor", "proactor", "uring", "uring-shared", "tpc"]
+)
 def test_calibration_recovers_known_rates(pattern: str) -> None:
     rates = calibrate([server_json(pattern, 2.0), server_json(pattern, 2.0, scale=7)], pattern)
     ops = {o for _r, role_ops, _ in SHAPES[pattern] for o in role_ops}
     assert rates.r_l == pytest.approx(1 / TRUE_US["lock"], rel=1e-6)  # the median: uncontended
     assert rates.source["r_l"] == "op:lock median"
-    for o, rate in (("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a"), ("queue_put", "r_p"), ("queue_get", "r_g")):
+    for o, rate in (
+        ("recv", "r_i"),
+        ("send", "r_o"),
+        ("rearm", "r_a"),
+        ("queue_put", "r_p"),
+        ("queue_get", "r_g"),
+    ):
         if o in ops:
             assert getattr(rates, rate) == pytest.approx(1 / TRUE_US[o], rel=1e-6), rate
             assert rates.source[rate] == f"op:{o}/message"
@@ -191,7 +199,13 @@ def test_calibration_rejects_unusable_runs(over: dict[str, Any], msg: str) -> No
 def test_calibration_threads_are_the_lowest_that_run_every_role() -> None:
     from demuxlab.ctmc.rates import calibration_threads
 
-    assert [calibration_threads(p) for p in ("hsha", "lf", "proactor", "uring-shared", "tpc")] == [2, 1, 2, 2, 1]
+    assert [calibration_threads(p) for p in ("hsha", "lf", "proactor", "uring-shared", "tpc")] == [
+        2,
+        1,
+        2,
+        2,
+        1,
+    ]
 
 
 def test_parse_int_list() -> None:

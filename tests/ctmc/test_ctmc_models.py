@@ -10,7 +10,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from demuxlab.ctmc import hsha, lf, proactor, reactor, tpc, uring, uring_shared
-from demuxlab.ctmc.engine import CORES, KZ, LOAD, RATE_NAMES, RZ, ModelInstance, ModelStructure, compile_structure
+from demuxlab.ctmc.engine import (
+    CORES,
+    KZ,
+    LOAD,
+    RATE_NAMES,
+    RZ,
+    ModelInstance,
+    ModelStructure,
+    compile_structure,
+)
 from demuxlab.ctmc.exact import explore
 from demuxlab.ctmc.rates import Host, Rates, build, paper_rates
 from demuxlab.ctmc.ssa import reference_path
@@ -48,7 +57,12 @@ CONSERVED: dict[str, tuple[tuple[str, ...], ...]] = {
         ("b1", "b2"),
     ),
     "lf": (("c1", "c2", "c3", "c4"), tuple(f"t{i}" for i in range(1, 12)), ("s1", "s2"), ("l1", "l2")),
-    "lf-full": (("c0", "c1", "c2", "c3", "c4"), tuple(f"t{i}" for i in range(1, 13)), ("s1", "s2"), ("l1", "l2")),
+    "lf-full": (
+        ("c0", "c1", "c2", "c3", "c4"),
+        tuple(f"t{i}" for i in range(1, 13)),
+        ("s1", "s2"),
+        ("l1", "l2"),
+    ),
     "reactor": (("c0", "c1", "c2", "c3"), tuple(f"a{i}" for i in range(1, 8))),
     "tpc": (("c0", "k1", "k2", "k3", "k4"),),
     "proactor": (
@@ -60,11 +74,18 @@ CONSERVED: dict[str, tuple[tuple[str, ...], ...]] = {
         ("b1", "b2"),
     ),
     "uring": (("c0", "u1", "u2", "u3", "u4"), ("g1", "g2", "g3", "g4")),
-    "uring-shared": (("c0", "u1", "u2", "u3"), ("w1", "w2", "w3", "w4"), ("h1", "h2", "h3", "h4"), ("q1", "q2")),
+    "uring-shared": (
+        ("c0", "u1", "u2", "u3"),
+        ("w1", "w2", "w3", "w4"),
+        ("h1", "h2", "h3", "h4"),
+        ("q1", "q2"),
+    ),
 }
 
 
-def _instance(name: str, threads: int, conns: int, work: float = 10.0, cores: int | None = None) -> ModelInstance:
+def _instance(
+    name: str, threads: int, conns: int, work: float = 10.0, cores: int | None = None
+) -> ModelInstance:
     """A small instance of chain ``name`` (full chains with a client of one thread and some overhead)."""
     st_, pattern, full = CHAINS[name]
     if pattern in ("reactor", "uring"):
@@ -156,7 +177,12 @@ def test_invariants_along_reference_paths(
 
 
 @settings(max_examples=18, deadline=None)
-@given(name=st.sampled_from(list(CHAINS)), threads=st.integers(2, 8), cores=st.sampled_from([None, 1, 3]), seed=st.integers(0, 2**31))
+@given(
+    name=st.sampled_from(list(CHAINS)),
+    threads=st.integers(2, 8),
+    cores=st.sampled_from([None, 1, 3]),
+    seed=st.integers(0, 2**31),
+)
 def test_invariants_after_compiled_simulation(name: str, threads: int, cores: int | None, seed: int) -> None:
     m = _instance(name, threads, 64, 10.0, cores)
     kernel = compile_structure(m.structure)
@@ -250,6 +276,10 @@ def test_zero_work_is_an_instant_step() -> None:
 def test_rates_round_trip_and_old_calibrations_load() -> None:
     rates = replace(paper_rates("hsha"), r_x=0.5, r_z=0.1, speed=0.8)
     assert Rates.from_dict({**rates.as_dict(), "source": rates.source}) == rates
-    old = {k: v for k, v in paper_rates("lf").as_dict().items() if k in ("r_l", "r_p", "r_g", "r_t", "r_i", "r_o", "r_a", "r_e")}
+    old = {
+        k: v
+        for k, v in paper_rates("lf").as_dict().items()
+        if k in ("r_l", "r_p", "r_g", "r_t", "r_i", "r_o", "r_a", "r_e")
+    }
     back = Rates.from_dict(old)  # stored before issue 19: the rest instant, speed 1
     assert back == paper_rates("lf") and not back.extended

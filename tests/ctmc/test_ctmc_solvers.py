@@ -74,7 +74,9 @@ def test_every_chain_simulation_matches_exact_solution(
     rates = replace(paper_rates(pattern), **CALIBRATED)
     host = Host(cores=cores, client_threads=1)
     exact = predict(pattern, threads, work, method="exact", connections=conns, rates=rates, host=host)
-    sim = predict(pattern, threads, work, method="ssa", connections=conns, rates=rates, host=host, rel_ci=0.005, seed=11)
+    sim = predict(
+        pattern, threads, work, method="ssa", connections=conns, rates=rates, host=host, rel_ci=0.005, seed=11
+    )
     assert sim.details["converged"]
     half = (sim.ci_halfwidth_rel or 0.0) * sim.throughput_msgs_per_s
     if "others_runnable" in sim.details:
@@ -223,11 +225,17 @@ def _shared_model(pattern: str, threads: int, conns: int, cores: int | None) -> 
 
 
 @pytest.mark.parametrize(("pattern", "threads", "conns", "cores"), SHARED_CASES)
-def test_compiled_simulation_follows_the_definition(pattern: str, threads: int, conns: int, cores: int | None) -> None:
+def test_compiled_simulation_follows_the_definition(
+    pattern: str, threads: int, conns: int, cores: int | None
+) -> None:
     # The kernel recomputes only the rates a jump can change (and all of a pool's when its share factor
     # changes) and fires through generated code; with the same draws it must take exactly the path the
     # Python definition takes.
-    m = build(pattern, threads, 10.0, conns) if cores is None and pattern in ("hsha", "lf") else _shared_model(pattern, threads, conns, cores)
+    m = (
+        build(pattern, threads, 10.0, conns)
+        if cores is None and pattern in ("hsha", "lf")
+        else _shared_model(pattern, threads, conns, cores)
+    )
     kernel = compile_structure(m.structure)
     for seed in (1, 2):
         x = m.initial.copy()
@@ -239,7 +247,9 @@ def test_compiled_simulation_follows_the_definition(pattern: str, threads: int, 
 
 
 @pytest.mark.parametrize(("pattern", "threads", "conns", "cores"), SHARED_CASES)
-def test_rates_a_jump_leaves_alone_do_not_change(pattern: str, threads: int, conns: int, cores: int | None) -> None:
+def test_rates_a_jump_leaves_alone_do_not_change(
+    pattern: str, threads: int, conns: int, cores: int | None
+) -> None:
     m = _shared_model(pattern, threads, conns, cores)
     st = m.structure
     deps = dependencies(st)

@@ -84,7 +84,9 @@ def record(spec: Spec, point: Point, repeat: int, status: str = "ok", slow: floa
     rec["client"]["threads"] = point.client_threads
     # A calibration run measures what its own rates predict (the self-check passes); the others vary.
     tput = (
-        self_consistent(server, rec["client"], point, 1) if point.instrument else measured(point, repeat) * slow
+        self_consistent(server, rec["client"], point, 1)
+        if point.instrument
+        else measured(point, repeat) * slow
     )
     rec["stats"]["throughput_msgs_per_s"] = tput
     rec["client"]["throughput_msgs_per_s"] = tput
@@ -115,7 +117,12 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
 
     outcomes = {(o.pattern, o.notifier): o for o in calibrate_experiment(spec)}
     # Every pattern is calibrated: the reactor too (issue 19).
-    assert set(outcomes) == {("hsha", "epoll-lt"), ("lf", "epoll-lt"), ("lf", "poll"), ("reactor", "epoll-lt")}
+    assert set(outcomes) == {
+        ("hsha", "epoll-lt"),
+        ("lf", "epoll-lt"),
+        ("lf", "poll"),
+        ("reactor", "epoll-lt"),
+    }
     assert outcomes[("lf", "poll")].calibration_id is None
     assert outcomes[("lf", "poll")].error == "no successful calibration run (1 failed)"
     hsha = outcomes[("hsha", "epoll-lt")]
@@ -155,11 +162,15 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
     }
     assert all(e["skipped"] == "no calibration of lf/poll" for e in skipped)
     assert not any(e["point_key"].endswith("/instr") for e in entries)
-    assert {e["point_key"] for e in stored if e["rates_source"] == "calibration"} >= {"reactor/epoll-lt/t1/w10/c3/b1/ct1/rclosed"}
+    assert {e["point_key"] for e in stored if e["rates_source"] == "calibration"} >= {
+        "reactor/epoll-lt/t1/w10/c3/b1/ct1/rclosed"
+    }
     lf_rates = Rates.from_dict({**outcomes[("lf", "epoll-lt")].rates})  # type: ignore[arg-type]
     # On the runs' host: the server's 4 CPUs (the template's pinning), the client's one thread and CPU.
     host = Host(cores=4, client_threads=1, client_cores=1)
-    expect = predict("lf", 2, 10.0, method="exact", connections=3, rates=lf_rates, host=host).throughput_msgs_per_s
+    expect = predict(
+        "lf", 2, 10.0, method="exact", connections=3, rates=lf_rates, host=host
+    ).throughput_msgs_per_s
     got = next(
         e
         for e in stored

@@ -16,7 +16,10 @@ SHAPES: dict[str, tuple[tuple[str, tuple[str, ...], bool], ...]] = {
     "multireactor": (("reactor", ("recv", "send", "rearm"), True),),
     "lf": (("leader-follower", ("recv", "send", "rearm"), True),),
     "hsha": (("monitor", ("queue_put",), True), ("worker", ("queue_get", "recv", "send", "rearm"), False)),
-    "proactor": (("demultiplexer", ("recv", "queue_put"), True), ("handler", ("queue_get", "send", "rearm"), False)),
+    "proactor": (
+        ("demultiplexer", ("recv", "queue_put"), True),
+        ("handler", ("queue_get", "send", "rearm"), False),
+    ),
     "tpc": (("connection", ("send",), False),),
     "uring": (("proactor", (), True),),
     "uring-shared": (("completion", ("queue_put",), True), ("handler", ("queue_get",), False)),
@@ -26,7 +29,12 @@ DEFAULT_US = {"lock": 0.02, "queue_put": 0.3, "queue_get": 0.4, "recv": 7.5, "se
 
 
 def op(mean_ns: float, count: int, p50_ns: float | None = None) -> dict[str, Any]:
-    return {"count": count, "total_ns": round(mean_ns * count), "mean_ns": mean_ns, "p50_ns": p50_ns or mean_ns}
+    return {
+        "count": count,
+        "total_ns": round(mean_ns * count),
+        "mean_ns": mean_ns,
+        "p50_ns": p50_ns or mean_ns,
+    }
 
 
 def notifier_of(pattern: str) -> str:
@@ -99,7 +107,10 @@ def server_json(
         "connections_accepted": 16,
         "connections_closed": 16,
         "elapsed_s": elapsed,
-        "cpu_s": {"user": sum(t["cpu_s"]["user"] for t in detail), "sys": sum(t["cpu_s"]["sys"] for t in detail)},
+        "cpu_s": {
+            "user": sum(t["cpu_s"]["user"] for t in detail),
+            "sys": sum(t["cpu_s"]["sys"] for t in detail),
+        },
         "threads_detail": detail,
         "ops": ops,
         "events_per_call": {"calls": calls, "mean": 5.0, "max": 64, "cache": 64},
@@ -111,6 +122,10 @@ def server_json(
         res["connections_accepted"] = 1
         res["threads_detail"][0]["idle_s"] = 0.0
         waited = elapsed - detail[0]["cpu_s"]["user"] * 2 / speed
-        res["ops"]["recv"] = {"count": messages, "total_ns": round(waited * 1e9), "mean_ns": waited * 1e9 / messages}
+        res["ops"]["recv"] = {
+            "count": messages,
+            "total_ns": round(waited * 1e9),
+            "mean_ns": waited * 1e9 / messages,
+        }
     res.update(over)
     return res

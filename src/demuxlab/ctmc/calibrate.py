@@ -113,7 +113,11 @@ ROLES: dict[str, tuple[Role, ...]] = {
     "hsha": (
         Role(("monitor",), (("queue_put", "r_p"),), True, "r_n", False),
         Role(
-            ("worker",), (("queue_get", "r_g"), ("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a")), False, "r_x", True
+            ("worker",),
+            (("queue_get", "r_g"), ("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a")),
+            False,
+            "r_x",
+            True,
         ),
     ),
     "proactor": (
@@ -130,7 +134,10 @@ ROLES: dict[str, tuple[Role, ...]] = {
 # Rates a pattern's chain does not have, or whose operation runs in the kernel: instant, and why.
 INSTANT: dict[str, dict[str, str]] = {
     "tpc": {"r_i": "tpc's recv blocks: its time is waiting, its CPU is in r_x", "r_a": "tpc does not re-arm"},
-    "uring": {"r_i": "runs in the kernel, inside the notifier call", "r_o": "runs in the kernel, inside the notifier call"},
+    "uring": {
+        "r_i": "runs in the kernel, inside the notifier call",
+        "r_o": "runs in the kernel, inside the notifier call",
+    },
     "uring-shared": {
         "r_i": "runs in the kernel, inside the notifier call",
         "r_o": "the handler's submit is untimed: in r_x",
@@ -196,17 +203,31 @@ def calibrate(
     groups: dict[str, list[int]] = {}
     for i, res in enumerate(server_results):
         conns = connections[i] if connections is not None else None
-        conns = conns if conns is not None else (res.get("connections_accepted") if isinstance(res, dict) else None)
+        conns = (
+            conns
+            if conns is not None
+            else (res.get("connections_accepted") if isinstance(res, dict) else None)
+        )
         size = res.get("msg_size") if isinstance(res, dict) else None
         groups.setdefault(workload_key(int(conns or 0), int(size or 0)), []).append(i)
     if len(groups) == 1:
-        return _fit(server_results, pattern, labels, measured=measured, connections=connections, checks=checks,
-                    clients=clients, client_cores=client_cores)  # fmt: skip
+        return _fit(
+            server_results,
+            pattern,
+            labels,
+            measured=measured,
+            connections=connections,
+            checks=checks,
+            clients=clients,
+            client_cores=client_cores,
+        )
 
     def pick(seq: Sequence[Any] | None, idx: list[int]) -> list[Any] | None:
         return None if seq is None else [seq[i] for i in idx]
 
-    pooled = _fit(server_results, pattern, labels, connections=connections, clients=clients, client_cores=client_cores)
+    pooled = _fit(
+        server_results, pattern, labels, connections=connections, clients=clients, client_cores=client_cores
+    )
     workloads: dict[str, Rates] = {}
     got: list[SelfCheck] = []
     for key, idx in sorted(groups.items()):
@@ -267,34 +288,49 @@ def _fit(
     what = f"calibrate {pattern}/{notifier}"
     for name, res in zip(names, server_results, strict=True):
         epc = res.get("events_per_call")
-        if _roles(pattern)[0].notifies and (not isinstance(epc, dict) or not isinstance(epc.get("cache"), int)):
+        if _roles(pattern)[0].notifies and (
+            not isinstance(epc, dict) or not isinstance(epc.get("cache"), int)
+        ):
             raise CalibrationRefused(
                 f"{what}: refused: {name}: the server's notify times include blocking (no "
-                "events_per_call.cache: a demux-server from before the notify/idle split); rebuild the server "
-                "and run again"
+                "events_per_call.cache: a demux-server from before the notify/idle split); rebuild the "
+                "server and run again"
             )
 
     paper = paper_rates(pattern, notifier)
-    values: dict[str, float] = {}
+    values: dict[str, Any] = {}  # the rates (floats), per µs
     source: dict[str, str] = {}
     measured_us: dict[str, float] = {}  # the operations' own times (before the CPU scaling), µs
     speed = _speed(names, server_results, pattern)
     # Per role: CPU demands per message, pooled over the runs (Σ over runs / Σ messages).
     msgs = sum(_messages(n, r) for n, r in zip(names, server_results, strict=True))
-    alpha_us, tau_us = _fit_notify_us(names, server_results, pattern) if _roles(pattern)[0].notifies else (0.0, 0.0)
+    alpha_us, tau_us = (
+        _fit_notify_us(names, server_results, pattern) if _roles(pattern)[0].notifies else (0.0, 0.0)
+    )
     calls = sum(_calls(r) for r in server_results)
     for role in _roles(pattern):
         cpu_us = sum(_role_cpu_s(r, role) for r in server_results) * 1e6 / msgs
-        work_us = sum(_work_spun_us(r) * _messages(n, r) for n, r in zip(names, server_results, strict=True)) / msgs
+        work_us = (
+            sum(_work_spun_us(r) * _messages(n, r) for n, r in zip(names, server_results, strict=True)) / msgs
+        )
         demand = max(cpu_us - (work_us if role.works else 0.0), 0.0)
         walls: dict[str, float] = {}
         for op, rate in role.ops:
             if rate in INSTANT.get(pattern, {}) or (rate == "r_a" and notifier in NO_REARM_NOTIFIERS):
                 continue
-            walls[rate] = sum(_op_total_ns(n, r, op) for n, r in zip(names, server_results, strict=True)) / msgs / 1000
+            walls[rate] = (
+                sum(_op_total_ns(n, r, op) for n, r in zip(names, server_results, strict=True)) / msgs / 1000
+            )
         notify_per_msg = 0.0
         if role.notifies:
-            notify_per_msg = sum(_op_total_ns(n, r, "notify", required=False) for n, r in zip(names, server_results, strict=True)) / msgs / 1000
+            notify_per_msg = (
+                sum(
+                    _op_total_ns(n, r, "notify", required=False)
+                    for n, r in zip(names, server_results, strict=True)
+                )
+                / msgs
+                / 1000
+            )
         timed = sum(walls.values()) + notify_per_msg
         if role.works and work_us > 0 and demand < SPIN_FLOOR * work_us:
             # The CPU per message is (nearly) all spin: the spin was cut short by preemption (it ends on
@@ -317,12 +353,20 @@ def _fit(
                 per_call = overhead * msgs / max(calls, 1)
                 alpha += per_call
                 if per_call > MAX_OVERHEAD_US:
-                    raise CalibrationRefused(f"{what}: refused: {role.names[0]}'s untimed CPU is {per_call:.4g} µs per notifier call (more than {MAX_OVERHEAD_US:g} µs: an artefact)")
+                    raise CalibrationRefused(
+                        f"{what}: refused: {role.names[0]}'s untimed CPU is {per_call:.4g} µs per notifier "
+                        f"call (more than {MAX_OVERHEAD_US:g} µs: an artefact)"
+                    )
             values["r_n"] = 1.0 / alpha if alpha > 1.0 / INSTANT_RATE else INSTANT_RATE
-            source["r_n"] = "fit:notify_by_events intercept" + (f" + {role.names[0]} cpu per call" if role.overhead == "r_n" else "")
+            source["r_n"] = "fit:notify_by_events intercept" + (
+                f" + {role.names[0]} cpu per call" if role.overhead == "r_n" else ""
+            )
         if role.overhead == "r_x":
             if overhead > MAX_OVERHEAD_US:
-                raise CalibrationRefused(f"{what}: refused: {role.names[0]}'s untimed CPU is {overhead:.4g} µs per message (more than {MAX_OVERHEAD_US:g} µs: an artefact)")
+                raise CalibrationRefused(
+                    f"{what}: refused: {role.names[0]}'s untimed CPU is {overhead:.4g} µs per message "
+                    f"(more than {MAX_OVERHEAD_US:g} µs: an artefact)"
+                )
             values["r_x"] = 1.0 / overhead if overhead > 1.0 / INSTANT_RATE else INSTANT_RATE
             source["r_x"] = f"cpu:{role.names[0]} − timed ops, /message"
     for rate, why in INSTANT.get(pattern, {}).items():
@@ -357,15 +401,17 @@ def _fit(
             )
     rates = Rates(**values, speed=speed, source=source)
     if measured is not None:
-        got = self_check(rates, pattern, server_results, measured, connections, clients=clients, client_cores=client_cores)
+        got = self_check(
+            rates, pattern, server_results, measured, connections, clients=clients, client_cores=client_cores
+        )
         if checks is not None:
             checks[:] = got
         worst = max(got, key=lambda c: abs(c.rel_error), default=None)
         if worst is not None and abs(worst.rel_error) > SELF_CHECK_TOLERANCE:
             raise CalibrationRefused(
-                f"{what}: refused: the fitted rates predict {worst.predicted_msgs_per_s:,.0f} msg/s for their own "
-                f"calibration run(s) at {worst.work_us:g} µs work, {worst.connections} connections, "
-                f"{worst.threads} threads on {worst.cores or 'a core each'} core(s), measured "
+                f"{what}: refused: the fitted rates predict {worst.predicted_msgs_per_s:,.0f} msg/s for "
+                f"their own calibration run(s) at {worst.work_us:g} µs work, {worst.connections} "
+                f"connections, {worst.threads} threads on {worst.cores or 'a core each'} core(s), measured "
                 f"{worst.measured_msgs_per_s:,.0f} msg/s ({worst.rel_error:+.1%}; the limit is "
                 f"±{SELF_CHECK_TOLERANCE:.0%}; the server had {speed:.0%} of its CPUs)"
             )
@@ -415,7 +461,9 @@ def self_check(
     out: list[SelfCheck] = []
     for (work, conns, cores, cthreads, ccores), runs in sorted(groups.items(), key=lambda kv: str(kv[0])):
         host = Host(cores=cores, client_threads=cthreads if rates.has_client else None, client_cores=ccores)
-        p = predict(pattern, threads, work, method="ssa", connections=conns, rates=rates, rel_ci=rel_ci, host=host)
+        p = predict(
+            pattern, threads, work, method="ssa", connections=conns, rates=rates, rel_ci=rel_ci, host=host
+        )
         mean = sum(m for m, _ in runs) / len(runs)
         spun = sum(s for _, s in runs) / len(runs)
         out.append(SelfCheck(work, spun, conns, threads, len(runs), mean, p.throughput_msgs_per_s, cores))
@@ -466,20 +514,28 @@ def _check_run(name: str, res: Any, pattern: str) -> None:
     _messages(name, res)
     detail = res.get("threads_detail")
     if not isinstance(detail, list) or not detail or not all(isinstance(t, dict) for t in detail):
-        raise DemuxlabError(f"calibrate {pattern}: {name}: threads_detail is missing (needed for the CPU times)")
+        raise DemuxlabError(
+            f"calibrate {pattern}: {name}: threads_detail is missing (needed for the CPU times)"
+        )
     for role in _roles(pattern):
         if not any(t.get("role") in role.names for t in detail):
-            raise DemuxlabError(f"calibrate {pattern}: {name}: no thread with role {role.names[0]!r} in threads_detail")
+            raise DemuxlabError(
+                f"calibrate {pattern}: {name}: no thread with role {role.names[0]!r} in threads_detail"
+            )
     for t in detail:
         cpu = t.get("cpu_s")
         if not isinstance(cpu, dict) or not all(isinstance(cpu.get(k), int | float) for k in ("user", "sys")):
-            raise DemuxlabError(f"calibrate {pattern}: {name}: threads_detail[{t.get('index')}].cpu_s needs user and sys")
+            raise DemuxlabError(
+                f"calibrate {pattern}: {name}: threads_detail[{t.get('index')}].cpu_s needs user and sys"
+            )
 
 
 def _messages(name: str, res: dict[str, Any]) -> int:
     m = res.get("messages")
     if isinstance(m, bool) or not isinstance(m, int) or m <= 0:
-        raise DemuxlabError(f"calibrate {res.get('pattern')}: {name}: messages must be a positive integer, got {m!r}")
+        raise DemuxlabError(
+            f"calibrate {res.get('pattern')}: {name}: messages must be a positive integer, got {m!r}"
+        )
     return m
 
 
@@ -491,7 +547,9 @@ def _calls(res: dict[str, Any]) -> int:
 
 def _role_cpu_s(res: dict[str, Any], role: Role) -> float:
     return sum(
-        float(t["cpu_s"]["user"]) + float(t["cpu_s"]["sys"]) for t in res["threads_detail"] if t.get("role") in role.names
+        float(t["cpu_s"]["user"]) + float(t["cpu_s"]["sys"])
+        for t in res["threads_detail"]
+        if t.get("role") in role.names
     )
 
 
@@ -553,7 +611,9 @@ def _speed(names: Sequence[str], results: Sequence[dict[str, Any]], pattern: str
             c = float(t["cpu_s"]["user"]) + float(t["cpu_s"]["sys"])
             idle = t.get("idle_s")
             if not isinstance(idle, int | float):
-                raise DemuxlabError(f"calibrate {pattern}: {name}: threads_detail[{t.get('index')}].idle_s is missing")
+                raise DemuxlabError(
+                    f"calibrate {pattern}: {name}: threads_detail[{t.get('index')}].idle_s is missing"
+                )
             n = 1
             if pattern == "tpc":
                 # A slot's entry sums its connection threads (dealt round-robin); they block in recv.
@@ -605,7 +665,9 @@ def _client_rate(clients: Sequence[dict[str, Any] | None] | None, speed: float) 
     return speed / (cpu * 1e6 / msgs)
 
 
-def _fit_notify_us(names: Sequence[str], results: Sequence[dict[str, Any]], pattern: str) -> tuple[float, float]:
+def _fit_notify_us(
+    names: Sequence[str], results: Sequence[dict[str, Any]], pattern: str
+) -> tuple[float, float]:
     """(α, τ) in µs: least squares of call time on descriptors returned, t = α + τh, weighted by calls,
     over the buckets 1..64 of every run; α < 0 (or a single h) falls back to the line through the origin."""
     pts: list[tuple[float, float, float]] = []  # (h, t µs, calls)
@@ -638,5 +700,3 @@ def _fit_notify_us(names: Sequence[str], results: Sequence[dict[str, Any]], patt
             return alpha, tau
     tau = sum(n * h * t for h, t, n in pts) / sum(n * h * h for h, _, n in pts)
     return 0.0, tau
-
-

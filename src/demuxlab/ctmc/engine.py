@@ -678,7 +678,8 @@ def _factor_suffix(st: ModelStructure, k: int, names: Sequence[str]) -> str:
 def _pool_locals(st: ModelStructure, indent: str) -> tuple[list[str], list[str]]:
     """Statements computing each pool's factor into a local ``f<p>``, and those names."""
     lines = [
-        f"{indent}f{p} = share(run_{p}(x, r), r[{pool.cores}], r[{pool.load}])" for p, pool in enumerate(st.pools)
+        f"{indent}f{p} = share(run_{p}(x, r), r[{pool.cores}], r[{pool.load}])"
+        for p, pool in enumerate(st.pools)
     ]
     return lines, [f"f{p}" for p in range(len(st.pools))]
 
@@ -702,7 +703,10 @@ def _generate_source(st: ModelStructure, deps: Dependencies | None = None) -> st
         "def _gen_pools(x, r, fs, rs):",
     ]
     for p, pool in enumerate(st.pools):
-        lines += [f"    rs[{p}] = run_{p}(x, r)", f"    fs[{p}] = share(rs[{p}], r[{pool.cores}], r[{pool.load}])"]
+        lines += [
+            f"    rs[{p}] = run_{p}(x, r)",
+            f"    fs[{p}] = share(rs[{p}], r[{pool.cores}], r[{pool.load}])",
+        ]
     if not st.pools:
         lines += ["    rs[0] = 0.0", "    fs[0] = 1.0"]
     pre, fnames = _pool_locals(st, "    ")

@@ -200,7 +200,9 @@ STRUCTURE = ModelStructure(
     species=_PAPER.species,
     throughput=_PAPER.throughput,
     pools=_PAPER.pools,
-    transitions=tuple(TransitionClass(tr.name, tr.doc, tr.rate, tr.jump, "server") for tr in _PAPER.transitions),
+    transitions=tuple(
+        TransitionClass(tr.name, tr.doc, tr.rate, tr.jump, "server") for tr in _PAPER.transitions
+    ),
 )
 
 # -- the calibrated chain --------------------------------------------------------------------------------
@@ -219,7 +221,9 @@ def full_phi15(x: FloatArray, r: FloatArray) -> float:
 
 
 def full_runnable(x: FloatArray, r: FloatArray) -> float:
-    return float(x[M2] + x[M3] + x[M5] + x[M6] + x[T2] + x[T3] + x[T4] + x[T6] + x[T7] + x[T8] + x[T9] + x[T10])
+    return float(
+        x[M2] + x[M3] + x[M5] + x[M6] + x[T2] + x[T3] + x[T4] + x[T6] + x[T7] + x[T8] + x[T9] + x[T10]
+    )
 
 
 def overhead(x: FloatArray, r: FloatArray) -> float:
@@ -234,12 +238,20 @@ def _full_transitions() -> tuple[TransitionClass, ...]:
     out: list[TransitionClass] = []
     for tr in STRUCTURE.transitions:
         if tr.name == "phi2":
-            tr = TransitionClass(tr.name, "monitor calls epoll_wait (α + h/r_e)", full_phi2, tr.jump, "server")
+            tr = TransitionClass(
+                tr.name, "monitor calls epoll_wait (α + h/r_e)", full_phi2, tr.jump, "server"
+            )
         elif tr.name == "phi15":
             jump = {"c4": -1, "c0": 1, "t9": -1, "t10": 1}
-            tr = TransitionClass(tr.name, "worker responds; the client has the connection", full_phi15, jump, "server")
+            tr = TransitionClass(
+                tr.name, "worker responds; the client has the connection", full_phi15, jump, "server"
+            )
         out.append(tr)
-    out.append(TransitionClass("overhead", "worker's untimed CPU per message", overhead, {"t10": -1, "t1": 1}, "server"))
+    out.append(
+        TransitionClass(
+            "overhead", "worker's untimed CPU per message", overhead, {"t10": -1, "t1": 1}, "server"
+        )
+    )
     out.append(TransitionClass("client", "the client sends the next request", client, {"c0": -1, "c1": 1}))
     return tuple(out)
 

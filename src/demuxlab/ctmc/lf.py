@@ -166,7 +166,9 @@ STRUCTURE = ModelStructure(
     species=_PAPER.species,
     throughput=_PAPER.throughput,
     pools=_PAPER.pools,
-    transitions=tuple(TransitionClass(tr.name, tr.doc, tr.rate, tr.jump, "server") for tr in _PAPER.transitions),
+    transitions=tuple(
+        TransitionClass(tr.name, tr.doc, tr.rate, tr.jump, "server") for tr in _PAPER.transitions
+    ),
 )
 
 # -- the calibrated chain --------------------------------------------------------------------------------
@@ -206,12 +208,20 @@ def _full_transitions() -> tuple[TransitionClass, ...]:
     out: list[TransitionClass] = []
     for tr in STRUCTURE.transitions:
         if tr.name == "phi4":
-            tr = TransitionClass(tr.name, "leader calls epoll_wait (α + h/r_e)", full_phi4, full_jump4, "server")
+            tr = TransitionClass(
+                tr.name, "leader calls epoll_wait (α + h/r_e)", full_phi4, full_jump4, "server"
+            )
         elif tr.name == "phi12":
             jump = {"c4": -1, "c0": 1, "t11": -1, "t12": 1}
-            tr = TransitionClass(tr.name, "thread responds; the client has the connection", phi12, jump, "server")
+            tr = TransitionClass(
+                tr.name, "thread responds; the client has the connection", phi12, jump, "server"
+            )
         out.append(tr)
-    out.append(TransitionClass("overhead", "thread's untimed CPU per message", overhead, {"t12": -1, "t1": 1}, "server"))
+    out.append(
+        TransitionClass(
+            "overhead", "thread's untimed CPU per message", overhead, {"t12": -1, "t1": 1}, "server"
+        )
+    )
     out.append(TransitionClass("client", "the client sends the next request", client, {"c0": -1, "c1": 1}))
     return tuple(out)
 

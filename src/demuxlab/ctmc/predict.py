@@ -12,7 +12,7 @@ from typing import Any
 from demuxlab.ctmc.engine import ModelInstance
 from demuxlab.ctmc.rates import DESIGNS, Host, Rates, build, tagged_connections
 from demuxlab.errors import DemuxlabError
-from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID, METHOD_SSA, SOLVER_METHODS
+from demuxlab.vocab import METHOD_FLUID, METHOD_SSA, SOLVER_METHODS
 
 # The multireactor's and uring's fixed point on the other threads' runnable share (see predict()).
 FIXED_POINT_TOL = 0.01
@@ -43,7 +43,9 @@ class Prediction:
         }
 
 
-def _solve(model: ModelInstance, method: str, rel_ci: float, seed: int) -> tuple[float, float | None, float, dict[str, Any]]:
+def _solve(
+    model: ModelInstance, method: str, rel_ci: float, seed: int
+) -> tuple[float, float | None, float, dict[str, Any]]:
     """(throughput per µs of the chain, its relative CI or None, the mean runnable count of the server
     pool, details)."""
     if method == METHOD_SSA:
@@ -103,7 +105,16 @@ def predict(
             coarse = max(rel_ci, FIXED_POINT_REL_CI) if method == METHOD_SSA else rel_ci
             rounds = 0
             for rounds in range(1, FIXED_POINT_ITERATIONS + 1):
-                trial = build(pattern, threads, work_us, connections, rates, host=h, notifier=notifier, others=(active - 1) * u)
+                trial = build(
+                    pattern,
+                    threads,
+                    work_us,
+                    connections,
+                    rates,
+                    host=h,
+                    notifier=notifier,
+                    others=(active - 1) * u,
+                )
                 _, _, u_new, _ = _solve(trial, method, coarse, seed + rounds)
                 done = abs(u_new - u) < FIXED_POINT_TOL
                 u = u_new
@@ -111,12 +122,23 @@ def predict(
                     break
             details["others_runnable"] = (active - 1) * u
             details["fixed_point_rounds"] = rounds
-            model = build(pattern, threads, work_us, connections, rates, host=h, notifier=notifier, others=(active - 1) * u)
+            model = build(
+                pattern,
+                threads,
+                work_us,
+                connections,
+                rates,
+                host=h,
+                notifier=notifier,
+                others=(active - 1) * u,
+            )
     thr, ci, runnable, solved = _solve(model, method, rel_ci, seed)
     details.update(solved)
     details["runnable"] = runnable
     details["cores"] = model.parameters["cores"]
-    return Prediction(pattern, threads, float(work_us), connections, method, float(thr * scale * 1e6), ci, details)
+    return Prediction(
+        pattern, threads, float(work_us), connections, method, float(thr * scale * 1e6), ci, details
+    )
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,9 @@ class Rates:
         """The parameter vector the generating functions read (engine.RATE_NAMES order): the server's
         rates times ``speed``, r_c = speed/work_us (work 0: instant), the client's rate, and the host."""
         if not (np.isfinite(work_us) and work_us >= 0):
-            raise DemuxlabError(f"work_us: must be a non-negative number of µs (r_c = 1/work_us), got {work_us!r}")
+            raise DemuxlabError(
+                f"work_us: must be a non-negative number of µs (r_c = 1/work_us), got {work_us!r}"
+            )
         h = host if host is not None else Host()
         r_c = INSTANT_RATE if work_us == 0 else 1.0 / work_us
         s = self.speed

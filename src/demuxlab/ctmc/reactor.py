@@ -121,8 +121,12 @@ STRUCTURE = ModelStructure(
     throughput="send",
     pools=(Pool("server", runnable),),
     transitions=(
-        TransitionClass("notify", "waits on the notifier, caches what it returns", notify, notify_jump, "server"),
-        TransitionClass("take", "takes the next cached descriptor", take, {"c2": -1, "c3": 1, "a2": -1, "a3": 1}, "server"),
+        TransitionClass(
+            "notify", "waits on the notifier, caches what it returns", notify, notify_jump, "server"
+        ),
+        TransitionClass(
+            "take", "takes the next cached descriptor", take, {"c2": -1, "c3": 1, "a2": -1, "a3": 1}, "server"
+        ),
         TransitionClass("recv", "receives the request", recv, {"a3": -1, "a4": 1}, "server"),
         TransitionClass("work", "works", work, {"a4": -1, "a5": 1}, "server"),
         TransitionClass("send", "sends the response", send, {"c3": -1, "c0": 1, "a5": -1, "a6": 1}, "server"),

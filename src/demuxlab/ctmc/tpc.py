@@ -74,7 +74,9 @@ STRUCTURE = ModelStructure(
     throughput="send",
     pools=(Pool("server", runnable),),
     transitions=(
-        TransitionClass("wake", "the connection's thread is woken and scheduled", wake, {"k1": -1, "k2": 1}, "server"),
+        TransitionClass(
+            "wake", "the connection's thread is woken and scheduled", wake, {"k1": -1, "k2": 1}, "server"
+        ),
         TransitionClass("recv", "receives the request", recv, {"k2": -1, "k3": 1}, "server"),
         TransitionClass("work", "works", work, {"k3": -1, "k4": 1}, "server"),
         TransitionClass("send", "sends the response", send, {"k4": -1, "c0": 1}, "server"),

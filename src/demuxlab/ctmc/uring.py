@@ -116,13 +116,21 @@ STRUCTURE = ModelStructure(
     pools=(Pool("server", runnable),),
     transitions=(
         TransitionClass("reap", "submits what is prepared, reaps completions", reap, reap_jump, "server"),
-        TransitionClass("take_send", "a send completion: prepares the next receive", take_send, {"e2": -1}, "server"),
         TransitionClass(
-            "take_recv", "a receive completion: the request", take_recv, {"u2": -1, "u3": 1, "g2": -1, "g3": 1}, "server"
+            "take_send", "a send completion: prepares the next receive", take_send, {"e2": -1}, "server"
+        ),
+        TransitionClass(
+            "take_recv",
+            "a receive completion: the request",
+            take_recv,
+            {"u2": -1, "u3": 1, "g2": -1, "g3": 1},
+            "server",
         ),
         TransitionClass("idle", "no cached completion left", idle, {"g2": -1, "g1": 1}, "server"),
         TransitionClass("work", "works", work, {"g3": -1, "g4": 1}, "server"),
-        TransitionClass("prepare", "prepares the send", prepare, {"u3": -1, "u4": 1, "g4": -1, "g2": 1}, "server"),
+        TransitionClass(
+            "prepare", "prepares the send", prepare, {"u3": -1, "u4": 1, "g4": -1, "g2": 1}, "server"
+        ),
         TransitionClass("client", "the client sends the next request", client, {"c0": -1, "u1": 1}),
     ),
 )

@@ -58,9 +58,9 @@ def calibration_points(spec: Spec) -> list[Point]:
     """The instrumented points the CTMC rates are fitted from (seed 001 §V-A), in spec order.
 
     One per modelled design (every pattern, :data:`demuxlab.ctmc.rates.PATTERNS`) × notifier × work ×
-    connections × size, at the model's calibration concurrency (:func:`demuxlab.ctmc.rates.calibration_threads`:
-    the lowest that runs every role, e.g. HSHA's monitor + one worker = 2 threads, LF 1), none when
-    ``calibration.repeats`` is 0.
+    connections × size, at the model's calibration concurrency
+    (:func:`demuxlab.ctmc.rates.calibration_threads`: the lowest that runs every role, e.g. HSHA's monitor
+    + one worker = 2 threads, LF 1), none when ``calibration.repeats`` is 0.
     """
     if spec.calibration_repeats == 0:
         return []
