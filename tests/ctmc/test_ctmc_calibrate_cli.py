@@ -402,3 +402,23 @@ def test_each_workload_gets_its_own_rates() -> None:
     back = Rates.from_dict(rates.to_doc())
     assert back == rates and back.workloads == rates.workloads
     assert back.for_workload(10, 16384).source["r_i"] == "op:recv/message"
+
+
+def test_cli_predict_any_pattern_on_a_core_count() -> None:
+    """The what-if by hand: every pattern, a core count, work 0; one clear line for a thread count the
+    pattern does not run, before any output."""
+    res = CliRunner().invoke(
+        model,
+        ["predict", "--pattern", "tpc", "--threads", "1-3", "--work-us", "0,10", "--method", "exact",
+         "--connections", "3", "--cores", "1", "--json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    got = [json.loads(x) for x in res.output.splitlines()]
+    assert [(d["work_us"], d["threads"]) for d in got] == [(w, t) for w in (0.0, 10.0) for t in (1, 2, 3)]
+    one_core = [d["throughput_msgs_per_s"] for d in got if d["work_us"] == 10.0]
+    assert max(one_core) == pytest.approx(min(one_core), rel=1e-9)  # one core: the slots add nothing
+    res = CliRunner().invoke(
+        model, ["predict", "--pattern", "reactor", "--threads", "1-2", "--work-us", "10"]
+    )
+    assert isinstance(res.exception, DemuxlabError) and "at most 1" in str(res.exception)
+    assert res.output == ""
