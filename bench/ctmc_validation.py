@@ -14,7 +14,8 @@ launcher runs each pair, bench/images_lib.py) — no database, no network. Per s
    (``demuxlab.plan``: halves of the NUMA nodes, else of the physical cores; the client gets the spec's
    client threads); with --max-background, a run during which other processes used more than that share
    of the host's CPUs (from /proc/stat, less the server's and the client's own CPU time) is run again, up
-   to --retries times, and the least disturbed run is kept;
+   to --retries times (each after waiting up to --quiet-wait s for a quiet host), and the least disturbed
+   run is kept;
 3. ``calibrate()`` per (pattern, notifier, connections, size), pooling the work values, with the
    self-check against its own runs and the clients' CPU times (a refused fit is printed and leaves the
    calibrated column empty);
@@ -149,6 +150,18 @@ def _stat() -> tuple[int, int]:
     return sum(v), v[3] + v[4]
 
 
+def wait_for_quiet(limit: float, patience_s: float) -> None:
+    """Wait (at most ``patience_s``) for half a second in which the host's CPUs were busy less than
+    ``limit`` of the time (nothing of ours runs between the runs)."""
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline:
+        a = _stat()
+        time.sleep(0.5)
+        b = _stat()
+        if 1.0 - (b[1] - a[1]) / max(b[0] - a[0], 1) < limit:
+            return
+
+
 def background_share(
     before: tuple[int, int], after: tuple[int, int], wall: float, ours_cpu_s: float
 ) -> float:
@@ -176,6 +189,12 @@ def main() -> None:
     ap.add_argument("--spec-phases", action="store_true", help="use the specs' warm-up and measure times")
     ap.add_argument("--max-background", type=float, default=None, help="rerun a run disturbed above this")
     ap.add_argument("--retries", type=int, default=3, help="with --max-background: runs per point at most")
+    ap.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=30.0,
+        help="with --max-background: seconds to wait for a quiet host",
+    )
     ap.add_argument("--seed", type=int, default=19, help="the run order's seed")
     ap.add_argument("--method", default="ssa", choices=["ssa", "fluid", "exact"])
     ap.add_argument("--rel-ci", type=float, default=0.01, help="SSA target relative CI")
@@ -237,6 +256,8 @@ def main() -> None:
         ct = p.client_threads or len(client_cpus)
         best: tuple[Result, float] | None = None
         for _attempt in range(a.retries if a.max_background is not None else 1):
+            if a.max_background is not None:
+                wait_for_quiet(a.max_background, a.quiet_wait)
             cmd = Server(
                 p.pattern,
                 p.notifier,
