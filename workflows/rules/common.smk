@@ -157,7 +157,7 @@ def calibration_runs_ingested(wildcards):
 
 
 def has_model(experiment):
-    """Whether the experiment runs a pattern the CTMC models describe (HSHA or LF)."""
+    """Whether the experiment runs a pattern the CTMC models describe (every pattern since issue 19)."""
     return any(d.pattern in MODEL_PATTERNS for d in SPECS[experiment].designs)
 
 
@@ -180,7 +180,7 @@ def build_outputs(wildcards):
 
 
 def claims_predictions(wildcards):
-    """The claims of HSHA/LF experiments use the model's predictions: wait for them."""
+    """The claims of modelled experiments use the model's predictions: wait for them."""
     if has_model(wildcards.experiment):
         return [f"results/{wildcards.experiment}/model/predictions.json"]
     return []
