@@ -194,6 +194,15 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
     assert row["calibration_rel_error"] == pytest.approx((row["calibration_msgs_per_s"] - mean) / mean)
     assert rows["lf/poll/t1/w10/c3/b1/ct1/rclosed"]["calibration_msgs_per_s"] is None
 
+    # The claims' recommendation ranks every predicted design, the reactor's too (model_best, disagreements).
+    from demuxlab.claims.db import load_inputs
+    from demuxlab.claims.recommendation import recommend
+
+    inputs = load_inputs(spec.name, spec.sha256, "exact")
+    assert {q["point_key"].split("/")[0] for q in inputs.predictions} == {"hsha", "lf", "reactor"}
+    (rec,) = recommend(inputs.points, inputs.predictions)
+    assert rec.model_best is not None and rec.candidates == 7
+
     paths = write_validation(spec, tmp_path / "report", method="exact")
     with paths[0].open() as f:
         table = list(csv.DictReader(f))
