@@ -417,7 +417,8 @@ def record_oracle(raw: bytes) -> list[str]:
         ):
             bad.append("per_second sample negative")
         for label, v in (client.get("latency_us") or {}).items():
-            if not isinstance(v, int | float) or isinstance(v, bool) or v < 0:
+            # null: no latency measured (CONTRACTS.md §5 allows it, as the record schema does)
+            if v is not None and (not isinstance(v, int | float) or isinstance(v, bool) or v < 0):
                 bad.append(f"latency_us.{label} negative or not a number")
         for role in ("server", "client"):
             facts = (rec.get("hosts") or {}).get(role) or {}

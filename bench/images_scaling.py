@@ -10,6 +10,12 @@ split in halves. Pairs the binary does not list (e.g. uring-shared in an old bui
 
     .venv/bin/python bench/images_scaling.py [--threads 1,2,4,8] [--pairs uring/uring,proactor/epoll-et]
         [--server-cpus 0-7 --client-cpus 8-15 --client-threads 8] [--server-bin PATH] [--duration 3]
+        [--before OLD-BUILD --rounds 5]
+
+With --before, every point runs on both builds in the same run, alternating (which build goes first
+flips every round), --rounds times, and the table gives each build's median messages/s and server CPU per
+message, their ratios (after/before: > 1 is faster; before/after CPU: > 1 is cheaper) and the median
+1-minute load average while they ran.
 
 On a host with fewer cores than threads the server is oversubscribed: the figures then show the
 per-message costs, not scaling (say so when you quote them).
@@ -17,7 +23,10 @@ per-message costs, not scaling (say so when you quote them).
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import statistics
 import subprocess
 
 from images_lib import (
@@ -49,6 +58,8 @@ def main() -> None:
     ap.add_argument("--client-threads", type=int, default=None, help="default: one per client CPU")
     ap.add_argument("--server-bin", default=None, help="demux-server to measure (default: build/bin)")
     ap.add_argument("--work-us", type=float, default=0.0)
+    ap.add_argument("--before", default=None, help="an older demux-server build: compare it in the same run")
+    ap.add_argument("--rounds", type=int, default=5, help="with --before: alternating rounds per point")
     a = ap.parse_args()
 
     cpus = cpus_available()
@@ -66,6 +77,10 @@ def main() -> None:
     ref = tuple(a.reference.split("/", 1))
     if ref not in pairs:
         pairs.insert(0, ref)
+
+    if a.before is not None:
+        compare(a, server, pairs, threads, ranges, server_cpus, client_cpus, client_threads)
+        return
 
     got: dict[tuple[str, str, int], float] = {}
     rows: list[list[object]] = []
@@ -127,6 +142,82 @@ def main() -> None:
         ],
         rows,
     )
+
+
+def compare(
+    a: argparse.Namespace,
+    after: str,
+    pairs: list[tuple[str, ...]],
+    threads: list[int],
+    ranges: dict[tuple[str, str], tuple[int, int]],
+    server_cpus: str,
+    client_cpus: str,
+    client_threads: int,
+) -> None:
+    """Each point on the --before build and on this one, alternating, --rounds times."""
+    builds = {"before": a.before, "after": after}
+    tput: dict[tuple[str, ...], list[float]] = {}
+    cost: dict[tuple[str, ...], list[float]] = {}
+    load: dict[tuple[str, ...], list[float]] = {}
+    points = [(p, t) for p in pairs if p in ranges for t in threads if ranges[p][0] <= t <= ranges[p][1]]
+    for rnd in range(a.rounds):
+        for pair, t in points:
+            order = ["before", "after"] if rnd % 2 == 0 else ["after", "before"]
+            for build in order:
+                spec = Server(pair[0], pair[1], t, cpus=server_cpus, work_us=a.work_us, binary=builds[build])
+                key = (*pair, str(t), build)
+                load.setdefault(key[:3], []).append(os.getloadavg()[0])
+                try:
+                    r = run_pair(
+                        spec,
+                        connections=a.connections,
+                        warmup=a.warmup,
+                        duration=a.duration,
+                        client_threads=client_threads,
+                        client_cpu=client_cpus,
+                    )
+                except BenchError as exc:
+                    print(f"# round {rnd} {pair[0]}/{pair[1]} t{t} {build}: failed: {exc}", flush=True)
+                    continue
+                tput.setdefault(key, []).append(r.throughput)
+                cost.setdefault(key, []).append(r.server_cpu_per_msg_us)
+                print(
+                    f"# round {rnd} {pair[0]}/{pair[1]} t{t} {build}: {r.throughput:,.0f} msg/s, "
+                    f"{r.server_cpu_per_msg_us:.2f} µs CPU/msg",
+                    flush=True,
+                )
+    rows: list[list[object]] = []
+    for pair, t in points:
+        k = (*pair, str(t))
+        if (*k, "before") not in tput or (*k, "after") not in tput:
+            rows.append([*pair, t, "failed", "", "", "", "", ""])
+            continue
+        tb, ta = statistics.median(tput[(*k, "before")]), statistics.median(tput[(*k, "after")])
+        cb, ca = statistics.median(cost[(*k, "before")]), statistics.median(cost[(*k, "after")])
+        rows.append(
+            [
+                *pair,
+                t,
+                tb,
+                ta,
+                f"{ta / tb:.2f}",
+                cb,
+                ca,
+                f"{cb / ca:.2f}",
+                f"{statistics.median(load[k]):.1f}",
+            ]
+        )
+    print()
+    print(
+        f"{a.work_us:g} µs work, {a.connections} connections, 1-byte messages; median of {a.rounds} "
+        f"alternating rounds; before {a.before}, after {after}; server CPUs {server_cpus}, "
+        f"client ({client_threads} threads) CPUs {client_cpus}"
+    )
+    print_table(
+        ["pattern", "notifier", "threads", "before msg/s", "after msg/s", "after/before", "before µs CPU/msg",
+         "after µs CPU/msg", "before/after CPU", "load"],
+        rows,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -293,12 +293,14 @@ def test_two_hardware_classes_are_never_averaged(tmp_path: Path, database_url: s
 
     # The dashboard's data layer: a row per point × class, never one averaged row.
     from demuxlab.dashboard import data
+    from demuxlab.dashboard.data import points as point_data
+    from demuxlab.dashboard.figures.summary import summarise
 
     engine = sa.create_engine(database_url)
     with engine.connect() as conn:
         exp = data.resolve_experiment(conn, spec.name)
-        pts = data.sweep_points(conn, exp)
-        dash_preds = data.predictions(conn, exp)
+        pts = summarise(point_data.measured(conn, exp))
+        dash_preds = point_data.predictions(conn, exp)
     engine.dispose()
     dash = pts[pts["point_key"] == key].set_index("hardware_class")
     assert sorted(dash.index) == ["hw-a", "hw-b"]

@@ -1,12 +1,23 @@
 """Run records for the dashboard tests: a real spec, its planned runs as records in the format the
-workflow writes (built from ``tests/db/data/run_record.json``), ingested by the real ingest."""
+workflow writes (built from ``tests/db/data/run_record.json``), ingested by the real ingest.
+
+Each record carries the server build it ran with as the native launcher records it
+(:meth:`NativeLauncher.artifacts`): :func:`server_builds` gives two real builds of this checkout, the
+sanitizer build (``build/asan/bin``: other compiler flags, another binary) and the release build
+(``build/bin``), so the History and Ranking pages see runs of two server builds. Run times are given by the
+caller (``start``, ``wall_s``): a sweep that ran days ago, one that stopped an hour ago, one running now.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import datetime as dt
 import hashlib
 import json
 import math
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +45,53 @@ matrix:
 """
 
 
-def load(tmp: Path, text: str = SPEC) -> Any:
+# The same experiment as first written: another spec version (its text, so its hash, differs).
+SPEC_V1 = SPEC.replace("# dashboard test experiment", "# dashboard test experiment, first version")
+
+
+def load(tmp: Path, text: str = SPEC, name: str = "dashdemo", pairs: Any = None) -> Any:
     from demuxlab.spec import load_spec
 
-    path = tmp / "dashdemo.yaml"
+    folder = tmp / hashlib.sha256(text.encode()).hexdigest()[:8]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.yaml"
     path.write_text(text)
-    return load_spec(path)
+    return load_spec(path, pairs=pairs)
+
+
+def load_smoke(tmp: Path) -> Any:
+    """The quickstart's ``smoke`` spec, resolved against this checkout's server (demux-server --list)."""
+    from demuxlab.designs import valid_pairs
+    from demuxlab.paths import experiments_dir
+
+    return load(tmp, (experiments_dir() / "smoke.yaml").read_text(), "smoke", pairs=valid_pairs())
+
+
+@contextlib.contextmanager
+def _bin(path: Path) -> Iterator[None]:
+    old = os.environ.get("DEMUXLAB_BIN")
+    os.environ["DEMUXLAB_BIN"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["DEMUXLAB_BIN"]
+        else:
+            os.environ["DEMUXLAB_BIN"] = old
+
+
+def server_builds() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(older, newer): the ``artifacts`` the native launcher records for the sanitizer build and for the
+    release build of this checkout (``make build sanitize``): two real server builds."""
+    from demuxlab.launch.native import NativeLauncher
+    from demuxlab.paths import bin_dir
+
+    out = []
+    for variant in ("asan", ""):
+        with _bin(bin_dir(variant)):
+            out.append(NativeLauncher().artifacts())
+    assert out[0]["server"]["sha256"] != out[1]["server"]["sha256"]
+    return out[0], out[1]
 
 
 def expected_throughput(pattern: str, notifier: str, threads: int) -> float:
@@ -50,12 +102,30 @@ def expected_throughput(pattern: str, notifier: str, threads: int) -> float:
     return base * (1 - math.exp(-threads / 3.0)) * 2
 
 
+def _iso(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def record(
-    spec: Any, point: Any, repeat: int, *, failed: bool = False, jitter: float = 0.0
+    spec: Any,
+    point: Any,
+    repeat: int,
+    *,
+    failed: bool = False,
+    jitter: float = 0.0,
+    artifacts: dict[str, Any] | None = None,
+    started: dt.datetime | None = None,
+    wall_s: float = 13.0,
+    factor: float = 1.0,
 ) -> dict[str, Any]:
     from demuxlab.spec import run_id
 
     rec: dict[str, Any] = copy.deepcopy(json.loads(TEMPLATE.read_text()))
+    if artifacts is not None:
+        rec["artifacts"] = copy.deepcopy(artifacts)
+    if started is not None:
+        rec["started_at"] = _iso(started)
+        rec["finished_at"] = _iso(started + dt.timedelta(seconds=wall_s))
     rec["experiment"] = {
         "name": spec.name,
         "spec_sha256": spec.sha256,
@@ -76,7 +146,7 @@ def record(
             "instrument": point.instrument,
         }
     )
-    thr = expected_throughput(point.pattern, point.notifier, point.threads) * (1 + jitter)
+    thr = expected_throughput(point.pattern, point.notifier, point.threads) * (1 + jitter) * factor
     rec["client"]["per_second"] = [round(thr * (1 + 0.01 * math.sin(i + repeat)), 2) for i in range(10)]
     rec["client"]["throughput_msgs_per_s"] = round(thr, 2)
     rec["stats"]["throughput_msgs_per_s"] = round(thr, 2)
@@ -113,18 +183,40 @@ def planned(spec: Any) -> list[tuple[Any, int]]:
     return run_order(spec)
 
 
-def jitter_for(key: str, repeat: int) -> float:
-    h = hashlib.sha256(f"{key}|{repeat}".encode()).digest()
+def jitter_for(key: str, repeat: int, salt: str = "") -> float:
+    h = hashlib.sha256(f"{salt}{key}|{repeat}".encode()).digest()
     return (h[0] / 255.0 - 0.5) * 0.06
 
 
 def write_records(
-    spec: Any, runs: list[tuple[Any, int]], out: Path, fail_keys: set[str] = frozenset()
-) -> list[Path]:  # type: ignore[assignment]
+    spec: Any,
+    runs: list[tuple[Any, int]],
+    out: Path,
+    fail_keys: set[str] = frozenset(),  # type: ignore[assignment]
+    *,
+    artifacts: dict[str, Any] | None = None,
+    start: dt.datetime | None = None,
+    wall_s: float = 13.0,
+    factor: Callable[[Any], float] | None = None,
+) -> list[Path]:
+    """The records of ``runs``, run back to back from ``start`` (one every ``wall_s`` + 1 s), with
+    ``artifacts`` as the server build and ``factor(point)`` scaling a point's throughput (a change of
+    build that made it faster or slower)."""
     paths = []
-    for point, repeat in runs:
+    out.mkdir(parents=True, exist_ok=True)
+    for i, (point, repeat) in enumerate(runs):
         failed = f"{point.point_key}|{repeat}" in fail_keys
-        rec = record(spec, point, repeat, failed=failed, jitter=jitter_for(point.point_key, repeat))
+        rec = record(
+            spec,
+            point,
+            repeat,
+            failed=failed,
+            jitter=jitter_for(point.point_key, repeat, spec.sha256[:8]),
+            artifacts=artifacts,
+            started=None if start is None else start + dt.timedelta(seconds=i * (wall_s + 1)),
+            wall_s=wall_s,
+            factor=factor(point) if factor else 1.0,
+        )
         p = out / f"{rec['run_id']}.json"
         p.write_text(json.dumps(rec))
         paths.append(p)
@@ -132,7 +224,8 @@ def write_records(
 
 
 def store_model(spec: Any, url: str) -> None:
-    """A calibration for LF/epoll-lt and predictions (paper and calibrated) for every HSHA/LF point, through
+    """A calibration for LF/epoll-lt and predictions (paper and calibrated) for every measured point of the
+    experiments named like ``spec`` (every pattern: the dashboard shows whatever the models cover), through
     the CTMC store (the same writer the workflow's model stages use)."""
     from sqlalchemy import create_engine, text
 
@@ -143,7 +236,11 @@ def store_model(spec: Any, url: str) -> None:
     engine = create_engine(url)
     with engine.connect() as conn:
         points = conn.execute(
-            text("SELECT id, pattern, notifier, threads, work_us, connections, instrument FROM points")
+            text(
+                "SELECT p.id, p.pattern, p.notifier, p.threads, p.work_us, p.connections, p.instrument "
+                "FROM points p JOIN experiments e ON e.id = p.experiment_id WHERE e.name = :name"
+            ),
+            {"name": spec.name},
         ).fetchall()
         cal_runs = [
             str(r[0])

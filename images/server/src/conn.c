@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -36,7 +37,12 @@ struct conn *conn_open(struct conn_table *t, int fd)
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* Edge-triggered: every read reports what is left in the socket, so a
+     * drain knows it is done without a read that returns EAGAIN (issue 24). */
+    if (t->cfg->nops != NULL && t->cfg->nops->edge)
+        setsockopt(fd, IPPROTO_TCP, TCP_INQ, &one, sizeof(one));
     c->fd = fd;
+    c->drained = false;
     c->have = 0;
     c->sent = 0;
     c->nt = NULL;
@@ -75,6 +81,63 @@ enum rd conn_read(struct conn_table *t, struct conn *c)
             c->have += (uint32_t)r;
             if (c->have == t->cfg->msg_size) {
                 res = RD_MSG;
+                break;
+            }
+            continue;
+        }
+        if (r == 0) {
+            res = RD_CLOSED;
+            break;
+        }
+        if (errno == EINTR && !conns_stopping(t))
+            continue;
+        res = (errno == EAGAIN || errno == EWOULDBLOCK) ? RD_AGAIN : RD_CLOSED;
+        break;
+    }
+    instr_end(OP_RECV, t0);
+    return res;
+}
+
+/* One recvmsg, with what TCP_INQ says is left in the socket in *inq
+ * (-1: no report). */
+static ssize_t recv_inq(int fd, char *buf, size_t len, int *inq)
+{
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
+    ssize_t r = recvmsg(fd, &msg, 0);
+    *inq = -1;
+    if (r > 0)
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm != NULL; cm = CMSG_NXTHDR(&msg, cm))
+            if (cm->cmsg_level == SOL_TCP && cm->cmsg_type == TCP_CM_INQ)
+                memcpy(inq, CMSG_DATA(cm), sizeof(*inq));
+    return r;
+}
+
+enum rd conn_read_edge(struct conn_table *t, struct conn *c)
+{
+    enum rd res;
+    uint64_t t0 = instr_start();
+    c->drained = false;
+    for (;;) {
+        int inq;
+        ssize_t r = recv_inq(c->fd, c->buf + c->have, t->cfg->msg_size - c->have, &inq);
+        if (r > 0) {
+            c->have += (uint32_t)r;
+            /* After a FIN the kernel reports 1 here, so the EOF is still read. */
+            bool empty = inq == 0;
+            if (c->have == t->cfg->msg_size) {
+                c->drained = empty;
+                res = RD_MSG;
+                break;
+            }
+            if (empty) {
+                c->drained = true;
+                res = RD_AGAIN;
                 break;
             }
             continue;
@@ -169,12 +232,14 @@ int conn_arm(struct conn *c, struct notifier *nt)
 void conn_drain(struct conn_table *t, struct conn *c)
 {
     for (;;) {
-        switch (conn_read(t, c)) {
+        switch (conn_read_edge(t, c)) {
         case RD_MSG:
             if (conn_respond(t, c) < 0) {
                 conn_close(t, c);
                 return;
             }
+            if (c->drained)
+                return;
             break;
         case RD_AGAIN:
             return;

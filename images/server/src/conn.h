@@ -17,6 +17,11 @@ struct conn {
     int fd;
     uint32_t have; /* bytes of the current message received */
     uint32_t sent; /* uring patterns: bytes of the echo sent */
+    /* Edge-triggered notifiers: the read that completed the last message left
+     * the socket empty (TCP_INQ said so), and the claim count seen before it
+     * (the proactor's handler skips its first drain on that, see proactor.c). */
+    bool drained;
+    int claims_seen;
     char *buf;
     struct notifier *nt;
     /* Edge-triggered notifiers with several handler threads: events for one
@@ -93,6 +98,11 @@ enum rd { RD_MSG, RD_AGAIN, RD_CLOSED };
 struct conn *conn_open(struct conn_table *t, int fd);
 void conn_close(struct conn_table *t, struct conn *c);
 enum rd conn_read(struct conn_table *t, struct conn *c);
+/* conn_read for edge-triggered notifiers: sets c->drained when the kernel
+ * reports (TCP_INQ) that nothing is left to read after the message, so a
+ * drain ends without the read that would return EAGAIN; RD_AGAIN may then
+ * come from that report instead of EAGAIN. */
+enum rd conn_read_edge(struct conn_table *t, struct conn *c);
 int conn_respond(struct conn_table *t, struct conn *c);
 /* The message's work: W us of spinning, timed as `work`. */
 void conn_work(const struct conn_table *t);

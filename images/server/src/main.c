@@ -130,7 +130,7 @@ static void print_hist(const char *name, const struct hist *h, bool *first)
     *first = false;
 }
 
-static void print_exit(struct server *s, double elapsed)
+static void print_exit(struct server *s, double elapsed, const char *extra)
 {
     uint64_t messages = 0, accepted = 0, closed = 0;
     for (int i = 0; i < s->nthr; i++) {
@@ -162,7 +162,7 @@ static void print_exit(struct server *s, double elapsed)
                    (double)hist_total(&t->st.in->ops[OP_NOTIFY]) / 1e9);
         putchar('}');
     }
-    printf("], \"ops\": {");
+    printf("]%s, \"ops\": {", extra);
     if (s->cfg.instrument) {
         struct tinstr *sum = tinstr_new();
         if (sum == NULL)
@@ -214,7 +214,8 @@ int main(int argc, char **argv)
     instr_bind(&s->main_ts);
     const struct pattern_ops *p = s->cfg.pattern;
     if (p->start(s) < 0)
-        die("cannot start pattern '%s' with notifier '%s': %s", p->name, s->cfg.notifier_name, strerror(errno));
+        die("cannot start pattern '%s' with notifier '%s': %s", p->name, s->cfg.notifier_name,
+            strerror(errno));
     uint64_t t0 = now_ns();
     printf("{\"event\": \"listening\", \"port\": %d}\n", s->cfg.port);
     fflush(stdout);
@@ -239,9 +240,19 @@ int main(int argc, char **argv)
         }
     }
     s->main_closed = s->main_ts.closed;
+    char *extra = NULL;
+    size_t extra_len = 0;
+    if (p->describe != NULL) {
+        FILE *f = open_memstream(&extra, &extra_len);
+        if (f == NULL)
+            die("out of memory");
+        p->describe(s, f);
+        fclose(f);
+    }
     if (p->cleanup != NULL)
         p->cleanup(s);
-    print_exit(s, elapsed);
+    print_exit(s, elapsed, extra != NULL ? extra : "");
+    free(extra);
     close(t->lfd);
     for (int fd = 0; fd < t->nslots; fd++)
         free(t->slots[fd].buf);

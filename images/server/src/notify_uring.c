@@ -2,7 +2,14 @@
  * one-shot IORING_OP_POLL_ADD, so a reported descriptor stays deactivated
  * until it is re-armed.  The submission queue has a single producer side, so
  * arms from any thread go through the interest-set lock; only the waiter
- * consumes completions. */
+ * consumes completions.
+ *
+ * Arms are submitted in batches (issue 24): an arm made while no thread is
+ * blocked in wait() is only queued, and the next wait() submits every queued
+ * one in one io_uring_enter; an arm made while the waiter is blocked is
+ * submitted at once, since the waiter would not see it otherwise.  A reactor,
+ * which re-arms between its own waits, so pays one submission per batch
+ * instead of one per message. */
 #include "notifier.h"
 
 #include <errno.h>
@@ -15,8 +22,10 @@
 
 struct ur {
     struct notifier base;
-    pthread_mutex_t sq_lock;
+    pthread_mutex_t sq_lock; /* the interest-set lock: the submission side and the two fields below */
     struct io_uring ring;
+    bool waiting;     /* a thread is blocked in wait(): arms go in at once */
+    unsigned pending; /* arms queued, not yet submitted */
 };
 
 static struct notifier *ur_create(const struct notifier_env *env)
@@ -67,7 +76,13 @@ static int ur_arm(struct notifier *b, int fd)
     struct io_uring_sqe *sqe = get_sqe(n);
     io_uring_prep_poll_add(sqe, fd, POLLIN);
     io_uring_sqe_set_data64(sqe, (uint64_t)fd);
-    int rc = io_uring_submit(&n->ring);
+    int rc = 0;
+    if (n->waiting) {
+        rc = io_uring_submit(&n->ring);
+        n->pending = 0;
+    } else {
+        n->pending++;
+    }
     pthread_mutex_unlock(&n->sq_lock);
     return rc < 0 ? -1 : 0;
 }
@@ -84,7 +99,19 @@ static int ur_wait(struct notifier *b, int *fds, int max, bool block)
 {
     struct ur *n = (struct ur *)b;
     struct io_uring_cqe *cqe;
-    int rc = block ? io_uring_wait_cqe(&n->ring, &cqe) : io_uring_peek_cqe(&n->ring, &cqe);
+    notifier_lock(&n->base, &n->sq_lock);
+    int rc = n->pending > 0 ? io_uring_submit(&n->ring) : 0;
+    n->pending = 0;
+    n->waiting = block && rc >= 0;
+    pthread_mutex_unlock(&n->sq_lock);
+    if (rc < 0)
+        return -1;
+    rc = block ? io_uring_wait_cqe(&n->ring, &cqe) : io_uring_peek_cqe(&n->ring, &cqe);
+    if (block) {
+        notifier_lock(&n->base, &n->sq_lock);
+        n->waiting = false;
+        pthread_mutex_unlock(&n->sq_lock);
+    }
     if (rc == -EAGAIN && !block)
         return 0;
     if (rc < 0)

@@ -4,6 +4,7 @@
 #define DEMUX_PATTERN_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 struct server;
 
@@ -14,6 +15,9 @@ struct pattern_ops {
     int (*start)(struct server *s);
     void (*wake_all)(struct server *s); /* after the stop flag is set */
     void (*cleanup)(struct server *s);  /* after every thread is joined */
+    /* Optional: extra members of the exit JSON, each written as `, "name": value`;
+     * called after the join, before cleanup. */
+    void (*describe)(struct server *s, FILE *out);
 };
 
 extern const struct pattern_ops pattern_reactor, pattern_hsha, pattern_lf, pattern_tpc, pattern_proactor,

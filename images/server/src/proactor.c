@@ -36,9 +36,13 @@ static bool read_edge(struct server *s, struct conn *c)
     do {
         if (!atomic_load_explicit(&c->live, memory_order_acquire))
             continue;
-        switch (conn_read(&s->ct, c)) {
+        switch (conn_read_edge(&s->ct, c)) {
         case RD_MSG:
-            queue_put_deferred(&P.done, c->fd); /* the claim goes with it */
+            /* The claim goes with it, and what the read saw: a handler that
+             * finds the socket was left empty and no claim came since skips
+             * its first drain. */
+            c->claims_seen = seen;
+            queue_put_deferred(&P.done, c->fd);
             return true;
         case RD_AGAIN:
             break;
@@ -108,11 +112,16 @@ static void *handler_loop(void *arg)
             continue;
         }
         /* Edge-triggered: we own the claim; data that came meanwhile raised
-         * no new edge for us, so read on until EAGAIN before letting go. */
-        int seen = atomic_load_explicit(&c->claims, memory_order_acquire);
+         * no new edge for us, so read on until the socket is empty before
+         * letting go.  If the demultiplexer's read already left it empty, any
+         * data since then made a claim after `claims_seen` (its edge found
+         * the connection claimed), and the release fails into a drain. */
+        bool skip = c->drained;
+        int seen = skip ? c->claims_seen : atomic_load_explicit(&c->claims, memory_order_acquire);
         do {
-            if (atomic_load_explicit(&c->live, memory_order_acquire))
+            if (!skip && atomic_load_explicit(&c->live, memory_order_acquire))
                 conn_drain(&s->ct, c);
+            skip = false;
         } while (!conn_release(c, &seen));
     }
     return NULL;

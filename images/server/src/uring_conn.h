@@ -14,7 +14,7 @@
 
 /* What a completion was for: the low byte of its user data, the descriptor
  * above it. */
-enum uop { U_ACCEPT = 1, U_LISTEN, U_RECV, U_SEND, U_INBOX, U_WAKE };
+enum uop { U_ACCEPT = 1, U_LISTEN, U_RECV, U_SEND, U_INBOX, U_WAKE, U_PROBE };
 
 static inline uint64_t uring_tag(int fd, enum uop op)
 {

@@ -160,6 +160,7 @@ static void *completion_loop(void *arg)
                 break;
             case U_WAKE:
             case U_INBOX: /* the per-thread rings' only */
+            case U_PROBE:
                 break;
             }
         }

@@ -16,6 +16,8 @@ from demuxlab.dashboard.data import DataUnavailable
 PAGES: tuple[tuple[str, str], ...] = (
     ("experiments", "Experiments"),
     ("sweep", "Sweep"),
+    ("ranking", "Ranking"),
+    ("history", "History"),
     ("operations", "Operations"),
     ("run", "Run"),
     ("model", "Model"),

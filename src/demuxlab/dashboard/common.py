@@ -3,15 +3,19 @@ downloads, and keeping a page's view state in the URL."""
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pandas as pd
 from dash import ALL, Input, Output, clientside_callback, dash_table, dcc, html
 
-from demuxlab.dashboard import style
+from demuxlab.dashboard import address, style
 from demuxlab.dashboard.data import DataUnavailable, NotFound, Store
+
+LOG = logging.getLogger("demuxlab.dashboard")
 
 STORE = Store()
 # How often the Experiments page and the database banner look again (ms); tests shorten it.
@@ -70,13 +74,69 @@ def not_found_panel(exc: NotFound, what: str, hint: Any = None) -> html.Div:
 
 
 def guard(what: str, body: Any, *, hint: Any = None) -> Any:
-    """Call ``body()`` and turn the dashboard's expected failures into panels."""
+    """Call ``body()`` and turn the dashboard's expected failures into panels; anything else is logged
+    with its traceback and shown as one line, never a blank page and an HTTP 500."""
     try:
         return body()
     except DataUnavailable as exc:
         return unavailable_panel(exc)
     except NotFound as exc:
         return not_found_panel(exc, what, hint)
+    except Exception as exc:
+        LOG.exception("dashboard: %s failed", what)
+        return failure_panel(exc)
+
+
+def failure_panel(exc: BaseException) -> html.Div:
+    return html.Div(
+        [
+            html.H3("This view failed"),
+            html.P(f"{type(exc).__name__}: {address.excerpt(exc, 300)}", className="dlx-mono"),
+            html.P("The dashboard's log has the details.", className="dlx-muted"),
+        ],
+        className="dlx-msg dlx-msg-error",
+        role="alert",
+        id="frame-page-error",
+    )
+
+
+def address_panel(problems: Sequence[str]) -> html.Div:
+    """What the address asked for that this page cannot use (each value dropped: the page shows its
+    default instead)."""
+    return html.Div(
+        [
+            html.H3("Part of this address was not used"),
+            html.Ul([html.Li(p) for p in problems]),
+            html.P("The page shows its default for each of these instead.", className="dlx-muted"),
+        ],
+        className="dlx-msg dlx-msg-warning",
+        role="alert",
+        id="frame-address",
+    )
+
+
+def page_layout(
+    *keys: str, what: str = "experiment", hint: Any = "all experiments"
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Wrap a page's ``layout(**query)``: only ``keys`` reach it, each checked first
+    (:func:`demuxlab.dashboard.address.check`): a NUL, a control character, an overlong or a repeated
+    value is dropped and named in a panel above the page, never handed to a query. A name the database
+    does not have shows "Unknown <what>" with a link back (``hint``: its text, or a component)."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        back = html.P(dcc.Link(hint, href="/")) if isinstance(hint, str) else hint
+
+        @functools.wraps(fn)
+        def layout(**query: Any) -> Any:
+            checked = address.check(query, keys)
+            body = guard(what, lambda: fn(**checked.values), hint=back)
+            if not checked.problems:
+                return body
+            return [address_panel(checked.problems), *(body if isinstance(body, list) else [body])]
+
+        return layout
+
+    return wrap
 
 
 def empty_database_panel() -> html.Div:
@@ -231,6 +291,7 @@ def url_sync(page: str, controls: Sequence[tuple[str, str, str]]) -> None:
             for (let i = 0; i < keys.length; i++) {{
                 let v = arguments[i];
                 if (v === null || v === undefined || v === '') continue;
+                if (typeof v === 'number' && !Number.isFinite(v)) continue;
                 if (Array.isArray(v) && v.length === 0) continue;
                 if (Array.isArray(v)) v = v.join(',');
                 if (v === true) v = '1';
@@ -260,7 +321,7 @@ def split_list(value: Any) -> list[str]:
         return []
     if isinstance(value, list | tuple):
         return [str(v) for v in value]
-    return [v for v in str(value).split(",") if v]
+    return [v.strip() for v in str(value).split(",") if v.strip()]
 
 
 def register_frame_callbacks() -> None:

@@ -33,8 +33,9 @@ def _warm_models() -> None:
         import scipy.stats  # noqa: F401  (the CIs; its first import takes seconds)
 
         from demuxlab.ctmc.predict import predict
+        from demuxlab.ctmc.rates import PATTERNS
 
-        for pattern in ("hsha", "lf"):
+        for pattern in PATTERNS:
             predict(pattern, 2, 10.0, method="fluid", connections=64)
     except Exception as exc:  # a warm-up is an optimisation: report, do not die
         logging.getLogger("demuxlab.dashboard").warning("model warm-up failed: %s", exc)

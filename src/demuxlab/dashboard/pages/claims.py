@@ -17,28 +17,25 @@ from demuxlab.errors import DemuxlabError
 dash.register_page(__name__, path="/claims", name="Claims", title="demuxlab · claims")
 
 
-def layout(experiment: str | None = None, **_: Any) -> Any:
-    def body() -> Any:
-        with common.store().connect() as conn:
-            options = data.experiment_options(conn)
-            if not options:
-                return [html.H1("Claims"), common.empty_database_panel()]
-            chosen = experiment or options[0]["value"]
-            data.resolve_experiment(conn, chosen)
-        return [
-            html.H1("Claims and recommendations"),
-            html.Div(
-                [
-                    html.Label("Experiment"),
-                    dcc.Dropdown(id="claims-experiment", options=options, value=chosen, clearable=False),
-                ],
-                className="dlx-control dlx-wide",
-            ),
-            html.Div(id="claims-body"),
-            common.url_state_store("claims"),
-        ]
-
-    return common.guard("experiment", body, hint=html.P(dcc.Link("all experiments", href="/")))
+@common.page_layout("experiment")
+def layout(experiment: str | None = None) -> Any:
+    with common.store().connect() as conn:
+        options = data.experiment_options(conn)
+        if not options:
+            return [html.H1("Claims"), common.empty_database_panel()]
+        chosen = data.resolve_experiment(conn, experiment or options[0]["value"]).value
+    return [
+        html.H1("Claims and recommendations"),
+        html.Div(
+            [
+                html.Label("Experiment"),
+                dcc.Dropdown(id="claims-experiment", options=options, value=chosen, clearable=False),
+            ],
+            className="dlx-control dlx-wide",
+        ),
+        html.Div(id="claims-body"),
+        common.url_state_store("claims"),
+    ]
 
 
 common.url_sync("claims", [("claims-experiment", "value", "experiment")])

@@ -1,28 +1,41 @@
-"""Compare: two experiments, two host pairs or two builds of the server on the same axes, with the ratio
-and whether the 95 % CIs overlap."""
+"""Compare: two to four sides (experiments, optionally narrowed to a host pair or a server build) on the
+same axes; every side after A with its ratio to A and Welch's test of the difference."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import dash
+import pandas as pd
 from dash import Input, Output, callback, dcc, html
 
-from demuxlab.dashboard import common, data, figures
+from demuxlab.dashboard import common, data, fields
+from demuxlab.dashboard.data import points as queries
+from demuxlab.dashboard.figures import base
+from demuxlab.dashboard.figures import compare as figs
 
 dash.register_page(__name__, path="/compare", name="Compare", title="demuxlab · compare")
+
+SIDES = figs.SIDES
+KEYS = tuple(k for s in SIDES for k in (s, f"{s}_pair", f"{s}_build"))
+OPTIONAL = SIDES[2:]  # C and D: shown when chosen
 
 
 def _side(
     side: str, options: list[dict[str, str]], experiment: str | None, pair: str, build: str
 ) -> html.Div:
+    optional = side in OPTIONAL
     return html.Div(
         [
             html.Div(
                 [
                     html.Label(f"{side.upper()}: experiment"),
                     dcc.Dropdown(
-                        id=f"compare-{side}-experiment", options=options, value=experiment, clearable=False
+                        id=f"compare-{side}-experiment",
+                        options=options,
+                        value=experiment,
+                        clearable=optional,
+                        placeholder="none (add a side)" if optional else None,
                     ),
                 ],
                 className="dlx-control dlx-wide",
@@ -30,14 +43,26 @@ def _side(
             html.Div(
                 [
                     html.Label(f"{side.upper()}: host pair"),
-                    dcc.Dropdown(id=f"compare-{side}-pair", value=pair or None, placeholder="any"),
+                    # The address's value is an option from the start: a dropdown drops a value it does
+                    # not offer, and the full lists come from a callback after the first render.
+                    dcc.Dropdown(
+                        id=f"compare-{side}-pair",
+                        options=[pair] if pair else [],
+                        value=pair or None,
+                        placeholder="any",
+                    ),
                 ],
                 className="dlx-control",
             ),
             html.Div(
                 [
                     html.Label(f"{side.upper()}: server build"),
-                    dcc.Dropdown(id=f"compare-{side}-build", value=build or None, placeholder="any"),
+                    dcc.Dropdown(
+                        id=f"compare-{side}-build",
+                        options=[{"label": base.short_build(build), "value": build}] if build else [],
+                        value=build or None,
+                        placeholder="any",
+                    ),
                 ],
                 className="dlx-control dlx-wide",
             ),
@@ -46,65 +71,56 @@ def _side(
     )
 
 
-def layout(
-    a: str | None = None,
-    b: str | None = None,
-    a_pair: str = "",
-    b_pair: str = "",
-    a_build: str = "",
-    b_build: str = "",
-    x: str = "threads",
-    **_: Any,
-) -> Any:
-    def body() -> Any:
-        with common.store().connect() as conn:
-            options = data.experiment_options(conn)
-            if not options:
-                return [html.H1("Compare"), common.empty_database_panel()]
-            a_val = a or options[0]["value"]
-            b_val = b or (options[1]["value"] if len(options) > 1 else a_val)
-            data.resolve_experiment(conn, a_val)
-            data.resolve_experiment(conn, b_val)
-        return [
-            html.H1("Compare"),
-            html.P(
-                "Two sides, each an experiment optionally narrowed to one host pair or one server build "
-                "(binary hash or image digest); points are matched on their parameters. The same experiment "
-                "with two pairs or two builds compares machines or code.",
-                className="dlx-muted",
-            ),
-            _side("a", options, a_val, a_pair, a_build),
-            _side("b", options, b_val, b_pair, b_build),
-            html.Div(
-                [
-                    html.Label("x axis"),
-                    dcc.Dropdown(
-                        id="compare-x",
-                        options=[{"label": v, "value": k} for k, v in data.AXES.items()],
-                        value=x if x in data.AXES else "threads",
-                        clearable=False,
-                    ),
-                ],
-                className="dlx-control",
-            ),
-            html.Div(id="compare-status"),
-            common.figure_block("compare-graph"),
-            common.table_block("compare-table"),
-            common.url_state_store("compare"),
-        ]
-
-    return common.guard("experiment", body, hint=html.P(dcc.Link("all experiments", href="/")))
+@common.page_layout(*KEYS, "x")
+def layout(x: str = "threads", **query: str) -> Any:
+    with common.store().connect() as conn:
+        options = data.experiment_options(conn)
+        if not options:
+            return [html.H1("Compare"), common.empty_database_panel()]
+        chosen: dict[str, str | None] = {}
+        for i, side in enumerate(SIDES):
+            ref = query.get(side) or (
+                options[min(i, len(options) - 1)]["value"] if side not in OPTIONAL else None
+            )
+            chosen[side] = data.resolve_experiment(conn, ref).value if ref else None
+    return [
+        html.H1("Compare"),
+        html.P(
+            "Up to four sides, each an experiment optionally narrowed to one host pair or one server build "
+            "(binary hash or image digest); points are matched on their parameters. A is the baseline: every "
+            "other side gets its ratio to A and Welch's t-test against A (filled marker: they differ, "
+            "p < 0.05). The same experiment with two pairs or two builds compares machines or code.",
+            className="dlx-muted",
+        ),
+        *[
+            _side(s, options, chosen[s], query.get(f"{s}_pair", ""), query.get(f"{s}_build", ""))
+            for s in SIDES
+        ],
+        html.Div(
+            [
+                html.Label("x axis"),
+                dcc.Dropdown(
+                    id="compare-x",
+                    options=[{"label": v, "value": k} for k, v in fields.AXES.items()],
+                    value=x if x in fields.AXES else "threads",
+                    clearable=False,
+                ),
+            ],
+            className="dlx-control",
+        ),
+        html.Div(id="compare-status"),
+        common.figure_block("compare-graph"),
+        common.table_block("compare-table"),
+        common.url_state_store("compare"),
+    ]
 
 
 common.url_sync(
     "compare",
     [
-        ("compare-a-experiment", "value", "a"),
-        ("compare-b-experiment", "value", "b"),
-        ("compare-a-pair", "value", "a_pair"),
-        ("compare-b-pair", "value", "b_pair"),
-        ("compare-a-build", "value", "a_build"),
-        ("compare-b-build", "value", "b_build"),
+        *[(f"compare-{s}-experiment", "value", s) for s in SIDES],
+        *[(f"compare-{s}-pair", "value", f"{s}_pair") for s in SIDES],
+        *[(f"compare-{s}-build", "value", f"{s}_build") for s in SIDES],
         ("compare-x", "value", "x"),
     ],
 )
@@ -116,21 +132,19 @@ def _choices(side: str) -> None:
         Output(f"compare-{side}-build", "options"),
         Input(f"compare-{side}-experiment", "value"),
     )
-    def choices(experiment: str) -> tuple[Any, Any]:
+    def choices(experiment: str | None) -> tuple[Any, Any]:
+        if not experiment:
+            return [], []
         try:
             with common.store().connect() as conn:
-                pairs, builds = data.host_pairs_and_builds(conn, data.resolve_experiment(conn, experiment))
+                pairs, builds = queries.host_pairs_and_builds(conn, data.resolve_experiment(conn, experiment))
         except (data.DataUnavailable, data.NotFound):
             return [], []
-        return pairs, builds
+        return pairs, [{"label": base.short_build(b), "value": b} for b in builds]
 
 
-_choices("a")
-_choices("b")
-
-
-def label(experiment: str, pair: str | None, build: str | None) -> str:
-    return experiment + (f" on {pair}" if pair else "") + (f" build {build[:15]}" if build else "")
+for _s in SIDES:
+    _choices(_s)
 
 
 @callback(
@@ -138,38 +152,37 @@ def label(experiment: str, pair: str | None, build: str | None) -> str:
     Output("compare-table", "data"),
     Output("compare-table", "columns"),
     Output("compare-status", "children"),
-    Input("compare-a-experiment", "value"),
-    Input("compare-a-pair", "value"),
-    Input("compare-a-build", "value"),
-    Input("compare-b-experiment", "value"),
-    Input("compare-b-pair", "value"),
-    Input("compare-b-build", "value"),
+    *[Input(f"compare-{s}-{part}", "value") for s in SIDES for part in ("experiment", "pair", "build")],
     Input("compare-x", "value"),
 )
-def update(
-    a: str, a_pair: str | None, a_build: str | None, b: str, b_pair: str | None, b_build: str | None, x: str
-) -> tuple[Any, ...]:
+def update(*values: Any) -> tuple[Any, ...]:
+    *picked, x = values
+    x = x if x in fields.AXES else "threads"
+    sides: list[tuple[str, str, str | None, str | None]] = []
+    for i, s in enumerate(SIDES):
+        experiment, pair, build = picked[3 * i : 3 * i + 3]
+        if experiment:
+            sides.append((s, experiment, pair, build))
+    frames: list[pd.DataFrame] = []
+    labels: list[str] = []
     try:
         with common.store().connect() as conn:
-            pa = data.sweep_points(conn, data.resolve_experiment(conn, a), host_pair=a_pair, build=a_build)
-            pb = data.sweep_points(conn, data.resolve_experiment(conn, b), host_pair=b_pair, build=b_build)
+            for s, experiment, pair, build in sides:
+                exp = data.resolve_experiment(conn, experiment)
+                frames.append(queries.measured(conn, exp, host_pair=pair, build=build))
+                labels.append(figs.side_label(s, experiment, pair, build))
     except data.DataUnavailable as exc:
-        return figures.empty_figure("database unavailable"), [], [], common.unavailable_panel(exc)
+        return base.empty_figure("database unavailable"), [], [], common.unavailable_panel(exc)
     except data.NotFound as exc:
-        return figures.empty_figure(str(exc)), [], [], common.not_found_panel(exc, "experiment")
-    la, lb = label(a, a_pair, a_build), label(b, b_pair, b_build)
-    table = figures.compare_table(pa, pb)
+        return base.empty_figure(str(exc)), [], [], common.not_found_panel(exc, "experiment")
+    if len(frames) < 2:
+        msg = "Choose at least two sides (A and B)."
+        return base.empty_figure(msg), [], [], common.message(msg, "warning")
+    table = figs.compare_table(frames)
     t = common.table_props(table)
     status = None
     if table.empty:
-        status = common.message("The two sides share no point with ok runs (same parameters).", "warning")
-    elif la == lb:
-        status = common.message(
-            "Both sides are the same selection: choose another experiment, pair or build."
-        )
-    return (
-        figures.compare_figure(pa, pb, x=x, label_a=f"A: {la}", label_b=f"B: {lb}"),
-        t["data"],
-        t["columns"],
-        status,
-    )
+        status = common.message("The sides share no point with ok runs (same parameters).", "warning")
+    elif len({lab.split(": ", 1)[1] for lab in labels}) < len(labels):
+        status = common.message("Two sides are the same selection: choose another experiment, pair or build.")
+    return figs.compare_figure(frames, labels, x=x), t["data"], t["columns"], status

@@ -1,4 +1,5 @@
-"""Experiments: every experiment with its runs ok / failed / remaining, and the live progress of one."""
+"""Experiments: every experiment with its state, runs ok / failed / remaining and the points the server
+cut; one experiment's live progress. The page polls only while something is running."""
 
 from __future__ import annotations
 
@@ -9,52 +10,58 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
-from demuxlab.dashboard import common, data, figures
+from demuxlab.dashboard import common, data
+from demuxlab.dashboard.data import experiments as queries
+from demuxlab.dashboard.data.plans import plan
+from demuxlab.dashboard.figures import experiments as figs
+from demuxlab.dashboard.figures.base import short_build
 
 dash.register_page(__name__, path="/", name="Experiments", title="demuxlab · experiments")
 
-RUNNING_WITHIN = dt.timedelta(minutes=15)
+LIVE_TEXT = "live: refreshes by itself while a sweep is running"
+IDLE_TEXT = "not refreshing: no experiment is running (reload the page to look again)"
 
 
-def layout(experiment: str | None = None, **_: Any) -> Any:
-    def body() -> Any:
-        with common.store().connect() as conn:
-            options = data.experiment_options(conn)
-        if not options:
-            return [html.H1("Experiments"), common.empty_database_panel(), _refresh()]
-        return [
-            html.H1("Experiments"),
-            html.Div(
-                [
-                    html.Span(className="dlx-live"),
-                    html.Span("live: refreshes by itself", className="dlx-muted"),
-                ]
-            ),
-            common.table_block("experiments-table", page_size=20, markdown=("experiment", "open")),
-            html.Div(
-                [
-                    html.Div(
-                        [
-                            html.Label("Experiment", htmlFor="experiments-choice"),
-                            dcc.Dropdown(
-                                id="experiments-choice",
-                                options=options,
-                                value=experiment,
-                                placeholder="choose one for its progress, runs and spec",
-                            ),
-                        ],
-                        className="dlx-control dlx-wide",
-                    ),
-                ],
-                className="dlx-controls",
-            ),
-            html.Div(id="experiments-detail"),
-            html.Div(id="experiments-static"),
-            common.url_state_store("experiments"),
-            _refresh(),
-        ]
-
-    return common.guard("experiment", body)
+@common.page_layout("experiment")
+def layout(experiment: str | None = None) -> Any:
+    with common.store().connect() as conn:
+        options = data.experiment_options(conn)
+        if experiment:
+            experiment = data.resolve_experiment(conn, experiment).value
+    if not options:
+        return [html.H1("Experiments"), common.empty_database_panel()]
+    return [
+        html.H1("Experiments"),
+        html.Div(
+            [
+                html.Span(className="dlx-live", id="experiments-live-dot"),
+                html.Span(LIVE_TEXT, id="experiments-live"),
+            ],
+            className="dlx-muted",
+        ),
+        common.table_block("experiments-table", page_size=20, markdown=("experiment", "open")),
+        html.Div(
+            [
+                html.Div(
+                    [
+                        html.Label("Experiment", htmlFor="experiments-choice"),
+                        dcc.Dropdown(
+                            id="experiments-choice",
+                            options=options,
+                            value=experiment,
+                            placeholder="choose one for its progress, runs and spec",
+                        ),
+                    ],
+                    className="dlx-control dlx-wide",
+                ),
+            ],
+            className="dlx-controls",
+        ),
+        html.Div(id="experiments-detail"),
+        html.Div(id="experiments-static"),
+        common.url_state_store("experiments"),
+        _refresh(),
+    ]
 
 
 def _refresh() -> dcc.Interval:
@@ -64,61 +71,78 @@ def _refresh() -> dcc.Interval:
 common.url_sync("experiments", [("experiments-choice", "value", "experiment")])
 
 
-def overview_frame(conn: Any, now: dt.datetime | None = None) -> pd.DataFrame:
-    """The experiments table: state (running / complete / stopped) from the planned runs and activity."""
-    exps = data.experiments(conn)
+def statuses(exps: pd.DataFrame, now: dt.datetime) -> list[figs.Status]:
+    out = []
+    for e in exps.to_dict("records"):
+        p = plan(e["name"], e["spec_sha256"], e["spec_text"])
+        out.append(
+            figs.status(
+                ok=int(e["ok"]),
+                failed=int(e["failed"]),
+                planned=p.runs,
+                exact=p.exact,
+                planned_note=p.note,
+                cut_runs=p.cut_runs,
+                first_started=_ts(e["first_started"]),
+                last_finished=_ts(e["last_finished"]),
+                wall_p90_s=None if pd.isna(e["wall_p90_s"]) else float(e["wall_p90_s"]),
+                now=now,
+            )
+        )
+    return out
+
+
+def _ts(v: Any) -> dt.datetime | None:
+    return None if v is None or pd.isna(v) else pd.Timestamp(v).to_pydatetime()
+
+
+def overview_frame(conn: Any, now: dt.datetime | None = None) -> tuple[pd.DataFrame, bool]:
+    """The experiments table, and whether any experiment is running (or about to)."""
+    exps = queries.experiments(conn)
     now = now or dt.datetime.now(dt.UTC)
     rows = []
-    for _, e in exps.iterrows():
-        planned = data.planned_runs(e["name"], e["spec_sha256"], e["spec_text"])
-        done = int(e["ok"]) + int(e["failed"])
-        remaining = None if planned is None else max(planned - done, 0)
-        last = e["last_ingested"]
-        if remaining == 0:
-            state = "complete"
-        elif last is not None and not pd.isna(last) and now - last.to_pydatetime() < RUNNING_WITHIN:
-            state = "running"
-        elif done == 0:
-            state = "not started"
-        else:
-            state = "stopped" if remaining else "unknown"
-        ref = e["name"] if _is_newest(exps, e) else f"{e['name']}@{e['spec_sha256'][:8]}"
+    sts = statuses(exps, now)
+    for e, st in zip(exps.to_dict("records"), sts, strict=True):
+        ref = e["name"] if e["newest"] else f"{e['name']}@{e['spec_sha256'][:8]}"
         rows.append(
             {
                 "experiment": f"[{e['name']}](/?experiment={ref})",
                 "version": e["spec_sha256"][:8],
-                "state": state,
+                "state": st.state,
+                "why": st.why,
                 "ok": int(e["ok"]),
                 "failed": int(e["failed"]),
-                "remaining": remaining,
-                "planned": planned,
+                "remaining": st.remaining,
+                "cut": st.cut_runs,
+                "planned": st.planned,
                 "host_pairs": ", ".join(e["pairs"] or []),
                 "started": e["first_started"],
                 "last_run": e["last_finished"],
                 "git_rev": e["git_rev"],
-                "open": f"[sweep](/sweep?experiment={ref}) · [model](/model?experiment={ref}) · "
+                "open": f"[sweep](/sweep?experiment={ref}) · [ranking](/ranking?experiment={ref}) · "
+                f"[history](/history?experiment={e['name']}) · [model](/model?experiment={ref}) · "
                 f"[claims](/claims?experiment={ref})",
             }
         )
-    return pd.DataFrame(rows)
-
-
-def _is_newest(exps: pd.DataFrame, e: pd.Series) -> bool:
-    same = exps[exps["name"] == e["name"]]
-    return bool(same.iloc[0]["id"] == e["id"])
+    return pd.DataFrame(rows), any(st.live for st in sts)
 
 
 @callback(
     Output("experiments-table", "data"),
     Output("experiments-table", "columns"),
     Output("experiments-detail", "children"),
+    Output("experiments-refresh", "disabled"),
+    Output("experiments-live", "children"),
+    Output("experiments-live-dot", "className"),
     Input("experiments-refresh", "n_intervals"),
     Input("experiments-choice", "value"),
 )
-def refresh(_n: int | None, experiment: str | None) -> tuple[Any, Any, Any]:
+def refresh(_n: int | None, experiment: str | None) -> tuple[Any, ...]:
+    nothing = dash.no_update
     try:
         with common.store().connect() as conn:
-            props = common.table_props(overview_frame(conn), markdown=("experiment", "open"))
+            table, live = overview_frame(conn)
+            props = common.table_props(table, markdown=("experiment", "open"))
             detail = (
                 _detail(conn, experiment)
                 if experiment
@@ -128,48 +152,93 @@ def refresh(_n: int | None, experiment: str | None) -> tuple[Any, Any, Any]:
                 )
             )
     except data.DataUnavailable as exc:
-        return dash.no_update, dash.no_update, common.unavailable_panel(exc)
+        return nothing, nothing, common.unavailable_panel(exc), nothing, nothing, nothing
     except data.NotFound as exc:
-        return dash.no_update, dash.no_update, common.not_found_panel(exc, "experiment")
-    return props["data"], props["columns"], detail
+        return nothing, nothing, common.not_found_panel(exc, "experiment"), nothing, nothing, nothing
+    return (
+        props["data"],
+        props["columns"],
+        detail,
+        not live,
+        LIVE_TEXT if live else IDLE_TEXT,
+        "dlx-live" if live else "dlx-idle",
+    )
 
 
 def _detail(conn: Any, experiment: str) -> Any:
     exp = data.resolve_experiment(conn, experiment)
-    prog = data.progress(conn, exp)
+    prog = queries.progress(conn, exp)
+    p = prog["plan"]
+    st = figs.status(
+        ok=prog["ok"],
+        failed=prog["failed"],
+        planned=p.runs,
+        exact=p.exact,
+        planned_note=p.note,
+        cut_runs=p.cut_runs,
+        first_started=prog["first_started"],
+        last_finished=prog["last_finished"],
+        wall_p90_s=prog["wall_p90_s"],
+        now=dt.datetime.now(dt.UTC),
+    )
     latest = prog["latest"]
     last_ok = latest[latest["status"] == "ok"]
     latest_thr = None if last_ok.empty else float(last_ok.iloc[0]["throughput_msgs_per_s"])
-    planned = prog["planned"]
     bar: list[Any] = []
-    if planned:
+    if st.planned:
         bar = [
-            html.Div(className="ok", style={"width": f"{100 * prog['ok'] / planned:.2f}%"}),
-            html.Div(className="failed", style={"width": f"{100 * prog['failed'] / planned:.2f}%"}),
+            html.Div(className="ok", style={"width": f"{100 * prog['ok'] / st.planned:.2f}%"}),
+            html.Div(className="failed", style={"width": f"{100 * prog['failed'] / st.planned:.2f}%"}),
         ]
+    at_most = "" if p.exact else "≤ "
     cards = [
-        _card("runs done", f"{prog['done']}" + (f" / {planned}" if planned else ""), "experiments-done"),
+        _card("state", st.state, "experiments-state", st.state.replace(" ", "-")),
+        _card("runs done", f"{st.done}" + (f" / {st.planned}" if st.planned else ""), "experiments-done"),
         _card("ok", prog["ok"], "experiments-ok", "ok"),
         _card("failed", prog["failed"], "experiments-failed", "failed"),
-        _card("remaining", "?" if prog["remaining"] is None else prog["remaining"], "experiments-remaining"),
+        _card(
+            "remaining",
+            "?" if st.remaining is None else f"{at_most}{st.remaining}",
+            "experiments-remaining",
+        ),
+        _card("cut by the server", st.cut_runs, "experiments-cut"),
         _card(
             "latest throughput",
             "—" if latest_thr is None else f"{latest_thr:,.0f} msg/s",
             "experiments-latest",
         ),
-        _card(
-            "estimated finish",
-            "done" if prog["remaining"] == 0 else figures.humanize_seconds(prog["eta_s"]),
-            "experiments-eta",
-        ),
+        _card("estimated finish", st.eta_text, "experiments-eta"),
     ]
+    notes = [html.P([html.B(f"{st.state}: "), st.why], id="experiments-why")]
+    if p.note:
+        notes.append(html.P(p.note, className="dlx-muted", id="experiments-plan-note"))
+    cut = pd.DataFrame([{"point": c.point_key, "runs": c.runs, "why": c.reason} for c in p.cut])
     reasons = prog["reasons"]
     return [
         html.H2(f"{exp.name} @{exp.spec_sha256[:8]}", id="experiments-title"),
         html.Div(cards, className="dlx-cards"),
-        html.Div(bar, className="dlx-progress", title="ok (green), failed (orange) of the planned runs"),
+        *notes,
+        html.Div(
+            bar,
+            className="dlx-progress",
+            title="ok (green), failed (orange) of the runs this server plans (points it cuts not counted)",
+        ),
         # No loading overlay: the live refresh replaces this block every few seconds.
-        common.figure_block("experiments-latest-graph", figures.progress_figure(latest), loading=False),
+        common.figure_block("experiments-latest-graph", figs.progress_figure(latest), loading=False),
+        html.Div(
+            [
+                html.H2("Cut by the server (not run, not remaining)"),
+                html.P(
+                    "Points the spec names that this server's thread ranges exclude (demux-server --list): "
+                    "the workflow skips them.",
+                    className="dlx-muted",
+                ),
+                common.table_block("experiments-cut-table", cut, page_size=10),
+            ]
+            if p.cut
+            else [],
+            className="dlx-section",
+        ),
         html.Div(
             [
                 html.H2("Failures by reason"),
@@ -183,7 +252,7 @@ def _detail(conn: Any, experiment: str) -> Any:
 
 
 def _runs(conn: Any, exp: data.ExperimentRef) -> Any:
-    runs = data.runs_of(conn, exp)
+    runs = queries.runs_of(conn, exp)
     runs["run_id"] = runs["run_id"].map(common.link_run)
     return runs
 
@@ -196,10 +265,12 @@ def static(experiment: str | None) -> Any:
         return None
 
     def body() -> Any:
+        from demuxlab.dashboard.data import points
+
         with common.store().connect() as conn:
             exp = data.resolve_experiment(conn, experiment)
             info = data.experiment_detail(conn, exp)
-            pairs, builds = data.host_pairs_and_builds(conn, exp)
+            pairs, builds = points.host_pairs_and_builds(conn, exp)
             runs = _runs(conn, exp)
         return [
             html.Div(
@@ -219,7 +290,7 @@ def static(experiment: str | None) -> Any:
                             ("git revision", info["git_rev"]),
                             ("first ingested", info["created_at"]),
                             ("host pairs", ", ".join(pairs)),
-                            ("server builds", ", ".join(builds)),
+                            ("server builds", ", ".join(short_build(b) for b in builds)),
                         ]
                     ),
                     html.Pre(info["spec_text"] or "(spec text not stored)", className="dlx-spec"),

@@ -8,46 +8,46 @@ from typing import Any
 import dash
 from dash import Input, Output, callback, dcc, html
 
-from demuxlab.dashboard import common, data, figures
+from demuxlab.dashboard import address, common, data
+from demuxlab.dashboard.data import hosts as queries
+from demuxlab.dashboard.figures import run as figs
 
 dash.register_page(__name__, path="/hosts", name="Hosts", title="demuxlab · hosts")
 
 
-def layout(host: str | None = None, **_: Any) -> Any:
-    def body() -> Any:
-        with common.store().connect() as conn:
-            hosts = data.hosts(conn)
-        if hosts.empty:
-            return [
-                html.H1("Hosts"),
-                common.message("No hosts yet: they are recorded with the first ingested run."),
-            ]
-        options = [
-            {
-                "label": f"{h.hostname!s} (#{h.id!s}, {h.cpu_model or '?'!s}, "
-                f"first seen {h.first_seen:%Y-%m-%d})",
-                "value": str(h.id),
-            }
-            for h in hosts.itertuples()
-        ]
-        chosen = host if host and host in {o["value"] for o in options} else options[0]["value"]
-        if host and host != chosen:
-            raise data.NotFound(f"no host {host!r} in the database")
+@common.page_layout("host", what="host", hint=html.P(dcc.Link("all hosts", href="/hosts")))
+def layout(host: str | None = None) -> Any:
+    with common.store().connect() as conn:
+        hosts = queries.hosts(conn)
+    if hosts.empty:
         return [
             html.H1("Hosts"),
-            common.table_block("hosts-table", hosts, page_size=10),
-            html.Div(
-                [
-                    html.Label("Host"),
-                    dcc.Dropdown(id="hosts-choice", options=options, value=chosen, clearable=False),
-                ],
-                className="dlx-control dlx-wide",
-            ),
-            html.Div(id="hosts-detail"),
-            common.url_state_store("hosts"),
+            common.message("No hosts yet: they are recorded with the first ingested run."),
         ]
-
-    return common.guard("host", body, hint=html.P(dcc.Link("all hosts", href="/hosts")))
+    options = [
+        {
+            "label": f"{h.hostname!s} (#{h.id!s}, {h.cpu_model or '?'!s}, "
+            f"first seen {h.first_seen:%Y-%m-%d})",
+            "value": str(h.id),
+        }
+        for h in hosts.itertuples()
+    ]
+    chosen = host if host and host in {o["value"] for o in options} else options[0]["value"]
+    if host and host != chosen:
+        raise data.NotFound(f"no host {address.excerpt(host)} in the database")
+    return [
+        html.H1("Hosts"),
+        common.table_block("hosts-table", hosts, page_size=10),
+        html.Div(
+            [
+                html.Label("Host"),
+                dcc.Dropdown(id="hosts-choice", options=options, value=chosen, clearable=False),
+            ],
+            className="dlx-control dlx-wide",
+        ),
+        html.Div(id="hosts-detail"),
+        common.url_state_store("hosts"),
+    ]
 
 
 common.url_sync("hosts", [("hosts-choice", "value", "host")])
@@ -57,8 +57,10 @@ common.url_sync("hosts", [("hosts-choice", "value", "host")])
 def detail(host: str) -> Any:
     def body() -> Any:
         with common.store().connect() as conn:
-            h = data.host_detail(conn, int(host))
-            usage = data.host_usage(conn, int(host))
+            if not str(host).isascii() or not str(host).isdigit() or int(host) > 2**31 - 1:
+                raise data.NotFound(f"no host {address.excerpt(host)} in the database")
+            h = queries.host_detail(conn, int(host))
+            usage = queries.host_usage(conn, int(host))
         facts = h["facts"] or {}
         items = [
             (k, h.get(k))
@@ -74,7 +76,7 @@ def detail(host: str) -> Any:
                 [
                     html.Div([html.H2("Facts"), common.facts_list(items)], className="dlx-section"),
                     common.figure_block(
-                        "hosts-topology-graph", figures.topology_figure([(h["hostname"], facts)])
+                        "hosts-topology-graph", figs.topology_figure([(h["hostname"], facts)])
                     ),
                 ],
                 className="dlx-grid2",

@@ -1,223 +1,304 @@
 """Model: calibrated rates next to the paper's with their provenance, model vs measured with errors, and
-an interactive what-if (fluid at once, SSA on request) through :mod:`demuxlab.ctmc`."""
+an interactive what-if (fluid at once, SSA on request) through :mod:`demuxlab.ctmc`.
+
+Whatever the models cover comes from :mod:`demuxlab.ctmc` (its patterns, its rates) and from the stored
+predictions: nothing here names a pattern. The what-if starts from the chosen experiment's workload (its
+first modelled pattern, its most common work and connections, its thread counts), so the measured overlay
+is never silently empty; every input is checked here, in the page's own words."""
 
 from __future__ import annotations
 
 import functools
+import math
+from dataclasses import replace
 from typing import Any
 
 import dash
 import pandas as pd
 from dash import Input, Output, callback, ctx, dcc, html
 
-from demuxlab.dashboard import common, data, figures
+from demuxlab.dashboard import common, data
+from demuxlab.dashboard.data import models as model_queries
+from demuxlab.dashboard.data import points as point_queries
+from demuxlab.dashboard.figures import base, summary
+from demuxlab.dashboard.figures import model as figs
+from demuxlab.dashboard.figures import sweep as sweep_figs
 from demuxlab.errors import DemuxlabError
+from demuxlab.vocab import METHOD_FLUID, METHOD_SSA, SOURCE_PAPER
 
 dash.register_page(__name__, path="/model", name="Model", title="demuxlab · model")
 
-RATE_HELP = {
-    "r_l": "lock",
-    "r_p": "queue put",
-    "r_g": "queue get",
-    "r_t": "hand-off",
-    "r_i": "recv (in)",
-    "r_o": "send (out)",
-    "r_a": "re-arm",
-    "r_e": "notifier call",
-}
 MAX_POINTS = 32
 MAX_THREADS = 128
+MAX_WORK_US = 1_000_000.0
+MAX_CONNECTIONS = 1_000_000
+DEFAULTS = {"threads": "1-16", "work": "10", "connections": "512"}
 
 
-def _paper() -> dict[str, dict[str, float]]:
-    from demuxlab.ctmc.rates import PATTERNS, paper_rates
-
-    return {p: paper_rates(p).as_dict() for p in PATTERNS}
+class InputError(Exception):
+    """An input of the what-if the models cannot take; the message says which and why."""
 
 
-def layout(
-    experiment: str | None = None,
-    pattern: str = "lf",
-    rates: str = "paper",
-    threads: str = "1-16",
-    work: str = "10",
-    connections: str = "512",
-    **query: Any,
-) -> Any:
-    def body() -> Any:
-        with common.store().connect() as conn:
-            options = data.experiment_options(conn)
-            cals = data.calibrations(conn)
-            if experiment:
-                data.resolve_experiment(conn, experiment)
-            chosen = experiment or (options[0]["value"] if options else None)
-        cal_options = [{"label": "paper's rates (seed 001)", "value": "paper"}] + [
-            {
-                "label": f"calibration #{c.id!s}: {c.pattern!s}/{c.notifier!s} ({c.experiment or '?'!s})",
-                "value": str(c.id),
-            }
-            for c in cals.itertuples()
-        ]
-        provenance = cals.drop(columns=["rates"]).rename(columns={"hostname": "host"})
-        rate_rows = figures.rates_table(cals, _paper())
-        rate_inputs = [
-            html.Div(
-                [
-                    html.Label(f"{k} ({RATE_HELP[k]}) µs"),
-                    dcc.Input(
-                        id=f"model-{k}",
-                        type="number",
-                        min=0,
-                        step="any",
-                        value=_float(query.get(k)),
-                        placeholder="as chosen",
-                        debounce=True,
-                        style={"width": "110px"},
-                    ),
-                ],
-                className="dlx-control",
-                style={"minWidth": "120px"},
+# -- the models, as demuxlab.ctmc offers them -------------------------------------------------------------
+
+
+def model_patterns() -> tuple[str, ...]:
+    from demuxlab.ctmc.rates import PATTERNS
+
+    return tuple(PATTERNS)
+
+
+def rate_fields() -> tuple[str, ...]:
+    from demuxlab.ctmc.rates import RATE_FIELDS
+
+    return tuple(RATE_FIELDS)
+
+
+def min_threads(pattern: str) -> int:
+    from demuxlab.ctmc.rates import min_threads as lowest
+
+    return int(lowest(pattern))
+
+
+def paper() -> dict[str, dict[str, float]]:
+    from demuxlab.ctmc.rates import paper_rates
+
+    return {p: paper_rates(p).as_dict() for p in model_patterns()}
+
+
+# -- inputs ----------------------------------------------------------------------------------------------
+
+
+def parse_threads(text: Any) -> list[int]:
+    """``1-16``, ``2,4,8`` or both (``1-4,8``) as sorted thread counts; :class:`InputError` else."""
+    raw = str(text or "").strip()
+    if not raw:
+        raise InputError("threads: give the thread counts to predict, e.g. 1-16 or 2,4,8")
+    out: set[int] = set()
+    for part in raw.split(","):
+        part = part.strip()
+        lo, dash_, hi = part.partition("-")
+        if not (lo.strip().isdigit() and (not dash_ or hi.strip().isdigit())):
+            raise InputError(f"threads: write counts like 1-16 or 2,4,8 (got {_shown(raw)})")
+        a, b = int(lo), int(hi) if dash_ else int(lo)
+        if a < 1 or b < a:
+            raise InputError(f"threads: {part} is not a range of counts from 1 up (got {_shown(raw)})")
+        if b > MAX_THREADS or len(out) + (b - a + 1) > MAX_POINTS:
+            raise InputError(
+                f"threads: at most {MAX_POINTS} counts, each at most {MAX_THREADS} (got {_shown(raw)})"
             )
-            for k in RATE_HELP
-        ]
-        return [
-            html.H1("Model"),
-            html.Div(
-                [
-                    html.H2("Calibrations"),
-                    html.P(
-                        "Time per operation (1/rate) fitted from instrumented runs, next to the paper's.",
-                        className="dlx-muted",
-                    ),
-                    common.figure_block("model-rates-graph", figures.rates_figure(rate_rows)),
-                    common.table_block("model-rates", rate_rows),
-                    html.H2("Provenance"),
-                    common.table_block("model-provenance", provenance, page_size=8),
-                ],
-                className="dlx-section",
-            ),
-            html.Div(
-                [
-                    html.H2("What if"),
-                    html.P(
-                        "Change the rates, the threads, the work or the connections: the fluid approximation "
-                        "answers at once; the SSA (stochastic simulation, 95 % CI) runs on request.",
-                        className="dlx-muted",
-                    ),
-                    html.Div(
-                        [
-                            html.Div(
-                                [
-                                    html.Label("pattern"),
-                                    dcc.Dropdown(
-                                        id="model-pattern",
-                                        options=["hsha", "lf"],
-                                        value=pattern if pattern in ("hsha", "lf") else "lf",
-                                        clearable=False,
-                                    ),
-                                ],
-                                className="dlx-control",
-                            ),
-                            html.Div(
-                                [
-                                    html.Label("rates"),
-                                    dcc.Dropdown(
-                                        id="model-rates-choice",
-                                        options=cal_options,
-                                        value=rates
-                                        if rates in {o["value"] for o in cal_options}
-                                        else "paper",
-                                        clearable=False,
-                                    ),
-                                ],
-                                className="dlx-control dlx-wide",
-                            ),
-                            html.Div(
-                                [
-                                    html.Label("threads"),
-                                    dcc.Input(
-                                        id="model-threads",
-                                        value=threads,
-                                        debounce=True,
-                                        style={"width": "90px"},
-                                    ),
-                                ],
-                                className="dlx-control",
-                            ),
-                            html.Div(
-                                [
-                                    html.Label("work (µs)"),
-                                    dcc.Input(
-                                        id="model-work",
-                                        type="number",
-                                        min=0,
-                                        step="any",
-                                        value=_float(work) or 10,
-                                        debounce=True,
-                                        style={"width": "90px"},
-                                    ),
-                                ],
-                                className="dlx-control",
-                            ),
-                            html.Div(
-                                [
-                                    html.Label("connections"),
-                                    dcc.Input(
-                                        id="model-connections",
-                                        type="number",
-                                        min=1,
-                                        step=1,
-                                        value=int(_float(connections) or 512),
-                                        debounce=True,
-                                        style={"width": "90px"},
-                                    ),
-                                ],
-                                className="dlx-control",
-                            ),
-                            html.Div(
-                                [
-                                    html.Label("measured (overlay)"),
-                                    dcc.Dropdown(
-                                        id="model-experiment",
-                                        options=options,
-                                        value=chosen,
-                                        placeholder="none",
-                                    ),
-                                ],
-                                className="dlx-control dlx-wide",
-                            ),
-                            html.Button("Run SSA", id="model-ssa", className="dlx-btn"),
-                        ],
-                        className="dlx-controls",
-                    ),
-                    html.Div(rate_inputs, className="dlx-controls"),
-                    html.Div(id="model-whatif-status"),
-                    common.figure_block("model-whatif-graph"),
-                    common.table_block("model-whatif-table", page_size=16),
-                ],
-                className="dlx-section",
-            ),
-            html.Div(
-                [
-                    html.H2("Model vs measured"),
-                    html.Div(id="model-validation-status"),
-                    common.table_block("model-validation-summary", page_size=10),
-                    common.table_block("model-validation"),
-                ],
-                className="dlx-section",
-            ),
-            common.url_state_store("model"),
-        ]
-
-    return common.guard("experiment", body, hint=html.P(dcc.Link("all experiments", href="/")))
+        out.update(range(a, b + 1))
+    return sorted(out)
 
 
-def _float(v: Any) -> float | None:
+def positive(value: Any, what: str, unit: str, limit: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be a number of {unit} (got {_shown(value)})") from None
+    if not math.isfinite(v) or v <= 0 or v > limit:
+        raise InputError(
+            f"{what} must be more than 0 and at most {base.fmt(limit)} {unit} (got {_shown(value)})"
+        )
+    return v
+
+
+def _shown(value: Any) -> str:
+    from demuxlab.dashboard.address import excerpt
+
+    if value is None or value == "":
+        return "nothing"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return base.fmt(float(value))
+    return excerpt(value, 30)
+
+
+def rate_overrides(values: tuple[Any, ...]) -> dict[str, float]:
+    """The times per operation (µs) typed over the chosen rates; an empty box keeps the chosen rate."""
+    out: dict[str, float] = {}
+    for k, v in zip(rate_fields(), values, strict=False):
+        if v is None or v == "":
+            continue
+        out[k] = positive(v, figs.rate_name(k), "µs", 1e9)
+    return out
+
+
+def _number(v: Any) -> float | None:
     try:
         f = float(v)
     except (TypeError, ValueError):
         return None
-    return f if f > 0 else None
+    return f if math.isfinite(f) else None
+
+
+# -- layout ----------------------------------------------------------------------------------------------
+
+
+@common.page_layout("experiment", "pattern", "rates", "threads", "work", "connections", *rate_fields())
+def layout(
+    experiment: str | None = None,
+    pattern: str | None = None,
+    rates: str = SOURCE_PAPER,
+    threads: str | None = None,
+    work: str | None = None,
+    connections: str | None = None,
+    **query: str,
+) -> Any:
+    patterns = model_patterns()
+    with common.store().connect() as conn:
+        options = data.experiment_options(conn)
+        cals = model_queries.calibrations(conn)
+        chosen = None
+        workload: dict[str, Any] = {}
+        if experiment or options:
+            exp = data.resolve_experiment(conn, experiment or options[0]["value"])
+            chosen = exp.value
+            workload = figs.workload_defaults(point_queries.measured(conn, exp), patterns)
+    pattern = pattern if pattern in patterns else workload.get("pattern", patterns[0])
+    cal_options = [{"label": "paper's rates (seed 001)", "value": SOURCE_PAPER}] + [
+        {
+            "label": f"calibration #{c.id!s}: {c.pattern!s}/{c.notifier!s} ({c.experiment or '?'!s})",
+            "value": str(c.id),
+        }
+        for c in cals.itertuples()
+    ]
+    provenance = cals.drop(columns=["rates"]).rename(columns={"hostname": "host"})
+    rate_rows = figs.rates_table(cals, paper(), rate_fields())
+    rate_inputs = [
+        html.Div(
+            [
+                html.Label(f"{figs.rate_name(k)}, µs", htmlFor=f"model-{k}"),
+                dcc.Input(
+                    id=f"model-{k}",
+                    type="text",
+                    inputMode="numeric",
+                    value=query.get(k) if _number(query.get(k)) is not None else None,
+                    placeholder="as chosen",
+                    debounce=True,
+                    style={"width": "120px"},
+                ),
+            ],
+            className="dlx-control dlx-rate",
+        )
+        for k in rate_fields()
+    ]
+    note = (
+        f"Inputs start from {chosen}'s workload."
+        if workload
+        else "Inputs start from the defaults: the chosen experiment measured none of the modelled patterns."
+    )
+    return [
+        html.H1("Model"),
+        html.Div(
+            [
+                html.H2("Calibrations"),
+                html.P(
+                    "Time per operation (1/rate) fitted from instrumented runs, next to the paper's.",
+                    className="dlx-muted",
+                ),
+                common.figure_block("model-rates-graph", figs.rates_figure(rate_rows)),
+                common.table_block("model-rates", rate_rows),
+                html.H2("Provenance"),
+                common.table_block("model-provenance", provenance, page_size=8),
+            ],
+            className="dlx-section",
+        ),
+        html.Div(
+            [
+                html.H2("What if"),
+                html.P(
+                    "Change the rates, the threads, the work or the connections: the fluid approximation "
+                    "answers at once; the SSA (stochastic simulation, 95 % CI) runs on request. " + note,
+                    className="dlx-muted",
+                    id="model-whatif-origin",
+                ),
+                html.Div(
+                    [
+                        _control(
+                            "measured (overlay)",
+                            dcc.Dropdown(
+                                id="model-experiment", options=options, value=chosen, placeholder="none"
+                            ),
+                            wide=True,
+                        ),
+                        _control(
+                            "pattern",
+                            dcc.Dropdown(
+                                id="model-pattern", options=list(patterns), value=pattern, clearable=False
+                            ),
+                        ),
+                        _control(
+                            "rates",
+                            dcc.Dropdown(
+                                id="model-rates-choice",
+                                options=cal_options,
+                                value=rates if rates in {o["value"] for o in cal_options} else SOURCE_PAPER,
+                                clearable=False,
+                            ),
+                            wide=True,
+                        ),
+                        _control(
+                            "threads",
+                            dcc.Input(
+                                id="model-threads",
+                                value=threads or workload.get("threads", DEFAULTS["threads"]),
+                                debounce=True,
+                                style={"width": "110px"},
+                            ),
+                        ),
+                        _control(
+                            "work per message (µs)",
+                            dcc.Input(
+                                id="model-work",
+                                type="text",
+                                inputMode="numeric",
+                                value=work or workload.get("work", DEFAULTS["work"]),
+                                debounce=True,
+                                style={"width": "110px"},
+                            ),
+                        ),
+                        _control(
+                            "connections",
+                            dcc.Input(
+                                id="model-connections",
+                                type="number",
+                                step=1,
+                                value=_number(
+                                    connections or workload.get("connections", DEFAULTS["connections"])
+                                ),
+                                debounce=True,
+                                style={"width": "110px"},
+                            ),
+                        ),
+                        html.Button("Run SSA", id="model-ssa", className="dlx-btn"),
+                    ],
+                    className="dlx-controls",
+                ),
+                html.P(
+                    "Time per operation, over the chosen rates (empty: as chosen):", className="dlx-muted"
+                ),
+                html.Div(rate_inputs, className="dlx-controls"),
+                html.Div(id="model-whatif-status"),
+                common.figure_block("model-whatif-graph"),
+                common.table_block("model-whatif-table", page_size=16),
+            ],
+            className="dlx-section",
+        ),
+        html.Div(
+            [
+                html.H2("Model vs measured"),
+                html.Div(id="model-validation-status"),
+                common.table_block("model-validation-summary", page_size=10),
+                common.table_block("model-validation"),
+            ],
+            className="dlx-section",
+        ),
+        common.url_state_store("model"),
+    ]
+
+
+def _control(label: str, child: Any, wide: bool = False) -> html.Div:
+    return html.Div([html.Label(label), child], className="dlx-control" + (" dlx-wide" if wide else ""))
 
 
 common.url_sync(
@@ -229,34 +310,36 @@ common.url_sync(
         ("model-threads", "value", "threads"),
         ("model-work", "value", "work"),
         ("model-connections", "value", "connections"),
-        *[(f"model-{k}", "value", k) for k in RATE_HELP],
+        *[(f"model-{k}", "value", k) for k in rate_fields()],
     ],
 )
 
 
-def base_rates(choice: str, pattern: str) -> tuple[str, Any]:
+# -- predictions -----------------------------------------------------------------------------------------
+
+
+def base_rates(choice: str | None, pattern: str) -> tuple[str, Any]:
     """(pattern, Rates) for the choice: the paper's for ``pattern``, or a calibration's (its own pattern)."""
     from demuxlab.ctmc.rates import Rates, paper_rates
 
-    if choice in (None, "", "paper"):
+    if choice in (None, "", SOURCE_PAPER):
         return pattern, paper_rates(pattern)
+    if not str(choice).isdigit():
+        raise data.NotFound(f"no calibration {_shown(choice)}")
     with common.store().connect() as conn:
-        row = data.calibration_rates(conn, int(choice))
+        row = model_queries.calibration_rates(conn, int(choice))
     if row is None:
-        raise data.NotFound(f"no calibration {choice}")
+        raise data.NotFound(f"no calibration {_shown(choice)}")
     return str(row["pattern"]), Rates.from_dict(dict(row["rates"]), where=f"calibration {choice}")
 
 
-def override(rates: Any, overrides: dict[str, float | None]) -> Any:
+def override(rates: Any, overrides: dict[str, float]) -> Any:
     """The rates with each given time per operation (µs) replacing its rate (1/µs)."""
-    from dataclasses import replace
-
-    changes = {k: 1.0 / v for k, v in overrides.items() if v}
-    if not changes:
+    if not overrides:
         return rates
     src = dict(rates.source)
-    src.update({k: "what-if" for k in changes})
-    return replace(rates, **changes, source=src)
+    src.update({k: "what-if" for k in overrides})
+    return replace(rates, **{k: 1.0 / v for k, v in overrides.items()}, source=src)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -266,9 +349,9 @@ def _predict(
     """One prediction; cached, since the solvers are deterministic (the SSA's seed is fixed) and the
     what-if asks the same points again as the user moves one control."""
     from demuxlab.ctmc.predict import predict
-    from demuxlab.ctmc.rates import RATE_FIELDS, Rates
+    from demuxlab.ctmc.rates import Rates
 
-    r = Rates.from_dict(dict(zip(RATE_FIELDS, rates, strict=True)), where="what-if rates")
+    r = Rates.from_dict(dict(zip(rate_fields(), rates, strict=True)), where="what-if rates")
     p = predict(pattern, threads, work_us, method=method, connections=connections, rates=r, rel_ci=0.03)
     return p.throughput_msgs_per_s, p.ci_halfwidth_rel
 
@@ -276,21 +359,13 @@ def _predict(
 def predict_curve(
     pattern: str, rates: Any, threads: list[int], work_us: float, connections: int, method: str
 ) -> pd.DataFrame:
-    from demuxlab.ctmc.rates import RATE_FIELDS, min_threads
-
-    key = tuple(float(getattr(rates, k)) for k in RATE_FIELDS)
+    key = tuple(float(getattr(rates, k)) for k in rate_fields())
     rows = []
     for t in threads:
         if t < min_threads(pattern):
             continue
         thr, ci = _predict(pattern, key, t, float(work_us), int(connections), method)
-        rows.append(
-            {
-                "threads": t,
-                "throughput_msgs_per_s": thr,
-                "ci_halfwidth_rel": ci,
-            }
-        )
+        rows.append({"threads": t, "throughput_msgs_per_s": thr, "ci_halfwidth_rel": ci})
     return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel"])
 
 
@@ -306,70 +381,84 @@ def predict_curve(
     Input("model-connections", "value"),
     Input("model-experiment", "value"),
     Input("model-ssa", "n_clicks"),
-    *[Input(f"model-{k}", "value") for k in RATE_HELP],
+    *[Input(f"model-{k}", "value") for k in rate_fields()],
 )
 def whatif(
     pattern: str,
     choice: str,
     threads_text: str,
-    work: float | None,
-    connections: int | None,
+    work: Any,
+    connections: Any,
     experiment: str | None,
     _ssa: int | None,
-    *overrides: float | None,
+    *overrides: Any,
 ) -> tuple[Any, ...]:
-    from demuxlab.ctmc.params import parse_int_list
-
     run_ssa = ctx.triggered_id == "model-ssa"
     try:
-        threads = parse_int_list(str(threads_text or ""), "threads")
-        if len(threads) > MAX_POINTS or max(threads) > MAX_THREADS:
-            raise DemuxlabError(
-                f"threads: at most {MAX_POINTS} values up to {MAX_THREADS}, got {threads_text!r}"
+        if pattern not in model_patterns():
+            raise InputError(
+                f"pattern: the models cover {', '.join(model_patterns())} (got {_shown(pattern)})"
             )
-        work_us = float(work or 0)
-        if not work_us > 0:
-            raise DemuxlabError(f"work: must be positive µs, got {work!r}")
-        conns = int(connections or 0)
-        if conns < 1:
-            raise DemuxlabError(f"connections: must be a positive integer, got {connections!r}")
+        threads = parse_threads(threads_text)
+        work_us = positive(work, "work per message", "µs", MAX_WORK_US)
+        conns = positive(connections, "connections", "connections", MAX_CONNECTIONS)
+        if not float(conns).is_integer():
+            raise InputError(f"connections must be a whole number (got {_shown(connections)})")
         pattern, rates = base_rates(choice, pattern)
-        rates = override(rates, dict(zip(RATE_HELP, overrides, strict=True)))
-        fluid = predict_curve(pattern, rates, threads, work_us, conns, "fluid")
-        ssa = predict_curve(pattern, rates, threads, work_us, conns, "ssa") if run_ssa else None
-        measured = _measured(experiment, pattern, work_us, conns) if experiment else None
-    except DemuxlabError as exc:
-        return figures.empty_figure(exc.message), [], [], common.message(exc.message, "warning")
-    except data.DataUnavailable as exc:
-        return figures.empty_figure("database unavailable"), [], [], common.unavailable_panel(exc)
-    except data.NotFound as exc:
-        return figures.empty_figure(str(exc)), [], [], common.not_found_panel(exc, "calibration")
-    table = fluid.rename(columns={"throughput_msgs_per_s": "fluid_msgs_per_s"}).drop(
-        columns="ci_halfwidth_rel"
-    )
-    if ssa is not None:
-        table = table.merge(
-            ssa.rename(columns={"throughput_msgs_per_s": "ssa_msgs_per_s", "ci_halfwidth_rel": "ssa_ci_rel"}),
-            on="threads",
-            how="left",
+        rates = override(rates, rate_overrides(overrides))
+        left_out = [t for t in threads if t < min_threads(pattern)]
+        if len(left_out) == len(threads):
+            raise InputError(f"threads: {pattern} needs at least {min_threads(pattern)} threads")
+        fluid = predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_FLUID)
+        ssa = predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_SSA) if run_ssa else None
+        measured = _measured(experiment, pattern, work_us, int(conns)) if experiment else None
+    except InputError as exc:
+        return (
+            base.empty_figure(str(exc)),
+            [],
+            [],
+            common.message(str(exc), "warning", id="model-input-error"),
         )
+    except DemuxlabError as exc:  # the models refused what the checks above let through
+        return base.empty_figure(exc.message), [], [], common.message(exc.message, "warning")
+    except data.DataUnavailable as exc:
+        return base.empty_figure("database unavailable"), [], [], common.unavailable_panel(exc)
+    except data.NotFound as exc:
+        return base.empty_figure(str(exc)), [], [], common.not_found_panel(exc, "calibration")
+    table = figs.whatif_table(fluid, ssa)
     t = common.table_props(table.round(4))
-    label = "paper's rates" if choice in (None, "", "paper") else f"calibration #{choice}"
-    fig = figures.whatif_figure(
-        fluid, ssa, measured, title=f"What if: {pattern}, {label}, work {work_us:g} µs, {conns} connections"
+    label = "paper's rates" if choice in (None, "", SOURCE_PAPER) else f"calibration #{choice}"
+    fig = figs.whatif_figure(
+        fluid,
+        ssa,
+        measured,
+        pattern=pattern,
+        title=f"What if: {pattern}, {label}, work {work_us:g} µs, {int(conns)} connections",
     )
-    note = common.message(
-        "SSA done." if run_ssa else "Fluid shown; press “Run SSA” for the stochastic simulation with its CI.",
-        id="model-whatif-note",
-    )
-    return fig, t["data"], t["columns"], note
+    lines: list[Any] = [
+        "SSA done." if run_ssa else "Fluid shown; press “Run SSA” for the stochastic simulation with its CI."
+    ]
+    if left_out:
+        lines.append(f" {pattern} needs at least {min_threads(pattern)} threads: {left_out} left out.")
+    if measured is not None and measured.empty:
+        lines.append(
+            f" {experiment} has no ok runs of {pattern} at {work_us:g} µs and {int(conns)} connections."
+        )
+    notes = [common.message(lines, id="model-whatif-note")]
+    flag = figs.disagreement(table)
+    if flag:
+        notes.append(common.message(flag, "warning", id="model-fluid-flag"))
+    return fig, t["data"], t["columns"], notes
 
 
 def _measured(experiment: str, pattern: str, work_us: float, connections: int) -> pd.DataFrame:
+    """The experiment's measured points of ``pattern`` at this work and connection count, summarised per
+    notifier and hardware class (each with its own interval: never averaged across notifiers)."""
     with common.store().connect() as conn:
-        pts = data.sweep_points(conn, data.resolve_experiment(conn, experiment))
+        pts = point_queries.measured(conn, data.resolve_experiment(conn, experiment))
     sel = pts[(pts["pattern"] == pattern) & (pts["work_us"] == work_us) & (pts["connections"] == connections)]
-    return pd.DataFrame(sel.groupby("threads", as_index=False)["mean"].mean())
+    out = summary.summarise(sel) if not sel.empty else sel
+    return out[out["n"] > 0] if not out.empty else out
 
 
 @callback(
@@ -392,15 +481,15 @@ def validation(experiment: str | None) -> tuple[Any, ...]:
     try:
         with common.store().connect() as conn:
             exp = data.resolve_experiment(conn, experiment)
-            pts = data.sweep_points(conn, exp)
-            preds = data.predictions(conn, exp)
+            pts = point_queries.measured(conn, exp)
+            preds = point_queries.predictions(conn, exp)
     except data.DataUnavailable as exc:
         return [], [], [], [], common.unavailable_panel(exc)
     except data.NotFound as exc:
         return [], [], [], [], common.not_found_panel(exc, "experiment")
-    pts = pts[pts["pattern"].isin(["hsha", "lf"])]
-    table = figures.sweep_table(pts, preds)
+    pts = pts[pts["point_id"].isin(preds["point_id"])] if not preds.empty else pts.iloc[0:0]
+    table = sweep_figs.sweep_table(pts, preds)
     t = common.table_props(table)
-    s = common.table_props(figures.error_summary(table))
+    s = common.table_props(sweep_figs.error_summary(table))
     status = None if not preds.empty else common.message(f"{exp.label} has no stored predictions.")
     return t["data"], t["columns"], s["data"], s["columns"], status

@@ -8,7 +8,10 @@ from typing import Any
 import dash
 from dash import Input, Output, callback, dcc, html
 
-from demuxlab.dashboard import common, data, figures
+from demuxlab.dashboard import common, data, fields
+from demuxlab.dashboard.data import operations as queries
+from demuxlab.dashboard.figures import base
+from demuxlab.dashboard.figures import operations as figs
 
 dash.register_page(__name__, path="/operations", name="Operations", title="demuxlab · operations")
 
@@ -19,68 +22,65 @@ STATISTICS = {
 }
 
 
-def layout(experiment: str | None = None, x: str = "threads", statistic: str = "mean_us", **_: Any) -> Any:
-    def body() -> Any:
-        with common.store().connect() as conn:
-            options = data.experiment_options(conn)
-            if not options:
-                return [html.H1("Operations"), common.empty_database_panel()]
-            chosen = experiment or options[0]["value"]
-            data.resolve_experiment(conn, chosen)
-        return [
-            html.H1("Operations"),
-            html.P(
-                "Time per operation inside the server, from instrumented runs (instrument: true, and the "
-                "CTMC calibration runs).",
-                className="dlx-muted",
-            ),
-            html.Div(
-                [
-                    html.Div(
-                        [
-                            html.Label("Experiment"),
-                            dcc.Dropdown(
-                                id="operations-experiment", options=options, value=chosen, clearable=False
-                            ),
-                        ],
-                        className="dlx-control dlx-wide",
-                    ),
-                    html.Div(
-                        [
-                            html.Label("x axis"),
-                            dcc.Dropdown(
-                                id="operations-x",
-                                options=[{"label": v, "value": k} for k, v in data.AXES.items()],
-                                value=x if x in data.AXES else "threads",
-                                clearable=False,
-                            ),
-                        ],
-                        className="dlx-control",
-                    ),
-                    html.Div(
-                        [
-                            html.Label("statistic"),
-                            dcc.Dropdown(
-                                id="operations-statistic",
-                                options=[{"label": v, "value": k} for k, v in STATISTICS.items()],
-                                value=statistic if statistic in STATISTICS else "mean_us",
-                                clearable=False,
-                            ),
-                        ],
-                        className="dlx-control dlx-wide",
-                    ),
-                ],
-                className="dlx-controls",
-            ),
-            html.Div(id="operations-status"),
-            common.figure_block("operations-graph"),
-            common.figure_block("operations-events-graph"),
-            html.H2("Per point and operation"),
-            common.table_block("operations-table"),
-            common.url_state_store("operations"),
-        ]
-
-    return common.guard("experiment", body, hint=html.P(dcc.Link("all experiments", href="/")))
+@common.page_layout("experiment", "x", "statistic")
+def layout(experiment: str | None = None, x: str = "threads", statistic: str = "mean_us") -> Any:
+    with common.store().connect() as conn:
+        options = data.experiment_options(conn)
+        if not options:
+            return [html.H1("Operations"), common.empty_database_panel()]
+        chosen = data.resolve_experiment(conn, experiment or options[0]["value"]).value
+    return [
+        html.H1("Operations"),
+        html.P(
+            "Time per operation inside the server, from instrumented runs (instrument: true, and the "
+            "CTMC calibration runs).",
+            className="dlx-muted",
+        ),
+        html.Div(
+            [
+                html.Div(
+                    [
+                        html.Label("Experiment"),
+                        dcc.Dropdown(
+                            id="operations-experiment", options=options, value=chosen, clearable=False
+                        ),
+                    ],
+                    className="dlx-control dlx-wide",
+                ),
+                html.Div(
+                    [
+                        html.Label("x axis"),
+                        dcc.Dropdown(
+                            id="operations-x",
+                            options=[{"label": v, "value": k} for k, v in fields.AXES.items()],
+                            value=x if x in fields.AXES else "threads",
+                            clearable=False,
+                        ),
+                    ],
+                    className="dlx-control",
+                ),
+                html.Div(
+                    [
+                        html.Label("statistic"),
+                        dcc.Dropdown(
+                            id="operations-statistic",
+                            options=[{"label": v, "value": k} for k, v in STATISTICS.items()],
+                            value=statistic if statistic in STATISTICS else "mean_us",
+                            clearable=False,
+                        ),
+                    ],
+                    className="dlx-control dlx-wide",
+                ),
+            ],
+            className="dlx-controls",
+        ),
+        html.Div(id="operations-status"),
+        common.figure_block("operations-graph"),
+        common.figure_block("operations-events-graph"),
+        html.H2("Per point and operation"),
+        common.table_block("operations-table"),
+        common.url_state_store("operations"),
+    ]
 
 
 common.url_sync(
@@ -107,18 +107,20 @@ def update(experiment: str, x: str, statistic: str) -> tuple[Any, ...]:
     try:
         with common.store().connect() as conn:
             exp = data.resolve_experiment(conn, experiment)
-            ops = data.operation_times(conn, exp)
-            ev = data.events_per_call(conn, exp)
+            ops = queries.operation_times(conn, exp)
+            ev = queries.events_per_call(conn, exp)
     except data.DataUnavailable as exc:
-        blank = figures.empty_figure("database unavailable")
+        blank = base.empty_figure("database unavailable")
         return blank, blank, [], [], common.unavailable_panel(exc)
     except data.NotFound as exc:
-        blank = figures.empty_figure(str(exc))
+        blank = base.empty_figure(str(exc))
         return blank, blank, [], [], common.not_found_panel(exc, "experiment")
+    x = x if x in fields.AXES else "threads"
+    statistic = statistic if statistic in STATISTICS else "mean_us"
     t = common.table_props(ops.round(4))
     return (
-        figures.operations_figure(ops, x=x, statistic=statistic),
-        figures.events_figure(ev, x=x),
+        figs.operations_figure(ops, x=x, statistic=statistic),
+        figs.events_figure(ev, x=x),
         t["data"],
         t["columns"],
         None,

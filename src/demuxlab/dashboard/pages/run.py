@@ -8,12 +8,15 @@ from typing import Any
 import dash
 from dash import dcc, html
 
-from demuxlab.dashboard import common, data, figures
+from demuxlab.dashboard import common
+from demuxlab.dashboard.data import runs as queries
+from demuxlab.dashboard.figures import run as figs
 
 dash.register_page(__name__, path="/run", name="Run", title="demuxlab · run")
 
 
-def layout(run: str | None = None, **_: Any) -> Any:
+@common.page_layout("run", what="run")
+def layout(run: str | None = None) -> Any:
     if not run:
         return [
             html.H1("Run"),
@@ -26,16 +29,16 @@ def layout(run: str | None = None, **_: Any) -> Any:
                 id="run-none",
             ),
         ]
-    return common.guard("run", lambda: _body(run), hint=html.P(dcc.Link("all experiments", href="/")))
+    return _body(run)
 
 
 def _body(run_id: str) -> Any:
     from demuxlab.stats import leading_transient
 
     with common.store().connect() as conn:
-        r = data.run_detail(conn, run_id)
-        samples = data.run_samples(conn, run_id)
-        ops = data.run_ops(conn, run_id)
+        r = queries.run_detail(conn, run_id)
+        samples = queries.run_samples(conn, run_id)
+        ops = queries.run_ops(conn, run_id)
     trimmed = leading_transient(samples["throughput_msgs_per_s"].tolist()) if len(samples) >= 3 else 0
     exp_ref = r["experiment"]
     pinning = r["pinning"] or {}
@@ -68,7 +71,12 @@ def _body(run_id: str) -> Any:
             "throughput",
             None if r["throughput_msgs_per_s"] is None else f"{r['throughput_msgs_per_s']:,.1f} msg/s",
         ),
-        ("stationary", r["stationary"]),
+        (
+            "stationary",
+            figs.stationarity_text(
+                r["stationary"], r["drift_rel"], status=r["status"], samples=len(samples), trimmed=trimmed
+            ),
+        ),
         ("drift", None if r["drift_rel"] is None else f"{r['drift_rel'] * 100:+.2f} %"),
         ("leading transient (s)", trimmed),
         ("started / finished", f"{r['started_at']} / {r['finished_at']}"),
@@ -101,7 +109,7 @@ def _body(run_id: str) -> Any:
         status_panel,
         common.figure_block(
             "run-timeline-graph",
-            figures.run_timeline_figure(
+            figs.run_timeline_figure(
                 samples,
                 warmup_s=float(r["warmup_s"]),
                 measure_s=float(r["measure_s"]),
@@ -110,13 +118,14 @@ def _body(run_id: str) -> Any:
                 stationary=r["stationary"],
                 drift_rel=r["drift_rel"],
                 trimmed_seconds=trimmed,
+                status=r["status"],
             ),
         ),
         html.Div(
             [
                 html.Div([html.H2("Run"), common.facts_list(point_items)], className="dlx-section"),
                 html.Div(
-                    [common.figure_block("run-latency-graph", figures.latency_figure(r["latency_us"]))],
+                    [common.figure_block("run-latency-graph", figs.latency_figure(r["latency_us"]))],
                     className="dlx-section",
                 ),
             ],
@@ -124,7 +133,7 @@ def _body(run_id: str) -> Any:
         ),
         common.figure_block(
             "run-topology-graph",
-            figures.topology_figure(
+            figs.topology_figure(
                 hosts, pinning, server_result.get("threads_detail") or [], same_host=same_host
             ),
         ),

@@ -8,11 +8,16 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
-from demuxlab.dashboard import common, data, figures
+from demuxlab.dashboard import common, data, fields
+from demuxlab.dashboard.data import points as queries
+from demuxlab.dashboard.figures import base
+from demuxlab.dashboard.figures import sweep as figs
+from demuxlab.vocab import NOTIFIERS, PATTERNS
 
 dash.register_page(__name__, path="/sweep", name="Sweep", title="demuxlab · sweep")
 
-COLOUR_CHOICES = ("pattern", "notifier", "work_us", "connections", "msg_size", "threads")
+COLOUR_CHOICES = fields.PARAMS
+SHOW = ("paper", "calibration", "residuals")
 SOURCE_OPTIONS = [
     {"label": "model: paper rates", "value": "paper"},
     {"label": "model: calibrated rates", "value": "calibration"},
@@ -24,6 +29,7 @@ def _control(label: str, child: Any, wide: bool = False) -> html.Div:
     return html.Div([html.Label(label), child], className="dlx-control" + (" dlx-wide" if wide else ""))
 
 
+@common.page_layout("experiment", "x", "colour", "facet", "patterns", "notifiers", "show")
 def layout(
     experiment: str | None = None,
     x: str = "threads",
@@ -31,108 +37,110 @@ def layout(
     facet: str = "notifier",
     patterns: str = "",
     notifiers: str = "",
-    show: str = "paper,calibration,residuals",
-    **_: Any,
+    show: str = ",".join(SHOW),
 ) -> Any:
-    def body() -> Any:
-        with common.store().connect() as conn:
-            options = data.experiment_options(conn)
-            if not options:
-                return [html.H1("Sweep"), common.empty_database_panel()]
-            chosen = experiment or options[0]["value"]
-            exp = data.resolve_experiment(conn, chosen)
-            pts = data.sweep_points(conn, exp)
-        return [
-            html.H1("Sweep"),
-            html.Div(
-                [
-                    _control(
-                        "Experiment",
-                        dcc.Dropdown(id="sweep-experiment", options=options, value=chosen, clearable=False),
-                        wide=True,
+    with common.store().connect() as conn:
+        options = data.experiment_options(conn)
+        if not options:
+            return [html.H1("Sweep"), common.empty_database_panel()]
+        exp = data.resolve_experiment(conn, experiment or options[0]["value"])
+        chosen = exp.value
+        pts = queries.measured(conn, exp)
+    return [
+        html.H1("Sweep"),
+        html.Div(
+            [
+                _control(
+                    "Experiment",
+                    dcc.Dropdown(id="sweep-experiment", options=options, value=chosen, clearable=False),
+                    wide=True,
+                ),
+                _control(
+                    "x axis",
+                    dcc.Dropdown(
+                        id="sweep-x",
+                        options=[{"label": v, "value": k} for k, v in fields.AXES.items()],
+                        value=x if x in fields.AXES else "threads",
+                        clearable=False,
                     ),
-                    _control(
-                        "x axis",
-                        dcc.Dropdown(
-                            id="sweep-x",
-                            options=[{"label": v, "value": k} for k, v in data.AXES.items()],
-                            value=x if x in data.AXES else "threads",
-                            clearable=False,
-                        ),
+                ),
+                _control(
+                    "colour",
+                    dcc.Dropdown(
+                        id="sweep-colour",
+                        options=[{"label": fields.label(c), "value": c} for c in COLOUR_CHOICES],
+                        value=colour if colour in COLOUR_CHOICES else "pattern",
+                        clearable=False,
                     ),
-                    _control(
-                        "colour",
-                        dcc.Dropdown(
-                            id="sweep-colour",
-                            options=[{"label": figures.PARAM_LABEL[c], "value": c} for c in COLOUR_CHOICES],
-                            value=colour if colour in COLOUR_CHOICES else "pattern",
-                            clearable=False,
-                        ),
+                ),
+                _control(
+                    "facet (columns)",
+                    dcc.Dropdown(
+                        id="sweep-facet",
+                        options=[{"label": "none", "value": "none"}]
+                        + [{"label": fields.label(c), "value": c} for c in fields.PARAMS],
+                        value=facet if facet in (*fields.PARAMS, "none") else "notifier",
+                        clearable=False,
                     ),
-                    _control(
-                        "facet (columns)",
-                        dcc.Dropdown(
-                            id="sweep-facet",
-                            options=[{"label": "none", "value": "none"}]
-                            + [{"label": figures.PARAM_LABEL[c], "value": c} for c in data.PARAMS],
-                            value=facet if facet in (*data.PARAMS, "none") else "notifier",
-                            clearable=False,
-                        ),
+                ),
+                _control(
+                    "patterns",
+                    dcc.Dropdown(
+                        id="sweep-patterns",
+                        options=_ordered(pts["pattern"], PATTERNS),
+                        value=common.split_list(patterns),
+                        multi=True,
+                        placeholder="all",
                     ),
-                    _control(
-                        "patterns",
-                        dcc.Dropdown(
-                            id="sweep-patterns",
-                            options=sorted(pts["pattern"].unique().tolist()),
-                            value=common.split_list(patterns),
-                            multi=True,
-                            placeholder="all",
-                        ),
+                ),
+                _control(
+                    "notifiers",
+                    dcc.Dropdown(
+                        id="sweep-notifiers",
+                        options=_ordered(pts["notifier"], NOTIFIERS),
+                        value=common.split_list(notifiers),
+                        multi=True,
+                        placeholder="all",
                     ),
-                    _control(
-                        "notifiers",
-                        dcc.Dropdown(
-                            id="sweep-notifiers",
-                            options=sorted(pts["notifier"].unique().tolist()),
-                            value=common.split_list(notifiers),
-                            multi=True,
-                            placeholder="all",
-                        ),
+                ),
+                _control(
+                    "show",
+                    dcc.Checklist(
+                        id="sweep-show",
+                        options=SOURCE_OPTIONS,
+                        value=[v for v in common.split_list(show) if v in SHOW],
+                        inline=True,
                     ),
-                    _control(
-                        "show",
-                        dcc.Checklist(
-                            id="sweep-show",
-                            options=SOURCE_OPTIONS,
-                            value=common.split_list(show),
-                            inline=True,
-                        ),
-                        wide=True,
-                    ),
-                ],
-                className="dlx-controls",
-            ),
-            html.Div(id="sweep-status"),
-            common.figure_block("sweep-graph", pdf=True),
-            html.Div(id="sweep-clicked", className="dlx-muted"),
-            html.Div(
-                [
-                    html.H2("Points"),
-                    html.P(
-                        "mean and 95 % CI half-width of the ok runs; predictions and their error "
-                        "(model − measured) / measured",
-                        className="dlx-muted",
-                    ),
-                    common.table_block("sweep-table"),
-                    html.H2("Model error by pattern × notifier"),
-                    common.table_block("sweep-errors", page_size=10),
-                ],
-                className="dlx-section",
-            ),
-            common.url_state_store("sweep"),
-        ]
+                    wide=True,
+                ),
+            ],
+            className="dlx-controls",
+        ),
+        html.Div(id="sweep-status"),
+        common.figure_block("sweep-graph", pdf=True),
+        html.Div(id="sweep-clicked", className="dlx-muted"),
+        html.Div(
+            [
+                html.H2("Points"),
+                html.P(
+                    "mean and 95 % CI half-width of the ok runs (an interval is drawn from "
+                    "3 runs on); predictions and their error (model − measured) / measured",
+                    className="dlx-muted",
+                ),
+                common.table_block("sweep-table"),
+                html.H2("Model error by pattern × notifier"),
+                common.table_block("sweep-errors", page_size=10),
+            ],
+            className="dlx-section",
+        ),
+        common.url_state_store("sweep"),
+    ]
 
-    return common.guard("experiment", body, hint=html.P(dcc.Link("all experiments", href="/")))
+
+def _ordered(values: Any, vocabulary: tuple[str, ...]) -> list[str]:
+    """The values present, in the vocabulary's order (unknown ones after, sorted)."""
+    present = {str(v) for v in values}
+    return [v for v in vocabulary if v in present] + sorted(present - set(vocabulary))
 
 
 common.url_sync(
@@ -149,10 +157,10 @@ common.url_sync(
 )
 
 
-def load(experiment: str) -> tuple[data.ExperimentRef, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def load(experiment: str) -> tuple[data.ExperimentRef, pd.DataFrame, pd.DataFrame]:
     with common.store().connect() as conn:
         exp = data.resolve_experiment(conn, experiment)
-        return exp, data.sweep_points(conn, exp), data.sweep_repeats(conn, exp), data.predictions(conn, exp)
+        return exp, queries.measured(conn, exp), queries.predictions(conn, exp)
 
 
 def select(points: pd.DataFrame, patterns: list[str] | None, notifiers: list[str] | None) -> pd.DataFrame:
@@ -164,6 +172,15 @@ def select(points: pd.DataFrame, patterns: list[str] | None, notifiers: list[str
     return out
 
 
+def view(x: Any, colour: Any, facet: Any) -> tuple[str, str, str | None]:
+    """The axis, colour and facet as the figure takes them; anything else (a crafted request) falls back to
+    the defaults."""
+    x = x if x in fields.AXES else "threads"
+    colour = colour if colour in COLOUR_CHOICES else "pattern"
+    facet = facet if facet in fields.PARAMS else None
+    return x, colour, facet
+
+
 @callback(
     Output("sweep-patterns", "options"),
     Output("sweep-notifiers", "options"),
@@ -173,10 +190,10 @@ def select(points: pd.DataFrame, patterns: list[str] | None, notifiers: list[str
 def options(experiment: str) -> tuple[Any, Any]:
     try:
         with common.store().connect() as conn:
-            pts = data.sweep_points(conn, data.resolve_experiment(conn, experiment))
+            pts = queries.measured(conn, data.resolve_experiment(conn, experiment))
     except (data.DataUnavailable, data.NotFound):
         return [], []
-    return sorted(pts["pattern"].unique().tolist()), sorted(pts["notifier"].unique().tolist())
+    return _ordered(pts["pattern"], PATTERNS), _ordered(pts["notifier"], NOTIFIERS)
 
 
 @callback(
@@ -205,33 +222,34 @@ def update(
 ) -> tuple[Any, ...]:
     show = show or []
     try:
-        exp, pts, reps, preds = load(experiment)
+        exp, pts, preds = load(experiment)
     except data.DataUnavailable as exc:
-        return (figures.empty_figure("database unavailable"), [], [], [], [], common.unavailable_panel(exc))
+        return (base.empty_figure("database unavailable"), [], [], [], [], common.unavailable_panel(exc))
     except data.NotFound as exc:
-        return (figures.empty_figure(str(exc)), [], [], [], [], common.not_found_panel(exc, "experiment"))
+        return (base.empty_figure(str(exc)), [], [], [], [], common.not_found_panel(exc, "experiment"))
+    x, colour, facet_ = view(x, colour, facet)
     sel = select(pts, patterns, notifiers)
-    sources = [s for s in figures.SOURCES if s in show]
-    fig = figures.sweep_figure(
+    sources = [s for s in figs.SOURCES if s in show]
+    shown_preds = preds[preds["point_id"].isin(sel["point_id"])] if not preds.empty else preds
+    fig = figs.sweep_figure(
         sel,
-        reps,
-        preds[preds["point_id"].isin(sel["point_id"])] if not preds.empty else preds,
+        shown_preds,
         x=x,
         colour=colour,
-        facet=None if facet == "none" else facet,
+        facet=facet_,
         sources=sources,
         residuals="residuals" in show,
-        title=f"{exp.name} @{exp.spec_sha256[:8]}: throughput vs {figures.PARAM_LABEL.get(x, x)}",
+        title=f"{exp.name} @{exp.spec_sha256[:8]}: throughput vs {fields.label(x)}",
     )
-    table = figures.sweep_table(sel, preds)
-    errors = figures.error_summary(table)
+    table = figs.sweep_table(sel, preds)
+    errors = figs.error_summary(table)
     status: Any = None
     if pts.empty:
         status = common.message(f"{exp.label} has no measured points yet.", "info")
     elif preds.empty and sources:
         status = common.message(
-            "No model predictions stored for this experiment (HSHA/LF experiments get them from the "
-            "workflow's predict stage).",
+            "No model predictions stored for this experiment (the workflow's predict stage makes them for "
+            "the patterns the CTMC models cover).",
             "info",
         )
     t = common.table_props(table)
@@ -261,16 +279,16 @@ def pdf(
     notifiers: list[str] | None,
     show: list[str] | None,
 ) -> Any:
-    exp, pts, reps, preds = load(experiment)
+    exp, pts, preds = load(experiment)
+    x, colour, facet_ = view(x, colour, facet)
     sel = select(pts, patterns, notifiers)
-    payload = figures.sweep_pdf(
+    payload = figs.sweep_pdf(
         sel,
-        reps,
         preds,
         x=x,
         colour=colour,
-        facet=None if facet == "none" else facet,
-        sources=[s for s in figures.SOURCES if s in (show or [])],
+        facet=facet_,
+        sources=[s for s in figs.SOURCES if s in (show or [])],
         title=f"{exp.name} @{exp.spec_sha256[:8]}",
     )
     return dcc.send_bytes(  # type: ignore[attr-defined]

@@ -1,0 +1,96 @@
+"""Measured points and the models' predictions for them: what Sweep, Compare, Ranking and Model read.
+
+A measured point comes back once per hardware class (runs of different classes are never pooled; local
+runs have none) and, when asked, once per server build, with its ok runs' throughputs as a list: the
+statistics (mean, confidence interval, tests) are computed from those values by :mod:`demuxlab.stats`, in
+:mod:`demuxlab.dashboard.figures.summary`, never in SQL.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from sqlalchemy import Connection, text
+
+from demuxlab.dashboard import address
+from demuxlab.dashboard.data import POINT_COLUMNS, ExperimentRef, frame
+
+#: A run's server build: the binary's SHA-256, else the image's digest (CONTRACTS.md §5, ``artifacts``).
+BUILD = "coalesce(r.server_artifact->>'sha256', r.server_artifact->>'digest')"
+_OK = "r.status = 'ok' AND r.throughput_msgs_per_s IS NOT NULL"
+
+
+def measured(
+    conn: Connection,
+    exp: ExperimentRef,
+    *,
+    host_pair: str | None = None,
+    build: str | None = None,
+    by_build: bool = False,
+) -> pd.DataFrame:
+    """Per measured point × hardware class (× build with ``by_build``): the point's parameters, runs ok
+    and failed, the ok runs' throughputs (``values``) and run ids (``run_ids``) in repeat order, and their
+    mean latency p50/p99 (µs). ``host_pair``/``build`` (a prefix of the build id) restrict the runs."""
+    build_col = f"{BUILD} AS build" if by_build else "NULL::text AS build"
+    group_build = f", {BUILD}" if by_build else ""
+    return frame(
+        conn,
+        f"""
+        SELECT p.id AS point_id, p.point_key, {POINT_COLUMNS}, r.hardware_class, {build_col},
+               count(r.run_id) FILTER (WHERE {_OK}) AS n_ok,
+               count(r.run_id) FILTER (WHERE r.status = 'failed') AS n_failed,
+               coalesce(array_agg(r.throughput_msgs_per_s ORDER BY r.repeat_index) FILTER (WHERE {_OK}),
+                        '{{}}') AS values,
+               coalesce(array_agg(r.run_id::text ORDER BY r.repeat_index) FILTER (WHERE {_OK}),
+                        '{{}}') AS run_ids,
+               avg((r.latency_us->>'p50')::float8) FILTER (WHERE {_OK}) AS latency_p50_us,
+               avg((r.latency_us->>'p99')::float8) FILTER (WHERE {_OK}) AS latency_p99_us
+        FROM points p LEFT JOIN runs r ON r.point_id = p.id {run_filter(host_pair, build)}
+        WHERE p.experiment_id = :id AND NOT p.instrument
+        GROUP BY p.id, r.hardware_class{group_build}
+        ORDER BY p.pattern, p.notifier, p.work_us, p.connections, p.msg_size, p.threads, r.hardware_class
+        """,
+        {"id": exp.id, "pair": host_pair, "build": build},
+    )
+
+
+def run_filter(host_pair: str | None, build: str | None) -> str:
+    """Join conditions restricting the runs to a host pair and a build (a prefix of its id)."""
+    clauses = []
+    if host_pair:
+        clauses.append("r.host_pair = :pair")
+    if build:
+        clauses.append(f"left({BUILD}, length(:build)) = :build")
+    return "".join(f" AND {c}" for c in clauses)
+
+
+def predictions(conn: Connection, exp: ExperimentRef) -> pd.DataFrame:
+    """The models' throughputs for the experiment's points, as stored: one row per point × source × method
+    (× the hardware class of the calibration, for calibrated rates; the paper's rates have none). Whatever
+    patterns the models cover appear here; nothing is filtered by pattern."""
+    return frame(
+        conn,
+        """
+        SELECT pr.point_id, pr.rates_source AS source, pr.method, pr.calibration_id,
+               pr.throughput_msgs_per_s AS predicted, pr.ci_halfwidth_rel,
+               c.artifacts->>'hardware_class' AS hardware_class
+        FROM predictions pr JOIN points p ON p.id = pr.point_id
+        LEFT JOIN calibrations c ON c.id = pr.calibration_id
+        WHERE p.experiment_id = :id
+        """,
+        {"id": exp.id},
+    )
+
+
+def host_pairs_and_builds(conn: Connection, exp: ExperimentRef) -> tuple[list[str], list[str]]:
+    rows = conn.execute(
+        text(
+            f"""
+            SELECT DISTINCT r.host_pair, left({BUILD}, {address.BUILD_CHARS}) AS build
+            FROM runs r JOIN points p ON p.id = r.point_id WHERE p.experiment_id = :id
+            """
+        ),
+        {"id": exp.id},
+    ).fetchall()
+    pairs = sorted({r.host_pair for r in rows if r.host_pair})
+    builds = sorted({r.build for r in rows if r.build})
+    return pairs, builds

@@ -1,0 +1,267 @@
+"""The History page's builders, after asv and conbench: each point's throughput across the server builds
+its runs record and the spec versions, oldest to newest, and each change beyond noise between two
+consecutive revisions flagged as a regression or an improvement, with the two builds named and links to
+the pair of runs (and the comparison) that show it.
+
+A revision is one spec version × one server build, ordered by its first run. A change is flagged when
+Welch's t-test says the two revisions' runs differ (p < :data:`summary.ALPHA`) *and* the means moved by at
+least :data:`CHANGE_MIN_REL`: significance alone flags a 0.5 % shift once there are many repeats, size alone
+flags noise when there are few (the same two-part rule as the run's stationarity test, ``demuxlab.stats``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import numpy as np
+import pandas as pd
+
+from demuxlab.dashboard import address, fields, style
+from demuxlab.dashboard.figures import base
+from demuxlab.dashboard.figures.summary import ALPHA, listed, summarise, values_of, welch_p
+from demuxlab.dashboard.plot import Fig, FigureDict, scatter
+
+#: The least relative change of the mean that counts as a change (5 %: asv flags at 10 % by default,
+#: conbench at a z-score of 5; our repeats are few, so the test carries the noise and this the size).
+CHANGE_MIN_REL = 0.05
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+CHANGE_COLUMNS: tuple[str, ...] = (
+    "verdict",
+    "point",
+    "hardware_class",
+    "before",
+    "after",
+    "before_msgs_per_s",
+    "after_msgs_per_s",
+    "change_pct",
+    "p_value",
+    "runs",
+    "compare",
+)
+
+
+@dataclass(frozen=True)
+class Revision:
+    index: int
+    experiment_id: int
+    spec_sha256: str
+    build: str | None
+    build_info: str | None
+    experiment_value: str  # how the dashboard names the spec version (name@sha8)
+
+    @property
+    def label(self) -> str:
+        build = base.short_build(self.build) if self.build else "?"
+        return f"{self.index + 1}. spec {self.spec_sha256[:8]} · build {build}"
+
+
+def revisions(frame: pd.DataFrame, name: str) -> list[Revision]:
+    """The (spec version, build) pairs of ``frame``, oldest first (by their first run)."""
+    if frame.empty:
+        return []
+    firsts = (
+        frame.assign(build=pd.Series([base.cls(b) for b in frame["build"]], index=frame.index, dtype=object))
+        .groupby(["experiment_id", "spec_sha256", "build"], dropna=False, sort=False)
+        .agg(first=("first_started", "min"), info=("build_info", "first"))
+        .reset_index()
+        .sort_values(["first", "experiment_id"])
+    )
+    return [
+        Revision(
+            i,
+            int(r["experiment_id"]),
+            str(r["spec_sha256"]),
+            base.cls(r["build"]),
+            base.cls(r["info"]),
+            f"{name}@{str(r['spec_sha256'])[:8]}",
+        )
+        for i, r in enumerate(firsts.to_dict("records"))
+    ]
+
+
+def _rev_key(r: dict[str, Any]) -> tuple[int, str | None]:
+    return (int(r["experiment_id"]), base.cls(r["build"]))
+
+
+def _series(frame: pd.DataFrame, revs: list[Revision]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """Point (× class) → its summarised rows in revision order (each row with ``rev``)."""
+    index = {(r.experiment_id, r.build): r for r in revs}
+    pts = summarise(frame)
+    pts = pts[pts["n"] > 0]
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    records: list[dict[str, Any]] = pts.to_dict("records")  # type: ignore[assignment]
+    for r in records:
+        r["rev"] = index[_rev_key(r)]
+        k = (*(base.key(r[f]) for f in fields.PARAMS), base.cls(r.get("hardware_class")))
+        out.setdefault(k, []).append(r)
+    for rows in out.values():
+        rows.sort(key=lambda r: r["rev"].index)
+    return out
+
+
+def _representative(r: dict[str, Any]) -> str | None:
+    """The run of a revision's point closest to its mean: the one to open to see the level."""
+    vals, ids = values_of(r["values"]), [str(i) for i in listed(r["run_ids"])]
+    if not vals or len(ids) != len(vals):
+        return None
+    mean = sum(vals) / len(vals)
+    return ids[min(range(len(vals)), key=lambda i: abs(vals[i] - mean))]
+
+
+def changes(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Every change beyond noise between consecutive revisions of each point (module doc's rule)."""
+    revs = revisions(frame, name)
+    rows = []
+    for pkey, series in _series(frame, revs).items():
+        cls = pkey[-1]
+        for a, b in itertools.pairwise(series):
+            p = welch_p(values_of(a["values"]), values_of(b["values"]))
+            rel = (float(b["mean"]) - float(a["mean"])) / float(a["mean"]) if float(a["mean"]) else 0.0
+            if p is None or p >= ALPHA or abs(rel) < CHANGE_MIN_REL:
+                continue
+            ra, rb = _representative(a), _representative(b)
+            ea, eb = a["rev"], b["rev"]
+            query = {"a": ea.experiment_value, "b": eb.experiment_value}
+            if ea.build:
+                query["a_build"] = ea.build[: address.BUILD_CHARS]
+            if eb.build:
+                query["b_build"] = eb.build[: address.BUILD_CHARS]
+            rows.append(
+                {
+                    "verdict": REGRESSION if rel < 0 else IMPROVEMENT,
+                    "point": str(a["point_key"]),
+                    "hardware_class": cls or "",
+                    "before": ea.label,
+                    "after": eb.label,
+                    "before_msgs_per_s": round(float(a["mean"]), 1),
+                    "after_msgs_per_s": round(float(b["mean"]), 1),
+                    "change_pct": round(100.0 * rel, 2),
+                    "p_value": round(p, 4),
+                    "runs": (f"[{ra[:8]}](/run?run={ra}) → [{rb[:8]}](/run?run={rb})" if ra and rb else ""),
+                    "compare": f"[{ea.label.split('. ', 1)[1]} → {eb.label.split('. ', 1)[1]}]"
+                    f"(/compare?{urlencode(query)})",
+                }
+            )
+    out = pd.DataFrame(rows, columns=list(CHANGE_COLUMNS))
+    return out.sort_values(["verdict", "change_pct"]).reset_index(drop=True) if not out.empty else out
+
+
+def revisions_table(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """One row per revision: its spec version, build (and the build's info when the runs record it), first
+    run, points and runs."""
+    revs = revisions(frame, name)
+    rows = []
+    for rev in revs:
+        same = np.array([base.cls(b) == rev.build for b in frame["build"]], dtype=bool)
+        mine = frame[(frame["experiment_id"] == rev.experiment_id).to_numpy() & same]
+        rows.append(
+            {
+                "revision": rev.label,
+                "spec": rev.experiment_value,
+                "build": rev.build or "",
+                "build_info": rev.build_info or "",
+                "first_run": mine["first_started"].min(),
+                "points": len(mine),
+                "runs_ok": int(mine["n_ok"].sum()),
+                "runs_failed": int(mine["n_failed"].sum()),
+            }
+        )
+    out = pd.DataFrame(
+        rows,
+        columns=["revision", "spec", "build", "build_info", "first_run", "points", "runs_ok", "runs_failed"],
+    )
+    # Builds' own descriptions, where the runs record them; a column that would say nothing is dropped.
+    return out if (out["build_info"] != "").any() else out.drop(columns="build_info")
+
+
+def history_figure(frame: pd.DataFrame, name: str) -> FigureDict:
+    """Each point's mean throughput (95 % CI) per revision, oldest to newest: a line per point, colour =
+    pattern, dash and marker = notifier; a flagged change's later point ringed (red: regression, blue:
+    improvement)."""
+    revs = revisions(frame, name)
+    if not revs:
+        return base.empty_figure("no ok runs for this experiment")
+    series = _series(frame, revs)
+    flagged = changes(frame, name)
+    marks: dict[tuple[str, str], str] = {
+        (str(r["point"]), str(r["after"])): str(r["verdict"]) for r in flagged.to_dict("records")
+    }
+    union = pd.DataFrame([r for rows in series.values() for r in rows])
+    label_keys = base.varying(union, [*fields.PARAMS, "hardware_class"]) or ["pattern", "notifier"]
+    fig = Fig()
+    top = 0.0
+    for rows in sorted(series.values(), key=lambda rs: base.label(rs[0], label_keys)):
+        first = rows[0]
+        c = style.colour_for(first["pattern"])
+        name_ = base.label(first, label_keys)
+        point = str(first["point_key"])
+        ring = [marks.get((point, r["rev"].label)) for r in rows]
+        bars = [float(r["half"]) if r["half"] == r["half"] and r["band"] else 0.0 for r in rows]
+        top = max(top, *(float(r["mean"]) + b for r, b in zip(rows, bars, strict=True)))
+        fig.add_trace(
+            scatter(
+                x=[r["rev"].label for r in rows],
+                y=[base.f(r["mean"]) for r in rows],
+                mode="lines+markers",
+                name=name_,
+                line={"color": c, "dash": style.dash_for(first["notifier"])},
+                marker={
+                    "color": c,
+                    "symbol": style.symbol_for(first["notifier"]),
+                    "size": [13 if m else 7 for m in ring],
+                    "line": {
+                        "width": [3 if m else 0 for m in ring],
+                        "color": [
+                            style.REGRESSION if m == REGRESSION else style.IMPROVEMENT if m else c
+                            for m in ring
+                        ],
+                    },
+                },
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": bars,
+                    "arrayminus": [min(b, float(r["mean"])) for b, r in zip(bars, rows, strict=True)],
+                },
+                customdata=[[int(r["n"]), m or ""] for r, m in zip(rows, ring, strict=True)],
+                hovertemplate=f"{name_}<br>%{{x}}<br>%{{y:,.0f}} msg/s (%{{customdata[0]}} runs)"
+                "<br>%{customdata[1]}<extra></extra>",
+            )
+        )
+    for ch in flagged.to_dict("records"):
+        hits = [r for rs in series.values() for r in rs if str(r["point_key"]) == ch["point"]]
+        after = next((r for r in hits if r["rev"].label == ch["after"]), None)
+        if after is None:
+            continue
+        fig.add_annotation(
+            x=after["rev"].label,
+            y=float(after["mean"]),
+            text=f"{ch['change_pct']:+.0f} %",
+            showarrow=True,
+            arrowhead=0,
+            ax=34,
+            ay=-18 if ch["verdict"] == IMPROVEMENT else 18,
+            font={
+                "size": 12,
+                "color": style.REGRESSION if ch["verdict"] == REGRESSION else style.IMPROVEMENT,
+            },
+        )
+    fig.update_layout(
+        **style.base_layout(
+            title={"text": f"{name}: throughput across spec versions and server builds", "x": 0.01},
+            height=base.legend_height(len(series), 460),
+            hovermode="closest",
+        )
+    )
+    fig.update_xaxes(
+        type="category",
+        categoryorder="array",
+        categoryarray=[r.label for r in revs],
+        title_text="revision (oldest → newest)",
+    )
+    fig.update_yaxes(title_text="throughput (msg/s)", rangemode="tozero", range=[0, max(top, 1.0) * 1.06])
+    return fig.to_dict()

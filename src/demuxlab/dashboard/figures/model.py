@@ -1,0 +1,271 @@
+"""The Model page's builders: calibrated rates next to the paper's, named by the operation each stands for;
+the what-if figure (fluid curve, SSA points with their interval, the measured points per notifier with
+theirs) and its table, which flags where the fluid approximation leaves the SSA's interval. Whatever
+patterns and rates :mod:`demuxlab.ctmc` models come in through the frames: nothing here names one."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from demuxlab.dashboard import style
+from demuxlab.dashboard.figures import base
+from demuxlab.dashboard.plot import Fig, FigureDict, bar, scatter
+
+# What each rate of seed 001 §V-A stands for (docs/ctmc.md); a rate a model adds without an entry here is
+# shown by its own name.
+RATE_NAMES: dict[str, str] = {
+    "r_l": "lock acquire/release",
+    "r_p": "queue put",
+    "r_g": "queue get",
+    "r_t": "descriptor fetch (cached)",
+    "r_i": "receive (recv)",
+    "r_o": "send",
+    "r_a": "re-arm",
+    "r_e": "event notification, per descriptor",
+    "r_c": "work (the request's service)",
+}
+_PAPER_GREYS: tuple[str, ...] = ("#BBBBBB", "#888888", "#DDDDDD", "#666666")
+
+
+def rate_name(rate: str) -> str:
+    """``lock acquire/release (r_l)``: the operation first, the symbol after."""
+    name = RATE_NAMES.get(rate)
+    return f"{name} ({rate})" if name else rate
+
+
+def _tick(rate: str) -> str:
+    """A rate's name on a category axis: the operation over its symbol, on two lines."""
+    name = RATE_NAMES.get(rate)
+    return f"{name.replace(', ', ',<br>')}<br>({rate})" if name else rate
+
+
+def rates_table(
+    calibrations: pd.DataFrame, paper: Mapping[str, Mapping[str, float]], rate_fields: Sequence[str]
+) -> pd.DataFrame:
+    """Per calibration: each rate as mean time per operation (µs = 1/rate), next to the paper's for the
+    calibration's pattern, with the ratio and where the value came from; ``paper`` is {pattern: {rate: per
+    µs}}, ``rate_fields`` the models' rates in order."""
+    cols = ["calibration", "pattern", "notifier", "operation", "rate", "calibrated_us", "paper_us", "ratio"]
+    rows = []
+    for c in calibrations.to_dict("records"):
+        rates = c["rates"] or {}
+        source = rates.get("source") or {}
+        for k in rate_fields:
+            if k not in rates:
+                continue
+            cal_us = 1.0 / float(rates[k]) if float(rates[k]) > 0 else math.nan
+            ref = paper.get(str(c["pattern"]), {}).get(k)
+            paper_us = 1.0 / ref if ref else math.nan
+            rows.append(
+                {
+                    "calibration": int(c["id"]),
+                    "pattern": c["pattern"],
+                    "notifier": c["notifier"],
+                    "operation": RATE_NAMES.get(k, k),
+                    "rate": k,
+                    "calibrated_us": round(cal_us, 4),
+                    "paper_us": round(paper_us, 4),
+                    "ratio": round(cal_us / paper_us, 3) if paper_us == paper_us and paper_us > 0 else None,
+                    "from": source.get(k, ""),
+                }
+            )
+    return pd.DataFrame(rows, columns=[*cols, "from"])
+
+
+def rates_figure(table: pd.DataFrame) -> FigureDict:
+    """Calibrated time per operation vs the paper's (log scale), one group per rate: a grey bar per
+    pattern's paper values, then each calibration in its pattern's colour, hatched by notifier."""
+    if table.empty:
+        return base.empty_figure("no calibrations yet (experiments with calibration runs make them)", 300)
+    fig = Fig()
+    ops = [_tick(r) for r in dict.fromkeys(table["rate"])]
+    for i, (pattern, grp) in enumerate(table.groupby("pattern", sort=True)):
+        first = grp.drop_duplicates("rate")
+        fig.add_trace(
+            bar(
+                x=[_tick(r) for r in first["rate"]],
+                y=first["paper_us"].tolist(),
+                name=f"paper: {pattern}",
+                marker={"color": _PAPER_GREYS[i % len(_PAPER_GREYS)]},
+            )
+        )
+    for cid, grp in table.groupby("calibration", sort=True):
+        head = grp.iloc[0]
+        fig.add_trace(
+            bar(
+                x=[_tick(r) for r in grp["rate"]],
+                y=grp["calibrated_us"].tolist(),
+                name=f"#{cid} {head['pattern']}/{head['notifier']}",
+                marker={
+                    "color": style.colour_for(head["pattern"]),
+                    "pattern": {"shape": style.hatch_for(head["notifier"])},
+                },
+            )
+        )
+    fig.update_layout(
+        **style.base_layout(
+            title={"text": "Rates: time per operation, calibrated vs paper", "x": 0.01},
+            barmode="group",
+            height=base.legend_height(len(fig.data), 380),
+            yaxis_type="log",
+            yaxis_title="µs per operation (1/rate)",
+            xaxis={"categoryorder": "array", "categoryarray": ops, "tickangle": 0},
+            margin={"l": 60, "r": 20, "t": 50, "b": 80},
+        )
+    )
+    return fig.to_dict()
+
+
+def whatif_table(fluid: pd.DataFrame, ssa: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per thread count: the fluid throughput, and with an SSA its throughput, interval and the fluid's
+    difference from it; ``fluid_outside_ssa_ci`` is true where that difference exceeds the SSA's 95 %
+    interval (the approximation is not to be trusted there)."""
+    table = fluid.rename(columns={"throughput_msgs_per_s": "fluid_msgs_per_s"}).drop(
+        columns="ci_halfwidth_rel"
+    )
+    if ssa is None or ssa.empty:
+        return table
+    table = table.merge(
+        ssa.rename(columns={"throughput_msgs_per_s": "ssa_msgs_per_s", "ci_halfwidth_rel": "ssa_ci_rel"}),
+        on="threads",
+        how="left",
+    )
+    diff = (table["fluid_msgs_per_s"] - table["ssa_msgs_per_s"]) / table["ssa_msgs_per_s"]
+    table["fluid_vs_ssa_pct"] = (diff * 100).round(2)
+    table["fluid_outside_ssa_ci"] = diff.abs() > table["ssa_ci_rel"].fillna(0)
+    return table
+
+
+def disagreement(table: pd.DataFrame) -> str | None:
+    """One line when the fluid approximation leaves the SSA's interval somewhere, else None."""
+    if "fluid_outside_ssa_ci" not in table:
+        return None
+    bad = table[table["fluid_outside_ssa_ci"] == True]  # noqa: E712 - a pandas mask
+    if bad.empty:
+        return None
+    worst = bad.iloc[int(bad["fluid_vs_ssa_pct"].abs().to_numpy().argmax())]
+    return (
+        f"Fluid and SSA disagree beyond the SSA's 95 % interval at {len(bad)} of {len(table)} thread "
+        f"counts (up to {worst['fluid_vs_ssa_pct']:+.1f} % at {int(worst['threads'])} threads): the fluid "
+        "approximation is off here; trust the SSA."
+    )
+
+
+def whatif_figure(
+    fluid: pd.DataFrame,
+    ssa: pd.DataFrame | None = None,
+    measured: pd.DataFrame | None = None,
+    *,
+    pattern: str | None = None,
+    title: str = "What if",
+) -> FigureDict:
+    """Predicted throughput vs threads: the fluid curve, SSA points with their 95 % CI (ringed where the
+    fluid curve leaves it), and the measured points of the pattern, one series per notifier (and hardware
+    class) with their 95 % CI, in the pattern's colour and the notifier's marker."""
+    if fluid.empty:
+        return base.empty_figure("no prediction for these inputs")
+    c = style.colour_for(pattern) if pattern else style.OKABE_ITO[0]
+    fig = Fig()
+    fig.add_trace(
+        scatter(
+            x=fluid["threads"].tolist(),
+            y=fluid["throughput_msgs_per_s"].tolist(),
+            mode="lines" if len(fluid) > 1 else "lines+markers",
+            name="fluid",
+            line={"color": c, "width": 2},
+            marker={"color": c},
+        )
+    )
+    top = float(fluid["throughput_msgs_per_s"].max())
+    if ssa is not None and not ssa.empty:
+        table = whatif_table(fluid, ssa)
+        off = table.get("fluid_outside_ssa_ci", pd.Series([False] * len(table))).fillna(False).tolist()
+        err = (ssa["throughput_msgs_per_s"] * ssa["ci_halfwidth_rel"].fillna(0)).tolist()
+        top = max(top, *(v + e for v, e in zip(ssa["throughput_msgs_per_s"], err, strict=True)))
+        fig.add_trace(
+            scatter(
+                x=ssa["threads"].tolist(),
+                y=ssa["throughput_msgs_per_s"].tolist(),
+                mode="markers",
+                name="SSA (95 % CI)",
+                marker={
+                    "color": "#000000",
+                    "size": 9,
+                    "symbol": "hexagon-open",
+                    "line": {"width": [3 if o else 1 for o in off], "color": "#000000"},
+                },
+                error_y={"type": "data", "array": err, "color": "#000000"},
+            )
+        )
+    if measured is not None and not measured.empty:
+        keys = [k for k in ("notifier", "hardware_class") if k in measured]
+        label_keys = ["notifier", *base.varying(measured, ["hardware_class"])]
+        for grp in base.series(measured, keys, "threads"):
+            first = grp[0]
+            name = "measured · " + base.label(first, label_keys)
+            half = [
+                (float(g["half"]), min(float(g["half"]), float(g["mean"])))
+                if g["half"] == g["half"] and g["band"]
+                else (0.0, 0.0)
+                for g in grp
+            ]
+            top = max(top, *(float(g["mean"]) + h[0] for g, h in zip(grp, half, strict=True)))
+            fig.add_trace(
+                scatter(
+                    x=[float(g["threads"]) for g in grp],
+                    y=[base.f(g["mean"]) for g in grp],
+                    mode="markers",
+                    name=name,
+                    marker={
+                        "color": c,
+                        "size": 9,
+                        "symbol": style.symbol_for(first["notifier"]),
+                        "line": {"width": 1, "color": c},
+                    },
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": [h[0] for h in half],
+                        "arrayminus": [h[1] for h in half],
+                        "color": c,
+                    },
+                    customdata=[int(g["n"]) for g in grp],
+                    hovertemplate=f"{name}<br>%{{y:,.0f}} msg/s (%{{customdata}} runs)<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        **style.base_layout(
+            title={"text": title, "x": 0.01},
+            height=base.legend_height(len(fig.data), 400),
+            yaxis_title="throughput (msg/s)",
+        )
+    )
+    fig.update_xaxes(**base.x_axis("threads", fluid["threads"]))
+    fig.update_yaxes(rangemode="tozero", range=[0, max(top, 1.0) * 1.06])
+    return fig.to_dict()
+
+
+def workload_defaults(points: pd.DataFrame, patterns: Sequence[str]) -> dict[str, Any]:
+    """What-if inputs from an experiment's measured points: the first modelled pattern it measured, its
+    most common work and connections, and its thread counts (``{}`` when it measured none of
+    ``patterns``)."""
+    if points.empty:
+        return {}
+    sel = points[points["pattern"].isin(list(patterns))]
+    if sel.empty:
+        return {}
+    pattern = sorted(sel["pattern"].unique().tolist(), key=list(patterns).index)[0]
+    mine = sel[sel["pattern"] == pattern]
+    work = float(mine["work_us"].mode().iloc[0])
+    conns = int(mine["connections"].mode().iloc[0])
+    threads = sorted({int(t) for t in mine["threads"]})
+    return {
+        "pattern": pattern,
+        "work": base.fmt(work),
+        "connections": str(conns),
+        "threads": ",".join(str(t) for t in threads),
+    }

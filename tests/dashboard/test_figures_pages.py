@@ -1,0 +1,273 @@
+"""The builders of Compare, Operations, Run, Model and Experiments on small frames (no database, no
+browser); the plotting grid and the one look every page shares."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+import pytest
+
+from demuxlab.dashboard import style
+from demuxlab.dashboard.figures import compare, experiments, model, operations, run
+from demuxlab.dashboard.plot import Fig
+from demuxlab.vocab import NOTIFIERS, PATTERNS
+from helpers.dashboard_frames import names, points, scaled, titles
+
+
+def test_compare_keeps_hardware_classes_apart() -> None:
+    a = points()  # local: no class column in the output
+    b = pd.concat([points(hardware_class="hw-a"), scaled(points(hardware_class="hw-b"), [True] * 12, 2.0)])
+    assert "a_hardware_class" not in compare.compare_table([a, a])
+    table = compare.compare_table([a, b])
+    assert len(table) == 2 * len(a) and set(table["b_hardware_class"]) == {"hw-a", "hw-b"}
+    ratios = table.groupby("b_hardware_class")["ratio_b_over_a"].unique()
+    assert list(ratios["hw-a"]) == [1.0] and list(ratios["hw-b"]) == [2.0]
+    fig = compare.compare_figure([a, b], ["A", "B"])
+    got = set(names(fig))
+    assert "hsha · epoll-lt · class hw-b · B" in got and "hsha · epoll-lt · class hw-a · B" in got
+
+
+def test_compare_table_ratio_overlap_and_test() -> None:
+    a = points()
+    b = scaled(points(), [p == "lf" for p in points()["pattern"]], 1.5)  # lf clearly faster on B
+    b["values"] = [
+        [v + 1.0 for v in vals] if p == "hsha" else vals
+        for vals, p in zip(b["values"], b["pattern"], strict=False)
+    ]
+    table = compare.compare_table([a, b])
+    lf = table[table["pattern"] == "lf"]
+    hsha = table[table["pattern"] == "hsha"]
+    assert lf["ratio_b_over_a"].tolist() == pytest.approx([1.5] * len(lf))
+    assert set(lf["cis_overlap_b"]) == {"no"} and set(hsha["cis_overlap_b"]) == {"yes"}
+    # Welch's test, not the overlap, decides "differs".
+    assert set(lf["b_differs"]) == {"yes"} and set(hsha["b_differs"]) == {"no"}
+    assert (lf["p_b_vs_a"] < 0.05).all() and (hsha["p_b_vs_a"] > 0.5).all()
+    one = a.assign(values=[[v[0]] for v in a["values"]])
+    t1 = compare.compare_table([one, b])
+    assert set(t1["cis_overlap_b"]) == {"n/a (<2 runs)"} and set(t1["b_differs"]) == {"untested (< 2 runs)"}
+    fig = compare.compare_figure([a, b], ["A", "B"])
+    assert any(n.endswith("· B") for n in names(fig))
+
+
+def test_compare_takes_more_than_two_sides_with_one_colour_per_pattern() -> None:
+    a, b, c = points(), scaled(points(), [True] * 12, 1.2), scaled(points(), [True] * 12, 0.5)
+    table = compare.compare_table([a, b, c])
+    assert table["ratio_b_over_a"].tolist() == pytest.approx([1.2] * 12)
+    assert table["ratio_c_over_a"].tolist() == pytest.approx([0.5] * 12)
+    fig = compare.compare_figure([a, b, c], ["A", "B", "C"])
+    assert titles(fig)[:3] == ["A", "B", "C"]
+    for t in fig["data"]:
+        pattern = t["name"].split(" · ")[0]
+        assert t["line"]["color"] == style.PATTERN_COLOUR[pattern]
+    ratio_c = [t for t in fig["data"] if t["name"].endswith("C / A")]
+    assert ratio_c and ratio_c[0]["xaxis"] == "x6"  # row 2, column 3
+    two = compare.compare_figure([points(n=2), points(n=3)], ["A", "B"])
+    a_bars = [t["error_y"]["array"] for t in two["data"] if t["name"].endswith("· A")]
+    b_bars = [t["error_y"]["array"] for t in two["data"] if t["name"].endswith("· B")]
+    assert not any(any(b) for b in a_bars) and all(all(b) for b in b_bars)  # intervals from 3 runs on
+
+
+def test_operations_and_events_figures() -> None:
+    ops = pd.DataFrame(
+        [
+            {
+                "pattern": "hsha",
+                "notifier": "epoll-lt",
+                "threads": t,
+                "work_us": 10.0,
+                "connections": 64,
+                "msg_size": 1,
+                "client_threads": 1,
+                "rate": None,
+                "hardware_class": None,
+                "op": op,
+                "mean_us": t * 0.1,
+                "p50_us": 0.1,
+                "p99_us": 1.0,
+                "calls": 10,
+                "runs": 1,
+            }
+            for t in (2, 4)
+            for op in ("notify", "lock", "zzz", "rearm")
+        ]
+    )
+    fig = operations.operations_figure(ops)
+    assert titles(fig) == ["obtain events (notifier call)", "lock wait", "re-arm", "zzz"]  # 3 + 1 panels
+    assert fig["data"][-1]["xaxis"] == "x4"
+    assert fig["data"][0]["line"]["color"] == style.PATTERN_COLOUR["hsha"]
+    assert fig["layout"]["xaxis"]["tickvals"] == [2.0, 4.0]
+    assert operations.operations_figure(ops.iloc[0:0])["layout"]["annotations"][0]["text"].startswith(
+        "no instrumented"
+    )
+    ev = ops[ops["op"] == "notify"].drop(columns=["op", "mean_us", "p50_us", "p99_us", "calls"])
+    ev = ev.assign(events_per_call=3.5)
+    assert operations.events_figure(ev)["data"][0]["y"] == [3.5, 3.5]
+
+
+def test_run_timeline_marks_the_phases_and_the_verdict() -> None:
+    samples = pd.DataFrame({"second": [0, 1, 2], "throughput_msgs_per_s": [10.0, 20.0, 30.0]})
+    fig = run.run_timeline_figure(
+        samples, warmup_s=2, measure_s=3, cooldown_s=1, throughput=20.0, stationary=False, drift_rel=0.25
+    )
+    assert fig["data"][0]["x"] == [2.5, 3.5, 4.5]  # second i of the measure phase is at warm-up + i + ½
+    assert "NOT stationary (drift +25.0 %)" in fig["layout"]["title"]["text"]
+    rects = [s for s in fig["layout"]["shapes"] if s["type"] == "rect"]
+    assert [(r["x0"], r["x1"]) for r in rects] == [(0, 2), (2, 5), (5, 6)]
+
+
+def test_an_unknown_stationarity_says_why() -> None:
+    assert "failed" in run.stationarity_text(None, None, status="failed")
+    assert "no per-second samples" in run.stationarity_text(None, None, samples=0)
+    assert "has 2" in run.stationarity_text(None, None, samples=3, trimmed=1)
+    assert "unknown" not in run.stationarity_text(None, None, samples=10)
+
+
+def test_topology_figure_places_threads_on_cpus() -> None:
+    facts = {
+        "cpus": [{"cpu": c, "core": c, "socket": 0, "node": c // 2} for c in range(4)],
+        "numa_nodes": [{"node": 0, "cpus": [0, 1]}, {"node": 1, "cpus": [2, 3]}],
+    }
+    pinning = {"server_cpus": [0, 1], "client_cpus": [3]}
+    detail = [{"index": 0, "role": "leader", "cpu": 1}]
+    fig = run.topology_figure([("server: a", facts), ("client: b", facts)], pinning, detail)
+    by_name = {(t["name"], t.get("xaxis", "x")): t for t in fig["data"]}
+    assert by_name[("server", "x")]["text"] == ["0", "1"]
+    assert "T0 leader" in by_name[("server", "x")]["hovertext"][1]
+    assert by_name[("client", "x2")]["text"] == ["3"]  # the client's CPU on the client panel only
+    assert ("client", "x") not in by_name
+
+
+def test_rates_table_against_the_paper_named_by_operation() -> None:
+    cals = pd.DataFrame(
+        [
+            {
+                "id": 7,
+                "pattern": "lf",
+                "notifier": "epoll-lt",
+                "rates": {"r_e": 2.0, "r_l": 50.0, "source": {"r_e": "notify"}},
+            }
+        ]
+    )
+    table = model.rates_table(cals, {"lf": {"r_e": 1.0, "r_l": 100.0}}, ("r_l", "r_e"))
+    row = table[table["rate"] == "r_e"].iloc[0]
+    assert (row["calibrated_us"], row["paper_us"], row["ratio"], row["from"]) == (0.5, 1.0, 0.5, "notify")
+    assert row["operation"] == "event notification, per descriptor"
+    fig = model.rates_figure(table)
+    assert fig["data"][0]["name"] == "paper: lf"
+    assert fig["data"][0]["x"] == [
+        "lock acquire/release<br>(r_l)",
+        "event notification,<br>per descriptor<br>(r_e)",
+    ]
+    assert model.rate_name("r_z") == "r_z"  # a rate a new model adds: its own name
+
+
+def test_whatif_flags_fluid_outside_the_ssa_interval() -> None:
+    fluid = pd.DataFrame(
+        {"threads": [1, 2, 4], "throughput_msgs_per_s": [100.0, 200.0, 400.0], "ci_halfwidth_rel": None}
+    )
+    ssa = pd.DataFrame(
+        {"threads": [1, 2, 4], "throughput_msgs_per_s": [101.0, 260.0, 400.0], "ci_halfwidth_rel": 0.02}
+    )
+    table = model.whatif_table(fluid, ssa)
+    assert table["fluid_outside_ssa_ci"].tolist() == [False, True, False]
+    assert "1 of 3 thread counts" in str(model.disagreement(table))
+    assert model.disagreement(model.whatif_table(fluid, fluid.assign(ci_halfwidth_rel=0.01))) is None
+
+
+def test_whatif_measured_overlay_per_notifier_with_its_interval() -> None:
+    from demuxlab.dashboard.figures.summary import summarise
+
+    fluid = pd.DataFrame(
+        {"threads": [2, 4, 8], "throughput_msgs_per_s": [1.0, 2.0, 3.0], "ci_halfwidth_rel": None}
+    )
+    measured = summarise(points(patterns=("lf",)))
+    fig = model.whatif_figure(fluid, None, measured, pattern="lf")
+    overlay = [t for t in fig["data"] if t["name"].startswith("measured")]
+    assert [t["name"] for t in overlay] == ["measured · epoll-lt", "measured · select"]
+    assert all(t["marker"]["color"] == style.PATTERN_COLOUR["lf"] for t in overlay)
+    assert overlay[0]["marker"]["symbol"] == style.NOTIFIER_SYMBOL["epoll-lt"]
+    assert all(e > 0 for e in overlay[0]["error_y"]["array"])
+
+
+def test_whatif_defaults_come_from_the_experiment() -> None:
+    pts = points(patterns=("reactor", "lf"), threads=(1, 2, 4))
+    assert model.workload_defaults(pts, ("hsha", "lf")) == {
+        "pattern": "lf",
+        "work": "10",
+        "connections": "64",
+        "threads": "1,2,4",
+    }
+    assert model.workload_defaults(points(patterns=("reactor",)), ("hsha", "lf")) == {}
+
+
+NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
+
+
+def test_a_stopped_sweep_has_no_estimate_and_no_polling() -> None:
+    st = experiments.status(
+        ok=20,
+        failed=0,
+        planned=28,
+        cut_runs=8,
+        first_started=NOW - dt.timedelta(hours=2),
+        last_finished=NOW - dt.timedelta(hours=1),
+        wall_p90_s=4.0,
+        now=NOW,
+    )
+    assert st.state == "stopped" and not st.live and st.eta_s is None
+    assert st.remaining == 8 and st.cut_runs == 8 and "never ran" in st.why
+    assert "stopped" in st.eta_text and "min" not in st.eta_text
+
+
+def test_a_running_sweep_has_an_estimate_a_complete_one_is_done() -> None:
+    running = experiments.status(
+        ok=10,
+        failed=0,
+        planned=20,
+        first_started=NOW - dt.timedelta(seconds=100),
+        last_finished=NOW - dt.timedelta(seconds=5),
+        wall_p90_s=10.0,
+        now=NOW,
+    )
+    assert running.state == "running" and running.live and running.eta_s == pytest.approx(95.0)
+    done = experiments.status(
+        ok=20, failed=0, planned=20, first_started=NOW, last_finished=NOW, wall_p90_s=1.0, now=NOW
+    )
+    assert (done.state, done.eta_text, done.live) == ("complete", "done", False)
+    unknown = experiments.status(
+        ok=3,
+        failed=0,
+        planned=None,
+        planned_note="no spec text",
+        first_started=NOW,
+        last_finished=NOW,
+        wall_p90_s=1.0,
+        now=NOW,
+    )
+    assert "no spec text" in unknown.eta_text
+
+
+def test_fig_grid_domains_and_shared_axes() -> None:
+    fig = Fig(rows=2, cols=2, shared_xaxes=True, shared_yaxes=True, subplot_titles=["a", "b"])
+    d = fig.to_dict()["layout"]
+    assert d["xaxis"]["domain"][0] == 0 and d["xaxis2"]["domain"][1] == pytest.approx(1)
+    assert d["xaxis"]["matches"] == "x3" and d["yaxis2"]["matches"] == "y"
+    assert d["yaxis3"]["domain"][0] == pytest.approx(0) and d["yaxis"]["domain"][1] == pytest.approx(1)
+
+
+def test_one_colour_per_pattern_one_dash_and_marker_per_notifier() -> None:
+    assert style.colour_for("hsha") == "#E69F00"
+    assert style.colour_for(12.5) == style.colour_for(12.5)  # not Python's randomised hash
+    assert set(style.PATTERN_COLOUR.values()) <= set(style.OKABE_ITO)
+    # Every pattern and notifier of the vocabulary has its own, from one place.
+    assert set(style.PATTERN_COLOUR) == set(PATTERNS) and len(set(style.PATTERN_COLOUR.values())) == len(
+        PATTERNS
+    )
+    assert set(style.NOTIFIER_DASH) == set(NOTIFIERS) and len(set(style.NOTIFIER_DASH.values())) == len(
+        NOTIFIERS
+    )
+    assert len(set(style.NOTIFIER_SYMBOL.values())) == len(NOTIFIERS)
+    assert (
+        experiments.humanize_seconds(3725) == "1 h 02 min" and experiments.humanize_seconds(None) == "unknown"
+    )

@@ -1,0 +1,141 @@
+"""The Ranking and History builders, and the checks every address goes through, on small frames."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pandas as pd
+import pytest
+
+from demuxlab.dashboard import address, fields, style
+from demuxlab.dashboard.figures import history, ranking
+from demuxlab.point import POINT_FIELDS
+from helpers.dashboard_frames import points, preds, scaled
+
+
+def speed(pattern: str, notifier: str, threads: int) -> float:
+    base = {"hsha": 60_000.0, "lf": 70_000.0, "reactor": 50_000.0}[pattern]
+    return base * (0.8 if notifier == "select" else 1.0) * min(threads, 4) / 4
+
+
+def test_ranking_orders_designs_at_their_best_thread_count() -> None:
+    pts = points(patterns=("hsha", "lf", "reactor"), mean=speed)
+    table = ranking.ranking_table(pts)
+    assert list(table["rank"]) == [1, 2, 3, 4, 5, 6]
+    top = table.iloc[0]
+    assert (top["pattern"], top["notifier"], top["share_of_best_pct"], top["differs_from_best"]) == (
+        "lf",
+        "epoll-lt",
+        100.0,
+        "best",
+    )
+    assert top["threads"] in (4, 8)  # 4 and 8 threads measure alike: the better of the two
+    hsha = table[(table["pattern"] == "hsha") & (table["notifier"] == "epoll-lt")].iloc[0]
+    assert hsha["share_of_best_pct"] == pytest.approx(100 * 60 / 70, abs=0.2)
+    assert hsha["differs_from_best"] == "yes" and hsha["p_vs_best"] < 0.05  # Welch, 1 % noise
+    assert hsha["latency_p50_us"] == 5.0 * hsha["threads"]
+    assert table["workload"].nunique() == 1 and "10 µs · 64 conn" in table["workload"].iloc[0]
+    # Two designs within noise of each other are not "different".
+    twin = points(patterns=("hsha", "lf"), notifiers=("epoll-lt",), mean=lambda p, n, t: 1000.0 + (p == "lf"))
+    assert ranking.ranking_table(twin).iloc[1]["differs_from_best"] == "no"
+
+
+def test_ranking_puts_the_models_rank_beside_and_keeps_builds_apart() -> None:
+    pts = points(patterns=("hsha", "lf"), mean=speed)
+    pr = preds(pts)
+    pr.loc[[p in set(pts[pts["pattern"] == "hsha"]["point_id"]) for p in pr["point_id"]], "predicted"] *= 3
+    table = ranking.ranking_table(pts, pr, source="paper")
+    lf = table[(table["pattern"] == "lf") & (table["notifier"] == "epoll-lt")].iloc[0]
+    hs = table[(table["pattern"] == "hsha") & (table["notifier"] == "epoll-lt")].iloc[0]
+    assert (lf["rank"], lf["model_rank"]) == (1, 3) and (hs["rank"], hs["model_rank"]) == (2, 1)
+    two = pd.concat([pts.assign(build="a" * 64), pts.assign(build="b" * 64, point_id=pts["point_id"] + 100)])
+    t2 = ranking.ranking_table(two)
+    assert t2["workload"].nunique() == 2 and any("build bbbbbbbb" in w for w in t2["workload"])
+    fig = ranking.ranking_figure(table)
+    bars = fig["data"][0]
+    assert bars["y"][0].startswith("1. lf · epoll-lt") and bars["x"][0] == 100.0
+    assert bars["marker"]["line"]["color"][0] == style.PATTERN_COLOUR["lf"]
+
+
+def history_frame() -> pd.DataFrame:
+    """Two spec versions × builds of one experiment: lf/select at 8 threads loses 20 % in the second,
+    hsha/epoll-lt at 4 threads gains 15 %, the rest stays within 1 % noise."""
+    t0 = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    old = points(experiment_id=1, spec_sha256="1" * 64, build="a" * 64, first_started=t0, build_info=None)
+    new = points(
+        experiment_id=2,
+        spec_sha256="2" * 64,
+        build="b" * 64,
+        first_started=t0 + dt.timedelta(days=1),
+        build_info=None,
+    )
+    new = scaled(
+        new,
+        [
+            (p, n, t) == ("lf", "select", 8)
+            for p, n, t in zip(new["pattern"], new["notifier"], new["threads"], strict=False)
+        ],
+        0.8,
+    )
+    new = scaled(
+        new,
+        [
+            (p, n, t) == ("hsha", "epoll-lt", 4)
+            for p, n, t in zip(new["pattern"], new["notifier"], new["threads"], strict=False)
+        ],
+        1.15,
+    )
+    new = new.assign(point_id=new["point_id"] + 100)
+    return pd.concat([new, old], ignore_index=True)  # order in the frame does not matter
+
+
+def test_history_flags_changes_beyond_noise_with_both_builds_named() -> None:
+    frame = history_frame()
+    revs = history.revisions(frame, "demo")
+    assert [r.build[:1] for r in revs] == ["a", "b"]  # oldest first
+    ch = history.changes(frame, "demo")
+    assert len(ch) == 2
+    reg = ch[ch["verdict"] == "regression"].iloc[0]
+    imp = ch[ch["verdict"] == "improvement"].iloc[0]
+    assert reg["point"].startswith("lf/select/t8/") and reg["change_pct"] == pytest.approx(-20.0)
+    assert imp["point"].startswith("hsha/epoll-lt/t4/") and imp["change_pct"] == pytest.approx(15.0)
+    assert "build aaaaaaaa" in reg["before"] and "build bbbbbbbb" in reg["after"]
+    assert "/run?run=" in reg["runs"] and "→" in reg["runs"]
+    assert "a_build=" + "a" * address.BUILD_CHARS in reg["compare"] and "b=demo%40" in reg["compare"]
+    table = history.revisions_table(frame, "demo")
+    assert list(table["points"]) == [12, 12] and list(table["runs_ok"]) == [36, 36]
+
+
+def test_history_figure_runs_oldest_to_newest_and_rings_changes() -> None:
+    fig = history.history_figure(history_frame(), "demo")
+    assert fig["layout"]["xaxis"]["categoryarray"][0].startswith("1. spec 11111111 · build aaaaaaaa")
+    lf8 = next(t for t in fig["data"] if t["name"] == "lf · select · 8 thr")
+    assert lf8["marker"]["line"]["color"][1] == style.REGRESSION and lf8["marker"]["size"] == [7, 13]
+    assert lf8["line"]["color"] == style.PATTERN_COLOUR["lf"]
+    assert fig["layout"]["yaxis"]["range"][0] == 0
+
+
+def test_fields_come_from_the_point() -> None:
+    assert tuple(f for f in POINT_FIELDS if f != "instrument") == fields.PARAMS
+    assert set(fields.AXES) == {"threads", "work_us", "connections", "msg_size", "client_threads", "rate"}
+    assert "threads" in fields.INTEGER and "work_us" not in fields.INTEGER
+    assert ranking.WORKLOAD == ("work_us", "connections", "msg_size", "client_threads", "rate")
+
+
+def test_addresses_are_checked_before_use() -> None:
+    checked = address.check(
+        {
+            "experiment": "smoke\x00",
+            "x": "t" * 20_000,
+            "facet": ["a", "b"],
+            "colour": "pattern",
+            "other": "\x00",
+        },
+        ["experiment", "x", "facet", "colour"],
+    )
+    assert checked.values == {"colour": "pattern"}
+    nul, long, twice = checked.problems
+    assert "NUL" in nul and "\\x00" in nul
+    assert "20,000 characters" in long and len(long) < 200
+    assert "given 2 times" in twice
+    assert address.excerpt("a\x07b") == "'a\\x07b'"
