@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import shlex
 import shutil
@@ -738,4 +739,48 @@ def test_what_if_starts_from_the_experiment_and_runs_the_ssa(site: Site) -> None
     site.page.wait_for_function("() => !window.location.search.includes('r_l')")
     assert "NaN" not in site.page.url
     assert "lock acquire/release (r_l)" in site.page.inner_text("label[for=model-r_l]")
+    site.no_console_errors()
+
+
+def test_every_pattern_has_its_model_lines_and_a_what_if_on_a_core_count(site: Site) -> None:
+    """Issue 19: every pattern's sweep gets its model lines (the smoke spec: six designs), and the what-if
+    covers every pattern on a core count (one core: the CPU slots of thread-per-connection add nothing)."""
+    smoke = sample.load_smoke(site.tmp)
+    sample.store_model(smoke, site.url)  # paper-rate predictions for every measured point of every pattern
+    ingested = [json.loads(p.read_text())["point"] for p in site.smoke]
+    patterns = {pt["pattern"] for pt in ingested if not pt.get("instrument")}
+    assert len(patterns) >= 5  # the stopped sweep still measured most designs
+    site.goto("/sweep?experiment=smoke&facet=none", "#sweep-graph .js-plotly-plot")
+    names = site.graph("sweep-graph")["names"]
+    lines = {n.split(" · ")[0] for n in names if n.endswith("model, paper rates")}
+    assert lines == patterns, names
+    site.shot("sweep-every-pattern")
+
+    what_if = "/model?experiment=smoke&pattern=tpc&threads=1-4&work=5&connections=32&cores={}"
+    site.goto(what_if.format(1), "#model-whatif-graph .js-plotly-plot")
+    assert site.page.input_value("#model-cores") == "1"
+    assert "1 server core(s)" in (site.graph("model-whatif-graph")["title"] or "")
+    (one,) = [t["y"] for t in site.drawn("model-whatif-graph")["traces"] if t["name"] == "fluid"]
+    assert len(one) == 4 and max(one) == pytest.approx(min(one), rel=0.01)
+    site.goto(what_if.format(4), "#model-whatif-graph .js-plotly-plot")
+    site.page.wait_for_function(
+        "() => (document.querySelector('#model-whatif-graph .js-plotly-plot').layout.title.text || '')"
+        ".includes('4 server core(s)')"
+    )
+    (four,) = [t["y"] for t in site.drawn("model-whatif-graph")["traces"] if t["name"] == "fluid"]
+    assert four[3] > 3 * four[0] and four[0] == pytest.approx(one[0], rel=0.01)
+    for pattern in ("reactor", "multireactor", "proactor", "uring", "uring-shared"):
+        site.goto(
+            f"/model?pattern={pattern}&threads=1-3&work=0&connections=16&cores=2",
+            "#model-whatif-graph .js-plotly-plot",
+        )
+        site.page.wait_for_function(
+            f"() => (document.querySelector('#model-whatif-graph .js-plotly-plot').layout.title.text || '')"
+            f".includes('What if: {pattern},')"
+        )
+        assert site.graph("model-whatif-graph")["names"][0] == "fluid", pattern
+    site.page.fill("#model-cores", "0")
+    site.page.press("#model-cores", "Enter")
+    site.page.wait_for_selector("#model-input-error")
+    assert "server cores must be more than 0" in site.page.inner_text("#model-input-error")
     site.no_console_errors()

@@ -30,6 +30,7 @@ dash.register_page(__name__, path="/model", name="Model", title="demuxlab · mod
 
 MAX_POINTS = 32
 MAX_THREADS = 128
+MAX_CORES = 1024
 MAX_WORK_US = 1_000_000.0
 MAX_CONNECTIONS = 1_000_000
 DEFAULTS = {"threads": "1-16", "work": "10", "connections": "512"}
@@ -58,6 +59,13 @@ def min_threads(pattern: str) -> int:
     from demuxlab.ctmc.rates import min_threads as lowest
 
     return int(lowest(pattern))
+
+
+def max_threads(pattern: str) -> int:
+    from demuxlab.ctmc.rates import DESIGNS
+
+    most = DESIGNS[pattern].max_threads
+    return MAX_THREADS if most is None else int(most)
 
 
 def paper() -> dict[str, dict[str, float]]:
@@ -91,16 +99,26 @@ def parse_threads(text: Any) -> list[int]:
     return sorted(out)
 
 
-def positive(value: Any, what: str, unit: str, limit: float) -> float:
+def positive(value: Any, what: str, unit: str, limit: float, zero: bool = False) -> float:
+    """A number in (0, limit] (``zero``: [0, limit]); :class:`InputError` else."""
     try:
         v = float(value)
     except (TypeError, ValueError):
         raise InputError(f"{what} must be a number of {unit} (got {_shown(value)})") from None
-    if not math.isfinite(v) or v <= 0 or v > limit:
-        raise InputError(
-            f"{what} must be more than 0 and at most {base.fmt(limit)} {unit} (got {_shown(value)})"
-        )
+    if not math.isfinite(v) or v < 0 or (v == 0 and not zero) or v > limit:
+        least = "0 or more" if zero else "more than 0"
+        raise InputError(f"{what} must be {least} and at most {base.fmt(limit)} {unit} (got {_shown(value)})")
     return v
+
+
+def count(value: Any, what: str, limit: int) -> int | None:
+    """An optional whole count in 1..limit (empty: None); :class:`InputError` else."""
+    if value is None or str(value).strip() == "":
+        return None
+    v = positive(value, what, what, limit)
+    if not v.is_integer():
+        raise InputError(f"{what} must be a whole number (got {_shown(value)})")
+    return int(v)
 
 
 def _shown(value: Any) -> str:
@@ -134,7 +152,9 @@ def _number(v: Any) -> float | None:
 # -- layout ----------------------------------------------------------------------------------------------
 
 
-@common.page_layout("experiment", "pattern", "rates", "threads", "work", "connections", *rate_fields())
+@common.page_layout(
+    "experiment", "pattern", "rates", "threads", "work", "connections", "cores", "clients", *rate_fields()
+)
 def layout(
     experiment: str | None = None,
     pattern: str | None = None,
@@ -142,6 +162,8 @@ def layout(
     threads: str | None = None,
     work: str | None = None,
     connections: str | None = None,
+    cores: str | None = None,
+    clients: str | None = None,
     **query: str,
 ) -> Any:
     patterns = model_patterns()
@@ -154,6 +176,9 @@ def layout(
             exp = data.resolve_experiment(conn, experiment or options[0]["value"])
             chosen = exp.value
             workload = figs.workload_defaults(point_queries.measured(conn, exp), patterns)
+            pinned = model_queries.server_cores(conn, exp.id)
+            if workload and pinned is not None:
+                workload["cores"] = str(pinned)
     pattern = pattern if pattern in patterns else workload.get("pattern", patterns[0])
     cal_options = [{"label": "paper's rates (seed 001)", "value": SOURCE_PAPER}] + [
         {
@@ -207,8 +232,11 @@ def layout(
             [
                 html.H2("What if"),
                 html.P(
-                    "Change the rates, the threads, the work or the connections: the fluid approximation "
-                    "answers at once; the SSA (stochastic simulation, 95 % CI) runs on request. " + note,
+                    "Change the rates, the threads, the server's cores, the work or the connections: the "
+                    "fluid approximation answers at once; the SSA (stochastic simulation, 95 % CI) runs on "
+                    "request. No cores: a core per thread (seed 001); fewer cores than runnable threads "
+                    "share them. A calibration's client turns around as many messages at once as its "
+                    "threads. " + note,
                     className="dlx-muted",
                     id="model-whatif-origin",
                 ),
@@ -270,6 +298,30 @@ def layout(
                                 style={"width": "110px"},
                             ),
                         ),
+                        _control(
+                            "server cores",
+                            dcc.Input(
+                                id="model-cores",
+                                type="text",
+                                inputMode="numeric",
+                                value=cores if _number(cores) is not None else workload.get("cores"),
+                                placeholder="one per thread",
+                                debounce=True,
+                                style={"width": "110px"},
+                            ),
+                        ),
+                        _control(
+                            "client threads",
+                            dcc.Input(
+                                id="model-clients",
+                                type="text",
+                                inputMode="numeric",
+                                value=clients if _number(clients) is not None else workload.get("clients"),
+                                placeholder="1",
+                                debounce=True,
+                                style={"width": "110px"},
+                            ),
+                        ),
                         html.Button("Run SSA", id="model-ssa", className="dlx-btn"),
                     ],
                     className="dlx-controls",
@@ -310,6 +362,8 @@ common.url_sync(
         ("model-threads", "value", "threads"),
         ("model-work", "value", "work"),
         ("model-connections", "value", "connections"),
+        ("model-cores", "value", "cores"),
+        ("model-clients", "value", "clients"),
         *[(f"model-{k}", "value", k) for k in rate_fields()],
     ],
 )
@@ -344,27 +398,53 @@ def override(rates: Any, overrides: dict[str, float]) -> Any:
 
 @functools.lru_cache(maxsize=4096)
 def _predict(
-    pattern: str, rates: tuple[float, ...], threads: int, work_us: float, connections: int, method: str
+    pattern: str,
+    rates: tuple[tuple[str, float], ...],
+    threads: int,
+    work_us: float,
+    connections: int,
+    method: str,
+    host: tuple[int | None, int | None],
 ) -> tuple[float, float | None]:
     """One prediction; cached, since the solvers are deterministic (the SSA's seed is fixed) and the
-    what-if asks the same points again as the user moves one control."""
+    what-if asks the same points again as the user moves one control. ``host``: (server cores, client
+    threads), None for a core per thread and one client thread."""
     from demuxlab.ctmc.predict import predict
-    from demuxlab.ctmc.rates import Rates
+    from demuxlab.ctmc.rates import Host, Rates
 
-    r = Rates.from_dict(dict(zip(rate_fields(), rates, strict=True)), where="what-if rates")
-    p = predict(pattern, threads, work_us, method=method, connections=connections, rates=r, rel_ci=0.03)
+    r = Rates.from_dict(dict(rates), where="what-if rates")
+    cores, clients = host
+    h = Host(cores=cores, client_threads=(clients or 1) if r.has_client else None)
+    p = predict(
+        pattern, threads, work_us, method=method, connections=connections, rates=r, rel_ci=0.03, host=h
+    )
     return p.throughput_msgs_per_s, p.ci_halfwidth_rel
 
 
+def workload_rates(rates: Any, connections: int) -> Any:
+    """A calibration of several workloads: the rates of the one with these connections (the smallest
+    messages first), else the pooled rates."""
+    mine = sorted(
+        (k for k in rates.workloads if k.startswith(f"c{connections}/")), key=lambda k: int(k.split("/b")[1])
+    )
+    return rates.workloads[mine[0]] if mine else rates
+
+
 def predict_curve(
-    pattern: str, rates: Any, threads: list[int], work_us: float, connections: int, method: str
+    pattern: str,
+    rates: Any,
+    threads: list[int],
+    work_us: float,
+    connections: int,
+    method: str,
+    host: tuple[int | None, int | None] = (None, None),
 ) -> pd.DataFrame:
-    key = tuple(float(getattr(rates, k)) for k in rate_fields())
+    key = tuple(sorted(workload_rates(rates, connections).as_dict().items()))
     rows = []
     for t in threads:
-        if t < min_threads(pattern):
+        if t < min_threads(pattern) or t > max_threads(pattern):
             continue
-        thr, ci = _predict(pattern, key, t, float(work_us), int(connections), method)
+        thr, ci = _predict(pattern, key, t, float(work_us), int(connections), method, host)
         rows.append({"threads": t, "throughput_msgs_per_s": thr, "ci_halfwidth_rel": ci})
     return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel"])
 
@@ -381,6 +461,8 @@ def predict_curve(
     Input("model-connections", "value"),
     Input("model-experiment", "value"),
     Input("model-ssa", "n_clicks"),
+    Input("model-cores", "value"),
+    Input("model-clients", "value"),
     *[Input(f"model-{k}", "value") for k in rate_fields()],
 )
 def whatif(
@@ -391,6 +473,8 @@ def whatif(
     connections: Any,
     experiment: str | None,
     _ssa: int | None,
+    cores_text: Any,
+    clients_text: Any,
     *overrides: Any,
 ) -> tuple[Any, ...]:
     run_ssa = ctx.triggered_id == "model-ssa"
@@ -400,17 +484,25 @@ def whatif(
                 f"pattern: the models cover {', '.join(model_patterns())} (got {_shown(pattern)})"
             )
         threads = parse_threads(threads_text)
-        work_us = positive(work, "work per message", "µs", MAX_WORK_US)
+        work_us = positive(work, "work per message", "µs", MAX_WORK_US, zero=True)
+        host = (
+            count(cores_text, "server cores", MAX_CORES),
+            count(clients_text, "client threads", MAX_CORES),
+        )
         conns = positive(connections, "connections", "connections", MAX_CONNECTIONS)
         if not float(conns).is_integer():
             raise InputError(f"connections must be a whole number (got {_shown(connections)})")
         pattern, rates = base_rates(choice, pattern)
         rates = override(rates, rate_overrides(overrides))
-        left_out = [t for t in threads if t < min_threads(pattern)]
+        left_out = [t for t in threads if not min_threads(pattern) <= t <= max_threads(pattern)]
         if len(left_out) == len(threads):
-            raise InputError(f"threads: {pattern} needs at least {min_threads(pattern)} threads")
-        fluid = predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_FLUID)
-        ssa = predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_SSA) if run_ssa else None
+            raise InputError(
+                f"threads: {pattern} runs {min_threads(pattern)} to {max_threads(pattern)} threads"
+            )
+        fluid = predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_FLUID, host)
+        ssa = (
+            predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_SSA, host) if run_ssa else None
+        )
         measured = _measured(experiment, pattern, work_us, int(conns)) if experiment else None
     except InputError as exc:
         return (
@@ -433,13 +525,18 @@ def whatif(
         ssa,
         measured,
         pattern=pattern,
-        title=f"What if: {pattern}, {label}, work {work_us:g} µs, {int(conns)} connections",
+        title=(
+            f"What if: {pattern}, {label}, work {work_us:g} µs, {int(conns)} connections, "
+            + (f"{host[0]} server core(s)" if host[0] else "a core per thread")
+        ),
     )
     lines: list[Any] = [
         "SSA done." if run_ssa else "Fluid shown; press “Run SSA” for the stochastic simulation with its CI."
     ]
     if left_out:
-        lines.append(f" {pattern} needs at least {min_threads(pattern)} threads: {left_out} left out.")
+        lines.append(
+            f" {pattern} runs {min_threads(pattern)} to {max_threads(pattern)} threads: {left_out} left out."
+        )
     if measured is not None and measured.empty:
         lines.append(
             f" {experiment} has no ok runs of {pattern} at {work_us:g} µs and {int(conns)} connections."
