@@ -82,7 +82,6 @@ MAX_OVERHEAD_US = 10_000.0  # an untimed CPU per message or per call beyond this
 SELF_CHECK_TOLERANCE = 0.10  # |model − measured| / measured on the calibration runs themselves
 SELF_CHECK_REL_CI = 0.01
 SPIN_FLOOR = 0.02  # a handling role's CPU beyond its spin below this × the spin: see calibrate()
-MESSAGE_OP = "work"  # the server calls it exactly once per message (with work > 0)
 
 
 class CalibrationRefused(DemuxlabError):
