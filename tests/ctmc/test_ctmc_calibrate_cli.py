@@ -422,3 +422,23 @@ def test_cli_predict_any_pattern_on_a_core_count() -> None:
     )
     assert isinstance(res.exception, DemuxlabError) and "at most 1" in str(res.exception)
     assert res.output == ""
+
+
+def test_speed_from_the_kernels_run_delay_or_without_it() -> None:
+    """With ``wait_s`` (schedstat's run_delay) the runnable time is CPU + waiting; a server from before it
+    falls back to the time neither idle nor busy; waiting behind the run's own threads is not load."""
+    res = server_json("lf", 2.0, speed=0.6)
+    res["threads_detail"][0]["idle_s"] = 9.9  # a wake-up's wait hidden in idle: the fallback misses it
+    assert calibrate([res], "lf").speed == pytest.approx(0.6, rel=1e-6)
+    del res["threads_detail"][0]["wait_s"]
+    assert calibrate([res], "lf").speed == 1.0
+    # HSHA's two threads on one CPU: their waiting for each other is the model's sharing, not load.
+    two = server_json("hsha", 2.0)
+    cpus = [t["cpu_s"]["user"] + t["cpu_s"]["sys"] for t in two["threads_detail"]]
+    for t, other in zip(two["threads_detail"], reversed(cpus), strict=True):
+        t["cpu"] = 0
+        t["wait_s"] = 0.8 * other  # waiting while the other thread ran: sharing, not load
+    assert calibrate([two], "hsha").speed == 1.0
+    for t, other in zip(two["threads_detail"], reversed(cpus), strict=True):
+        t["wait_s"] = other + t["cpu_s"]["user"] + t["cpu_s"]["sys"]  # … and as long again for others
+    assert calibrate([two], "hsha").speed == pytest.approx(0.5, rel=1e-6)

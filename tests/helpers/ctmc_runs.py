@@ -89,6 +89,7 @@ def server_json(
                 "cpu_s": {"user": cpu_s / 2, "sys": cpu_s / 2},
                 "idle_s": elapsed - cpu_s / speed,
                 "notify_s": 0.0,
+                "wait_s": cpu_s / speed - cpu_s,  # runnable, waiting for a CPU
             }
         )
     ops["lock"] = op(us["lock"] * 1000.0 * 3, 2 * messages, p50_ns=us["lock"] * 1000.0)

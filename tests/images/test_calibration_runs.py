@@ -104,6 +104,14 @@ def fit_or_refusal(server: dict[str, Any], pattern: str, client: dict[str, Any])
         return None
 
 
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_every_thread_says_how_long_it_waited_for_a_cpu(runs: dict[str, Any], pattern: str) -> None:
+    """``wait_s`` (schedstat's run_delay): what the calibration's speed rests on (CONTRACTS §1)."""
+    server, _ = runs[pattern]
+    for t in server["threads_detail"]:
+        assert isinstance(t["wait_s"], float) and 0.0 <= t["wait_s"] <= server["elapsed_s"] * 64, t
+
+
 def test_lf_fit_rests_on_the_full_cache_bucket(runs: dict[str, Any]) -> None:
     server, client = runs["lf"]
     by = {b["events"]: b for b in server["notify_by_events"]}

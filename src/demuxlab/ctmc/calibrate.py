@@ -597,8 +597,15 @@ def _lock_median_us(results: Sequence[dict[str, Any]]) -> float | None:
 def _speed(names: Sequence[str], results: Sequence[dict[str, Any]], pattern: str) -> float:
     """The share of its CPUs the server's threads got: Σ CPU / Σ (runnable time), capped at 1.
 
-    A thread is runnable while it neither waits for work (``idle_s``; tpc: its blocking ``recv``) nor for
-    a CPU held by another of the run's threads (expected (runnable − cores)⁺, busy fractions independent).
+    A thread's runnable time is its CPU time plus the time it waited for a CPU held by something other
+    than the run's own threads — their sharing is the chain's, not the host's load.
+
+    - With ``wait_s`` (the kernel's run_delay, CONTRACTS §1): a thread can have waited for the run's own
+      threads at most as long as they used the CPUs it may run on (Σ of the others' CPU time / cores, where
+      the threads outnumber the cores); what it waited beyond that was the host's other load.
+    - A server from before ``wait_s``: the time it neither waited for work (``idle_s``; tpc: its blocking
+      ``recv``) nor was busy, less elapsed × E[(runnable threads − cores)⁺] (busy fractions taken as
+      independent). It misses the waits after a wake-up, which ``idle_s`` holds.
     """
     cpu = 0.0
     runnable = 0.0
@@ -606,8 +613,9 @@ def _speed(names: Sequence[str], results: Sequence[dict[str, Any]], pattern: str
         elapsed = res.get("elapsed_s")
         if not isinstance(elapsed, int | float) or elapsed <= 0:
             raise DemuxlabError(f"calibrate {pattern}: {name}: elapsed_s must be positive, got {elapsed!r}")
-        busy: list[float] = []  # per thread: its busy fraction
         threads = [t for t in res["threads_detail"] if any(t.get("role") in r.names for r in _roles(pattern))]
+        # Per thread (a tpc slot's entry sums its connection threads, dealt round-robin): (cpu, idle, wait).
+        each: list[tuple[float, float, float | None]] = []
         for t in threads:
             c = float(t["cpu_s"]["user"]) + float(t["cpu_s"]["sys"])
             idle = t.get("idle_s")
@@ -617,21 +625,30 @@ def _speed(names: Sequence[str], results: Sequence[dict[str, Any]], pattern: str
                 )
             n = 1
             if pattern == "tpc":
-                # A slot's entry sums its connection threads (dealt round-robin); they block in recv.
-                slots = len(threads)
-                conns = int(res.get("connections_accepted") or slots)
-                n = max(1, round(conns / slots))
-                if float(idle) == 0.0:
-                    idle = _op_total_ns(name, res, "recv") / 1e9 / slots
-            b = max(n * float(elapsed) - float(idle), 0.0)
-            cpu += c
-            runnable += b
-            busy += [min(b / n / float(elapsed), 1.0)] * n
-        cores = server_cores(res) or len(busy)
-        runnable -= float(elapsed) * _expected_excess(busy, cores)
-    if runnable <= 0.0:
+                conns = int(res.get("connections_accepted") or len(threads))
+                n = max(1, round(conns / len(threads)))
+                if float(idle) == 0.0:  # they block in recv: that is their waiting for work
+                    idle = _op_total_ns(name, res, "recv") / 1e9 / len(threads)
+            w = t.get("wait_s")
+            wait = float(w) / n if isinstance(w, int | float) and not isinstance(w, bool) else None
+            each += [(c / n, float(idle) / n, wait)] * n
+        cores = server_cores(res) or len(each)
+        total = sum(c for c, _, _ in each)
+        if all(w is not None for _, _, w in each):
+            crowded = len(each) > cores
+            for c, _, w in each:
+                own = (total - c) / cores if crowded else 0.0  # the most it can have waited for its own
+                cpu += c
+                runnable += c + max(float(w or 0.0) - own, 0.0)
+            continue
+        busy = [max(float(elapsed) - idle, 0.0) for _, idle, _ in each]
+        cpu += total
+        runnable += sum(busy) - float(elapsed) * _expected_excess(
+            [min(b / elapsed, 1.0) for b in busy], cores
+        )
+    if runnable <= 0.0 or cpu <= 0.0:
         return 1.0
-    return max(min(cpu / runnable, 1.0), 1e-3)
+    return max(min(cpu / max(runnable, cpu), 1.0), 1e-3)
 
 
 def _expected_excess(busy: Sequence[float], cores: int) -> float:
