@@ -84,8 +84,14 @@ def test_speed_is_the_share_of_the_cpu_the_threads_got() -> None:
 def test_client_turnaround_from_the_client_cpu() -> None:
     client = {"threads": 2, "messages": 1000, "cpu_s": {"user": 0.002, "sys": 0.006}}
     rates = calibrate([server_json("lf", 2.0, speed=0.5)], "lf", clients=[client])
-    assert 1 / rates.r_z == pytest.approx(8.0 / 0.5, rel=1e-6)  # 8 µs of client CPU at half speed
+    assert 1 / rates.r_z == pytest.approx(8.0 / 0.5, rel=1e-6)  # 8 µs of client CPU at the server's half
     assert rates.has_client
+    # With its own waiting for a CPU (wait_s): its own share; two threads on one CPU waiting for each
+    # other (up to one's CPU time) are not load.
+    client["wait_s"] = 0.008 + 0.004 + 0.008  # one's CPU time (each other) + 4 + 8 ms for other load
+    rates = calibrate([server_json("lf", 2.0, speed=0.5)], "lf", clients=[client], client_cores=[1])
+    assert 1 / rates.r_z == pytest.approx(8.0 / (0.008 / (0.008 + 0.012)), rel=1e-6)
+    assert rates.source["r_z"] == "client cpu/message × its share 0.40"
 
 
 def test_notifier_fit_has_an_intercept() -> None:

@@ -1,10 +1,7 @@
 /* instr.c -- see instr.h. */
 #include "instr.h"
 
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 _Thread_local struct tstat *instr_ts;
 
@@ -48,23 +45,6 @@ void tstat_merge(struct tstat *dst, const struct tstat *src)
     dst->wait_s = dst->wait_s < 0 || src->wait_s < 0 ? -1.0 : dst->wait_s + src->wait_s;
     if (dst->in != NULL && src->in != NULL)
         tinstr_merge(dst->in, src->in);
-}
-
-double thread_wait_s(void)
-{
-    char buf[96];
-    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1.0;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1.0;
-    buf[n] = '\0';
-    unsigned long long on_cpu, waited;
-    if (sscanf(buf, "%llu %llu", &on_cpu, &waited) != 2)
-        return -1.0;
-    return (double)waited / 1e9;
 }
 
 void instr_wait_events(int nevents)

@@ -115,10 +115,6 @@ struct tinstr *tinstr_new(void); /* NULL when out of memory */
 void tinstr_merge(struct tinstr *dst, const struct tinstr *src);
 void tstat_merge(struct tstat *dst, const struct tstat *src);
 
-/* The calling thread's time runnable but waiting for a CPU, in seconds (the kernel's run_delay,
- * /proc/thread-self/schedstat); -1 where the kernel does not say. */
-double thread_wait_s(void);
-
 /* One wait for events: every demultiplexing loop waits through here so the notify timings of all
  * patterns measure the same thing. A failing wait is fatal.  Uninstrumented: one blocking call.
  * With --instrument, waiting is kept apart from the notifier's service time: a non-blocking call

@@ -36,7 +36,8 @@ r_e    ``notify_by_events``                          slope τ of call time again
 r_n    ``notify_by_events`` + overhead per call      intercept α (≥ 0), plus a dispatching role's
                                                      untimed CPU per notifier call
 r_x    CPU − timed operations, per message           the handling role's untimed CPU
-r_z    client CPU per message × speed                the client's turnaround (``clients=``)
+r_z    client CPU per message × its CPU share        the client's turnaround (``clients=``; its share
+                                                     from its ``wait_s``, else the server's speed)
 r_t    —                                             paper (10 ns: a cached descriptor)
 =====  ============================================  ===========================================
 
@@ -381,10 +382,10 @@ def _fit(
         measured_us["r_l"] = lock
         values["r_l"] = 1.0 / max(lock, 1e-6)
         source["r_l"] = "op:lock median"
-    r_z = _client_rate(clients, speed)
-    if r_z is not None:
-        values["r_z"] = r_z
-        source["r_z"] = "client cpu/message × speed"
+    client = _client_rate(clients, client_cores, speed)
+    if client is not None:
+        values["r_z"] = client[0]
+        source["r_z"] = f"client cpu/message × its share {client[1]:.2f}"
     for rate in ALL_RATE_FIELDS:
         if rate not in values:
             values[rate] = float(getattr(paper, rate))
@@ -663,24 +664,45 @@ def _expected_excess(busy: Sequence[float], cores: int) -> float:
     return sum(p * (k - cores) for k, p in enumerate(dist) if k > cores)
 
 
-def _client_rate(clients: Sequence[dict[str, Any] | None] | None, speed: float) -> float | None:
-    """The client's turnaround rate per µs from its CPU per message (pooled), at the server's speed (the
-    same host's other load slows it alike); None without client results."""
+def _client_rate(
+    clients: Sequence[dict[str, Any] | None] | None,
+    client_cores: Sequence[int | None] | None,
+    speed: float,
+) -> tuple[float, float] | None:
+    """(the client's turnaround rate per µs, its share of its CPUs) from its CPU per message, pooled over
+    the runs; None without client results.
+
+    The share is its CPU over CPU + the time it waited for a CPU (``wait_s``, the kernel's run_delay over
+    the measure phase, CONTRACTS §2), less what its threads can have waited for each other where they
+    outnumber its CPUs; a client without ``wait_s`` is taken to share the server's ``speed`` (the same
+    host's load)."""
     if clients is None:
         return None
     cpu = 0.0
     msgs = 0
-    for c in clients:
+    runnable = 0.0
+    measured_wait = True
+    for i, c in enumerate(clients):
         if not isinstance(c, dict):
             continue
         times, m = c.get("cpu_s"), c.get("messages")
         if not isinstance(times, dict) or not isinstance(m, int) or m <= 0:
             continue
-        cpu += float(times.get("user", 0.0)) + float(times.get("sys", 0.0))
+        used = float(times.get("user", 0.0)) + float(times.get("sys", 0.0))
+        cpu += used
         msgs += m
+        wait = c.get("wait_s")
+        if not isinstance(wait, int | float) or isinstance(wait, bool):
+            measured_wait = False
+            continue
+        threads = c.get("threads") if isinstance(c.get("threads"), int) else 1
+        cores = (client_cores[i] if client_cores is not None else None) or threads
+        own = (threads - 1) * used / cores if threads > cores else 0.0
+        runnable += used + max(float(wait) - own, 0.0)
     if msgs == 0 or cpu <= 0.0:
         return None
-    return speed / (cpu * 1e6 / msgs)
+    share = min(cpu / runnable, 1.0) if measured_wait and runnable > 0 else speed
+    return share / (cpu * 1e6 / msgs), share
 
 
 def _mean_events(results: Sequence[dict[str, Any]]) -> float:
