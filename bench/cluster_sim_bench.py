@@ -6,7 +6,10 @@ duration. Two figures:
    time and peak memory of ``snakemake --profile P -n all`` for sweeps of those sizes (the cluster profile
    on ``--dag-pairs`` (64) simulated pairs, the local one on its one lane), to see that the DAG grows no
    faster than the sweep (runs per second of DAG building, MB per 1,000 runs) and costs the cluster
-   profile no more than the local one.
+   profile no more than the local one. The runs join the DAG through the workflow's checkpoints (each
+   experiment's plan, the cluster's pairs), so they are made first, timed apart: ``fresh -n`` is the dry
+   run of an empty folder (parse, and the DAG up to the checkpoints), ``checkpoints`` the real run that
+   makes them (build, ``demuxlab plan``, ``demuxlab cluster pairs``), then ``seconds`` the full dry run.
 2. **Makespan** (``--runs``, ``--pairs``, ``--duration-s``): the sweep executed; makespan of the runs
    (first run start → last run end, from the records) against the ideal ``ceil(runs / pairs) × duration``,
    the scheduler overhead per run (lane time ÷ runs per lane − duration), the wall time of the whole
@@ -66,12 +69,18 @@ def write_spec(folder: Path, name: str, runs: int, duration_s: float) -> int:
 
 
 def snakemake(
-    workdir: Path, specs: Path, cluster: Path, name: str, *extra: str, profile: str = "cluster"
+    workdir: Path,
+    specs: Path,
+    cluster: Path,
+    name: str,
+    *extra: str,
+    profile: str = "cluster",
+    targets: tuple[str, ...] = ("all",),
 ) -> list[str]:
     return [
         SNAKEMAKE, "--snakefile", str(REPO / "workflows" / "Snakefile"),
         "--profile", str(REPO / "workflows" / profile), "--directory", str(workdir),
-        "all", "--config", f"experiments=[{name}]", f"experiments_dir={specs}", *extra,
+        *targets, "--config", f"experiments=[{name}]", f"experiments_dir={specs}", *extra,
     ]  # fmt: skip
 
 
@@ -136,8 +145,19 @@ def dag_figures(tmp: Path, sizes: list[int], pairs: int, profiles: list[str]) ->
     cluster = tmp / "dag-cluster.yaml"
     cluster.write_text(f"simulated: {{pairs: {pairs}}}\n")
     print(f"DAG build: snakemake --profile P -n all ({pairs} simulated pairs for the cluster profile)")
-    head = ("profile", "runs", "jobs", "seconds", "runs/s", "peak MB", "MB/1k runs")
-    print(" ".join(f"{h:>{w}}" for h, w in zip(head, (8, 7, 7, 8, 8, 8, 10), strict=True)))
+    head = (
+        "profile",
+        "runs",
+        "fresh -n",
+        "checkpoints",
+        "jobs",
+        "seconds",
+        "runs/s",
+        "peak MB",
+        "MB/1k runs",
+    )
+    widths = (8, 7, 9, 12, 7, 8, 8, 8, 10)
+    print(" ".join(f"{h:>{w}}" for h, w in zip(head, widths, strict=True)))
     for size in sizes:
         for profile in profiles:
             specs = tmp / f"dag-specs-{profile}-{size}"
@@ -147,6 +167,22 @@ def dag_figures(tmp: Path, sizes: list[int], pairs: int, profiles: list[str]) ->
             work = tmp / f"dag-work-{profile}-{size}"
             work.mkdir()
             log = tmp / f"dag-{profile}-{size}.log"
+            fresh, _, code, _, _ = timed(
+                snakemake(work, specs, cluster, name, "-n", "--quiet", "rules", profile=profile),
+                env_for(tmp, cluster),
+                log,
+            )
+            checkpoints: tuple[str, ...] = (f"results/plans/{name}.json",)
+            if profile == "cluster":
+                checkpoints += ("results/cluster/inventory.json",)
+            made, _, code2, _, _ = timed(
+                snakemake(work, specs, cluster, name, profile=profile, targets=checkpoints),
+                env_for(tmp, cluster),
+                log,
+            )
+            if code != 0 or code2 != 0:
+                print(f"{profile:>8} {runs:>7} failed (status {code or code2}): see {log}")
+                continue
             wall, rss, code, _, _ = timed(
                 snakemake(work, specs, cluster, name, "-n", "--quiet", "rules", profile=profile),
                 env_for(tmp, cluster),
@@ -158,8 +194,8 @@ def dag_figures(tmp: Path, sizes: list[int], pairs: int, profiles: list[str]) ->
                 print(f"{profile:>8} {runs:>7} failed (status {code}): see {log}")
                 continue
             print(
-                f"{profile:>8} {runs:>7} {jobs:>7} {wall:>8.1f} {runs / wall:>8.0f} {rss:>8.0f}"
-                f" {rss / runs * 1000:>10.1f}"
+                f"{profile:>8} {runs:>7} {fresh:>9.1f} {made:>12.1f} {jobs:>7} {wall:>8.1f}"
+                f" {runs / wall:>8.0f} {rss:>8.0f} {rss / runs * 1000:>10.1f}"
             )
 
 

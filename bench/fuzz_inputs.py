@@ -2,6 +2,13 @@
 """Fuzzing campaign: hostile experiment specs (``validate`` + ``plan``) and run records (``ingest``'s
 checks), counted per class: clear / accepted / wrongly accepted / traceback / hang.
 
+A third kind, ``reingest``, needs PostgreSQL (``DEMUXLAB_DATABASE_URL``'s server, else the embedded
+cluster; a throw-away database is made and dropped): the base record is stored, then records of the same
+run that differ as reruns, retries or careless edits do (and the record variants above) are ingested as
+``demuxlab ingest`` does, without ``--replace``. A refusal must leave every table as it was, an
+acceptance the stored run's rows as they were; anything else is wrongly accepted (``--reingests 0``: no
+database needed).
+
 Each variant runs in a forked child with a wall-clock limit (``--timeout``, a "hang" past it) and an
 address-space limit (``--memory-mb``; a child killed for memory counts as a hang too). Variants are
 seeded (``--seed``): the same command gives the same variants. Prints one table and, per non-clear
@@ -89,6 +96,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--specs", type=int, default=1500, help="spec variants")
     ap.add_argument("--records", type=int, default=800, help="run record variants")
+    ap.add_argument("--reingests", type=int, default=200, help="records of a stored run (needs PostgreSQL)")
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument("--timeout", type=float, default=10.0, help="seconds before a variant is a hang")
     ap.add_argument("--memory-mb", type=int, default=2048, help="address space of each variant")
@@ -161,17 +169,36 @@ def main() -> int:
             record("record", what, cls, detail, elapsed, cpu)
         record_s = time.monotonic() - t0
 
+        t0 = time.monotonic()
+        if args.reingests:
+            with fuzz_lib.scratch_database() as url:
+                for i in range(args.reingests):
+                    what, data = fuzz_lib.rerun_variant(rng) if i % 2 == 0 else fuzz_lib.record_variant(rng)
+                    path = tmp / f"again{i}.json"
+                    path.write_bytes(data)
+                    cls, detail, elapsed, cpu = run_isolated(
+                        lambda p: fuzz_lib.classify_reingest(p, url), path, args.timeout, args.memory_mb
+                    )
+                    record("reingest", what, cls, detail, elapsed, cpu)
+                    path.unlink()
+        reingest_s = time.monotonic() - t0
+
     print(f"fuzz campaign: seed {args.seed}, timeout {args.timeout:g} s, {args.memory_mb} MiB per variant")
     head = f"{'input':8} {'total':>6} " + " ".join(f"{c:>17}" for c in CLASSES)
     print(head + f" {'>1s wall':>9} {'>1s CPU':>8} {'max CPU':>8}")
-    for kind in ("spec", "record"):
+    for kind in ("spec", "record", "reingest"):
+        if not counts[kind]:
+            continue
         c = counts[kind]
         print(
             f"{kind:8} {sum(c.values()):6d} "
             + " ".join(f"{c[k]:17d}" for k in CLASSES)
             + f" {over_1s[kind]:9d} {over_1s_cpu[kind]:8d} {slowest[kind]:7.2f}s"
         )
-    print(f"time: specs {spec_s:.1f} s, records {record_s:.1f} s (a shared machine: times are indicative)")
+    print(
+        f"time: specs {spec_s:.1f} s, records {record_s:.1f} s, reingests {reingest_s:.1f} s "
+        "(a shared machine: times are indicative)"
+    )
     for key, lines in sorted(examples.items()):
         print(f"\n{key}:")
         for line in lines:

@@ -14,13 +14,14 @@ of four classes:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as dt
 import json
 import math
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,14 @@ HOSTILE: list[Callable[[], Any]] = [
     lambda: "2026-11-21T10:00:00Z",
     lambda: "1999-01-01T00:00:00Z",
     lambda: str(uuid.uuid4()),
+    # Not Unicode text (issue 23): lone surrogates from a \\u escape, and U+0000.
+    lambda: "\ud800",
+    lambda: "run \udfff here",
+    lambda: "a\x00b",
 ]
+
+#: Strings that are not Unicode text that can be stored: lone surrogates (high, low, reversed pair) and NUL.
+NOT_TEXT = ["\ud800", "x\udfff", "\udc00\ud800", "tail \ud83d", "nul\x00", "\x00"]
 
 
 def hostile(rng: random.Random) -> Any:
@@ -170,12 +178,31 @@ def _laughs(levels: int, width: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+YAML_VERSIONS = ["1.0", "1.1", "1.2", "1.3", "1.9", "2.0"]
+#: The spec's string fields a user writes (the name is the file's: it stays).
+SPEC_STRING_FIELDS = ["description", "reproduces", "hardware_class", "launcher"]
+
+
 def spec_variant(rng: random.Random) -> tuple[str, bytes]:
     """A (description, file bytes) variant of a spec; its file must be named after ``name:``."""
     base_path = rng.choice(SPEC_BASES)
     text = base_path.read_text()
     name = yaml.safe_load(text)["name"]
     kind = rng.random()
+    if kind < 0.05:  # a %YAML directive: only the version the reader implements (1.1) may be declared
+        version = rng.choice(YAML_VERSIONS)
+        return f"{name}: %YAML {version}", f"%YAML {version}\n---\n{text}".encode()
+    if kind < 0.1:  # a string that is not Unicode text, written as a YAML escape
+        doc = yaml.safe_load(text)
+        bad = rng.choice(NOT_TEXT)
+        if rng.random() < 0.2:
+            doc.setdefault("designs", [{}])[0][bad] = 1
+            where = "a key of designs[0]"
+        else:
+            where = rng.choice(SPEC_STRING_FIELDS)
+            doc[where] = rng.choice(["", "a spec about ", "x" * 50]) + bad + rng.choice(["", " and more"])
+        data = yaml.safe_dump(doc, default_flow_style=None, allow_unicode=True).encode()
+        return f"{name}: not text {bad!r} in {where}", data
     if kind < 0.45:
         doc, what = mutate_doc(yaml.safe_load(text), rng)
         if rng.random() < 0.3:
@@ -219,6 +246,54 @@ def spec_variant(rng: random.Random) -> tuple[str, bytes]:
         return f"{name}: truncated", text.encode()[: rng.randrange(len(text))]
     size = rng.choice([300 * 1024, 3 * 1024 * 1024])
     return f"{name}: {size} bytes", (text + "# " + "x" * size + "\n").encode()
+
+
+def not_text(strings: list[tuple[str, str]]) -> list[str]:
+    """Where a string is not Unicode text that can be stored: a lone surrogate (no UTF-8 for it) or NUL."""
+    out = []
+    for where, value in strings:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            out.append(where)
+            continue
+        if "\x00" in value:
+            out.append(where)
+    return out
+
+
+def _strings(value: Any, where: str = "") -> list[tuple[str, str]]:
+    """Every string (dictionary keys included) in a JSON-like value, with where it is."""
+    if isinstance(value, str):
+        return [(where, value)]
+    if isinstance(value, dict):
+        out = []
+        for k, v in value.items():
+            if isinstance(k, str):
+                out.append((f"{where}.<key>", k))
+            out += _strings(v, f"{where}.{k!r}")
+        return out
+    if isinstance(value, list | tuple):
+        return [s for i, v in enumerate(value) for s in _strings(v, f"{where}[{i}]")]
+    return []
+
+
+def _spec_strings(spec: Any) -> list[tuple[str, str]]:
+    import dataclasses
+
+    out: list[tuple[str, str]] = []
+    for f in dataclasses.fields(spec):
+        value = getattr(spec, f.name)
+        if f.name == "text":
+            continue  # the file's own text: valid UTF-8 by construction (escapes are still escapes)
+        if dataclasses.is_dataclass(value):
+            out += _spec_strings(value)
+        elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+            for item in value:
+                out += _spec_strings(item)
+        else:
+            out += _strings(value, f.name)
+    return out
 
 
 def _is_int(v: Any) -> bool:
@@ -273,6 +348,10 @@ def spec_oracle(spec: Any, pairs: Any) -> list[str]:
         keys.add(p.point_key)
     if len(keys) != len(points):
         bad.append("duplicate point keys")
+    for line in spec.text.splitlines():
+        if line.startswith("%YAML") and line.split()[1:2] != ["1.1"]:
+            bad.append(f"{line.strip()!r} read as YAML 1.1")
+    bad += [f"{where} is not text" for where in not_text(_spec_strings(spec))]
     # The plan must be standard JSON.
     try:
         json.dumps([{"run_id": run_id(spec, p, r), **p.to_json()} for p, r in order[:2000]], allow_nan=False)
@@ -295,9 +374,75 @@ def base_record() -> dict[str, Any]:
     return record
 
 
+def _evidence_variant(record: dict[str, Any], rng: random.Random) -> tuple[str, dict[str, Any]]:
+    """An ``ok`` record without the evidence its status claims (or, now and then, with all of it)."""
+    client, stats = record["client"], record["stats"]
+    samples = client["per_second"]
+    edit = rng.choice(
+        ["empty", "truncated", "extended", "no client", "no stats", "no throughput", "scaled", "trimmed all",
+         "no measure", "failed made ok", "consistent"]
+    )  # fmt: skip
+    if edit == "empty":
+        client["per_second"] = []
+    elif edit == "truncated":
+        client["per_second"] = samples[: rng.randrange(1, len(samples))]
+    elif edit == "extended":
+        client["per_second"] = samples + samples[: rng.randrange(1, len(samples))]
+    elif edit == "no client":
+        record["client"] = None
+    elif edit == "no stats":
+        record["stats"] = None
+    elif edit == "no throughput":
+        stats["throughput_msgs_per_s"] = None
+    elif edit == "scaled":
+        stats["throughput_msgs_per_s"] *= rng.choice([0.0, 0.5, 0.99, 1.01, 2.0, 1000.0])
+    elif edit == "trimmed all":
+        stats["trimmed_seconds"] = len(samples) + rng.randrange(3)
+    elif edit == "no measure":
+        record["phases"]["measure_s"] = 0
+    elif edit == "failed made ok":
+        record.update(client=None, stats=None, failure_reason=None)
+    else:  # still the evidence of an ok run: its samples and their mean, over a phase of their length
+        n = rng.randrange(1, 30)
+        client["per_second"] = [round(rng.uniform(1e3, 1e5), 1) for _ in range(n)]
+        record["phases"]["measure_s"] = n + rng.choice([0, 0.25, 0.999])
+        stats["trimmed_seconds"] = rng.randrange(n)
+        kept = client["per_second"][stats["trimmed_seconds"] :]
+        stats["throughput_msgs_per_s"] = sum(kept) / len(kept)
+    return f"ok record, evidence: {edit}", record
+
+
+def _text_variant(record: dict[str, Any], rng: random.Random) -> tuple[str, dict[str, Any]]:
+    """A string (or a key) somewhere in the record that is not Unicode text."""
+    bad = rng.choice(NOT_TEXT)
+    where = rng.choice(
+        ["failure_reason", "launcher", "host_pair", "pinning.notes", "hosts.server.hostname",
+         "experiment.git_rev", "client.mode", "key of pinning", "key of server"]
+    )  # fmt: skip
+    if where.startswith("key of "):
+        record[where[len("key of ") :]][bad] = 1
+    elif where == "pinning.notes":
+        record["pinning"]["notes"].append(bad)
+    elif "." in where:
+        first, *rest = where.split(".")
+        target = record[first]
+        for part in rest[:-1]:
+            target = target[part]
+        target[rest[-1]] = "x" + bad
+    else:
+        record[where] = bad + " y"
+    return f"not text {bad!r} in {where}", record
+
+
 def record_variant(rng: random.Random) -> tuple[str, bytes]:
     record = base_record()
     kind = rng.random()
+    if kind < 0.08:
+        what, doc = _evidence_variant(record, rng)
+        return what, json.dumps(doc).encode()
+    if kind < 0.12:
+        what, doc = _text_variant(record, rng)
+        return what, json.dumps(doc).encode()
     if kind < 0.55:
         doc, what = mutate_doc(record, rng)
         if rng.random() < 0.3:
@@ -361,6 +506,32 @@ def _finite_everywhere(value: Any) -> bool:
         elif isinstance(v, float) and not math.isfinite(v):
             return False
     return True
+
+
+def evidence_problems(rec: dict[str, Any]) -> list[str]:
+    """What an ``ok`` record lacks of the evidence its status claims: one sample per whole second of the
+    measure phase (one for a phase under a second), and a throughput that is the mean of the samples left
+    after ``stats.trimmed_seconds`` (within 0.1 %)."""
+    if rec.get("status") != "ok":
+        return []
+    measure = rec["phases"]["measure_s"]
+    client = rec.get("client")
+    if not isinstance(client, dict):
+        return ["ok without the client's result"]
+    samples = client.get("per_second") or []
+    if not measure > 0 or len(samples) != max(1, math.floor(measure)):
+        return [f"ok with {len(samples)} samples over measure_s {measure}"]
+    stats = rec.get("stats") or {}
+    throughput = stats.get("throughput_msgs_per_s")
+    if throughput is None:
+        return ["ok without a throughput"]
+    kept = samples[stats.get("trimmed_seconds") or 0 :]
+    if not kept:
+        return ["ok with every sample trimmed"]
+    mean = sum(kept) / len(kept)
+    if abs(throughput - mean) > 1e-3 * max(mean, 1.0):
+        return [f"ok with throughput {throughput} for samples of mean {mean}"]
+    return []
 
 
 def record_oracle(raw: bytes) -> list[str]:
@@ -431,12 +602,144 @@ def record_oracle(raw: bytes) -> list[str]:
                 v = op.get(k)
                 if v is not None and not (isinstance(v, int | float) and 0 <= v < 2**63):
                     bad.append(f"server.ops.{name}.{k} does not fit a bigint column")
+        bad += [f"{where} is not text" for where in not_text(_strings(rec, "record"))]
+        bad += evidence_problems(rec)
         started = dt.datetime.fromisoformat(rec["started_at"])
         if rec.get("finished_at") is not None and dt.datetime.fromisoformat(rec["finished_at"]) < started:
             bad.append("finished before started")
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         bad.append(f"oracle could not read the record: {type(exc).__name__}")
     return bad
+
+
+# -- a stored run, and records of it ingested again ----------------------------------------------------------
+
+
+def rerun_variant(rng: random.Random) -> tuple[str, bytes]:
+    """A valid record of the base run that differs from it as a rerun, a retry or a careless edit would,
+    or not at all (the same record, its keys in another order, its hosts' facts collected later)."""
+    record = base_record()
+    edit = rng.choice(
+        ["same", "keys reordered", "collected later", "failed", "attempt 2", "later start", "one sample",
+         "latency", "pinning note", "ops", "empty samples", "new throughput"]
+    )  # fmt: skip
+    if edit == "keys reordered":
+        return edit, json.dumps(dict(reversed(list(record.items()))), indent=1).encode()
+    if edit == "collected later":
+        record["hosts"]["server"]["collected_at"] = "2027-01-01T00:00:00Z"
+    elif edit == "failed":
+        record.update(status="failed", failure_reason="demux-client: stalled", client=None, stats=None)
+    elif edit == "attempt 2":
+        record["attempt"] = 2
+    elif edit == "later start":
+        record["started_at"], record["finished_at"] = "2026-11-22T12:00:00Z", "2026-11-22T12:00:13Z"
+    elif edit == "one sample":
+        record["client"]["per_second"][0] += 0.5
+    elif edit == "latency":
+        record["client"]["latency_us"]["p99"] = 99.0
+    elif edit == "pinning note":
+        record["pinning"]["notes"].append("a note")
+    elif edit == "ops":
+        record["server"]["ops"] = {}
+    elif edit == "empty samples":
+        record["client"]["per_second"] = []
+    elif edit == "new throughput":
+        record["client"]["per_second"] = [x * 1.1 for x in record["client"]["per_second"]]
+        record["stats"]["throughput_msgs_per_s"] *= 1.1
+    return edit, json.dumps(record).encode()
+
+
+def table_rows(conn: Any) -> dict[str, list[str]]:
+    """Every row of every table of the database as canonical JSON text: a comparison that knows nothing of
+    demuxlab.ingest."""
+    from sqlalchemy import text
+
+    names = conn.execute(text("select tablename from pg_tables where schemaname = 'public' order by 1"))
+    return {
+        name: list(conn.execute(text(f'select to_jsonb(t)::text from "{name}" t order by 1')).scalars())
+        for (name,) in list(names)
+    }
+
+
+def classify_reingest(path: Path, url: str) -> tuple[str, str]:
+    """Ingest ``path`` as ``demuxlab ingest`` does (no --replace) into the database at ``url``, which
+    holds the base run: a refusal must leave every table as it was, an acceptance the base run's rows
+    (``runs``, ``samples``, ``op_timings``) as they were."""
+    from sqlalchemy import create_engine
+
+    from demuxlab.errors import DemuxlabError
+    from demuxlab.ingest import ingest_files
+
+    base = base_record()["run_id"]
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            before = table_rows(conn)
+        try:
+            ingest_files([path], engine=engine)
+        except DemuxlabError as exc:
+            with engine.connect() as conn:
+                if table_rows(conn) != before:
+                    return "wrongly_accepted", f"refused, yet the database changed: {exc.message[:200]}"
+            if clear_message(exc.message, str(path)):
+                return "clear", exc.message
+            return "traceback", f"unclear message: {exc.message[:300]!r}"
+        except BaseException as exc:
+            return "traceback", f"{type(exc).__name__}: {str(exc)[:200]}"
+        with engine.connect() as conn:
+            after = table_rows(conn)
+        if _base_rows(before, base) != _base_rows(after, base):
+            return "wrongly_accepted", "the stored run changed without --replace"
+        return "accepted", ""
+    finally:
+        engine.dispose()
+
+
+def _base_rows(rows: dict[str, list[str]], run_id: str) -> dict[str, list[str]]:
+    """The rows of ``rows`` that belong to the run ``run_id`` (runs, samples, op timings)."""
+    return {
+        t: [r for r in rows.get(t, []) if json.loads(r).get("run_id") == run_id]
+        for t in ("runs", "samples", "op_timings")
+    }
+
+
+@contextlib.contextmanager
+def scratch_database() -> Iterator[str]:
+    """A new database at schema head holding the base record's run; dropped at the end."""
+    import psycopg
+    from psycopg import sql
+    from sqlalchemy import create_engine, make_url
+
+    from demuxlab.db import migrations
+    from demuxlab.db.embedded import Cluster
+    from demuxlab.db.engine import external_url
+    from demuxlab.ingest import ingest_run_record
+
+    cluster: Cluster | None = None
+    started_here = False
+    admin = external_url()
+    if admin is None:
+        cluster = Cluster.default()
+        started_here = cluster.ensure_running().started
+        admin = cluster.admin_url("postgres")
+    name = f"fuzz_{uuid.uuid4().hex[:10]}"
+    conninfo = make_url(admin).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = make_url(admin).set(database=name).render_as_string(hide_password=False)
+    try:
+        engine = create_engine(url)
+        try:
+            migrations.upgrade("head", engine)
+            ingest_run_record(engine, base_record(), source="base.json")
+        finally:
+            engine.dispose()  # no connection crosses a fork
+        yield url
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        if cluster is not None and started_here:
+            cluster.stop()
 
 
 # -- classification ------------------------------------------------------------------------------------------

@@ -30,16 +30,24 @@ from demuxlab.db.embedded import Cluster
 from demuxlab.db.engine import external_url
 from demuxlab.db.models import Sample
 from demuxlab.ingest import ingest_files, ingest_run_record
+from demuxlab.spec import run_id_of
 
 TEMPLATE = Path(__file__).resolve().parent.parent / "tests" / "db" / "data" / "run_record.json"
 
 
 def make_record(base: dict[str, Any], index: int, seconds: int, rng: random.Random) -> dict[str, Any]:
     record: dict[str, Any] = json.loads(json.dumps(base))
-    record["run_id"] = str(uuid.uuid4())
     record["repeat"] = index
     record["experiment"]["name"] = "ingest-bench"
+    record["run_id"] = run_id_of(
+        "ingest-bench", record["experiment"]["spec_sha256"], record["point"]["point_key"], index
+    )
+    # An ok record carries one sample per second measured and their mean as its throughput.
     record["client"]["per_second"] = [round(rng.gauss(81000.0, 500.0), 1) for _ in range(seconds)]
+    record["phases"]["measure_s"] = seconds
+    record["stats"].update(
+        throughput_msgs_per_s=sum(record["client"]["per_second"]) / seconds, trimmed_seconds=0
+    )
     return record
 
 
@@ -48,7 +56,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--seconds", type=int, default=100_000, help="samples per run")
+    parser.add_argument("--seconds", type=int, default=86_400, help="samples per run (a day at most)")
     parser.add_argument("--files", action="store_true", help="go through JSON files and ingest_files()")
     args = parser.parse_args()
     if args.runs < 1 or args.seconds < 1:
@@ -60,7 +68,7 @@ def main() -> int:
     if admin is None:
         cluster = Cluster.default()
         started_here = cluster.ensure_running().started
-        admin = cluster.url("postgres")
+        admin = cluster.admin_url("postgres")
     name = f"bench_{uuid.uuid4().hex[:10]}"
     conninfo = make_url(admin).set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(conninfo, autocommit=True) as conn:

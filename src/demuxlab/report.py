@@ -11,7 +11,7 @@ import csv
 import io
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,6 +191,41 @@ def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
     return rows
 
 
+def with_decisions(rows: Sequence[dict[str, Any]], decisions: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An adaptive experiment's rows (docs/adaptive.md, CONTRACTS.md §7a): each measured row says why its
+    point was measured (``measured``, ``why``), and every point of the grid that was never measured gets a
+    row of its own, marked model-only, with the model's value and no interval."""
+    grid = {g["point_key"]: g for g in decisions.get("grid", [])}
+    out = []
+    for row in rows:
+        g = grid.get(row["point_key"])
+        why = g["why"] if g is not None else ("calibration run" if row.get("instrument") else "")
+        out.append({**row, "measured": True, "why": why})
+    for key, g in grid.items():
+        if g.get("measured") or any(r["point_key"] == key for r in rows):
+            continue
+        out.append(
+            {
+                "point_key": key,
+                **{f: g.get(f) for f in POINT_FIELDS},
+                "runs_ok": 0,
+                "runs_failed": 0,
+                "throughput_mean": g.get("mean"),
+                "throughput_ci_low": None,
+                "throughput_ci_high": None,
+                "throughput_ci_halfwidth_rel": None,
+                "nonstationary_runs": 0,
+                "server_cpu_us_per_msg": None,
+                "latency_p50_us": None,
+                "latency_p99_us": None,
+                "hardware_class": None,
+                "measured": False,
+                "why": g.get("why", "model-only"),
+            }
+        )
+    return out
+
+
 def write_csv(rows: Sequence[dict[str, Any]], path: Path, fields: Sequence[str] | None = None) -> None:
     """Write ``rows`` as CSV (``fields``: the columns, default the first row's keys), atomically."""
     columns = list(fields) if fields is not None else list(rows[0]) if rows else ["point_key", *POINT_FIELDS]
@@ -245,8 +280,10 @@ def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> N
     fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.8 * nrows), squeeze=False)
     for ax, (panel, lines) in zip(axes.flat, sorted(panels.items(), key=lambda kv: str(kv[0])), strict=False):
         work, conns, size, rate = panel
-        for label, pts in sorted(lines.items()):
-            pts.sort(key=lambda r: r["threads"])
+        for label, every in sorted(lines.items()):
+            every.sort(key=lambda r: r["threads"])
+            # An adaptive experiment's model-only points: dashed, hollow, no error bar (never measured).
+            pts = [r for r in every if r.get("measured", True)]
             x = [r["threads"] for r in pts]
             y = [r["throughput_mean"] / 1e3 for r in pts]
             err = [
@@ -255,7 +292,27 @@ def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> N
                 else 0
                 for r in pts
             ]
-            ax.errorbar(x, y, yerr=err, marker="o", ms=3, capsize=2, label=label)
+            bars = ax.errorbar(x, y, yerr=err, marker="o", ms=3, capsize=2, label=label)
+            if len(pts) < len(every):
+                colour = bars.lines[0].get_color()
+                ax.plot(
+                    [r["threads"] for r in every],
+                    [r["throughput_mean"] / 1e3 for r in every],
+                    ls="--",
+                    lw=0.8,
+                    color=colour,
+                )
+                only = [r for r in every if not r.get("measured", True)]
+                ax.plot(
+                    [r["threads"] for r in only],
+                    [r["throughput_mean"] / 1e3 for r in only],
+                    ls="none",
+                    marker="o",
+                    ms=4,
+                    mfc="none",
+                    color=colour,
+                    label=f"{label} (model only)",
+                )
         load = "closed loop" if rate is None else f"{rate:g} msg/s"
         ax.set_title(f"work {work:g} µs, {conns} conns, {size} B, {load}", fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -273,10 +330,13 @@ def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> N
     save_figure(fig, path)
 
 
-def write_report(spec: Any, out_dir: Path) -> list[Path]:
-    """Write ``points.csv`` and ``throughput_vs_threads.png`` for ``spec`` from the database."""
+def write_report(spec: Any, out_dir: Path, decisions: Mapping[str, Any] | None = None) -> list[Path]:
+    """Write ``points.csv`` and ``throughput_vs_threads.png`` for ``spec`` from the database (``decisions``:
+    an adaptive experiment's, to mark its points measured or model-only)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = summarize(load_rows(spec.name, spec.sha256))
+    if decisions is not None:
+        rows = with_decisions(rows, decisions)
     csv_path, fig_path = out_dir / "points.csv", out_dir / "throughput_vs_threads.png"
     write_csv(rows, csv_path)
     plot_throughput(rows, f"{spec.name} ({spec.reproduces})", fig_path)

@@ -137,6 +137,10 @@ def run_point(req: RunPointRequest) -> RunPointResult:
         host_pair=req.host_pair,
         instrument=req.instrument or point.instrument,
         stall_timeout_s=req.stall_timeout_s,
+        # An adaptive sweep's measured runs end when steady; calibration runs measure their whole phase.
+        steady=spec.adaptive.steady
+        if spec.adaptive is not None and not (req.instrument or point.instrument)
+        else None,
     )
     if req.cluster is not None:
         from demuxlab.cluster.run import run_on_cluster, update_progress

@@ -176,6 +176,27 @@ def test_import_into_a_second_database_gives_the_same_rows(produced: Produced, f
         assert res.returncode == 0, res.stderr
         assert f"imported {EXP}" in res.stdout and f"{RUNS} runs" in res.stdout
         assert rows_of(fresh_url, produced.sha) == original
+    engine = sa.create_engine(fresh_url)
+    try:
+        with engine.begin() as conn:
+            assert (
+                conn.execute(sa.text("SELECT count(*) FROM runs_history")).scalar() == 0
+            )  # nothing replaced
+            # A stored run that differs from the bundle's (issue 23): the import replaces it, keeping it.
+            changed = conn.execute(
+                sa.text("UPDATE runs SET throughput_msgs_per_s = 1.0 WHERE run_id = :id RETURNING run_id"),
+                {"id": original["runs"][0]["run_id"]},
+            ).scalar_one()
+        res = cli("bundle", "import", str(produced.bundle), "--database", fresh_url)
+        assert res.returncode == 0, res.stderr
+        assert "1 stored runs differed and were replaced, kept in runs_history" in res.stdout
+        assert rows_of(fresh_url, produced.sha) == original
+        with engine.connect() as conn:
+            kept = conn.execute(sa.text("SELECT run_id, run, replaced_by FROM runs_history")).one()
+    finally:
+        engine.dispose()
+    assert (str(kept.run_id), kept.run["throughput_msgs_per_s"]) == (str(changed), 1.0)
+    assert kept.replaced_by == "bundle import"
 
 
 def test_import_leaves_other_experiments_alone(produced: Produced, fresh_url: str) -> None:

@@ -63,6 +63,15 @@ def self_consistent(server: dict[str, Any], client: dict[str, Any], point: Point
     return check.predicted_msgs_per_s
 
 
+def set_throughput(rec: dict[str, Any], tput: float) -> None:
+    """An ok record of throughput ``tput``: its samples scaled so that their mean is ``tput`` (ingest
+    refuses an ok record whose throughput is not its samples')."""
+    samples = rec["client"]["per_second"]
+    rec["client"]["per_second"] = [x * tput / (sum(samples) / len(samples)) for x in samples]
+    rec["stats"]["throughput_msgs_per_s"] = tput
+    rec["client"]["throughput_msgs_per_s"] = tput
+
+
 def record(spec: Spec, point: Point, repeat: int, status: str = "ok", slow: float = 1.0) -> dict[str, Any]:
     rec: dict[str, Any] = copy.deepcopy(json.loads(TEMPLATE.read_text()))
     rec["experiment"].update(name=spec.name, spec_sha256=spec.sha256, spec_text=spec.text)
@@ -88,8 +97,7 @@ def record(spec: Spec, point: Point, repeat: int, status: str = "ok", slow: floa
         if point.instrument
         else measured(point, repeat) * slow
     )
-    rec["stats"]["throughput_msgs_per_s"] = tput
-    rec["client"]["throughput_msgs_per_s"] = tput
+    set_throughput(rec, tput)
     if status == "failed":
         rec.update(status="failed", failure_reason="demux-client: stalled", client=None, stats=None)
     return rec

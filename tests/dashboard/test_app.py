@@ -123,7 +123,7 @@ def test_binding_beyond_loopback_is_recognised() -> None:
 def test_dashboard_command_rejects_a_bad_port() -> None:
     from click.testing import CliRunner
 
-    from demuxlab.dashboard.cli import dashboard
+    from demuxlab.cli.dashboard import dashboard
 
     result = CliRunner().invoke(dashboard, ["--port", "70000"])
     assert result.exit_code == 2 and "70000" in result.output

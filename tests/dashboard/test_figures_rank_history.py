@@ -61,13 +61,12 @@ def history_frame() -> pd.DataFrame:
     """Two spec versions × builds of one experiment: lf/select at 8 threads loses 20 % in the second,
     hsha/epoll-lt at 4 threads gains 15 %, the rest stays within 1 % noise."""
     t0 = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
-    old = points(experiment_id=1, spec_sha256="1" * 64, build="a" * 64, first_started=t0, build_info=None)
+    old = points(experiment_id=1, spec_sha256="1" * 64, build="a" * 64, first_started=t0)
     new = points(
         experiment_id=2,
         spec_sha256="2" * 64,
         build="b" * 64,
         first_started=t0 + dt.timedelta(days=1),
-        build_info=None,
     )
     new = scaled(
         new,
@@ -102,12 +101,12 @@ def test_history_flags_changes_beyond_noise_with_both_builds_named() -> None:
     assert "build aaaaaaaa" in reg["before"] and "build bbbbbbbb" in reg["after"]
     assert "/run?run=" in reg["runs"] and "→" in reg["runs"]
     assert "a_build=" + "a" * address.BUILD_CHARS in reg["compare"] and "b=demo%40" in reg["compare"]
-    table = history.revisions_table(frame, "demo")
+    table = history.revisions_table(history.analyse(frame, "demo"))
     assert list(table["points"]) == [12, 12] and list(table["runs_ok"]) == [36, 36]
 
 
 def test_history_figure_runs_oldest_to_newest_and_rings_changes() -> None:
-    fig = history.history_figure(history_frame(), "demo")
+    fig = history.history_figure(history.analyse(history_frame(), "demo"))
     assert fig["layout"]["xaxis"]["categoryarray"][0].startswith("1. spec 11111111 · build aaaaaaaa")
     lf8 = next(t for t in fig["data"] if t["name"] == "lf · select · 8 thr")
     assert lf8["marker"]["line"]["color"][1] == style.REGRESSION and lf8["marker"]["size"] == [7, 13]

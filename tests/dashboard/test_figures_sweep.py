@@ -178,3 +178,24 @@ def test_sweep_pdf_is_a_pdf() -> None:
     pts = points()
     payload = sweep.sweep_pdf(pts, preds(pts), title="t")
     assert payload.startswith(b"%PDF") and len(payload) > 2000
+
+
+def test_summaries_and_tests_are_the_platforms_own() -> None:
+    """The fast paths give demuxlab.stats.point_summary's intervals and scipy's Welch p-values."""
+    import numpy as np
+    from scipy.stats import ttest_ind
+
+    from demuxlab.dashboard.figures.summary import welch_p
+    from demuxlab.stats import point_summary
+
+    rng = np.random.default_rng(7)
+    samples = [list(rng.normal(1000, 50, size=n)) for n in (2, 3, 5, 14)]
+    out = summarise(pd.DataFrame({"values": samples}))
+    for (_, row), vals in zip(out.iterrows(), samples, strict=True):
+        ref = point_summary(vals)
+        assert row["mean"] == pytest.approx(ref.mean) and row["half"] == pytest.approx(ref.halfwidth)
+    for a in samples:
+        for b in samples:
+            assert welch_p(a, b) == pytest.approx(float(ttest_ind(a, b, equal_var=False).pvalue), rel=1e-9)
+    assert welch_p([1.0, 1.0], [1.0, 1.0]) == 1.0 and welch_p([1.0, 1.0], [2.0, 2.0]) == 0.0
+    assert welch_p([1.0], [1.0, 2.0]) is None

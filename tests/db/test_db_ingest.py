@@ -40,6 +40,13 @@ def engine(database_url: str) -> Iterator[Engine]:
     eng.dispose()
 
 
+def with_samples(record: dict[str, Any], samples: list[float]) -> None:
+    """An ok record whose evidence is ``samples``: one per second measured, the throughput their mean."""
+    record["client"]["per_second"] = samples
+    record["phases"]["measure_s"] = len(samples)
+    record["stats"].update(throughput_msgs_per_s=sum(samples) / len(samples), trimmed_seconds=0)
+
+
 def counts(engine: Engine) -> dict[str, int]:
     with engine.connect() as conn:
         return {
@@ -120,36 +127,108 @@ def test_ingest_ok_and_failed_records(
         assert exp.git_rev == ok["experiment"]["git_rev"]
 
 
-def test_reingest_is_idempotent_and_replaces(
+def contents(engine: Engine) -> dict[str, list[str]]:
+    """Every row of every table (the migrations' bookkeeping included), as canonical JSON text."""
+    with engine.connect() as conn:
+        names = conn.execute(
+            text("select tablename from pg_tables where schemaname = 'public' order by tablename")
+        ).scalars()
+        return {
+            name: list(conn.execute(text(f'select to_jsonb(t)::text from "{name}" t order by 1')).scalars())
+            for name in list(names)
+        }
+
+
+def test_reingest_is_a_no_op_and_a_different_record_is_refused(
     engine: Engine, make_record: MakeRecord, write_record: WriteRecord
 ) -> None:
     record = make_record()
     path = write_record(record)
     first = ingest_files([path])[0]
-    before = counts(engine)
+    before = contents(engine)
     again = ingest_files([path])[0]
-    assert counts(engine) == before
-    assert (first.replaced, again.replaced) == (0, 1)
+    assert contents(engine) == before
+    assert (first.outcome, again.outcome) == ("ingested", "unchanged")
+    assert (first.replaced, again.replaced) == (0, 0)
+    assert again.describe().startswith(f"unchanged {path}: run {record['run_id']}")
 
-    # Changed values: the run and its children are replaced, not merged.
-    record["client"]["per_second"] = [1000.0, 2000.0, 3000.0]
+    # The same machine, collected later: ingest stores the same rows, so this is the same record.
+    record["hosts"]["server"]["collected_at"] = "2026-11-22T00:00:00Z"
+    assert ingest_files([write_record(record)])[0].outcome == "unchanged"
+    assert contents(engine) == before
+
+    # Changed values: refused, naming the run and what differs; nothing written.
+    record["client"]["per_second"] = [1000.0, 2000.0, 3000.0] + [2000.0] * 7
     record["stats"]["throughput_msgs_per_s"] = 2000.0
     record["server"]["ops"] = {"notify": record["server"]["ops"]["notify"]}
-    record["hosts"]["server"]["collected_at"] = "2026-11-22T00:00:00Z"  # same machine, later
+    changed = write_record(record)
+    with pytest.raises(DemuxlabError) as info:
+        ingest_files([changed])
+    message = info.value.message
+    assert message.startswith(f"{changed}: run {record['run_id']} (experiment 'dbtest', point "), message
+    assert "stats.throughput_msgs_per_s 81231.4 → 2000.0" in message
+    assert "client.per_second 10 of 10 samples differ" in message and "nothing written" in message
+    assert "--replace" in message and "\n" not in message
+    assert contents(engine) == before
+
+
+def test_replace_keeps_the_replaced_record_in_history(
+    engine: Engine, make_record: MakeRecord, write_record: WriteRecord
+) -> None:
+    from demuxlab.db.models import RunHistory
+
+    record = make_record()
+    old_series = list(record["client"]["per_second"])
+    old_timings = len(record["server"]["ops"]) + len(record["server"]["notify_by_events"])
     ingest_files([write_record(record)])
+    with Session(engine) as s:
+        old_run = s.scalars(select(Run)).one()
+        old_ingested_at = old_run.ingested_at
+    record["client"]["per_second"] = [1000.0, 2000.0, 3000.0] + [2000.0] * 7
+    record["stats"]["throughput_msgs_per_s"] = 2000.0
+    record["server"]["ops"] = {"notify": record["server"]["ops"]["notify"]}
+    result = ingest_files([path := write_record(record)], replace="always")[0]
+    assert (result.outcome, result.replaced, len(result.history_ids)) == ("replaced", 1, 1)
     after = counts(engine)
-    assert after["runs"] == 1 and after["samples"] == 3 and after["hosts"] == 2
+    assert after["runs"] == 1 and after["samples"] == 10 and after["hosts"] == 2
     assert after["op_timings"] == 1 + len(record["server"]["notify_by_events"])
     with Session(engine) as s:
         run = s.scalars(select(Run)).one()
         assert run.throughput_msgs_per_s == 2000.0
+        kept = s.scalars(select(RunHistory)).one()
+        assert kept.id == result.history_ids[0] and str(kept.run_id) == record["run_id"]
+        assert kept.replaced_by == f"ingest --replace: {path}"
+        assert (kept.status, kept.attempt, kept.ingested_at) == ("ok", 1, old_ingested_at)
+        assert kept.samples == old_series
+        assert kept.run["throughput_msgs_per_s"] == 81231.4
+        assert kept.run["point_id"] == run.point_id and kept.point_id == run.point_id
+        assert len(kept.op_timings) == old_timings and {t["op"] for t in kept.op_timings} >= {
+            "notify",
+            "lock",
+        }
 
-    # A new attempt of the same (point, repeat) replaces the old run too.
+    # A new attempt of the same (point, repeat) replaces the run too, when the caller says so.
     record["attempt"] = 2
-    result = ingest_run_record(get_engine(), record)
+    with pytest.raises(DemuxlabError, match="attempt 1 → 2"):
+        ingest_run_record(get_engine(), record)
+    result = ingest_run_record(get_engine(), record, replace="always")
     assert result.replaced == 1
     with Session(engine) as s:
         assert [(str(r.run_id), r.attempt) for r in s.scalars(select(Run))] == [(record["run_id"], 2)]
+        assert [h.attempt for h in s.scalars(select(RunHistory).order_by(RunHistory.id))] == [1, 1]
+
+
+def test_a_batch_with_two_different_records_of_one_run_is_refused(
+    engine: Engine, make_record: MakeRecord, write_record: WriteRecord
+) -> None:
+    record = make_record()
+    a, same = write_record(record), write_record(record)
+    record["attempt"] = 2
+    b = write_record(record)
+    with pytest.raises(DemuxlabError, match=f"{b}: run {record['run_id']} is also in {a} of this batch"):
+        ingest_files([a, b], replace="always")
+    assert all(n == 0 for n in counts(engine).values())
+    assert [r.outcome for r in ingest_files([a, same])] == ["ingested", "unchanged"]
 
 
 def test_failure_mid_ingest_leaves_nothing(
@@ -157,7 +236,7 @@ def test_failure_mid_ingest_leaves_nothing(
 ) -> None:
     record = make_record()
     short = make_record()
-    short["client"]["per_second"] = short["client"]["per_second"][:3]
+    with_samples(short, short["client"]["per_second"][:3])
     ingest_run_record(get_engine(), short)
     before = counts(engine)
     with engine.begin() as conn:
@@ -165,7 +244,7 @@ def test_failure_mid_ingest_leaves_nothing(
         conn.execute(text("ALTER TABLE samples ADD CONSTRAINT test_at_most_5 CHECK (second < 5)"))
 
     with pytest.raises(DatabaseError) as info:
-        ingest_run_record(get_engine(), record, source="rec.json")
+        ingest_run_record(get_engine(), record, source="rec.json", replace="always")
     assert "test_at_most_5" in info.value.message and "\n" not in info.value.message
     assert counts(engine) == before  # the earlier version is intact
 
@@ -260,6 +339,48 @@ MALFORMED = [
     ("negative latency", lambda r: _set(r, "client.latency_us.p99", -1), "client.latency_us.p99", "minimum"),
     ("huge core count", lambda r: _set(r, "hosts.server.cores", 2**40), "hosts.server.cores", "maximum"),
     ("huge op time", lambda r: _set(r, "server.ops.lock.max_ns", 1e300), "server.ops.lock.max_ns", "maximum"),
+    # Issue 23: an ok record carries the evidence its status claims; every string is Unicode text.
+    (
+        "ok without samples",
+        lambda r: _set(r, "client.per_second", []),
+        "client.per_second",
+        "0 samples, but status ok over measure_s 10 claims 10",
+    ),
+    (
+        "ok with 2 of 10 samples",
+        lambda r: _set(r, "client.per_second", r["client"]["per_second"][:2]),
+        "client.per_second",
+        "2 samples",
+    ),
+    ("ok without client", lambda r: _set(r, "client", None), "client", "missing, but status ok"),
+    ("ok without stats", lambda r: _set(r, "stats", None), "stats.throughput_msgs_per_s", "missing"),
+    (
+        "ok, throughput not its samples'",
+        lambda r: _set(r, "stats.throughput_msgs_per_s", 162462.8),
+        "stats.throughput_msgs_per_s",
+        "162462.8 is not what client.per_second[0:] gives (their mean is 81231.475)",
+    ),
+    (
+        "ok, every sample trimmed",
+        lambda r: _set(r, "stats.trimmed_seconds", 10),
+        "stats.trimmed_seconds",
+        "10, but client.per_second holds 10 samples",
+    ),
+    ("ok, nothing measured", lambda r: _set(r, "phases.measure_s", 0), "phases.measure_s", "status ok"),
+    (
+        "lone surrogate",
+        lambda r: _set(r, "failure_reason", "reset \ud800 by peer"),
+        "failure_reason",
+        "not Unicode text: a lone surrogate U+D800, which is not a Unicode scalar value, at character 6 of "
+        "'reset \\ud800 by peer'",
+    ),
+    ("NUL in a string", lambda r: _set(r, "host_pair", "pair\x00"), "host_pair", "U+0000 (NUL)"),
+    (
+        "lone surrogate in a key",
+        lambda r: _set(r, "pinning.\udfff", 1),
+        "pinning",
+        "a key is not Unicode text: a lone surrogate U+DFFF",
+    ),
 ]
 
 
@@ -377,7 +498,7 @@ def test_concurrent_ingests_of_one_experiment(engine: Engine, make_record: MakeR
 
 def test_point_summaries(engine: Engine, make_record: MakeRecord) -> None:
     ok0, ok1, failed = make_record(repeat=0), make_record(repeat=1), make_record(repeat=2, status="failed")
-    ok1["stats"]["throughput_msgs_per_s"] = 79000.0
+    with_samples(ok1, [79000.0] * 10)
     other = make_record(repeat=0, threads=8)
     for rec in (ok0, ok1, failed, other):
         ingest_run_record(get_engine(), rec)
@@ -398,7 +519,7 @@ def test_point_summaries(engine: Engine, make_record: MakeRecord) -> None:
 
 def test_ingest_within_a_session_uses_a_savepoint(engine: Engine, make_record: MakeRecord) -> None:
     good, bad = make_record(repeat=0), make_record(repeat=1)
-    bad["client"]["per_second"] = [1.0] * 3
+    with_samples(bad, [1.0] * 3)
     with engine.begin() as conn:
         conn.execute(text("ALTER TABLE samples ADD CONSTRAINT test_one CHECK (throughput_msgs_per_s > 1)"))
     with Session(engine) as s:
@@ -476,14 +597,57 @@ def test_ingest_for_workflow_writes_the_done_file_after_the_commit(
     result = ingest_for_workflow(path, done, log)
     assert result.status == "ok" and result.replaced == 0
     assert json.loads(done.read_text()) == {"ingested": [str(path)]}
-    assert log.read_text().startswith("ingested ")
-    before = counts(engine)
-    again = ingest_for_workflow(path, done, log)  # the rerun after a crash: replaced, not added
-    assert again.replaced == 1 and counts(engine) == before
+    assert log.read_text().startswith(f"ingested {path}: run {record['run_id']} (ok, 10 samples)")
+    before = contents(engine)
+    again = ingest_for_workflow(path, done, log)  # the rerun after a crash: the same record, a no-op
+    assert again.outcome == "unchanged" and contents(engine) == before
+    assert log.read_text().startswith(f"unchanged {path}: ")
 
     bad = write_record({**make_record(repeat=1), "status": "nope"})
     done_bad, log_bad = tmp_path / "ingested" / "bad.json", tmp_path / "logs" / "bad.log"
     with pytest.raises(DemuxlabError, match="field status"):
         ingest_for_workflow(bad, done_bad, log_bad)
-    assert not done_bad.exists() and counts(engine) == before
+    assert not done_bad.exists() and contents(engine) == before
     assert log_bad.read_text().startswith(f"demuxlab: error: {bad}: field status")
+
+
+def test_the_workflow_replaces_a_run_it_ran_again(
+    engine: Engine, make_record: MakeRecord, write_record: WriteRecord, tmp_path: Path
+) -> None:
+    """The workflow's policy: a different record of a stored run replaces it when it is a later run of it
+    (a retry, a forced or resumed rerun), keeping the stored one; one that is not later is refused."""
+    from demuxlab.db.models import RunHistory
+
+    record = make_record()
+    done, log = tmp_path / "ingested" / "r.json", tmp_path / "logs" / "r.log"
+    ingest_for_workflow(write_record(record), done, log)
+    first_started = record["started_at"]
+
+    # Edited by hand (same execution, other values): refused, nothing written, no done file.
+    record["stats"]["throughput_msgs_per_s"] = 81231.475
+    done.unlink()
+    before = contents(engine)
+    edited = write_record(record)
+    with pytest.raises(DemuxlabError) as info:
+        ingest_for_workflow(edited, done, log)
+    assert "is not a later run of it (started_at 2026-11-21T12:00:00Z" in info.value.message
+    assert "stats.throughput_msgs_per_s 81231.4 → 81231.475" in info.value.message
+    assert contents(engine) == before and not done.exists()
+
+    # Run again: a later, failed attempt replaces the ok run, which is kept.
+    rerun = make_record(status="failed")
+    rerun.update(attempt=2, started_at="2026-11-21T13:00:00Z", finished_at="2026-11-21T13:00:02Z")
+    path = write_record(rerun)
+    result = ingest_for_workflow(path, done, log)
+    assert (result.outcome, result.status) == ("replaced", "failed")
+    assert log.read_text().startswith(f"replaced {path}: run {rerun['run_id']} (failed, 0 samples)")
+    with Session(engine) as s:
+        run = s.scalars(select(Run)).one()
+        assert (run.status, run.attempt) == ("failed", 2)
+        kept = s.scalars(select(RunHistory)).one()
+        assert (kept.status, kept.replaced_by) == ("ok", f"workflow rerun: {path}")
+        assert (
+            kept.started_at.isoformat() == "2026-11-21T12:00:00+00:00" == first_started.replace("Z", "+00:00")
+        )
+        assert len(kept.samples) == 10
+    assert counts(engine)["samples"] == 0

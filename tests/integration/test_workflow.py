@@ -6,9 +6,12 @@ Each test runs the real workflow in its own working directory against its own fr
 
 from __future__ import annotations
 
+import base64
 import csv
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -127,6 +130,63 @@ def test_smoke_spec_native_end_to_end(tmp_path: Path, database_url: str) -> None
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
     check_model_stages(tmp_path / "results" / "smoke", database_url, spec)
     check_claims(report, table)
+    check_snakemake_report(tmp_path, "smoke", table)
+
+
+def report_vars(html: str) -> dict[str, Any]:
+    """The JSON documents a Snakemake HTML report embeds (results, categories, workflow description)."""
+    found = {}
+    for name, var in (
+        ("results", "results"),
+        ("categories", "categories"),
+        ("workflow-desc", "workflow_desc"),
+    ):
+        m = re.search(rf'<script id="{name}">\s*var {var} = (.*?);\s*</script>', html, re.S)
+        assert m, f"no {var} in the report"
+        found[var] = json.loads(m.group(1))
+    return found
+
+
+def check_snakemake_report(workdir: Path, name: str, points: list[dict[str, str]]) -> None:
+    """`snakemake --report` after the run holds the experiment's results: every table and figure under the
+    experiment's category with its caption and labels, the bytes as the workflow wrote them."""
+    html_path = workdir / "report.html"
+    cmd = [
+        SNAKEMAKE, "--snakefile", str(WORKFLOWS / "Snakefile"), "--directory", str(workdir),
+        "--report", str(html_path), "--config", f"experiments=[{name}]",
+    ]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = report_vars(html_path.read_text())
+    base = f"results/{name}/report"
+    assert doc["categories"] == {
+        name: {
+            "Throughput": [f"{base}/points.csv", f"{base}/throughput_vs_threads.png"],
+            "Model validation": [
+                f"{base}/validation.csv",
+                f"{base}/validation.png",
+                f"{base}/validation_summary.csv",
+            ],
+            "Claims": [f"{base}/claims.csv", f"{base}/claims.md", f"{base}/recommendations.csv"],
+        }
+    }
+    assert name in doc["workflow_desc"] and "Throughput" in doc["workflow_desc"]
+    results = doc["results"]
+    assert set(results) == {p for subcat in doc["categories"][name].values() for p in subcat}
+    for path, item in results.items():
+        head, data = item["data_uri"].split(",", 1)
+        assert head.endswith(";base64")
+        assert base64.b64decode(data) == (workdir / path).read_bytes(), path
+        assert f'<tt class="docutils literal">{name}</tt>' in item["caption"], (path, item["caption"])
+        assert item["labels"]["result"] and item["labels"]["type"] in ("table", "figure", "text"), item
+    figure = base64.b64decode(results[f"{base}/throughput_vs_threads.png"]["data_uri"].split(",", 1)[1])
+    assert results[f"{base}/throughput_vs_threads.png"]["mime_type"] == "image/png"
+    assert figure.startswith(b"\x89PNG") and len(figure) > 10_000
+    text = base64.b64decode(results[f"{base}/points.csv"]["data_uri"].split(",", 1)[1]).decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [(r["point_key"], r["throughput_mean"]) for r in rows] == [
+        (p["point_key"], p["throughput_mean"]) for p in points
+    ]
 
 
 def check_claims(report: Path, points: list[dict[str, str]]) -> None:
@@ -302,4 +362,8 @@ def test_bad_spec_stops_before_anything_runs(tmp_path: Path) -> None:
     assert res.returncode != 0
     assert "bad.yaml: designs[0].notifiers[0]" in res.stderr
     assert "Traceback" not in res.stderr
-    assert not (tmp_path / "work" / "results").exists()
+    # The spec is checked against the server's pairs, which the build writes: nothing else ran (no plan, no
+    # run, no database, no report).
+    results = tmp_path / "work" / "results"
+    made = sorted(p.relative_to(results).as_posix() for p in results.rglob("*") if p.is_file())
+    assert made == ["build/binaries.json", "build/pairs.json"]

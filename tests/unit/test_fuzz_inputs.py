@@ -154,3 +154,77 @@ def test_special_files_are_refused_at_once(tmp_path: Path) -> None:
     ):
         with pytest.raises(SpecError, match=problem):
             load_spec(path, pairs=PAIRS)
+
+
+# -- issue 23: YAML versions, strings that are not text, ok records without evidence, stored runs -----------
+
+
+@pytest.mark.parametrize("version", fl.YAML_VERSIONS)
+def test_only_yaml_1_1_may_be_declared(tmp_path: Path, version: str) -> None:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(f"%YAML {version}\n---\n" + fl.SPEC_BASES[1].read_text())
+    cls, detail = fl.classify_spec(path, PAIRS)
+    if version == "1.1":
+        assert cls == "accepted", detail
+    else:
+        assert cls == "clear" and f"line 1: %YAML {version}: the spec reader implements YAML 1.1" in detail
+
+
+@pytest.mark.parametrize("bad", fl.NOT_TEXT)
+@pytest.mark.parametrize("field", fl.SPEC_STRING_FIELDS)
+def test_spec_strings_that_are_not_text_are_refused(tmp_path: Path, field: str, bad: str) -> None:
+    import yaml
+
+    doc = yaml.safe_load(fl.SPEC_BASES[1].read_text())
+    doc[field] = "a spec about " + bad
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(doc, allow_unicode=True))
+    assert "\\" in path.read_text()  # written as a YAML escape, the file itself is UTF-8
+    t0 = _cpu()
+    cls, detail = fl.classify_spec(path, PAIRS)
+    assert _cpu() - t0 < 1.0
+    assert cls == "clear" and f"{field}: not Unicode text: " in detail, detail
+    assert detail.isprintable()  # the character is shown escaped
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ok_records_without_their_evidence_and_strings_not_text_are_refused(
+    tmp_path: Path, seed: int
+) -> None:
+    import json
+    import random
+
+    rng = random.Random(seed)
+    variant = fl._evidence_variant if seed % 2 == 0 else fl._text_variant
+    what, doc = variant(fl.base_record(), rng)
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(doc))
+    cls, detail = fl.classify_record(path)
+    expected = "accepted" if what.endswith(": consistent") else "clear"
+    assert cls == expected, f"{what}: {cls}: {detail}"
+    assert detail.isprintable()
+
+
+@pytest.mark.postgres
+def test_records_of_a_stored_run_never_change_it_silently(tmp_path: Path, database_url: str) -> None:
+    """Every kind of rerun variant, ingested without --replace into a database holding the base run: the
+    same record is accepted (a no-op), every other one refused with the database as it was."""
+    import random
+
+    from sqlalchemy import create_engine
+
+    from demuxlab.ingest import ingest_run_record
+
+    engine = create_engine(database_url)
+    ingest_run_record(engine, fl.base_record(), source="base.json")
+    engine.dispose()
+    rng = random.Random(23)
+    seen: dict[str, str] = {}
+    while len(seen) < 12:
+        what, data = fl.rerun_variant(rng)
+        path = tmp_path / f"again{len(seen)}.json"
+        path.write_bytes(data)
+        cls, detail = fl.classify_reingest(path, database_url)
+        same = what in ("same", "keys reordered", "collected later")
+        assert cls == ("accepted" if same else "clear"), f"{what}: {cls}: {detail}"
+        seen[what] = cls

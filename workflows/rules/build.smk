@@ -1,4 +1,6 @@
-# Build the static binaries (and the container images for docker experiments); record what was built.
+# Build the static binaries (and the container images for docker experiments); record what was built and
+# the pattern × notifier pairs the server implements (`demux-server --list`), which the plans check specs
+# against.
 
 
 rule build_binaries:
@@ -6,6 +8,7 @@ rule build_binaries:
         sources=c_sources,
     output:
         manifest="results/build/binaries.json",
+        pairs="results/build/pairs.json",
     log:
         "logs/build/binaries.log",
     conda:
@@ -14,14 +17,14 @@ rule build_binaries:
         cli=DEMUXLAB,
         repo=REPO,
     shell:
-        "(make -C {params.repo} build && {params.cli} artifacts --launcher native --out {output.manifest})"
-        " > {log} 2>&1"
+        "(make -C {params.repo} build && {params.cli} artifacts --launcher native --out {output.manifest}"
+        " && {params.cli} pairs > {output.pairs}) > {log} 2>&1"
 
 
 rule build_images:
     input:
         manifest=rules.build_binaries.output.manifest,
-        dockerfiles=DOCKERFILES,
+        dockerfiles=[str(REPO / "images" / role / "Dockerfile") for role in ("server", "client")],
     output:
         manifest="results/build/images.json",
     log:
@@ -34,3 +37,5 @@ rule build_images:
     shell:
         "(make -C {params.repo} images && {params.cli} artifacts --launcher docker --out {output.manifest})"
         " > {log} 2>&1"
+
+

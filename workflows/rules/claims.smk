@@ -5,13 +5,31 @@
 
 rule claims:
     input:
-        spec=spec_path,
+        spec=spec_file,
         ingested=ingested_runs,
         predictions=claims_predictions,
     output:
-        csv="results/{experiment}/report/claims.csv",
-        markdown="results/{experiment}/report/claims.md",
-        recommendations="results/{experiment}/report/recommendations.csv",
+        csv=report(
+            "results/{experiment}/report/claims.csv",
+            caption="../report/claims.rst",
+            category="{experiment}",
+            subcategory="Claims",
+            labels={"result": "verdict per seed claim", "type": "table"},
+        ),
+        markdown=report(
+            "results/{experiment}/report/claims.md",
+            caption="../report/claims_md.rst",
+            category="{experiment}",
+            subcategory="Claims",
+            labels={"result": "verdicts with their evidence", "type": "text"},
+        ),
+        recommendations=report(
+            "results/{experiment}/report/recommendations.csv",
+            caption="../report/recommendations.rst",
+            category="{experiment}",
+            subcategory="Claims",
+            labels={"result": "best design per workload", "type": "table"},
+        ),
     log:
         "logs/{experiment}/claims.log",
     conda:

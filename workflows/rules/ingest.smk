@@ -1,4 +1,6 @@
-# Load each run record into PostgreSQL (idempotent per run id; one transaction per run), in the controller.
+# Load each run record into PostgreSQL (one transaction per run), in the controller. The same record again is a
+# no-op; a different one replaces the stored run only when it started later (the run ran again), keeping the
+# earlier record in runs_history (docs/CONTRACTS.md §5).
 
 
 rule database:
@@ -27,3 +29,4 @@ rule ingest_run:
         controller=1,
     run:
         ingest_in_controller(input.record, output.done, log[0])
+

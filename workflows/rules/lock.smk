@@ -3,13 +3,13 @@
 # holds an OS file lock on .snakemake/demuxlab-controller.lock for its whole life: it dies with the
 # controller (the command as typed resumes after any crash), and a second live controller is refused.
 # onstart runs in the controller only (not in dry runs, --lint or the job processes, which get --no-hooks).
-from demuxlab.errors import DemuxlabError
-from demuxlab.lease import hold_controller
-
 CONTROLLER = []
 
 
 onstart:
+    from demuxlab.errors import DemuxlabError
+    from demuxlab.lease import hold_controller
+
     try:
         CONTROLLER.append(hold_controller(os.getcwd()))
     except DemuxlabError as exc:

@@ -1,12 +1,12 @@
 # CTMC models of every pattern (seed 001, issue 19): calibrate from the instrumented lowest-concurrency runs,
 # predict every measured point from the paper's and the calibrated rates, and validate against the runs.
-# On the local pair the models compute on the measured machine, so these jobs take the `pair` resource:
-# no run is measured while they use the CPUs.
+# On the local pair the models compute on the measured machine, so these jobs take the `pair` resource
+# (MODEL_PAIR, rules/hosts/): no run is measured while they use the CPUs.
 
 
 rule calibrate:
     input:
-        spec=spec_path,
+        spec=spec_file,
         ingested=calibration_runs_ingested,
         database=ancient(rules.database.output.url),
     output:
@@ -25,7 +25,7 @@ rule calibrate:
 
 rule predict:
     input:
-        spec=spec_path,
+        spec=spec_file,
         calibrations=rules.calibrate.output.calibrations,
         ingested=ingested_runs,
     output:
@@ -39,7 +39,8 @@ rule predict:
         method=MODEL["method"],
         rel_ci=MODEL["rel_ci"],
         seed=MODEL["seed"],
-    threads: min(workflow.cores, os.cpu_count() or 1)
+    # Capped at the cores Snakemake was given.
+    threads: os.cpu_count() or 1
     resources:
         pair=MODEL_PAIR,
     shell:
@@ -50,12 +51,30 @@ rule predict:
 
 rule validate_model:
     input:
-        spec=spec_path,
+        spec=spec_file,
         predictions=rules.predict.output.predictions,
     output:
-        table="results/{experiment}/report/validation.csv",
-        summary="results/{experiment}/report/validation_summary.csv",
-        figure="results/{experiment}/report/validation.png",
+        table=report(
+            "results/{experiment}/report/validation.csv",
+            caption="../report/validation.rst",
+            category="{experiment}",
+            subcategory="Model validation",
+            labels={"result": "model vs measurement per point", "type": "table"},
+        ),
+        summary=report(
+            "results/{experiment}/report/validation_summary.csv",
+            caption="../report/validation_summary.rst",
+            category="{experiment}",
+            subcategory="Model validation",
+            labels={"result": "error per pattern, notifier and rates", "type": "table"},
+        ),
+        figure=report(
+            "results/{experiment}/report/validation.png",
+            caption="../report/validation_figure.rst",
+            category="{experiment}",
+            subcategory="Model validation",
+            labels={"result": "predicted vs measured throughput", "type": "figure"},
+        ),
     log:
         "logs/{experiment}/model/validate.log",
     conda:

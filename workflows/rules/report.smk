@@ -1,13 +1,26 @@
 # Per point: mean over repeats with a 95% confidence interval; a CSV and a throughput-vs-threads figure.
+# Outputs marked report(): `snakemake --report report.html` shows them under the experiment's category.
 
 
 rule report:
     input:
-        spec=spec_path,
+        spec=spec_file,
         ingested=ingested_runs,
     output:
-        csv="results/{experiment}/report/points.csv",
-        figure="results/{experiment}/report/throughput_vs_threads.png",
+        csv=report(
+            "results/{experiment}/report/points.csv",
+            caption="../report/points.rst",
+            category="{experiment}",
+            subcategory="Throughput",
+            labels={"result": "mean throughput per point, 95% CI", "type": "table"},
+        ),
+        figure=report(
+            "results/{experiment}/report/throughput_vs_threads.png",
+            caption="../report/throughput.rst",
+            category="{experiment}",
+            subcategory="Throughput",
+            labels={"result": "throughput vs server threads", "type": "figure"},
+        ),
     log:
         "logs/{experiment}/report.log",
     conda:
@@ -16,28 +29,3 @@ rule report:
         cli=DEMUXLAB,
     shell:
         "{params.cli} report {input.spec} --out-dir $(dirname {output.csv}) 2> {log}"
-
-
-# A reproducibility bundle of one experiment (demuxlab bundle create; on demand, not part of `all`):
-#   snakemake --profile local results/smoke/smoke.bundle.tar.zst     or     snakemake --profile local bundles
-rule bundle:
-    input:
-        reports=report_targets,
-    output:
-        bundle="results/{experiment}/{experiment}.bundle.tar.zst",
-    log:
-        "logs/{experiment}/bundle.log",
-    conda:
-        "../envs/demuxlab.yaml"
-    params:
-        cli=DEMUXLAB,
-        specs=str(EXPERIMENTS_DIR),
-        config=lambda wc: shlex.quote(json.dumps(config, sort_keys=True)),
-    shell:
-        "{params.cli} bundle create {wildcards.experiment} --workdir . --experiments-dir {params.specs}"
-        " --workflow-config-json {params.config} --out {output.bundle} 2> {log}"
-
-
-rule bundles:
-    input:
-        expand(rules.bundle.output.bundle, experiment=list(SPECS)),

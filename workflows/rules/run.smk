@@ -1,15 +1,15 @@
-# One job per run (point x repeat). Runs of a lane form a chain in the spec's randomized order; the `pair`
-# resource keeps two runs off the local pair; on a cluster there is one lane per pair and each run takes a
-# free healthy pair under its lease (`run-point --pairs-from`). A failed run exits non-zero until its last attempt (so it is
-# retried), then its record is written with status "failed" and the reason.
+# One job per run (point x repeat). Runs form lanes in the spec's randomized order: run i waits for run
+# i - lanes of its experiment's plan, so drift in the machine does not line up with one design. Where the
+# runs go (the local pair, any free pair of a cluster) is the host-pair execution's: rules/hosts/. A failed
+# run exits non-zero until its last attempt (so it is retried), then its record is written with status
+# "failed" and the reason.
 
 
 rule run_point:
     input:
-        spec=spec_path,
-        build=lambda wc: [ancient(p) for p in build_outputs(wc)],
-        server_facts=host_facts_input,
-        cluster=cluster_inputs,
+        spec=spec_file,
+        build=build_inputs,
+        hosts=host_inputs,
         after=previous_in_lane,
     output:
         record="results/{experiment}/runs/{run_id}.json",
@@ -19,15 +19,14 @@ rule run_point:
         "../envs/demuxlab.yaml"
     params:
         cli=DEMUXLAB,
-        launcher=lambda wc: launcher_of(wc.experiment),
+        launcher=lambda wc: run_launcher(wc.experiment),
         max_attempts=RUN["retries"] + 1,
         stall=RUN["stall_timeout_s"],
         where=where_args,
         which=which_run,
     retries: RUN["retries"]
     resources:
-        # Local: the one pair. Cluster: the lanes (one per pair) already keep a run per pair at most.
-        pair=0 if CLUSTER else 1,
+        pair=PAIR_RESOURCE,
         attempt=lambda wc, attempt: attempt,
     shell:
         "{params.cli} run-point {input.spec} --run-id {wildcards.run_id} {params.which} --out {output.record}"

@@ -32,6 +32,7 @@ struct options {
     const char *json_path;
     int cpus[CLIENT_MAX_CPUS];
     int ncpus;
+    int progress; /* --progress: print each measured second, end the measure phase early on SIGUSR1 */
 };
 
 /* One per process; read-only once the workers start, except the failure slot. */
@@ -40,8 +41,12 @@ struct run {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     const uint8_t *pattern; /* msg_size + PATTERN_PERIOD bytes, byte i = i % PATTERN_PERIOD */
-    uint64_t t0, warm_end, meas_end, end;
-    uint32_t nseconds; /* whole seconds of the measure phase reported in per_second (>= 1) */
+    uint64_t t0, warm_end;
+    /* Atomic: with --progress, SIGUSR1 moves both earlier while the workers run. */
+    _Atomic uint64_t meas_end, end;
+    uint32_t nseconds; /* whole seconds of the measure phase counted in per_sec (>= 1) */
+    uint32_t reported; /* seconds reported in per_second: nseconds, fewer when stopped early */
+    int stopped_early;
     pthread_barrier_t connected, started;
     atomic_int failed;
     pthread_mutex_t reason_lock;
@@ -77,7 +82,7 @@ struct worker {
     uint64_t messages;  /* completed inside the measure phase */
     uint64_t offered;   /* open loop: arrivals intended inside the measure phase */
     uint64_t served;    /* open loop: of those, echoed before the run ended */
-    uint64_t *per_sec;  /* run->nseconds counters */
+    uint64_t *per_sec;  /* run->nseconds counters (written by the worker only, read live by --progress) */
     double cpu_start_user, cpu_start_sys, cpu_end_user, cpu_end_sys;
     double wait_start, wait_end; /* runnable, waiting for a CPU (thread_wait_s; < 0: unknown) */
     int cpu_started, cpu_ended;

@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -32,7 +34,7 @@
 static const char usage_text[] =
     "usage: " PROG " --host H --port PORT --connections C --threads T --msg-size B\n"
     "                    --warmup S --duration S [--cooldown S] [--cpus LIST] [--rate R]\n"
-    "                    [--stall-timeout S] [--json FILE]\n"
+    "                    [--stall-timeout S] [--progress] [--json FILE]\n"
     "       " PROG " --version | --help\n"
     "\n"
     "Drives an echo server over C TCP connections spread across T threads (each\n"
@@ -53,6 +55,10 @@ static const char usage_text[] =
     "                      one message in flight per connection)\n"
     "  --stall-timeout S   fail when a connection makes no progress for S seconds\n"
     "                      (default 5)\n"
+    "  --progress          print each measured second's throughput on stderr as it\n"
+    "                      completes ({\"event\": \"second\", ...}), and end the measure\n"
+    "                      phase early on SIGUSR1, at its last whole second (the\n"
+    "                      cool-down follows; the report says stopped_early)\n"
     "  --json FILE         write the report to FILE (atomically) instead of stdout\n"
     "\n"
     "Exit status: 0 ok, 1 the run failed (reason on stderr), 2 bad flags.\n";
@@ -88,7 +94,7 @@ static double opt_double(const char *name, const char *v, double min, double max
 }
 
 enum { O_HOST = 1, O_PORT, O_CONNS, O_THREADS, O_MSG, O_WARMUP, O_DURATION, O_COOLDOWN, O_CPUS, O_RATE,
-       O_STALL, O_JSON, O_VERSION, O_HELP };
+       O_STALL, O_JSON, O_VERSION, O_HELP, O_PROGRESS };
 
 static void parse_options(int argc, char **argv, struct options *opt)
 {
@@ -107,6 +113,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
         {"json", required_argument, NULL, O_JSON},
         {"version", no_argument, NULL, O_VERSION},
         {"help", no_argument, NULL, O_HELP},
+        {"progress", no_argument, NULL, O_PROGRESS},
         {NULL, 0, NULL, 0},
     };
     unsigned seen = 0;
@@ -156,6 +163,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
             puts(PROG " " DEMUX_BUILD_INFO);
             exit(0);
         case O_HELP: fputs(usage_text, stdout); exit(0);
+        case O_PROGRESS: opt->progress = 1; break;
         default: die_usage("unknown option (see --help)");
         }
     }
@@ -198,11 +206,16 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
     static struct hist lat;
     uint64_t messages = 0, offered = 0, served = 0;
     double user = 0, sys = 0, wait = 0;
+    /* Stopped early: the reported seconds only (completions between their end and the stop are out). */
+    double duration = run->stopped_early ? (double)run->reported : opt->duration_s;
 
     hist_init(&lat);
     for (uint32_t i = 0; i < opt->threads; i++) {
         hist_merge(&lat, &ws[i].lat);
-        messages += ws[i].messages;
+        if (!run->stopped_early)
+            messages += ws[i].messages;
+        for (uint32_t s = 0; run->stopped_early && s < run->reported; s++)
+            messages += ws[i].per_sec[s];
         offered += ws[i].offered;
         served += ws[i].served;
         user += ws[i].cpu_end_user - ws[i].cpu_start_user;
@@ -220,7 +233,7 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
     fprintf(f, ", \"connections\": %u, \"threads\": %u, \"msg_size\": %u", opt->connections, opt->threads,
             opt->msg_size);
     fprintf(f, ", \"throughput_msgs_per_s\": %.3f, \"messages\": %llu, \"duration_s\": %.17g",
-            (double)messages / opt->duration_s, (unsigned long long)messages, opt->duration_s);
+            (double)messages / duration, (unsigned long long)messages, duration);
     if (opt->rate > 0)
         fprintf(f, ", \"offered\": %llu, \"served\": %llu", (unsigned long long)offered,
                 (unsigned long long)served);
@@ -229,7 +242,7 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
     fputs(", \"per_second\": [", f);
     /* Under one second of measurement there is no whole second: report the rate over what there is. */
     double span = opt->duration_s < 1.0 ? opt->duration_s : 1.0;
-    for (uint32_t s = 0; s < run->nseconds; s++) {
+    for (uint32_t s = 0; s < run->reported; s++) {
         uint64_t n = 0;
         for (uint32_t i = 0; i < opt->threads; i++)
             n += ws[i].per_sec[s];
@@ -246,7 +259,7 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
         fprintf(f, ", \"wait_s\": %.6f", wait);
     else
         fputs(", \"wait_s\": null", f);
-    fputs(", \"errors\": 0}\n", f);
+    fprintf(f, ", \"errors\": 0, \"stopped_early\": %s}\n", run->stopped_early ? "true" : "false");
 }
 
 static void put_failure(FILE *f, const char *reason)
@@ -397,6 +410,48 @@ static int setup_workers(struct run *run, struct worker *ws)
     return 0;
 }
 
+/* --progress, in the main thread while the workers run: after each whole second of the measure phase
+ * (and a little slack for completions being counted), print its throughput on stderr; on SIGUSR1 (blocked
+ * in every thread, taken here by sigtimedwait) end the measure phase after the seconds printed so far, at
+ * least one, by moving meas_end and end earlier: the workers see it within their 100 ms tick. */
+#define PROGRESS_SLACK_NS UINT64_C(20000000)
+
+static void progress(struct run *run, const struct worker *ws, const sigset_t *usr1)
+{
+    const struct options *opt = run->opt;
+    double span = opt->duration_s < 1.0 ? opt->duration_s : 1.0;
+    uint32_t printed = 0;
+    while (printed < run->nseconds && !atomic_load(&run->failed) && !run->stopped_early) {
+        uint64_t due = run->warm_end + (uint64_t)(printed + 1) * UINT64_C(1000000000) + PROGRESS_SLACK_NS;
+        uint64_t now = now_ns();
+        if (now < due) {
+            uint64_t wait = due - now;
+            if (wait > UINT64_C(100000000))
+                wait = UINT64_C(100000000); /* poll the failure flag meanwhile */
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)wait};
+            if (sigtimedwait(usr1, NULL, &ts) != SIGUSR1)
+                continue;
+            /* The seconds already reported are those the signal was sent on (at least one is kept). */
+            uint32_t keep = printed < 1 ? 1 : printed;
+            if (keep < run->nseconds) {
+                uint64_t end = run->warm_end + (uint64_t)keep * UINT64_C(1000000000);
+                atomic_store(&run->meas_end, end);
+                atomic_store(&run->end, end + (uint64_t)(opt->cooldown_s * 1e9));
+                run->reported = keep;
+                run->stopped_early = 1;
+            }
+            continue;
+        }
+        uint64_t n = 0;
+        for (uint32_t i = 0; i < opt->threads; i++)
+            n += __atomic_load_n(&ws[i].per_sec[printed], __ATOMIC_RELAXED);
+        printed++;
+        fprintf(stderr, "{\"event\": \"second\", \"second\": %u, \"msgs_per_s\": %.1f}\n", printed,
+                (double)n / span);
+        fflush(stderr);
+    }
+}
+
 static void free_workers(struct worker *ws, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
@@ -426,6 +481,12 @@ int main(int argc, char **argv)
     run.opt = &opt;
     pthread_mutex_init(&run.reason_lock, NULL);
     run.nseconds = opt.duration_s < 1.0 ? 1 : (uint32_t)opt.duration_s;
+    run.reported = run.nseconds;
+    sigset_t usr1;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    if (opt.progress) /* before the workers start: they inherit the mask, so only sigtimedwait takes it */
+        pthread_sigmask(SIG_BLOCK, &usr1, NULL);
 
     if (raise_fd_limit(&run) < 0 || resolve(&run) < 0)
         goto out;
@@ -452,9 +513,11 @@ int main(int argc, char **argv)
     /* Phases are fixed once every connection is up, so all threads share one clock. */
     run.t0 = now_ns();
     run.warm_end = run.t0 + (uint64_t)(opt.warmup_s * 1e9);
-    run.meas_end = run.warm_end + (uint64_t)(opt.duration_s * 1e9);
-    run.end = run.meas_end + (uint64_t)(opt.cooldown_s * 1e9);
+    atomic_store(&run.meas_end, run.warm_end + (uint64_t)(opt.duration_s * 1e9));
+    atomic_store(&run.end, atomic_load(&run.meas_end) + (uint64_t)(opt.cooldown_s * 1e9));
     pthread_barrier_wait(&run.started);
+    if (opt.progress)
+        progress(&run, ws, &usr1);
     for (uint32_t i = 0; i < started; i++)
         pthread_join(ws[i].tid, NULL);
     pthread_barrier_destroy(&run.connected);

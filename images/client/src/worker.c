@@ -269,8 +269,9 @@ static void record(struct worker *w, const struct conn *c, uint64_t t)
     if (t < run->warm_end || t >= run->meas_end)
         return;
     uint64_t sec = (t - run->warm_end) / UINT64_C(1000000000);
-    if (sec < run->nseconds)
-        w->per_sec[sec]++;
+    if (sec < run->nseconds) /* relaxed: --progress reads the counters while this thread counts */
+        __atomic_store_n(&w->per_sec[sec], __atomic_load_n(&w->per_sec[sec], __ATOMIC_RELAXED) + 1,
+                         __ATOMIC_RELAXED);
     w->messages++;
     hist_add(&w->lat, t - c->start_ns);
 }

@@ -7,10 +7,11 @@ version, and any Parquet reader opens it.
 
 :func:`load` puts a dump into any demuxlab database in ONE transaction, idempotently: experiments, hosts
 and points are matched by their natural keys (name + spec hash, facts hash, point key), runs are replaced by
-run id (their samples and op timings with them, as ingest does), calibrations are matched by (pattern,
-notifier, method, source runs) and predictions by their unique key. Serial ids are kept where the target
-does not use them (so a fresh database gets the very same rows), else new ones are drawn and every
-reference is mapped. Other experiments are never touched.
+run id (their samples and op timings with them; a stored run that differs from the bundle's is kept in
+``runs_history``, one that is the same is left as it was, so importing twice is a no-op), calibrations
+are matched by (pattern, notifier, method, source runs) and predictions by their unique key. Serial ids
+are kept where the target does not use them (so a fresh database gets the very same rows), else new ones
+are drawn and every reference is mapped. Other experiments are never touched.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from demuxlab.bundle.archive import BundleError
 from demuxlab.bundle.layout import canonical_json
 from demuxlab.db.models import Calibration, Experiment, Host, OpTiming, Point, Prediction, Run, Sample
+from demuxlab.ingest.replace import drop_unchanged_history, keep_in_history
 
 DUMP_FORMAT = "demuxlab.dump/1"
 # In load order: a table only refers to tables before it.
@@ -254,6 +256,7 @@ class LoadResult:
     runs: int
     samples: int
     kept_ids: bool  # every serial id as in the bundle
+    replaced: int = 0  # stored runs the bundle's differed from: each kept in runs_history
 
 
 def _free_ids(conn: Connection, t: Table, ids: Iterable[int]) -> set[int]:
@@ -363,9 +366,18 @@ def load(engine: Engine, rows: Mapping[str, list[dict[str, Any]]]) -> LoadResult
             }
             for row in rows["runs"]
         ]
+        history_ids: list[int] = []
         if run_rows:
             ids = [row["run_id"] for row in run_rows]
             slots = [(row["point_id"], row["repeat_index"]) for row in run_rows]
+            # A stored run is never lost (docs/CONTRACTS.md §5): each one the bundle replaces is kept in
+            # runs_history first; those the bundle holds as they are drop out again below.
+            stored = conn.execute(
+                select(r.c.run_id).where(
+                    or_(r.c.run_id.in_(ids), tuple_(r.c.point_id, r.c.repeat_index).in_(slots))
+                )
+            ).scalars()
+            history_ids = keep_in_history(conn, list(stored), "bundle import")
             conn.execute(delete(r).where(r.c.run_id.in_(ids)))
             conn.execute(delete(r).where(tuple_(r.c.point_id, r.c.repeat_index).in_(slots)))
             conn.execute(insert(r), run_rows)
@@ -386,6 +398,7 @@ def load(engine: Engine, rows: Mapping[str, list[dict[str, Any]]]) -> LoadResult
                 )
             )
 
+        replaced = drop_unchanged_history(conn, history_ids)
         cals = _Placer(conn, c, rows["calibrations"])
         for row in rows["calibrations"]:
             mapped = {**row, "host_id": hosts.map.get(row["host_id"]) if row["host_id"] else None}
@@ -421,6 +434,7 @@ def load(engine: Engine, rows: Mapping[str, list[dict[str, Any]]]) -> LoadResult
         len(rows["runs"]),
         len(rows["samples"]),
         kept,
+        replaced,
     )
 
 

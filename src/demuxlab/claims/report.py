@@ -4,6 +4,7 @@ three files (what ``demuxlab claims``, :mod:`demuxlab.cli.claims`, runs)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,15 @@ RECOMMENDATION_FIELDS = (
 )  # fmt: skip
 
 
-def write_claims(spec: Any, out_dir: Path, method: str = METHOD_SSA, url: str | None = None) -> list[Path]:
-    """Evaluate every claim and the recommendation for ``spec`` from the database; write the three files."""
+def write_claims(
+    spec: Any,
+    out_dir: Path,
+    method: str = METHOD_SSA,
+    url: str | None = None,
+    extra_notes: Sequence[str] = (),
+) -> list[Path]:
+    """Evaluate every claim and the recommendation for ``spec`` from the database; write the three files
+    (``extra_notes``: more lines for claims.md's head, e.g. an adaptive sweep's model-only points)."""
     from demuxlab.claims.db import load_inputs
     from demuxlab.report import write_csv
 
@@ -41,6 +49,7 @@ def write_claims(spec: Any, out_dir: Path, method: str = METHOD_SSA, url: str | 
     )
     if inputs.failed_points:
         notes.append(f"left out (no successful run): {', '.join(inputs.failed_points)}")
+    notes += extra_notes
     write_text_atomic(paths[2], render_markdown(spec.name, verdicts, recs, inputs.facts, notes) + "\n")
     return paths
 

@@ -118,7 +118,12 @@ def import_(file: str, url: str | None, home: str | None, max_size_gib: float) -
     target = target_url(url, Path(home) if home else None)
     res = import_bundle(Path(file), target, _limits(max_size_gib))
     names = ", ".join(f"{n} ({s[:12]})" for n, s in res.experiments)
-    click.echo(f"imported {names}: {res.runs} runs, {res.samples} samples")
+    replaced = (
+        f"; {res.replaced} stored runs differed and were replaced, kept in runs_history"
+        if res.replaced
+        else ""
+    )
+    click.echo(f"imported {names}: {res.runs} runs, {res.samples} samples{replaced}")
     if not url:
         click.echo(
             f"database: {target}\n(use it: DEMUXLAB_HOME={Path(home) if home else default_import_home()} "

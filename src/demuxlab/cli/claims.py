@@ -20,12 +20,24 @@ from demuxlab.vocab import METHOD_SSA, SOLVER_METHODS
     show_default=True,
     help="Which stored predictions the model claims and the recommendation use.",
 )
-def claims(spec: str, out_dir: str, method: str) -> None:
+@click.option(
+    "--adaptive",
+    "decisions",
+    type=click.Path(dir_okay=False),
+    help="An adaptive experiment's decisions.json: claims.md names its model-only points (never evidence).",
+)
+def claims(spec: str, out_dir: str, method: str, decisions: str | None) -> None:
     """A verdict for every seed claim and the best design per workload: claims.csv, claims.md,
     recommendations.csv."""
     from demuxlab.claims.report import write_claims
     from demuxlab.spec import load_spec
 
     loaded = load_spec(Path(spec))
-    for path in write_claims(loaded, Path(out_dir), method):
+    notes: list[str] = []
+    if decisions:
+        from demuxlab.adaptive.records import read_decisions
+        from demuxlab.adaptive.text import decisions_notes
+
+        notes = decisions_notes(read_decisions(Path(decisions)))
+    for path in write_claims(loaded, Path(out_dir), method, extra_notes=notes):
         click.echo(f"wrote {path}", err=True)

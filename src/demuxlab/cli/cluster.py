@@ -53,6 +53,23 @@ def facts(inventory: str, host_name: str, out: str | None) -> None:
     emit_json(remote_facts(hosts[host_name], source.hosts()), out)
 
 
+@cluster.command("pairs")
+@click.option("--pairs-from", required=True, type=click.Path(), help="Inventory or simulated cluster file.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Write the JSON here (else stdout).")
+def pairs_command(pairs_from: str, out: str | None) -> None:
+    """The sweep's host pairs as JSON: pair names (one lane each), hosts, and whether they are simulated."""
+    from demuxlab.remote.hostpairs import load_pairs
+
+    source = load_pairs(pairs_from)
+    doc = {
+        "inventory": source.path,
+        "simulated": source.simulated,
+        "pairs": [p.name for p in source.pairs],
+        "hosts": [h.name for h in source.hosts()],
+    }
+    emit_json(doc, out)
+
+
 @cluster.command()
 @state_option
 @click.option("--pairs-from", type=click.Path(), help="Inventory or simulated cluster file.")

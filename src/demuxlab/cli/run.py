@@ -32,21 +32,50 @@ def validate(spec: str, no_pairs: bool) -> None:
         else ""
     )
     click.echo(f"{spec}: ok: {len(points)} points × {loaded.repeats} repeats{extra} = {runs} runs")
+    if loaded.adaptive is not None:
+        from demuxlab.spec.adaptive import describe_adaptive
+
+        click.echo(f"{spec}: {describe_adaptive(loaded, points, calibration)}")
 
 
 @click.command()
 @spec_argument
 @click.option("--out", type=click.Path(dir_okay=False), help="Write the plan as JSON here (else stdout).")
-def plan(spec: str, out: str | None) -> None:
+@click.option(
+    "--server-pairs",
+    type=click.Path(dir_okay=False),
+    help="Check the spec against these pairs (`demuxlab pairs` JSON) instead of demux-server --list.",
+)
+def plan(spec: str, out: str | None, server_pairs: str | None = None) -> None:
     """Expand a spec into its sweep points and randomized run order (run ids included)."""
-    from demuxlab.spec import load_checked_spec, run_id, run_order
+    from demuxlab.ctmc.rates import PATTERNS as MODELLED
+    from demuxlab.spec import load_checked_spec, load_spec, run_id, run_order
 
-    loaded = load_checked_spec(spec)
+    if server_pairs is None:
+        loaded = load_checked_spec(spec)
+    else:
+        from demuxlab.designs import load_pairs_json
+        from demuxlab.errors import ConfigError
+
+        path = Path(server_pairs)
+        if not path.is_file():
+            raise ConfigError(f"{server_pairs}: the server's pairs not found (`demuxlab pairs` writes them)")
+        loaded = load_spec(Path(spec), pairs=load_pairs_json(path.read_text(), source=server_pairs))
     runs = [
         {"run_id": run_id(loaded, point, rep), "repeat": rep, "point_key": point.point_key, **point.to_json()}
         for point, rep in run_order(loaded)
     ]
-    emit_json({"experiment": loaded.name, "spec_sha256": loaded.sha256, "runs": runs}, out)
+    # The launcher and the patterns the CTMC models describe: what the workflow builds and whether it runs
+    # the model stages for this experiment.
+    modelled = sorted({d.pattern for d in loaded.designs} & set(MODELLED))
+    doc = {
+        "experiment": loaded.name,
+        "spec_sha256": loaded.sha256,
+        "launcher": loaded.launcher,
+        "modelled_patterns": modelled,
+        "runs": runs,
+    }
+    emit_json(doc, out)
 
 
 @click.command()
@@ -233,14 +262,24 @@ def artifacts(launcher_name: str, out: str | None) -> None:
 @click.command()
 @click.argument("records", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--done", type=click.Path(dir_okay=False), help="Touch this file once all are ingested.")
-def ingest(records: tuple[str, ...], done: str | None) -> None:
-    """Load run records into PostgreSQL; idempotent per run id, all records in one transaction."""
-    from demuxlab.ingest import ingest_files
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a stored run by a different record of it (the stored one is kept in runs_history).",
+)
+def ingest(records: tuple[str, ...], done: str | None, replace: bool) -> None:
+    """Load run records into PostgreSQL, all in one transaction; a stored run is never changed silently."""
+    from demuxlab.ingest import load_record
     from demuxlab.jsonio import write_json_atomic
 
-    results = ingest_files([Path(r) for r in records])
+    # Every record read and checked before the database stack is even imported: a malformed one is
+    # refused at once.
+    prepared = [load_record(Path(r)) for r in records]
+    from demuxlab.ingest import ingest_prepared
+
+    results = ingest_prepared(prepared, replace="always" if replace else "never")
     for res in results:
-        click.echo(f"ingested {res}", err=True)
+        click.echo(res.describe(), err=True)
     if done:
         write_json_atomic(Path(done), {"ingested": [str(r) for r in records]})
 
@@ -248,11 +287,22 @@ def ingest(records: tuple[str, ...], done: str | None) -> None:
 @click.command()
 @spec_argument
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="Where CSV and figures go.")
-def report(spec: str, out_dir: str) -> None:
+@click.option(
+    "--adaptive",
+    "decisions",
+    type=click.Path(dir_okay=False),
+    help="An adaptive experiment's decisions.json: mark each point measured (and why) or model-only.",
+)
+def report(spec: str, out_dir: str, decisions: str | None) -> None:
     """Aggregate runs per point (mean, 95% CI) into a CSV and a throughput-vs-threads figure."""
     from demuxlab.report import write_report
     from demuxlab.spec import load_checked_spec
 
     loaded = load_checked_spec(spec, check_pairs=False)
-    for path in write_report(loaded, Path(out_dir)):
+    doc = None
+    if decisions:
+        from demuxlab.adaptive.records import read_decisions
+
+        doc = read_decisions(Path(decisions))
+    for path in write_report(loaded, Path(out_dir), doc):
         click.echo(f"wrote {path}", err=True)

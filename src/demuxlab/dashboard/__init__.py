@@ -15,7 +15,20 @@ The top-level ``dashboard/`` folder of the repository is the thin entry point.
 
 from __future__ import annotations
 
-from demuxlab.dashboard.app import create_app
-from demuxlab.dashboard.server import serve
+from typing import Any
 
 __all__ = ["create_app", "serve"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: importing a light module of the package (the command line reads ``server``'s defaults) must
+    # not import Dash, pandas and SQLAlchemy.
+    if name == "create_app":
+        from demuxlab.dashboard.app import create_app
+
+        return create_app
+    if name == "serve":
+        from demuxlab.dashboard.server import serve
+
+        return serve
+    raise AttributeError(name)

@@ -1,10 +1,9 @@
 """Schema v1 as SQLAlchemy 2 typed models.
 
 The Alembic migrations (``0001_initial``, ``0002_point_instrument``, ``0003_bundles``,
-``0004_cluster``) create exactly these tables; ``demuxlab db check`` (``alembic check``) fails if the two
-drift apart. Documents (facts,
-pinning, artifacts, raw binary outputs, rates) are JSONB; every table that is written by a single actor has a
-server-side creation timestamp.
+``0004_cluster``, ``0005_runs_history``) create exactly these tables; ``demuxlab db check`` (``alembic
+check``) fails if the two drift apart. Documents (facts, pinning, artifacts, raw binary outputs, rates)
+are JSONB; every table that is written by a single actor has a server-side creation timestamp.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from sqlalchemy import (
     false,
     func,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from demuxlab.vocab import RUN_OK, RUN_STATUSES
@@ -196,6 +195,36 @@ class Sample(Base):
     throughput_msgs_per_s: Mapped[float]
 
     run: Mapped[Run] = relationship(back_populates="samples")
+
+
+class RunHistory(Base):
+    """An earlier record of a run, kept when a different record of the same ``run_id`` replaced it
+    (``demuxlab ingest --replace``, the workflow ingesting a run it ran again, a bundle import whose run
+    differs): nothing ingested is lost.
+
+    ``run`` is the ``runs`` row as it was (every column, as ``to_jsonb`` gives it), ``samples`` its
+    per-second series (index = second), ``op_timings`` its timing rows (without their ids). A row
+    follows its point (CASCADE), as the run itself would.
+    """
+
+    __tablename__ = "runs_history"
+    __table_args__ = (Index(None, "run_id"),)
+
+    id: Mapped[intpk]
+    run_id: Mapped[uuid.UUID]
+    point_id: Mapped[int] = mapped_column(ForeignKey("points.id", ondelete="CASCADE"))
+    repeat_index: Mapped[int]
+    attempt: Mapped[int]
+    status: Mapped[str]
+    started_at: Mapped[dt.datetime]
+    # When the replaced record had been ingested, and when it was replaced.
+    ingested_at: Mapped[dt.datetime]
+    replaced_at: Mapped[created_ts]
+    # Who replaced it and from where: "ingest --replace: <file>", "workflow rerun: <file>", "bundle import".
+    replaced_by: Mapped[str]
+    run: Mapped[JSONDoc]
+    samples: Mapped[list[float]] = mapped_column(ARRAY(Double()))
+    op_timings: Mapped[list[Any]]
 
 
 class OpTiming(Base):

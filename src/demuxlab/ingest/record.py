@@ -23,7 +23,10 @@ import jsonschema
 from demuxlab.errors import DemuxlabError
 from demuxlab.ingest.schema import FORMAT, MAX_RECORD_DEPTH, RECORD_SCHEMA
 from demuxlab.point import Point
-from demuxlab.spec import StrictValidator, run_id_of
+from demuxlab.spec.expand import run_id_of
+from demuxlab.spec.problems import text_problem
+from demuxlab.spec.schema import StrictValidator
+from demuxlab.vocab import RUN_OK
 
 # The spec's strict types: an integer is not 2.0, a number is finite.
 _VALIDATOR = StrictValidator(RECORD_SCHEMA)
@@ -134,7 +137,8 @@ def _check_series(source: str, per_second: list[Any]) -> None:
 
 
 def _check_values(source: str, record: Any) -> None:
-    """Every number finite, every key a string, nesting bounded (records may come as Python objects)."""
+    """Every number finite, every key a string, every string (keys included) Unicode text that can be
+    stored, nesting bounded (records may come as Python objects)."""
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(record, ())]
     while stack:
         value, path = stack.pop()
@@ -144,11 +148,72 @@ def _check_values(source: str, record: Any) -> None:
             for k, v in value.items():
                 if not isinstance(k, str):
                     raise _fail(source, _field(path), f"key {_short(k)} is not a string")
+                bad_key = text_problem(k)
+                if bad_key is not None:  # such a key cannot be part of a printed field path
+                    raise _fail(source, _field(path), f"a key is {bad_key}")
                 stack.append((v, (*path, k)))
         elif isinstance(value, list | tuple):
             stack.extend((v, (*path, i)) for i, v in enumerate(value))
+        elif isinstance(value, str):
+            bad = text_problem(value)
+            if bad is not None:
+                raise _fail(source, _field(path), bad)
         elif isinstance(value, float) and not math.isfinite(value):
             raise _fail(source, _field(path), f"{value} is not a finite number")
+
+
+#: How far an ok record's throughput may be from the mean of its kept samples: rounding where a producer
+#: printed it (0.01 %, or 0.01 msg/s near zero), far below the run-to-run noise of any measurement.
+THROUGHPUT_TOLERANCE_REL = 1e-4
+
+
+def expected_samples(measure_s: float) -> int:
+    """How many per-second samples the client reports over a measure phase (CONTRACTS.md §2): one per
+    whole second measured, and one for a phase under a second."""
+    return max(1, math.floor(measure_s))
+
+
+def _check_evidence(source: str, record: dict[str, Any], per_second: Sequence[float]) -> None:
+    """An ``ok`` record carries the evidence its status claims: the client's per-second samples over the
+    whole measure phase, and a throughput that is the mean of those it kept (``stats``)."""
+    if record["status"] != RUN_OK:
+        return
+    measure_s = record["phases"]["measure_s"]
+    if not measure_s > 0:
+        raise _fail(source, "phases.measure_s", f"{measure_s!r}, but status ok claims a measured run (> 0 s)")
+    if not isinstance(record.get("client"), dict):
+        raise _fail(source, "client", "missing, but status ok claims the client's result and its samples")
+    expected = expected_samples(measure_s)
+    if len(per_second) != expected:
+        raise _fail(
+            source,
+            "client.per_second",
+            f"{len(per_second)} samples, but status ok over measure_s {measure_s:g} claims {expected} "
+            "(one per second measured)",
+        )
+    stats: dict[str, Any] = record.get("stats") or {}
+    throughput = stats.get("throughput_msgs_per_s")
+    if throughput is None:
+        raise _fail(
+            source,
+            "stats.throughput_msgs_per_s",
+            "missing, but status ok claims a throughput (the steady state of client.per_second)",
+        )
+    trimmed = stats.get("trimmed_seconds") or 0
+    if trimmed >= len(per_second):
+        raise _fail(
+            source,
+            "stats.trimmed_seconds",
+            f"{trimmed}, but client.per_second holds {len(per_second)} samples (a run keeps at least one)",
+        )
+    kept = per_second[trimmed:]
+    mean = math.fsum(kept) / len(kept)
+    if abs(throughput - mean) > THROUGHPUT_TOLERANCE_REL * max(abs(mean), 100.0):
+        raise _fail(
+            source,
+            "stats.throughput_msgs_per_s",
+            f"{throughput!r} is not what client.per_second[{trimmed}:] gives (their mean is {mean:.10g})",
+        )
 
 
 def _check_identity(source: str, record: dict[str, Any], run_id: uuid.UUID) -> None:
@@ -213,6 +278,7 @@ def prepare_record(
     stats: dict[str, Any] = record.get("stats") or {}
     per_second: list[Any] = client.get("per_second") or []
     _check_series(source, per_second)
+    _check_evidence(source, record, per_second)
 
     seen_events: set[int] = set()
     for i, row in enumerate(server.get("notify_by_events") or []):

@@ -166,6 +166,8 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "throughput_msgs_per_s": _NONNEG_OR_NULL,
                 "stationary": {"type": ["boolean", "null"]},
                 "drift_rel": _NUM_OR_NULL,
+                # Leading samples left out of the throughput (demuxlab.stats.leading_transient).
+                "trimmed_seconds": {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_PHASE_S},
             },
         },
         "orchestration_s": _NONNEG_OR_NULL,

@@ -2,14 +2,17 @@
 
 A record is validated completely before anything is written (:mod:`.record`); then, in ONE transaction,
 the experiment, hosts and point are upserted (``INSERT … ON CONFLICT DO NOTHING`` then ``SELECT``, so
-parallel ingests of the same experiment never collide) and the run is replaced: every row of its
-``run_id`` and of its ``(point, repeat)`` is deleted (samples and op timings cascade) and inserted anew,
-the per-second samples with ``COPY``. A crash leaves either the old run or the new one, never half of
-either.
+parallel ingests of the same experiment never collide) and the run is written, the per-second samples with
+``COPY``. A run already stored under the record's ``run_id`` (:mod:`.replace`): the same rows are left as
+they are (``unchanged``); a different record is refused (:class:`~.replace.RunConflict`, the transaction
+rolled back: nothing written) unless the caller's policy lets it replace the run, and then the stored run
+is copied into ``runs_history`` before it is deleted (samples and op timings cascade) and inserted anew.
+A crash leaves either the old run or the new one, never half of either.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -41,9 +44,20 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from demuxlab.db.models import Base, Experiment, Host, OpTiming, Point, Run, Sample
-from demuxlab.errors import DatabaseError
+from demuxlab.errors import DatabaseError, DemuxlabError
 from demuxlab.ingest.files import load_record, spec_text
 from demuxlab.ingest.record import Prepared, prepare_record
+from demuxlab.ingest.replace import (
+    REPLACE_POLICIES,
+    REPLACED_BY,
+    Replace,
+    RunConflict,
+    keep_in_history,
+    refuse_or_allow,
+    stored_differences,
+)
+
+INGESTED, UNCHANGED, REPLACED = "ingested", "unchanged", "replaced"
 
 
 @dataclass(frozen=True)
@@ -55,7 +69,20 @@ class IngestResult:
     status: str
     samples: int
     op_timings: int
-    replaced: int  # rows of earlier ingests removed (same run_id or same point and repeat)
+    replaced: int  # stored runs this record replaced (0 or 1), each kept in runs_history
+    outcome: str = INGESTED  # INGESTED (new run), UNCHANGED (stored as is: nothing written) or REPLACED
+    history_ids: tuple[int, ...] = ()  # the runs_history rows of the records it replaced
+
+    def describe(self) -> str:
+        """One line for the user: what became of the record."""
+        where = self.source or "<record>"
+        if self.outcome == UNCHANGED:
+            return f"unchanged {where}: run {self.run_id} is stored as this record has it (nothing written)"
+        what = f"run {self.run_id} ({self.status}, {self.samples} sample{'' if self.samples == 1 else 's'})"
+        if self.outcome == REPLACED:
+            kept = ", ".join(str(i) for i in self.history_ids)
+            return f"replaced {where}: {what}; the record it replaced is kept in runs_history (id {kept})"
+        return f"ingested {where}: {what}"
 
 
 def table_of(model: type[Base]) -> Table:
@@ -156,7 +183,7 @@ def _copy_samples(
             cur.execute("SET LOCAL session_replication_role = origin")
 
 
-def _write(conn: Connection, prep: Prepared) -> IngestResult:
+def _write(conn: Connection, prep: Prepared, replace: Replace = "never") -> IngestResult:
     # The run record file stays the source of truth and re-ingest is idempotent, so a commit need not
     # wait for the WAL flush (an OS crash may lose the last ingests, never corrupt them).
     superuser = conn.execute(
@@ -171,18 +198,10 @@ def _write(conn: Connection, prep: Prepared) -> IngestResult:
         conn, table_of(Point), ("experiment_id", "point_key"), {**prep.point, "experiment_id": experiment_id}
     )
     repeat = prep.run["repeat_index"]
-    # Two ingests of the same (point, repeat) at once would both delete nothing and collide on insert.
+    # Two ingests of the same (point, repeat) at once would both find nothing and collide on insert.
     conn.execute(select(func.pg_advisory_xact_lock(point_id, repeat)))
-    replaced = conn.execute(
-        delete(Run).where(
-            or_(Run.run_id == prep.run_id, and_(Run.point_id == point_id, Run.repeat_index == repeat))
-        )
-    ).rowcount
-    conn.execute(insert(Run).values({**prep.run, **host_ids, "point_id": point_id}))
-    _copy_samples(conn, prep.run_id, prep.per_second, skip_triggers=superuser)
-    if prep.op_rows:
-        conn.execute(insert(OpTiming), prep.op_rows)
-    return IngestResult(
+    new_run = {**prep.run, **host_ids, "point_id": point_id}
+    result = IngestResult(
         run_id=str(prep.run_id),
         source=prep.source,
         experiment_id=experiment_id,
@@ -190,8 +209,38 @@ def _write(conn: Connection, prep: Prepared) -> IngestResult:
         status=prep.run["status"],
         samples=len(prep.per_second),
         op_timings=len(prep.op_rows),
-        replaced=replaced,
+        replaced=0,
     )
+    # The run id is the rule over (experiment, point, repeat), so at most one row is found; the (point,
+    # repeat) match only guards against a row stored under another id by other means.
+    stored = [
+        dict(row)
+        for row in conn.execute(
+            select(table_of(Run)).where(
+                or_(Run.run_id == prep.run_id, and_(Run.point_id == point_id, Run.repeat_index == repeat))
+            )
+        )
+        .mappings()
+        .all()
+    ]
+    history_ids: list[int] = []
+    if stored:
+        differences = stored_differences(conn, stored[0], new_run, prep)
+        if len(stored) > 1:
+            differences.append(f"{len(stored)} runs stored at this point and repeat")
+        if not differences:
+            return dataclasses.replace(result, outcome=UNCHANGED)
+        refuse_or_allow(prep, stored[0], differences, replace)
+        old_ids = [row["run_id"] for row in stored]
+        history_ids = keep_in_history(conn, old_ids, f"{REPLACED_BY[replace]}: {prep.source}")
+        conn.execute(delete(Run).where(Run.run_id.in_(old_ids)))
+    conn.execute(insert(Run).values(new_run))
+    _copy_samples(conn, prep.run_id, prep.per_second, skip_triggers=superuser)
+    if prep.op_rows:
+        conn.execute(insert(OpTiming), prep.op_rows)
+    if not stored:
+        return result
+    return dataclasses.replace(result, replaced=len(stored), outcome=REPLACED, history_ids=tuple(history_ids))
 
 
 def _db_error(source: str, exc: DBAPIError | psycopg.Error) -> DatabaseError:
@@ -202,45 +251,89 @@ def _db_error(source: str, exc: DBAPIError | psycopg.Error) -> DatabaseError:
     )
 
 
+def _check_policy(replace: str) -> Replace:
+    if replace not in REPLACE_POLICIES:
+        raise ValueError(f"replace must be one of {', '.join(REPLACE_POLICIES)}, got {replace!r}")
+    return replace
+
+
 def ingest_run_record(
-    target: Engine | Connection | Session, record: Mapping[str, Any], *, source: str | None = None
+    target: Engine | Connection | Session,
+    record: Mapping[str, Any],
+    *,
+    source: str | None = None,
+    replace: Replace = "never",
 ) -> IngestResult:
     """Validate and write one run record in one transaction.
 
     With an :class:`Engine` the transaction is committed here. With a :class:`Session` or
     :class:`Connection` the record is written inside a savepoint of the caller's transaction (rolled back
-    alone on failure); the caller commits.
+    alone on failure); the caller commits. A different record of a stored run is refused unless
+    ``replace`` allows it (:mod:`demuxlab.ingest.replace`).
     """
+    replace = _check_policy(replace)
     doc = dict(record) if isinstance(record, Mapping) else record
     prep = prepare_record(doc, source or "<record>", spec_text)
     try:
         if isinstance(target, Engine):
             with target.begin() as conn:
-                return _write(conn, prep)
+                return _write(conn, prep, replace)
         if isinstance(target, Session):
             with target.begin_nested():
-                return _write(target.connection(), prep)
+                return _write(target.connection(), prep, replace)
         with target.begin_nested():
-            return _write(target, prep)
+            return _write(target, prep, replace)
     except (DBAPIError, psycopg.Error) as exc:
         raise _db_error(prep.source, exc) from None
 
 
+def _same_rows(a: Prepared, b: Prepared) -> bool:
+    return dataclasses.replace(a, source="") == dataclasses.replace(b, source="")
+
+
 def ingest_files(
-    paths_: Iterable[str | Path], *, engine: Engine | None = None, check_schema: bool = True
+    paths_: Iterable[str | Path],
+    *,
+    engine: Engine | None = None,
+    check_schema: bool = True,
+    replace: Replace = "never",
 ) -> list[IngestResult]:
     """Ingest run record files, all or nothing: ONE transaction for the whole batch.
 
     Every file is read and validated before the first write; then all are written in one transaction,
-    so a failure of any (a malformed file, a database error) leaves the database exactly as it was and
-    the message "nothing written" is true. Records are written in a fixed order (experiment, point key,
-    repeat) so that concurrent batches take their locks in the same order. The schema is upgraded to head
-    first if needed (unless ``check_schema`` is false: the caller did it).
+    so a failure of any (a malformed file, a record that differs from its stored run and may not replace
+    it, a database error) leaves the database exactly as it was and the message "nothing written" is
+    true. Two different records of one run in a batch are refused (which should win?). Records are
+    written in a fixed order (experiment, point key, repeat) so that concurrent batches take their locks
+    in the same order. The schema is upgraded to head first if needed (unless ``check_schema`` is false:
+    the caller did it). ``replace``: who may replace a stored run (:mod:`demuxlab.ingest.replace`).
     """
+    replace = _check_policy(replace)
+    return ingest_prepared(
+        [load_record(p) for p in paths_], engine=engine, check_schema=check_schema, replace=replace
+    )
+
+
+def ingest_prepared(
+    prepared: Sequence[Prepared],
+    *,
+    engine: Engine | None = None,
+    check_schema: bool = True,
+    replace: Replace = "never",
+) -> list[IngestResult]:
+    """:func:`ingest_files` for records already read and checked (:func:`~demuxlab.ingest.load_record`)."""
     from demuxlab.db import migrations
     from demuxlab.db.engine import get_engine
 
-    prepared = [load_record(p) for p in paths_]
+    replace = _check_policy(replace)
+    first_of: dict[uuid.UUID, Prepared] = {}
+    for prep in prepared:
+        first = first_of.setdefault(prep.run_id, prep)
+        if first is not prep and not _same_rows(first, prep):
+            raise DemuxlabError(
+                f"{prep.source}: run {prep.run_id} is also in {first.source} of this batch, with other "
+                "values; nothing written (ingest one of them)"
+            )
     order = sorted(
         range(len(prepared)),
         key=lambda i: (
@@ -259,7 +352,11 @@ def ingest_files(
         with engine.begin() as conn:
             for i in order:
                 current = prepared[i]
-                results[i] = _write(conn, current)
+                results[i] = _write(conn, current, replace)
+    except RunConflict as exc:
+        if len(prepared) > 1:
+            raise RunConflict(f"{exc.message} (batch of {len(prepared)} records: none written)") from None
+        raise
     except (DBAPIError, psycopg.Error) as exc:
         assert current is not None
         error = _db_error(current.source, exc)

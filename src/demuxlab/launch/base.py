@@ -31,6 +31,7 @@ from demuxlab.phases import Phases
 from demuxlab.plan import Pinning
 from demuxlab.point import Point
 from demuxlab.stats import steady_state
+from demuxlab.steady import SteadyDecision, SteadyRule, check, warm
 from demuxlab.vocab import RUN_FAILED, RUN_OK, RUN_RECORD_FORMAT
 
 if TYPE_CHECKING:
@@ -60,6 +61,9 @@ class RunRequest:
     port: int = 0
     instrument: bool = False
     stall_timeout_s: float = 5.0
+    # An adaptive sweep's runs that end when steady (docs/adaptive.md): the client reports each second
+    # (--progress) and is told to end its measure phase (SIGUSR1) once demuxlab.steady says so.
+    steady: SteadyRule | None = None
     # The pair lease the run holds (demuxlab.lease): server and client inherit its descriptor, so the
     # pair stays busy while any of them lives, and are recorded in it as the run's children.
     lease: Lease | None = field(default=None, compare=False, repr=False)
@@ -77,6 +81,7 @@ class _Outcome:
     client: dict[str, Any] | None = None
     failure: str | None = None
     notes: list[str] = field(default_factory=list)
+    steady: SteadyDecision | None = None  # the last steady-stop decision (the one that stopped the run)
 
     def fail(self, reason: str) -> None:
         # The first failure is the cause; later ones are usually its consequences.
@@ -210,6 +215,8 @@ class Launcher(ABC):
         ]  # fmt: skip
         if p.rate is not None:
             args += ["--rate", num(p.rate)]
+        if req.steady is not None:
+            args.append("--progress")
         return args
 
     def run(self, req: RunRequest) -> dict[str, Any]:
@@ -296,6 +303,8 @@ class Launcher(ABC):
 
     def _client(self, req: RunRequest, port: int, out: _Outcome) -> None:
         argv = self.wrap("client", self.client_args(req, port), req.pinning.client_cpus, req.run_id)
+        if req.steady is not None:
+            warm()
         # The client stops itself; the margin covers connecting and a stall timeout.
         limit = total_s(req.phases) + req.stall_timeout_s + 30.0
         with subprocess.Popen(
@@ -310,7 +319,10 @@ class Launcher(ABC):
             if req.lease is not None:
                 req.lease.add_child(proc.pid, "client")
             try:
-                stdout, stderr = proc.communicate(timeout=limit)
+                if req.steady is not None:
+                    stdout, stderr = self._watch_steady(proc, req.steady, limit, out)
+                else:
+                    stdout, stderr = proc.communicate(timeout=limit)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
@@ -320,11 +332,60 @@ class Launcher(ABC):
                 proc.kill()
                 raise
         out.client = _last_json_line(stdout)
+        stderr = "\n".join(line for line in stderr.splitlines() if not line.startswith('{"event"'))
         if proc.returncode != 0:
             detail = _first_line(stderr) or (out.client or {}).get("error") or "no reason given"
             out.fail(f"client exited with status {proc.returncode}: {detail}")
         elif out.client is None or not out.client.get("ok", False):
             out.fail(f"client printed no result: {_first_line(stderr)}")
+
+    @staticmethod
+    def _watch_steady(
+        proc: subprocess.Popen[str], rule: SteadyRule, limit: float, out: _Outcome
+    ) -> tuple[str, str]:
+        """Read the client's per-second progress as it comes, judge it after each second
+        (:func:`demuxlab.steady.check`) and tell the client to end its measure phase (SIGUSR1) the first time
+        it is steady; return its stdout and stderr. Raises ``TimeoutExpired`` past ``limit`` seconds.
+
+        The pipes are read with ``os.read`` on their descriptors: a text stream's buffer could hold a line
+        that ``select`` no longer sees, and the stop would come a second late."""
+        assert proc.stdout is not None and proc.stderr is not None
+        deadline = time.monotonic() + limit
+        fds = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
+        data: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        judged = 0  # bytes of stderr already split into lines
+        samples: list[float] = []
+        with selectors.DefaultSelector() as sel:
+            for fd in fds:
+                sel.register(fd, selectors.EVENT_READ)
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(proc.args, limit)
+                for key, _ in sel.select(timeout=left):
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        sel.unregister(key.fd)
+                        continue
+                    data[fds[key.fd]] += chunk
+                end = data["stderr"].rfind(b"\n") + 1
+                lines = bytes(data["stderr"][judged:end]).decode("utf-8", "replace").splitlines()
+                judged = max(judged, end)
+                for line in lines:
+                    doc = _last_json_line(line, "second")
+                    if doc is None or not isinstance(doc.get("msgs_per_s"), int | float):
+                        continue
+                    samples.append(float(doc["msgs_per_s"]))
+                    if out.steady is not None and out.steady.stop:
+                        continue
+                    out.steady = check(samples, rule.min_s, rule.target_rel)
+                    if out.steady.stop and proc.poll() is None:
+                        proc.send_signal(signal.SIGUSR1)
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        return (
+            bytes(data["stdout"]).decode("utf-8", "replace"),
+            bytes(data["stderr"]).decode("utf-8", "replace"),
+        )
 
     def _record(
         self,
@@ -358,8 +419,32 @@ class Launcher(ABC):
             "client": out.client,
             "stats": stats,
             # Wall time outside the phases; meaningless for a run cut short by its failure.
-            "orchestration_s": round(wall_s - total_s(req.phases), 4) if out.failure is None else None,
+            "orchestration_s": round(wall_s - _ran_s(req, out), 4) if out.failure is None else None,
+            **_steady_stop(req, out),
         }
+
+
+def _ran_s(req: RunRequest, out: _Outcome) -> float:
+    """Seconds of phases the run had: the measure phase as long as the client measured (a run that ended
+    when steady measured less than the spec's)."""
+    measured = (out.client or {}).get("duration_s")
+    if req.steady is None or not isinstance(measured, int | float):
+        return total_s(req.phases)
+    return req.phases.warmup_s + min(float(measured), req.phases.measure_s) + req.phases.cooldown_s
+
+
+def _steady_stop(req: RunRequest, out: _Outcome) -> dict[str, Any]:
+    """The record's ``steady_stop`` (CONTRACTS.md §5): the rule, whether the run stopped early, after how
+    many measured seconds (the client's own count), and the decision it stopped on (or the last one)."""
+    if req.steady is None:
+        return {}
+    decision = out.steady or SteadyDecision(False, 0, None, None, 0, "no per-second progress from the client")
+    doc = decision.to_json(req.steady.min_s, req.steady.target_rel, req.phases.measure_s)
+    client = out.client or {}
+    doc["stopped_early"] = bool(client.get("stopped_early", False))
+    if isinstance(client.get("duration_s"), int | float):
+        doc["measured_s"] = float(client["duration_s"])
+    return {"steady_stop": doc}
 
 
 def _identity(req: RunRequest, launcher: str) -> dict[str, Any]:

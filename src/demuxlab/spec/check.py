@@ -11,7 +11,7 @@ from typing import Any
 from demuxlab import limits as lim
 from demuxlab.ctmc.rates import PATTERNS as MODELLED
 from demuxlab.designs import Pair, pairs_by_key
-from demuxlab.spec.problems import excerpt, field_path, path_sort_key
+from demuxlab.spec.problems import excerpt, field_path, path_sort_key, text_problem
 from demuxlab.spec.schema import StrictValidator, schema
 
 #: select() takes descriptors below FD_SETSIZE (1024 in glibc); the server also holds the listening
@@ -20,7 +20,8 @@ SELECT_MAX_CONNECTIONS = 1000
 
 
 def value_problems(doc: Any) -> list[str]:
-    """Non-finite numbers, numbers the binaries cannot take in fixed point, keys that are not strings."""
+    """Non-finite numbers, numbers the binaries cannot take in fixed point, keys that are not strings,
+    strings (keys included) that are not Unicode text (:func:`~demuxlab.spec.problems.text_problem`)."""
     problems: list[str] = []
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(doc, ())]
     while stack:
@@ -30,6 +31,10 @@ def value_problems(doc: Any) -> list[str]:
                 if not isinstance(k, str):
                     problems.append(f"{field_path(path)}: key {excerpt(repr(k), 40)} is not a string")
                     continue
+                bad_key = text_problem(k)
+                if bad_key is not None:  # the key cannot be part of a printed field path
+                    problems.append(f"{field_path(path)}: a key is {bad_key}")
+                    continue
                 stack.append((v, (*path, k)))
         elif isinstance(value, list):
             if len(value) > lim.MAX_ARRAY_ITEMS:
@@ -37,6 +42,10 @@ def value_problems(doc: Any) -> list[str]:
                 problems.append(f"{field_path(path)}: {len(value)} items, more than {lim.MAX_ARRAY_ITEMS}")
                 continue
             stack.extend((v, (*path, i)) for i, v in enumerate(value))
+        elif isinstance(value, str):
+            bad = text_problem(value)
+            if bad is not None:
+                problems.append(f"{field_path(path)}: {bad}")
         elif isinstance(value, float):
             if not math.isfinite(value):
                 problems.append(f"{field_path(path)}: {value} is not a finite number")
@@ -166,7 +175,11 @@ def count_runs(doc: dict[str, Any], resolved: Sequence[tuple[tuple[int, ...], ..
             calibration += len(design["notifiers"]) * workload
     cal_repeats = doc["calibration"]["repeats"]
     cal_repeats = doc["repeats"] if cal_repeats is None else cal_repeats
-    return int(measured * doc["repeats"] + calibration * cal_repeats)
+    repeats = doc["repeats"]
+    adaptive = doc.get("adaptive") or {}
+    if adaptive.get("repeats") is not None and adaptive["repeats"].get("max") is not None:
+        repeats = max(repeats, adaptive["repeats"]["max"])  # an adaptive sweep's most runs per point
+    return int(measured * repeats + calibration * cal_repeats)
 
 
 def unchecked_threads(design: dict[str, Any], matrix: dict[str, Any]) -> tuple[int, ...]:

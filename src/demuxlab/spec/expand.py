@@ -112,7 +112,7 @@ def find_run(
     computed and compared; without them every run's id is, in spec order (no sorting): a run process then
     costs O(points), not O(runs log runs), which matters at 10,000 runs per spec.
     """
-    measured = [(p, spec.repeats) for p in expand_points(spec)]
+    measured = [(p, spec.max_repeats) for p in expand_points(spec)]
     measured += [(p, spec.calibration_repeats) for p in calibration_points(spec)]
     if point_key is not None and repeat is not None:
         for point, repeats in measured:

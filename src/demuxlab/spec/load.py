@@ -11,6 +11,7 @@ from demuxlab.designs import Pair
 from demuxlab.errors import SpecError
 from demuxlab.jsonio import FileRefused, read_capped
 from demuxlab.phases import Phases
+from demuxlab.spec.adaptive import check_adaptive, check_budget, first_round_runs, parse_adaptive
 from demuxlab.spec.check import (
     check_client,
     check_designs,
@@ -82,6 +83,7 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
             tuple(unchecked_threads(d, doc["matrix"]) for _ in d["notifiers"]) for d in doc["designs"]
         ]
     check_client(doc, problems)
+    check_adaptive(doc, problems)
     raise_first(file, problems)
     runs = count_runs(doc, resolved)
     if runs > lim.MAX_RUNS:
@@ -130,10 +132,16 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
         sha256=hashlib.sha256(raw).hexdigest(),
         path=file,
         hardware_class=doc.get("hardware_class"),
+        adaptive=parse_adaptive(doc.get("adaptive"), doc["repeats"]),
     )
     # Two values that print alike under :g would share a point key (and so a run id): refuse now.
-    expand_points(spec)
-    calibration_points(spec)
+    points = expand_points(spec)
+    calibration = calibration_points(spec)
+    if spec.adaptive is not None:
+        first = first_round_runs(points, calibration, spec.adaptive, spec.repeats, spec.calibration_repeats)
+        budget: list[str] = []
+        check_budget(spec.adaptive, first, spec.run_s, budget)
+        raise_first(file, budget)
     return spec
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from demuxlab.phases import Phases
+from demuxlab.spec.adaptive import Adaptive
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,19 @@ class Spec:
     sha256: str  # of the file's bytes; part of every run id
     path: str
     hardware_class: str | None = None  # cluster sweeps: run only on pairs of this class (hw-…)
+    adaptive: Adaptive | None = None  # an adaptive sweep's settings (docs/adaptive.md); None: fixed design
+
+    @property
+    def max_repeats(self) -> int:
+        """The most runs any measured point may get: ``repeats``, or an adaptive sweep's maximum."""
+        if self.adaptive is not None and self.adaptive.repeats is not None:
+            return max(self.repeats, self.adaptive.repeats.max)
+        return self.repeats
+
+    @property
+    def run_s(self) -> float:
+        """Seconds of phases of one run that measures its whole measure phase."""
+        return self.phases.warmup_s + self.phases.measure_s + self.phases.cooldown_s
 
     def to_json(self) -> dict[str, Any]:
         """The spec with every default filled in, in the file's layout."""
@@ -96,4 +110,5 @@ class Spec:
             "matrix": self.matrix.to_json(),
             "calibration": {"repeats": self.calibration_repeats},
             **({"hardware_class": self.hardware_class} if self.hardware_class else {}),
+            **({"adaptive": self.adaptive.to_json()} if self.adaptive is not None else {}),
         }

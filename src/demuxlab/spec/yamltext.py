@@ -1,5 +1,14 @@
 """A spec's YAML text to a document: safe YAML, duplicate keys refused, nesting and the node count with
-every alias expanded bounded (no "billion laughs", no recursive alias); a syntax error names its line."""
+every alias expanded bounded (no "billion laughs", no recursive alias); a syntax error names its line.
+
+YAML versions: the reader is PyYAML, which implements YAML 1.1. Its parser takes any ``%YAML 1.x``
+directive (1.0, 1.2, even 1.3, which does not exist) and silently reads the document as 1.1; only a major
+version other than 1 is refused. Where 1.1 and 1.2 differ, a 1.2 document would be misread without a word:
+``yes``/``no``/``on``/``off`` are booleans in 1.1 and strings in 1.2, ``010`` is octal 8 in 1.1 and 10 in
+1.2, ``1:30`` is the sexagesimal 90 in 1.1 and a string in 1.2, and ``<<`` merges only in 1.1. So a spec
+may declare ``%YAML 1.1`` or no version (read as 1.1); any other ``%YAML`` directive is refused, naming
+its line.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +20,15 @@ from demuxlab import limits as lim
 from demuxlab.errors import SpecError
 from demuxlab.spec.problems import excerpt
 
+#: The YAML versions the reader implements (see the module doc).
+SUPPORTED_YAML_VERSIONS = ((1, 1),)
+
+
+class _UnsupportedVersion(Exception):
+    def __init__(self, version: tuple[int, int], line: int) -> None:
+        super().__init__(version, line)
+        self.version, self.line = version, line
+
 
 class _StrictLoader(yaml.SafeLoader):
     """SafeLoader that rejects duplicate mapping keys instead of keeping the last one, and bounds the
@@ -18,6 +36,14 @@ class _StrictLoader(yaml.SafeLoader):
 
     _depth = 0
     _nodes = 0
+
+    def get_token(self) -> Any:
+        token = super().get_token()  # type: ignore[no-untyped-call]
+        if isinstance(token, yaml.DirectiveToken) and token.name == "YAML":
+            version = tuple(token.value)
+            if version not in SUPPORTED_YAML_VERSIONS:
+                raise _UnsupportedVersion((version[0], version[1]), token.start_mark.line + 1)
+        return token
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         self._depth += 1
@@ -108,6 +134,13 @@ def parse_yaml(text: str, file: str) -> Any:
             return None
         _check_expanded(node, file)
         return loader.construct_document(node)
+    except _UnsupportedVersion as exc:
+        major, minor = exc.version
+        raise SpecError(
+            f"{file}: line {exc.line}: %YAML {major}.{minor}: the spec reader implements YAML 1.1 only and "
+            "would read this document as 1.1 (where versions differ, yes/no, 010 and 1:30 mean other "
+            "things): declare %YAML 1.1 or no version"
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}" if mark is not None else "(unknown line)"

@@ -39,7 +39,6 @@ def points(conn: Connection, name: str) -> pd.DataFrame:
         conn,
         f"""
         SELECT e.id AS experiment_id, e.spec_sha256, e.created_at, {BUILD} AS build,
-               min(r.server_artifact->>'version') AS build_info,
                p.point_key, {POINT_COLUMNS}, r.hardware_class,
                count(*) FILTER (WHERE {_OK}) AS n_ok,
                count(*) FILTER (WHERE r.status = 'failed') AS n_failed,

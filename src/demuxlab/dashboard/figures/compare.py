@@ -2,92 +2,138 @@
 points. Side A is the baseline: every other side gets its ratio to A and Welch's test of the difference.
 
 A side whose runs have hardware classes keeps a row and a line per class (``<side>_hardware_class``):
-classes are compared, never averaged."""
+classes are compared, never averaged. The comparison is computed once (:func:`analyse`) and both the
+table and the figure are read from it, over records (a few hundred rows per side), not pandas."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from demuxlab.dashboard import style
 from demuxlab.dashboard.fields import PARAMS
 from demuxlab.dashboard.figures import base
-from demuxlab.dashboard.figures.summary import differs, summarise, values_of, welch_p
+from demuxlab.dashboard.figures.summary import differs, summarise, welch_of
 from demuxlab.dashboard.plot import Fig, FigureDict, scatter
 
 #: The sides' letters, in order (the address keys ``a``, ``b``, …).
 SIDES: tuple[str, ...] = ("a", "b", "c", "d")
 
-
-def _classes(frame: pd.DataFrame) -> bool:
-    return "hardware_class" in frame and any(base.cls(c) for c in frame["hardware_class"])
+Records = list[dict[str, Any]]
 
 
-def compare_table(sides: Sequence[pd.DataFrame]) -> pd.DataFrame:
+@dataclass(frozen=True)
+class Comparison:
+    letters: tuple[str, ...]
+    sides: tuple[Records, ...]  # each side's summarised points with ok runs
+    classed: tuple[bool, ...]  # whether a side's runs have hardware classes
+    rows: Records  # the table's rows: a point measured on A and on at least one other side
+    table: pd.DataFrame
+
+
+def _point(r: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(base.key(r[k]) for k in PARAMS)
+
+
+def _summarised(frame: pd.DataFrame) -> tuple[Records, bool]:
+    if frame.empty:
+        return [], False
+    recs = [r for r in base.records(summarise(frame)) if r["n"] > 0]
+    classed = any(base.cls(r.get("hardware_class")) for r in recs)
+    for r in recs:
+        r["hardware_class"] = base.cls(r.get("hardware_class")) or ""
+    return recs, classed
+
+
+def analyse(sides: Sequence[pd.DataFrame]) -> Comparison:
     """Points measured on side A and on at least one other side (same parameters): each side's mean,
     95 % CI half-width and runs; for each side after A its ratio to A, Welch's p-value against A and
     whether it differs (p < 0.05), and whether the two CIs overlap."""
     letters = SIDES[: len(sides)]
-    base_cols = [*PARAMS]
-    if len(sides) < 2 or any(s.empty for s in sides[:1]):
-        return pd.DataFrame(columns=base_cols)
-    merged: pd.DataFrame | None = None
-    classes: list[str] = []
-    for letter, frame in zip(letters, sides, strict=True):
-        if frame.empty:
+    done = [_summarised(s) for s in sides]
+    recs = tuple(r for r, _ in done)
+    classed = tuple(c for _, c in done)
+    by_point: list[dict[tuple[Any, ...], Records]] = []
+    for side in recs:
+        index: dict[tuple[Any, ...], Records] = {}
+        for r in side:
+            index.setdefault(_point(r), []).append(r)
+        by_point.append(index)
+    others = [i for i in range(1, len(recs)) if recs[i]]
+    rows: Records = []
+    for ra in recs[0] if recs else []:
+        k = _point(ra)
+        matched: list[list[dict[str, Any] | None]] = []
+        for i in others:
+            hits = by_point[i].get(k)
+            matched.append(list(hits) if hits else [None])
+        if all(m == [None] for m in matched):
             continue
-        s = summarise(frame)
-        s = s[s["n"] > 0]
-        keep = [*PARAMS, "mean", "half", "lo", "hi", "n", "values"]
-        if _classes(s):
-            s = s.assign(hardware_class=[base.cls(c) or "" for c in s["hardware_class"]])
-            keep.append("hardware_class")
-            classes.append(f"{letter}_hardware_class")
-        part = s[keep].rename(columns={c: f"{letter}_{c}" for c in keep if c not in PARAMS})
-        part = part.assign(rate=[base.key(v) for v in part["rate"]]) if "rate" in part else part
-        merged = part if merged is None else merged.merge(part, on=list(PARAMS), how="left")
-    if merged is None or "a_mean" not in merged:
-        return pd.DataFrame(columns=base_cols)
-    others = [x for x in letters[1:] if f"{x}_mean" in merged]
-    if not others:
-        return pd.DataFrame(columns=base_cols)
-    merged = merged[merged[[f"{x}_mean" for x in others]].notna().any(axis=1)].reset_index(drop=True)
-    out = merged[[*PARAMS, *classes]].copy()
-    for letter in letters:
-        if f"{letter}_mean" not in merged:
-            continue
-        out[f"{letter}_mean"] = merged[f"{letter}_mean"].round(1)
-        out[f"{letter}_ci95"] = merged[f"{letter}_half"].round(1)
-        out[f"{letter}_runs"] = merged[f"{letter}_n"].fillna(0).astype(int)
-    for x in others:
-        out[f"ratio_{x}_over_a"] = (merged[f"{x}_mean"] / merged["a_mean"]).round(4)
-        ps = [
-            welch_p(values_of(va), values_of(vx)) if vx is not None and vx == vx else None
-            for va, vx in zip(merged["a_values"], merged[f"{x}_values"], strict=True)
-        ]
-        out[f"p_{x}_vs_a"] = [None if p is None else round(p, 4) for p in ps]
-        out[f"{x}_differs"] = [
-            differs(p) if m == m else "" for p, m in zip(ps, merged[f"{x}_mean"], strict=True)
-        ]
-        overlap = (merged["a_lo"] <= merged[f"{x}_hi"]) & (merged[f"{x}_lo"] <= merged["a_hi"])
-        unknown = merged["a_half"].isna() | merged[f"{x}_half"].isna()
-        out[f"cis_overlap_{x}"] = np.where(unknown, "n/a (<2 runs)", np.where(overlap, "yes", "no"))
-    return out
+        for combo in itertools.product(*matched):
+            row: dict[str, Any] = {f: ra[f] for f in PARAMS}
+            row["rate"] = base.key(row["rate"])
+            picked: dict[int, dict[str, Any] | None] = {0: ra, **dict(zip(others, combo, strict=True))}
+            for i, rx in picked.items():
+                if classed[i]:
+                    row[f"{letters[i]}_hardware_class"] = rx["hardware_class"] if rx else None
+            for i, rx in picked.items():
+                x = letters[i]
+                row[f"{x}_mean"] = round(float(rx["mean"]), 1) if rx else None
+                row[f"{x}_ci95"] = base.f(round(float(rx["half"]), 1)) if rx else None
+                row[f"{x}_runs"] = int(rx["n"]) if rx else 0
+                row[f"_{x}"] = rx
+            for i in others:
+                x, rx = letters[i], picked[i]
+                if rx is None:
+                    row.update({f"ratio_{x}_over_a": None, f"p_{x}_vs_a": None, f"{x}_differs": ""})
+                    row[f"cis_overlap_{x}"] = ""
+                    continue
+                p = welch_of(ra, rx)
+                row[f"ratio_{x}_over_a"] = round(float(rx["mean"]) / float(ra["mean"]), 4)
+                row[f"p_{x}_vs_a"] = None if p is None else round(p, 4)
+                row[f"{x}_differs"] = differs(p)
+                known = ra["half"] == ra["half"] and rx["half"] == rx["half"]
+                overlap = ra["lo"] <= rx["hi"] and rx["lo"] <= ra["hi"]
+                row[f"cis_overlap_{x}"] = ("yes" if overlap else "no") if known else "n/a (<2 runs)"
+            rows.append(row)
+    cols = [
+        *PARAMS,
+        *(f"{letters[i]}_hardware_class" for i in range(len(recs)) if classed[i]),
+        *(f"{letters[i]}_{s}" for i in (0, *others) for s in ("mean", "ci95", "runs")),
+        *(
+            f"{p}{letters[i]}{q}"
+            for i in others
+            for p, q in (("ratio_", "_over_a"), ("p_", "_vs_a"), ("", "_differs"), ("cis_overlap_", ""))
+        ),
+    ]
+    table = pd.DataFrame([{c: r.get(c) for c in cols} for r in rows], columns=cols)
+    return Comparison(letters, recs, classed, rows, table)
 
 
-def compare_figure(sides: Sequence[pd.DataFrame], labels: Sequence[str], *, x: str = "threads") -> FigureDict:
+def compare_table(sides: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    return analyse(sides).table
+
+
+def compare_figure(
+    sides: Sequence[pd.DataFrame] | Comparison,
+    labels: Sequence[str],
+    *,
+    x: str = "threads",
+) -> FigureDict:
     """One column per side on a shared throughput axis (colour = pattern, dash and marker = notifier, as
-    on every page), each point with its 95 % CI; under each side after A, its ratio to A (marker filled
-    where Welch's test says the two differ)."""
-    letters = SIDES[: len(sides)]
-    table = compare_table(sides)
-    if table.empty:
+    on every page), each point with its 95 % CI (from 3 runs on, as on the Sweep); under each side after
+    A, its ratio to A (marker filled where Welch's test says the two differ)."""
+    cmp = sides if isinstance(sides, Comparison) else analyse(sides)
+    if not cmp.rows:
         return base.empty_figure("the sides share no point with ok runs")
+    n = len(cmp.letters)
     fig = Fig(
         rows=2,
-        cols=len(sides),
+        cols=n,
         shared_xaxes=True,
         shared_yaxes=True,
         row_heights=[0.68, 0.32],
@@ -95,26 +141,23 @@ def compare_figure(sides: Sequence[pd.DataFrame], labels: Sequence[str], *, x: s
         horizontal_spacing=0.05,
         subplot_titles=list(labels),
     )
-    summaries = [summarise(s) if not s.empty else s for s in sides]
-    union = pd.concat([s for s in summaries if not s.empty], ignore_index=True)
+    union = pd.DataFrame([r for side in cmp.sides for r in side])
     keys = base.series_keys(union, exclude=(x,))
     label_keys = base.varying(union, keys) or ["pattern", "notifier"]
-    shared = {tuple(base.key(r[k]) for k in PARAMS) for r in table.to_dict("records")}
+    shared = {_point(r) for r in cmp.rows}
+    xs_all = [r[x] for r in cmp.rows]
+    axis = base.x_axis(x, xs_all)
     top = 0.0
     shown = 0
-    for col, (letter, lab, frame) in enumerate(zip(letters, labels, summaries, strict=True), start=1):
-        if frame.empty:
-            continue
-        frame = frame[[tuple(base.key(r[k]) for k in PARAMS) in shared for r in frame.to_dict("records")]]
-        frame = frame[frame["n"] > 0]
-        for grp in base.series(frame, keys, x):
+    for col, (letter, lab, recs) in enumerate(zip(cmp.letters, labels, cmp.sides, strict=True), start=1):
+        for grp in base.series_of((r for r in recs if _point(r) in shared), keys, x):
             first = grp[0]
             c = style.colour_for(first["pattern"])
             name = f"{base.label(first, label_keys)} · {lab}"
             bars = [
                 (float(g["half"]), min(float(g["half"]), float(g["mean"])))
                 if g["band"] and g["half"] == g["half"]
-                else (0.0, 0.0)  # as on the Sweep: an interval is drawn from 3 runs on (figures.summary)
+                else (0.0, 0.0)
                 for g in grp
             ]
             top = max(top, *(float(g["mean"]) + b[0] for g, b in zip(grp, bars, strict=True)))
@@ -141,16 +184,15 @@ def compare_figure(sides: Sequence[pd.DataFrame], labels: Sequence[str], *, x: s
         if letter == "a":
             fig.update_xaxes(row=2, col=col, visible=False)
             fig.update_yaxes(row=2, col=col, visible=False)
-            fig.update_xaxes(row=1, col=col, showticklabels=True, **base.x_axis(x, table[x]))
+            fig.update_xaxes(row=1, col=col, showticklabels=True, **axis)
             continue
         ratio = f"ratio_{letter}_over_a"
-        if ratio not in table:
-            continue
         rkeys = [k for k in PARAMS if k != x] + [
-            k for k in ("a_hardware_class", f"{letter}_hardware_class") if k in table
+            k for k in ("a_hardware_class", f"{letter}_hardware_class") if cmp.rows and k in cmp.rows[0]
         ]
-        rlabel = base.varying(table, rkeys) or ["pattern", "notifier"]
-        for grp in base.series(table[table[ratio].notna()], rkeys, x):
+        mine = [r for r in cmp.rows if r.get(ratio) is not None]
+        rlabel = base.varying(pd.DataFrame(mine, columns=rkeys), rkeys) or ["pattern", "notifier"]
+        for grp in base.series_of(mine, rkeys, x):
             first = grp[0]
             c = style.colour_for(first["pattern"])
             verdict = [str(g[f"{letter}_differs"]) for g in grp]
@@ -179,7 +221,7 @@ def compare_figure(sides: Sequence[pd.DataFrame], labels: Sequence[str], *, x: s
                 col=col,
             )
         fig.add_hline(y=1.0, line={"color": style.MUTED, "dash": "dot"}, row=2, col=col)
-        fig.update_xaxes(row=2, col=col, **base.x_axis(x, table[x]))
+        fig.update_xaxes(row=2, col=col, **axis)
     fig.update_layout(
         **style.base_layout(
             title={"text": " vs ".join(labels[1:]) + f" against {labels[0]}", "x": 0.01},
@@ -189,8 +231,8 @@ def compare_figure(sides: Sequence[pd.DataFrame], labels: Sequence[str], *, x: s
     fig.update_yaxes(
         title_text="throughput (msg/s)", row=1, col=1, rangemode="tozero", range=[0, max(top, 1.0) * 1.06]
     )
-    fig.update_yaxes(row=2, autorange=True)  # see figures.sweep: a matched group left without a range
-    fig.update_yaxes(title_text="ratio to A", row=2, col=2 if len(sides) > 1 else 1)
+    fig.update_yaxes(row=2, autorange=True)  # see base.x_axis: a matched group left without a range
+    fig.update_yaxes(title_text="ratio to A", row=2, col=2 if n > 1 else 1)
     return fig.to_dict()
 
 

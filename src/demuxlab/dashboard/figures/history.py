@@ -21,7 +21,7 @@ import pandas as pd
 
 from demuxlab.dashboard import address, fields, style
 from demuxlab.dashboard.figures import base
-from demuxlab.dashboard.figures.summary import ALPHA, listed, summarise, values_of, welch_p
+from demuxlab.dashboard.figures.summary import ALPHA, listed, summarise, values_of, welch_of
 from demuxlab.dashboard.plot import Fig, FigureDict, scatter
 
 #: The least relative change of the mean that counts as a change (5 %: asv flags at 10 % by default,
@@ -50,7 +50,6 @@ class Revision:
     experiment_id: int
     spec_sha256: str
     build: str | None
-    build_info: str | None
     experiment_value: str  # how the dashboard names the spec version (name@sha8)
 
     @property
@@ -66,7 +65,7 @@ def revisions(frame: pd.DataFrame, name: str) -> list[Revision]:
     firsts = (
         frame.assign(build=pd.Series([base.cls(b) for b in frame["build"]], index=frame.index, dtype=object))
         .groupby(["experiment_id", "spec_sha256", "build"], dropna=False, sort=False)
-        .agg(first=("first_started", "min"), info=("build_info", "first"))
+        .agg(first=("first_started", "min"))
         .reset_index()
         .sort_values(["first", "experiment_id"])
     )
@@ -76,10 +75,9 @@ def revisions(frame: pd.DataFrame, name: str) -> list[Revision]:
             int(r["experiment_id"]),
             str(r["spec_sha256"]),
             base.cls(r["build"]),
-            base.cls(r["info"]),
             f"{name}@{str(r['spec_sha256'])[:8]}",
         )
-        for i, r in enumerate(firsts.to_dict("records"))
+        for i, r in enumerate(base.records(firsts))
     ]
 
 
@@ -93,7 +91,7 @@ def _series(frame: pd.DataFrame, revs: list[Revision]) -> dict[tuple[Any, ...], 
     pts = summarise(frame)
     pts = pts[pts["n"] > 0]
     out: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    records: list[dict[str, Any]] = pts.to_dict("records")  # type: ignore[assignment]
+    records: list[dict[str, Any]] = base.records(pts)
     for r in records:
         r["rev"] = index[_rev_key(r)]
         k = (*(base.key(r[f]) for f in fields.PARAMS), base.cls(r.get("hardware_class")))
@@ -112,14 +110,35 @@ def _representative(r: dict[str, Any]) -> str | None:
     return ids[min(range(len(vals)), key=lambda i: abs(vals[i] - mean))]
 
 
+@dataclass(frozen=True)
+class History:
+    """One experiment's history, computed once per request: its revisions, each point's summarised rows
+    in revision order, and the changes beyond noise."""
+
+    name: str
+    frame: pd.DataFrame
+    revisions: list[Revision]
+    series: dict[tuple[Any, ...], list[dict[str, Any]]]
+    changes: pd.DataFrame
+
+
+def analyse(frame: pd.DataFrame, name: str) -> History:
+    revs = revisions(frame, name)
+    series = _series(frame, revs) if revs else {}
+    return History(name, frame, revs, series, _changes(series))
+
+
 def changes(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     """Every change beyond noise between consecutive revisions of each point (module doc's rule)."""
-    revs = revisions(frame, name)
+    return analyse(frame, name).changes
+
+
+def _changes(all_series: dict[tuple[Any, ...], list[dict[str, Any]]]) -> pd.DataFrame:
     rows = []
-    for pkey, series in _series(frame, revs).items():
+    for pkey, series in all_series.items():
         cls = pkey[-1]
         for a, b in itertools.pairwise(series):
-            p = welch_p(values_of(a["values"]), values_of(b["values"]))
+            p = welch_of(a, b)
             rel = (float(b["mean"]) - float(a["mean"])) / float(a["mean"]) if float(a["mean"]) else 0.0
             if p is None or p >= ALPHA or abs(rel) < CHANGE_MIN_REL:
                 continue
@@ -150,10 +169,9 @@ def changes(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     return out.sort_values(["verdict", "change_pct"]).reset_index(drop=True) if not out.empty else out
 
 
-def revisions_table(frame: pd.DataFrame, name: str) -> pd.DataFrame:
-    """One row per revision: its spec version, build (and the build's info when the runs record it), first
-    run, points and runs."""
-    revs = revisions(frame, name)
+def revisions_table(h: History) -> pd.DataFrame:
+    """One row per revision: its spec version, build, first run, points and runs."""
+    frame, revs = h.frame, h.revisions
     rows = []
     for rev in revs:
         same = np.array([base.cls(b) == rev.build for b in frame["build"]], dtype=bool)
@@ -163,32 +181,26 @@ def revisions_table(frame: pd.DataFrame, name: str) -> pd.DataFrame:
                 "revision": rev.label,
                 "spec": rev.experiment_value,
                 "build": rev.build or "",
-                "build_info": rev.build_info or "",
                 "first_run": mine["first_started"].min(),
                 "points": len(mine),
                 "runs_ok": int(mine["n_ok"].sum()),
                 "runs_failed": int(mine["n_failed"].sum()),
             }
         )
-    out = pd.DataFrame(
-        rows,
-        columns=["revision", "spec", "build", "build_info", "first_run", "points", "runs_ok", "runs_failed"],
+    return pd.DataFrame(
+        rows, columns=["revision", "spec", "build", "first_run", "points", "runs_ok", "runs_failed"]
     )
-    # Builds' own descriptions, where the runs record them; a column that would say nothing is dropped.
-    return out if (out["build_info"] != "").any() else out.drop(columns="build_info")
 
 
-def history_figure(frame: pd.DataFrame, name: str) -> FigureDict:
+def history_figure(h: History) -> FigureDict:
     """Each point's mean throughput (95 % CI) per revision, oldest to newest: a line per point, colour =
     pattern, dash and marker = notifier; a flagged change's later point ringed (red: regression, blue:
     improvement)."""
-    revs = revisions(frame, name)
+    revs, series, flagged, name = h.revisions, h.series, h.changes, h.name
     if not revs:
         return base.empty_figure("no ok runs for this experiment")
-    series = _series(frame, revs)
-    flagged = changes(frame, name)
     marks: dict[tuple[str, str], str] = {
-        (str(r["point"]), str(r["after"])): str(r["verdict"]) for r in flagged.to_dict("records")
+        (str(r["point"]), str(r["after"])): str(r["verdict"]) for r in base.records(flagged)
     }
     union = pd.DataFrame([r for rows in series.values() for r in rows])
     label_keys = base.varying(union, [*fields.PARAMS, "hardware_class"]) or ["pattern", "notifier"]
@@ -232,7 +244,7 @@ def history_figure(frame: pd.DataFrame, name: str) -> FigureDict:
                 "<br>%{customdata[1]}<extra></extra>",
             )
         )
-    for ch in flagged.to_dict("records"):
+    for ch in base.records(flagged):
         hits = [r for rs in series.values() for r in rs if str(r["point_key"]) == ch["point"]]
         after = next((r for r in hits if r["rev"].label == ch["after"]), None)
         if after is None:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from demuxlab.dashboard import fields, style
 from demuxlab.dashboard.figures import base
-from demuxlab.dashboard.figures.summary import differs, pick_predictions, summarise, values_of, welch_p
+from demuxlab.dashboard.figures.summary import differs, pick_predictions, summarise, welch_of
 from demuxlab.dashboard.plot import Fig, FigureDict, bar, scatter
 
 DESIGN: tuple[str, ...] = ("pattern", "notifier")
@@ -69,7 +69,7 @@ def ranking_table(
         pcls = picked["hardware_class"] if "hardware_class" in picked else [None] * len(picked)
         for pid, val, c in zip(picked["point_id"], picked["predicted"], pcls, strict=True):
             model[(int(pid), base.cls(c) if source == "calibration" else None)] = float(val)
-    records: list[dict[str, Any]] = pts.to_dict("records")  # type: ignore[assignment]
+    records: list[dict[str, Any]] = base.records(pts)
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in records:
         groups.setdefault(tuple(base.key(r.get(k)) for k in GROUP), []).append(r)
@@ -88,7 +88,6 @@ def _rank(
     best_of = {d: max(rs, key=lambda r: float(r["mean"])) for d, rs in by_design.items()}
     order = sorted(best_of, key=lambda d: -float(best_of[d]["mean"]))
     top = best_of[order[0]]
-    top_values = values_of(top["values"])
 
     def predicted(design: tuple[Any, ...]) -> tuple[float, int] | None:
         vals = [
@@ -109,7 +108,7 @@ def _rank(
     out = []
     for rank, design in enumerate(order, start=1):
         r = best_of[design]
-        p = None if rank == 1 else welch_p(values_of(r["values"]), top_values)
+        p = None if rank == 1 else welch_of(r, top)
         pred = modelled.get(design)
         out.append(
             {
@@ -146,7 +145,7 @@ def ranking_figure(table: pd.DataFrame, workload: str | None = None, *, source: 
         return base.empty_figure("no ok runs to rank")
     workload = workload if workload in set(table["workload"]) else workloads(table)[0]
     t = table[table["workload"] == workload].sort_values("rank")
-    recs: list[dict[str, Any]] = t.to_dict("records")  # type: ignore[assignment]
+    recs: list[dict[str, Any]] = base.records(t)
     names = [
         f"{r['rank']}. {r['pattern']} · {r['notifier']} · {r[KNOB]} thr: {r['mean_msgs_per_s']:,.0f} msg/s"
         for r in recs

@@ -143,6 +143,10 @@ def latency_figure(latency: Mapping[str, Any] | None) -> FigureDict:
             yaxis_type="log",
         )
     )
+    # A log axis sized to the bars (their labels outside them need the room above), not Plotly's decades.
+    vals = [float(latency[k]) for k in keys if float(latency[k]) > 0]
+    if vals:
+        fig.update_yaxes(range=[math.log10(min(vals)) - 0.3, math.log10(max(vals)) + 0.4])
     return fig.to_dict()
 
 

@@ -70,7 +70,7 @@ def _pred_key(r: dict[str, Any], source: str) -> tuple[int, str, str | None]:
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return frame.to_dict("records")  # type: ignore[return-value]
+    return base.records(frame)
 
 
 def interval_note(r: dict[str, Any]) -> str:
@@ -149,7 +149,7 @@ def sweep_figure(
         pts = pts.assign(hardware_class=[base.cls(c) or "" for c in pts["hardware_class"]])
     label_keys = base.varying(pts, keys)
     colour_order = sorted({base.key(v) for v in pts[colour]}, key=str) if colour in pts else []
-    records: list[dict[str, Any]] = pts.to_dict("records")  # type: ignore[assignment]
+    records: list[dict[str, Any]] = base.records(pts)
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for rec in records:
         if base.key(rec[x]) is None:

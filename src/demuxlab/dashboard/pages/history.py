@@ -47,38 +47,30 @@ def layout(experiment: str | None = None, patterns: str = "", notifiers: str = "
         ),
         html.Div(
             [
-                html.Div(
-                    [
-                        html.Label("Experiment"),
-                        dcc.Dropdown(id="history-experiment", options=options, value=name, clearable=False),
-                    ],
-                    className="dlx-control dlx-wide",
+                common.control(
+                    "Experiment",
+                    dcc.Dropdown(id="history-experiment", options=options, value=name, clearable=False),
+                    wide=True,
                 ),
-                html.Div(
-                    [
-                        html.Label("patterns"),
-                        dcc.Dropdown(
-                            id="history-patterns",
-                            options=list(PATTERNS),
-                            value=common.split_list(patterns),
-                            multi=True,
-                            placeholder="all",
-                        ),
-                    ],
-                    className="dlx-control",
+                common.control(
+                    "patterns",
+                    dcc.Dropdown(
+                        id="history-patterns",
+                        options=list(PATTERNS),
+                        value=common.split_list(patterns),
+                        multi=True,
+                        placeholder="all",
+                    ),
                 ),
-                html.Div(
-                    [
-                        html.Label("notifiers"),
-                        dcc.Dropdown(
-                            id="history-notifiers",
-                            options=list(NOTIFIERS),
-                            value=common.split_list(notifiers),
-                            multi=True,
-                            placeholder="all",
-                        ),
-                    ],
-                    className="dlx-control",
+                common.control(
+                    "notifiers",
+                    dcc.Dropdown(
+                        id="history-notifiers",
+                        options=list(NOTIFIERS),
+                        value=common.split_list(notifiers),
+                        multi=True,
+                        placeholder="all",
+                    ),
                 ),
             ],
             className="dlx-controls",
@@ -126,8 +118,9 @@ def update(name: str, patterns: list[str] | None, notifiers: list[str] | None) -
         frame = frame[frame["pattern"].isin(patterns)]
     if notifiers:
         frame = frame[frame["notifier"].isin(notifiers)]
-    changes = figs.changes(frame, name)
-    revisions = figs.revisions_table(frame, name)
+    history = figs.analyse(frame, name)
+    changes = history.changes
+    revisions = figs.revisions_table(history)
     c = common.table_props(changes, markdown=("runs", "compare"))
     r = common.table_props(revisions)
     status = None
@@ -137,4 +130,4 @@ def update(name: str, patterns: list[str] | None, notifiers: list[str] | None) -
         )
     elif changes.empty:
         status = common.message("No change beyond noise between consecutive revisions.", id="history-none")
-    return figs.history_figure(frame, name), c["data"], c["columns"], r["data"], r["columns"], status
+    return figs.history_figure(history), c["data"], c["columns"], r["data"], r["columns"], status

@@ -175,7 +175,7 @@ def layout(
         if experiment or options:
             exp = data.resolve_experiment(conn, experiment or options[0]["value"])
             chosen = exp.value
-            workload = figs.workload_defaults(point_queries.measured(conn, exp), patterns)
+            workload = figs.workload_defaults(point_queries.parameters(conn, exp), patterns)
             pinned = model_queries.server_cores(conn, exp.id)
             if workload and pinned is not None:
                 workload["cores"] = str(pinned)
@@ -242,20 +242,20 @@ def layout(
                 ),
                 html.Div(
                     [
-                        _control(
+                        common.control(
                             "measured (overlay)",
                             dcc.Dropdown(
                                 id="model-experiment", options=options, value=chosen, placeholder="none"
                             ),
                             wide=True,
                         ),
-                        _control(
+                        common.control(
                             "pattern",
                             dcc.Dropdown(
                                 id="model-pattern", options=list(patterns), value=pattern, clearable=False
                             ),
                         ),
-                        _control(
+                        common.control(
                             "rates",
                             dcc.Dropdown(
                                 id="model-rates-choice",
@@ -265,7 +265,7 @@ def layout(
                             ),
                             wide=True,
                         ),
-                        _control(
+                        common.control(
                             "threads",
                             dcc.Input(
                                 id="model-threads",
@@ -274,7 +274,7 @@ def layout(
                                 style={"width": "110px"},
                             ),
                         ),
-                        _control(
+                        common.control(
                             "work per message (µs)",
                             dcc.Input(
                                 id="model-work",
@@ -285,15 +285,13 @@ def layout(
                                 style={"width": "110px"},
                             ),
                         ),
-                        _control(
+                        common.control(
                             "connections",
                             dcc.Input(
                                 id="model-connections",
-                                type="number",
-                                step=1,
-                                value=_number(
-                                    connections or workload.get("connections", DEFAULTS["connections"])
-                                ),
+                                type="text",
+                                inputMode="numeric",
+                                value=connections or workload.get("connections", DEFAULTS["connections"]),
                                 debounce=True,
                                 style={"width": "110px"},
                             ),
@@ -349,10 +347,6 @@ def layout(
     ]
 
 
-def _control(label: str, child: Any, wide: bool = False) -> html.Div:
-    return html.Div([html.Label(label), child], className="dlx-control" + (" dlx-wide" if wide else ""))
-
-
 common.url_sync(
     "model",
     [
@@ -399,7 +393,7 @@ def override(rates: Any, overrides: dict[str, float]) -> Any:
 @functools.lru_cache(maxsize=4096)
 def _predict(
     pattern: str,
-    rates: tuple[tuple[str, float], ...],
+    rates: Any,
     threads: int,
     work_us: float,
     connections: int,
@@ -407,16 +401,17 @@ def _predict(
     host: tuple[int | None, int | None],
 ) -> tuple[float, float | None]:
     """One prediction; cached, since the solvers are deterministic (the SSA's seed is fixed) and the
-    what-if asks the same points again as the user moves one control. ``host``: (server cores, client
+    what-if asks the same points again as the user moves one control. ``rates`` is the models' own
+    :class:`demuxlab.ctmc.rates.Rates` (a frozen dataclass: its rates are its hash), passed whole so that
+    whatever a calibration holds beyond the eight rates reaches the model. ``host``: (server cores, client
     threads), None for a core per thread and one client thread."""
     from demuxlab.ctmc.predict import predict
-    from demuxlab.ctmc.rates import Host, Rates
+    from demuxlab.ctmc.rates import Host
 
-    r = Rates.from_dict(dict(rates), where="what-if rates")
     cores, clients = host
-    h = Host(cores=cores, client_threads=(clients or 1) if r.has_client else None)
+    h = Host(cores=cores, client_threads=(clients or 1) if rates.has_client else None)
     p = predict(
-        pattern, threads, work_us, method=method, connections=connections, rates=r, rel_ci=0.03, host=h
+        pattern, threads, work_us, method=method, connections=connections, rates=rates, rel_ci=0.03, host=h
     )
     return p.throughput_msgs_per_s, p.ci_halfwidth_rel
 
@@ -439,12 +434,12 @@ def predict_curve(
     method: str,
     host: tuple[int | None, int | None] = (None, None),
 ) -> pd.DataFrame:
-    key = tuple(sorted(workload_rates(rates, connections).as_dict().items()))
+    rates = workload_rates(rates, connections)
     rows = []
     for t in threads:
         if t < min_threads(pattern) or t > max_threads(pattern):
             continue
-        thr, ci = _predict(pattern, key, t, float(work_us), int(connections), method, host)
+        thr, ci = _predict(pattern, rates, t, float(work_us), int(connections), method, host)
         rows.append({"threads": t, "throughput_msgs_per_s": thr, "ci_halfwidth_rel": ci})
     return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel"])
 

@@ -36,31 +36,24 @@ def layout(experiment: str | None = None, workload: str | None = None, model: st
         ),
         html.Div(
             [
-                html.Div(
-                    [
-                        html.Label("Experiment"),
-                        dcc.Dropdown(id="ranking-experiment", options=options, value=chosen, clearable=False),
-                    ],
-                    className="dlx-control dlx-wide",
+                common.control(
+                    "Experiment",
+                    dcc.Dropdown(id="ranking-experiment", options=options, value=chosen, clearable=False),
+                    wide=True,
                 ),
-                html.Div(
-                    [
-                        html.Label("workload"),
-                        dcc.Dropdown(id="ranking-workload", value=workload, placeholder="the first"),
-                    ],
-                    className="dlx-control dlx-wide",
+                common.control(
+                    "workload",
+                    dcc.Dropdown(id="ranking-workload", value=workload, placeholder="the first"),
+                    wide=True,
                 ),
-                html.Div(
-                    [
-                        html.Label("model rates"),
-                        dcc.Dropdown(
-                            id="ranking-model",
-                            options=list(RATE_SOURCES),
-                            value=model if model in RATE_SOURCES else SOURCE_PAPER,
-                            clearable=False,
-                        ),
-                    ],
-                    className="dlx-control",
+                common.control(
+                    "model rates",
+                    dcc.Dropdown(
+                        id="ranking-model",
+                        options=list(RATE_SOURCES),
+                        value=model if model in RATE_SOURCES else SOURCE_PAPER,
+                        clearable=False,
+                    ),
                 ),
             ],
             className="dlx-controls",
@@ -98,7 +91,7 @@ def update(experiment: str, workload: str | None, model: str) -> tuple[Any, ...]
     try:
         with common.store().connect() as conn:
             exp = data.resolve_experiment(conn, experiment)
-            pts = queries.measured(conn, exp, by_build=True)
+            pts = queries.measured(conn, exp, by_build=True, latency=True)
             preds = queries.predictions(conn, exp)
     except data.DataUnavailable as exc:
         return base.empty_figure("database unavailable"), [], [], [], common.unavailable_panel(exc)

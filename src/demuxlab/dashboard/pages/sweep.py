@@ -25,10 +25,6 @@ SOURCE_OPTIONS = [
 ]
 
 
-def _control(label: str, child: Any, wide: bool = False) -> html.Div:
-    return html.Div([html.Label(label), child], className="dlx-control" + (" dlx-wide" if wide else ""))
-
-
 @common.page_layout("experiment", "x", "colour", "facet", "patterns", "notifiers", "show")
 def layout(
     experiment: str | None = None,
@@ -45,17 +41,17 @@ def layout(
             return [html.H1("Sweep"), common.empty_database_panel()]
         exp = data.resolve_experiment(conn, experiment or options[0]["value"])
         chosen = exp.value
-        pts = queries.measured(conn, exp)
+        patterns_here, notifiers_here = queries.designs(conn, exp)
     return [
         html.H1("Sweep"),
         html.Div(
             [
-                _control(
+                common.control(
                     "Experiment",
                     dcc.Dropdown(id="sweep-experiment", options=options, value=chosen, clearable=False),
                     wide=True,
                 ),
-                _control(
+                common.control(
                     "x axis",
                     dcc.Dropdown(
                         id="sweep-x",
@@ -64,7 +60,7 @@ def layout(
                         clearable=False,
                     ),
                 ),
-                _control(
+                common.control(
                     "colour",
                     dcc.Dropdown(
                         id="sweep-colour",
@@ -73,7 +69,7 @@ def layout(
                         clearable=False,
                     ),
                 ),
-                _control(
+                common.control(
                     "facet (columns)",
                     dcc.Dropdown(
                         id="sweep-facet",
@@ -83,27 +79,27 @@ def layout(
                         clearable=False,
                     ),
                 ),
-                _control(
+                common.control(
                     "patterns",
                     dcc.Dropdown(
                         id="sweep-patterns",
-                        options=_ordered(pts["pattern"], PATTERNS),
+                        options=_ordered(patterns_here, PATTERNS),
                         value=common.split_list(patterns),
                         multi=True,
                         placeholder="all",
                     ),
                 ),
-                _control(
+                common.control(
                     "notifiers",
                     dcc.Dropdown(
                         id="sweep-notifiers",
-                        options=_ordered(pts["notifier"], NOTIFIERS),
+                        options=_ordered(notifiers_here, NOTIFIERS),
                         value=common.split_list(notifiers),
                         multi=True,
                         placeholder="all",
                     ),
                 ),
-                _control(
+                common.control(
                     "show",
                     dcc.Checklist(
                         id="sweep-show",
@@ -190,10 +186,10 @@ def view(x: Any, colour: Any, facet: Any) -> tuple[str, str, str | None]:
 def options(experiment: str) -> tuple[Any, Any]:
     try:
         with common.store().connect() as conn:
-            pts = queries.measured(conn, data.resolve_experiment(conn, experiment))
+            pats, nots = queries.designs(conn, data.resolve_experiment(conn, experiment))
     except (data.DataUnavailable, data.NotFound):
         return [], []
-    return _ordered(pts["pattern"], PATTERNS), _ordered(pts["notifier"], NOTIFIERS)
+    return _ordered(pats, PATTERNS), _ordered(nots, NOTIFIERS)
 
 
 @callback(

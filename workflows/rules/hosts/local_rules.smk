@@ -1,4 +1,4 @@
-# Topology and noise facts of the hosts of a pair (NUMA nodes, cores, SMT, governor, turbo, irqbalance).
+# Topology and noise facts of this machine (NUMA nodes, cores, SMT, governor, turbo, irqbalance).
 
 
 rule host_facts:
@@ -7,7 +7,7 @@ rule host_facts:
     log:
         "logs/facts/{pair}.log",
     conda:
-        "../envs/demuxlab.yaml"
+        "../../envs/demuxlab.yaml"
     params:
         cli=DEMUXLAB,
     shell:

@@ -1,4 +1,5 @@
-"""``demuxlab dashboard``: serve the dashboard (waitress), starting the embedded database as needed."""
+"""``demuxlab dashboard``: serve the dashboard (waitress), starting the embedded database as needed. Thin:
+the work is :func:`demuxlab.dashboard.server.serve`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import click
 from demuxlab.dashboard.server import DEFAULT_HOST, DEFAULT_PORT
 
 
-@click.command()
+@click.command("dashboard")
 @click.option(
     "--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on (warns unless loopback)."
 )

@@ -1,0 +1,103 @@
+"""The CTMC models' predictions of an adaptive sweep's points, from its own calibration runs, through the
+validation stages' pure interfaces (:func:`demuxlab.validation.calibration.fit_calibration`,
+:func:`demuxlab.validation.prediction.plan_predictions`) and the solvers (:func:`demuxlab.ctmc.predict.
+predict_many`): the shapes that guide the model-guided points (:mod:`demuxlab.adaptive.guide`) and the
+predictions the claims read.
+
+No database and no files: the calibration runs are the policy's observations (their records' server
+results). A point the models do not describe (a pattern without a model, zero work, open-loop load) has
+no shape; its curve is then guided by the measurements alone. Every point that has one is predicted from
+its pattern × notifier's calibration when it could be fitted, else from the paper's rates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from demuxlab.adaptive.runs import Observed
+from demuxlab.ctmc.rates import Rates
+from demuxlab.point import Point
+from demuxlab.validation.calibration import CalibrationKey
+from demuxlab.vocab import SOURCE_CALIBRATION
+
+
+@dataclass
+class Shapes:
+    """Predicted msg/s per point key, the claims' prediction rows, and what the fit said."""
+
+    by_point: dict[str, float] = field(default_factory=dict)
+    predictions: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"by_point": dict(sorted(self.by_point.items())), "notes": list(self.notes)}
+
+
+def model_shapes(
+    points: Sequence[Point],
+    calibration_runs: Sequence[Observed],
+    *,
+    experiment: str = "",
+    spec_sha256: str = "",
+    method: str = "fluid",
+    seed: int = 0,
+) -> Shapes:
+    """Fit each modelled pattern × notifier from ``calibration_runs`` and predict ``points``."""
+    from demuxlab.ctmc.predict import predict_many
+    from demuxlab.ctmc.rates import PATTERNS as MODELLED
+    from demuxlab.validation.calibration import CalibrationRun, fit_calibration
+    from demuxlab.validation.prediction import ModelPoint, plan_predictions
+
+    out = Shapes()
+    modelled = [p for p in points if p.pattern in MODELLED and not p.instrument]
+    if not modelled:
+        return out
+    rates_of: dict[int, Rates] = {}
+    ids: dict[CalibrationKey, int] = {}
+    keys = sorted({(p.pattern, p.notifier) for p in modelled})
+    for i, (pattern, notifier) in enumerate(keys):
+        mine = [r for r in calibration_runs if (r.point.pattern, r.point.notifier) == (pattern, notifier)]
+        ok = [
+            CalibrationRun(
+                run_id=r.run_id or f"{r.point.point_key}#{r.repeat}",
+                server_result=dict(r.server_result or {}),
+                throughput_msgs_per_s=r.throughput,
+                connections=r.point.connections,
+                server_host_id=None,
+                server_artifact=None,
+                launcher="",
+            )
+            for r in mine
+            if r.ok and r.server_result
+        ]
+        fit = fit_calibration((pattern, notifier, None), ok, len(mine) - len(ok), experiment, spec_sha256)
+        if fit.rates is None:
+            out.notes.append(f"{pattern}/{notifier}: paper's rates ({fit.outcome.error})")
+            continue
+        ids[(pattern, notifier, None)] = i
+        rates_of[i] = fit.rates
+        out.notes.append(f"{pattern}/{notifier}: calibrated from {len(ok)} runs")
+    model_points = [
+        ModelPoint(i, p.point_key, p.pattern, p.notifier, p.threads, p.work_us, p.connections, p.rate)
+        for i, p in enumerate(modelled)
+    ]
+    plan = plan_predictions(model_points, ids, rates_of, method=method, rel_ci=0.01, seed=seed)
+    for skip in plan.skipped:
+        if skip["rates_source"] != SOURCE_CALIBRATION:
+            out.notes.append(f"{skip['point_key']}: no model ({skip['skipped']})")
+    predictions = predict_many(plan.requests)
+    by_key = {p.point_key: p for p in modelled}
+    best: dict[str, tuple[str, float, float | None]] = {}
+    for pred, (mp, cal) in zip(predictions, plan.jobs, strict=True):
+        source = "paper" if cal is None else SOURCE_CALIBRATION
+        if mp.point_key not in best or source == SOURCE_CALIBRATION:
+            best[mp.point_key] = (source, pred.throughput_msgs_per_s, pred.ci_halfwidth_rel)
+    for key, (source, mean, ci) in sorted(best.items()):
+        if mean > 0:
+            out.by_point[key] = mean
+            out.predictions.append(
+                {**by_key[key].to_json(), "source": source, "mean": mean, "ci_halfwidth_rel": ci}
+            )
+    return out
