@@ -695,7 +695,8 @@ def _client_rate(
         if not isinstance(wait, int | float) or isinstance(wait, bool):
             measured_wait = False
             continue
-        threads = c.get("threads") if isinstance(c.get("threads"), int) else 1
+        given = c.get("threads")
+        threads = given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else 1
         cores = (client_cores[i] if client_cores is not None else None) or threads
         own = (threads - 1) * used / cores if threads > cores else 0.0
         runnable += used + max(float(wait) - own, 0.0)

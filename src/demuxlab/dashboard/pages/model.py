@@ -296,7 +296,7 @@ def layout(
                                 style={"width": "110px"},
                             ),
                         ),
-                        _control(
+                        common.control(
                             "server cores",
                             dcc.Input(
                                 id="model-cores",
@@ -308,7 +308,7 @@ def layout(
                                 style={"width": "110px"},
                             ),
                         ),
-                        _control(
+                        common.control(
                             "client threads",
                             dcc.Input(
                                 id="model-clients",
