@@ -102,7 +102,8 @@ def test_a_bad_setting_is_one_line_naming_the_field(
 
 def test_the_budget_counts_the_coarse_design_and_the_calibration_runs(tmp_path: Path) -> None:
     # Coarse: lf/epoll-lt and lf/select at 3 of 6 thread counts, reactor at its one: 7 points x 3 repeats,
-    # and 3 calibration points (LF's two, the reactor's: every pattern is modelled) x 2 runs = 27 runs of 11 s.
+    # and 3 calibration points (LF's two, the reactor's: every pattern is modelled) x 2 runs = 27 runs of
+    # 11 s.
     need_h = 27 * 11 / 3600
     assert validate(spec_file(tmp_path, f"{{budget_h: {need_h + 0.0001:.4f}, steady: null}}")).returncode == 0
     res = validate(spec_file(tmp_path, f"{{budget_h: {need_h - 0.001:.4f}, steady: null}}"))

@@ -8,9 +8,6 @@ is never silently empty; every input is checked here, in the page's own words.""
 
 from __future__ import annotations
 
-import functools
-import math
-from dataclasses import replace
 from typing import Any
 
 import dash
@@ -23,131 +20,31 @@ from demuxlab.dashboard.data import points as point_queries
 from demuxlab.dashboard.figures import base, summary
 from demuxlab.dashboard.figures import model as figs
 from demuxlab.dashboard.figures import sweep as sweep_figs
+from demuxlab.dashboard.whatif import (
+    DEFAULTS,
+    MAX_CONNECTIONS,
+    MAX_CORES,
+    MAX_WORK_US,
+    InputError,
+    count,
+    max_threads,
+    min_threads,
+    model_patterns,
+    number,
+    out_of_range,
+    override,
+    paper,
+    parse_threads,
+    positive,
+    predict_curve,
+    rate_fields,
+    rate_overrides,
+    shown,
+)
 from demuxlab.errors import DemuxlabError
 from demuxlab.vocab import METHOD_FLUID, METHOD_SSA, SOURCE_PAPER
 
 dash.register_page(__name__, path="/model", name="Model", title="demuxlab · model")
-
-MAX_POINTS = 32
-MAX_THREADS = 128
-MAX_CORES = 1024
-MAX_WORK_US = 1_000_000.0
-MAX_CONNECTIONS = 1_000_000
-DEFAULTS = {"threads": "1-16", "work": "10", "connections": "512"}
-
-
-class InputError(Exception):
-    """An input of the what-if the models cannot take; the message says which and why."""
-
-
-# -- the models, as demuxlab.ctmc offers them -------------------------------------------------------------
-
-
-def model_patterns() -> tuple[str, ...]:
-    from demuxlab.ctmc.rates import PATTERNS
-
-    return tuple(PATTERNS)
-
-
-def rate_fields() -> tuple[str, ...]:
-    from demuxlab.ctmc.rates import RATE_FIELDS
-
-    return tuple(RATE_FIELDS)
-
-
-def min_threads(pattern: str) -> int:
-    from demuxlab.ctmc.rates import min_threads as lowest
-
-    return int(lowest(pattern))
-
-
-def max_threads(pattern: str) -> int:
-    from demuxlab.ctmc.rates import DESIGNS
-
-    most = DESIGNS[pattern].max_threads
-    return MAX_THREADS if most is None else int(most)
-
-
-def paper() -> dict[str, dict[str, float]]:
-    from demuxlab.ctmc.rates import paper_rates
-
-    return {p: paper_rates(p).as_dict() for p in model_patterns()}
-
-
-# -- inputs ----------------------------------------------------------------------------------------------
-
-
-def parse_threads(text: Any) -> list[int]:
-    """``1-16``, ``2,4,8`` or both (``1-4,8``) as sorted thread counts; :class:`InputError` else."""
-    raw = str(text or "").strip()
-    if not raw:
-        raise InputError("threads: give the thread counts to predict, e.g. 1-16 or 2,4,8")
-    out: set[int] = set()
-    for part in raw.split(","):
-        part = part.strip()
-        lo, dash_, hi = part.partition("-")
-        if not (lo.strip().isdigit() and (not dash_ or hi.strip().isdigit())):
-            raise InputError(f"threads: write counts like 1-16 or 2,4,8 (got {_shown(raw)})")
-        a, b = int(lo), int(hi) if dash_ else int(lo)
-        if a < 1 or b < a:
-            raise InputError(f"threads: {part} is not a range of counts from 1 up (got {_shown(raw)})")
-        if b > MAX_THREADS or len(out) + (b - a + 1) > MAX_POINTS:
-            raise InputError(
-                f"threads: at most {MAX_POINTS} counts, each at most {MAX_THREADS} (got {_shown(raw)})"
-            )
-        out.update(range(a, b + 1))
-    return sorted(out)
-
-
-def positive(value: Any, what: str, unit: str, limit: float, zero: bool = False) -> float:
-    """A number in (0, limit] (``zero``: [0, limit]); :class:`InputError` else."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{what} must be a number of {unit} (got {_shown(value)})") from None
-    if not math.isfinite(v) or v < 0 or (v == 0 and not zero) or v > limit:
-        least = "0 or more" if zero else "more than 0"
-        raise InputError(f"{what} must be {least} and at most {base.fmt(limit)} {unit} (got {_shown(value)})")
-    return v
-
-
-def count(value: Any, what: str, limit: int) -> int | None:
-    """An optional whole count in 1..limit (empty: None); :class:`InputError` else."""
-    if value is None or str(value).strip() == "":
-        return None
-    v = positive(value, what, what, limit)
-    if not v.is_integer():
-        raise InputError(f"{what} must be a whole number (got {_shown(value)})")
-    return int(v)
-
-
-def _shown(value: Any) -> str:
-    from demuxlab.dashboard.address import excerpt
-
-    if value is None or value == "":
-        return "nothing"
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return base.fmt(float(value))
-    return excerpt(value, 30)
-
-
-def rate_overrides(values: tuple[Any, ...]) -> dict[str, float]:
-    """The times per operation (µs) typed over the chosen rates; an empty box keeps the chosen rate."""
-    out: dict[str, float] = {}
-    for k, v in zip(rate_fields(), values, strict=False):
-        if v is None or v == "":
-            continue
-        out[k] = positive(v, figs.rate_name(k), "µs", 1e9)
-    return out
-
-
-def _number(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
 
 # -- layout ----------------------------------------------------------------------------------------------
 
@@ -197,7 +94,7 @@ def layout(
                     id=f"model-{k}",
                     type="text",
                     inputMode="numeric",
-                    value=query.get(k) if _number(query.get(k)) is not None else None,
+                    value=query.get(k) if number(query.get(k)) is not None else None,
                     placeholder="as chosen",
                     debounce=True,
                     style={"width": "120px"},
@@ -302,7 +199,7 @@ def layout(
                                 id="model-cores",
                                 type="text",
                                 inputMode="numeric",
-                                value=cores if _number(cores) is not None else workload.get("cores"),
+                                value=cores if number(cores) is not None else workload.get("cores"),
                                 placeholder="one per thread",
                                 debounce=True,
                                 style={"width": "110px"},
@@ -314,7 +211,7 @@ def layout(
                                 id="model-clients",
                                 type="text",
                                 inputMode="numeric",
-                                value=clients if _number(clients) is not None else workload.get("clients"),
+                                value=clients if number(clients) is not None else workload.get("clients"),
                                 placeholder="1",
                                 debounce=True,
                                 style={"width": "110px"},
@@ -373,75 +270,12 @@ def base_rates(choice: str | None, pattern: str) -> tuple[str, Any]:
     if choice in (None, "", SOURCE_PAPER):
         return pattern, paper_rates(pattern)
     if not str(choice).isdigit():
-        raise data.NotFound(f"no calibration {_shown(choice)}")
+        raise data.NotFound(f"no calibration {shown(choice)}")
     with common.store().connect() as conn:
         row = model_queries.calibration_rates(conn, int(choice))
     if row is None:
-        raise data.NotFound(f"no calibration {_shown(choice)}")
+        raise data.NotFound(f"no calibration {shown(choice)}")
     return str(row["pattern"]), Rates.from_dict(dict(row["rates"]), where=f"calibration {choice}")
-
-
-def override(rates: Any, overrides: dict[str, float]) -> Any:
-    """The rates with each given time per operation (µs) replacing its rate (1/µs)."""
-    if not overrides:
-        return rates
-    src = dict(rates.source)
-    src.update({k: "what-if" for k in overrides})
-    return replace(rates, **{k: 1.0 / v for k, v in overrides.items()}, source=src)
-
-
-@functools.lru_cache(maxsize=4096)
-def _predict(
-    pattern: str,
-    rates: Any,
-    threads: int,
-    work_us: float,
-    connections: int,
-    method: str,
-    host: tuple[int | None, int | None],
-) -> tuple[float, float | None]:
-    """One prediction; cached, since the solvers are deterministic (the SSA's seed is fixed) and the
-    what-if asks the same points again as the user moves one control. ``rates`` is the models' own
-    :class:`demuxlab.ctmc.rates.Rates` (a frozen dataclass: its rates are its hash), passed whole so that
-    whatever a calibration holds beyond the eight rates reaches the model. ``host``: (server cores, client
-    threads), None for a core per thread and one client thread."""
-    from demuxlab.ctmc.predict import predict
-    from demuxlab.ctmc.rates import Host
-
-    cores, clients = host
-    h = Host(cores=cores, client_threads=(clients or 1) if rates.has_client else None)
-    p = predict(
-        pattern, threads, work_us, method=method, connections=connections, rates=rates, rel_ci=0.03, host=h
-    )
-    return p.throughput_msgs_per_s, p.ci_halfwidth_rel
-
-
-def workload_rates(rates: Any, connections: int) -> Any:
-    """A calibration of several workloads: the rates of the one with these connections (the smallest
-    messages first), else the pooled rates."""
-    mine = sorted(
-        (k for k in rates.workloads if k.startswith(f"c{connections}/")), key=lambda k: int(k.split("/b")[1])
-    )
-    return rates.workloads[mine[0]] if mine else rates
-
-
-def predict_curve(
-    pattern: str,
-    rates: Any,
-    threads: list[int],
-    work_us: float,
-    connections: int,
-    method: str,
-    host: tuple[int | None, int | None] = (None, None),
-) -> pd.DataFrame:
-    rates = workload_rates(rates, connections)
-    rows = []
-    for t in threads:
-        if t < min_threads(pattern) or t > max_threads(pattern):
-            continue
-        thr, ci = _predict(pattern, rates, t, float(work_us), int(connections), method, host)
-        rows.append({"threads": t, "throughput_msgs_per_s": thr, "ci_halfwidth_rel": ci})
-    return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel"])
 
 
 @callback(
@@ -476,7 +310,7 @@ def whatif(
     try:
         if pattern not in model_patterns():
             raise InputError(
-                f"pattern: the models cover {', '.join(model_patterns())} (got {_shown(pattern)})"
+                f"pattern: the models cover {', '.join(model_patterns())} (got {shown(pattern)})"
             )
         threads = parse_threads(threads_text)
         work_us = positive(work, "work per message", "µs", MAX_WORK_US, zero=True)
@@ -486,14 +320,10 @@ def whatif(
         )
         conns = positive(connections, "connections", "connections", MAX_CONNECTIONS)
         if not float(conns).is_integer():
-            raise InputError(f"connections must be a whole number (got {_shown(connections)})")
+            raise InputError(f"connections must be a whole number (got {shown(connections)})")
         pattern, rates = base_rates(choice, pattern)
         rates = override(rates, rate_overrides(overrides))
-        left_out = [t for t in threads if not min_threads(pattern) <= t <= max_threads(pattern)]
-        if len(left_out) == len(threads):
-            raise InputError(
-                f"threads: {pattern} runs {min_threads(pattern)} to {max_threads(pattern)} threads"
-            )
+        left_out = out_of_range(pattern, threads)
         fluid = predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_FLUID, host)
         ssa = (
             predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_SSA, host) if run_ssa else None
@@ -515,16 +345,9 @@ def whatif(
     table = figs.whatif_table(fluid, ssa)
     t = common.table_props(table.round(4))
     label = "paper's rates" if choice in (None, "", SOURCE_PAPER) else f"calibration #{choice}"
-    fig = figs.whatif_figure(
-        fluid,
-        ssa,
-        measured,
-        pattern=pattern,
-        title=(
-            f"What if: {pattern}, {label}, work {work_us:g} µs, {int(conns)} connections, "
-            + (f"{host[0]} server core(s)" if host[0] else "a core per thread")
-        ),
-    )
+    where = f"{host[0]} server core(s)" if host[0] else "a core per thread"
+    title = f"What if: {pattern}, {label}, work {work_us:g} µs, {int(conns)} connections, {where}"
+    fig = figs.whatif_figure(fluid, ssa, measured, pattern=pattern, title=title)
     lines: list[Any] = [
         "SSA done." if run_ssa else "Fluid shown; press “Run SSA” for the stochastic simulation with its CI."
     ]
