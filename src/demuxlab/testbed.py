@@ -14,6 +14,9 @@ from the state folder, so several checkouts share the engine without touching ea
 ``down`` removes exactly the labelled objects and the files under ``<state>/testbed``. The host image
 ``demuxlab-tb-host:<recipe hash>`` is a cache shared by all checkouts and kept by ``down``
 (``down --purge`` removes it too).
+
+(Over 500 lines on purpose: one concern, the test cluster's life: the host image's recipe, the hosts,
+their network, keys and inventory, and a ``down`` that removes exactly what ``up`` made, read together.)
 """
 
 from __future__ import annotations

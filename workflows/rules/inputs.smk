@@ -14,7 +14,20 @@ def experiment_targets(experiment):
     targets = [*rules.report.output, *rules.claims.output, *host_targets()]
     if plan_of(experiment)["modelled_patterns"]:
         targets += rules.validate_model.output
-    return expand(targets, experiment=experiment)
+    return expand(targets, experiment=experiment) + run_prerequisites(experiment)
+
+
+def run_prerequisites(experiment):
+    """What the runs take as `ancient` inputs (the build, the hosts' files), named again as plain targets.
+    When a job upstream of the runs must run again (a rebuild, a new sweep plan, re-provisioning),
+    Snakemake evaluates what lies downstream of it only by following its outputs, and it does not follow an
+    `ancient` one: without these, runs still missing (a new experiment) would be left out, and the
+    workflow would end after the rebuild. Listed here they lead from the rerun job to `all`, and from
+    there back to every missing output. Finished runs stay finished (their inputs are still ancient)."""
+    build = [rules.build_binaries.output.manifest]
+    if run_launcher(experiment) == "docker":
+        build.append(rules.build_images.output.manifest)
+    return build + host_prerequisites()
 
 
 def c_sources(wildcards):

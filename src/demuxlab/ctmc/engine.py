@@ -18,6 +18,10 @@ jump l_k, either a constant ``{species: delta}`` mapping or a function ``fill(x,
 States are float64 vectors holding integers for the CTMC and reals for the fluid approximation. The
 indicator ``H`` is ``min(max(v, 0), 1)``: it equals the paper's H(v) on every non-negative integer and is
 Lipschitz on the reals, which is what the fluid ODE needs.
+
+(Over 500 lines on purpose: one concern, a model's definition and the kernels generated from it. The
+kernel templates are copied as source into each generated module, so they sit beside the generator that
+copies them and the reference they are tested against.)
 """
 
 from __future__ import annotations

@@ -110,4 +110,13 @@ def host_targets():
     return [rules.pairs_report.output.table]
 
 
+def host_prerequisites():
+    pairs = cluster_pairs()
+    files = [rules.cluster_ready.output.ready]
+    if not pairs["simulated"]:
+        hosts = expand(rules.cluster_facts.output.facts, host=pairs["hosts"])
+        files += [rules.provision.output.done, *hosts]
+    return files
+
+
 include: "cluster_rules.smk"

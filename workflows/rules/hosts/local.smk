@@ -13,7 +13,9 @@
 #   MODEL_PAIR                the `pair` resource the model jobs hold (1 when they would share the CPUs
 #                             of a measured run)
 #   host_targets()            report outputs it adds per experiment (patterns with {experiment})
-#   host_checkpoints()        reads its checkpoints' outputs (plan_of calls it first)
+#   host_checkpoints()        reads its checkpoints' outputs (plan_of calls it too)
+#   host_prerequisites()      every file upstream of the runs through `ancient` inputs (see
+#                             run_prerequisites in rules/inputs.smk)
 
 PAIR_RESOURCE = 1
 # The models compute on the machine that measures: keep them apart from runs.
@@ -46,6 +48,10 @@ def run_launcher(experiment):
 
 def host_targets():
     return []
+
+
+def host_prerequisites():
+    return [local_facts()]
 
 
 include: "local_rules.smk"
