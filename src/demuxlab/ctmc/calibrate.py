@@ -56,6 +56,10 @@ Refusals (``CalibrationRefused``, naming pattern, notifier, reason and the figur
 - a calibration that does not predict its own calibration runs: the model (SSA) with the fitted rates,
   at each run's work, connections, thread count and cores, must be within ``SELF_CHECK_TOLERANCE`` (10 %)
   of the runs' measured throughput (``measured=``, the client's msgs/s; see :func:`self_check`).
+
+(Over 500 lines on purpose: one concern, the fit of every pattern's rates from its runs — which role does
+which operation, what the server's JSON holds and how each figure is read from it, the speed, the client,
+the notifier's fit, the refusals — kept together so that a rate's source can be followed in one file.)
 """
 
 from __future__ import annotations
