@@ -191,6 +191,7 @@ def test_whatif_defaults_come_from_the_experiment() -> None:
         "work": "10",
         "connections": "64",
         "threads": "1,2,4",
+        "clients": "1",  # the client's threads (a calibrated client's parallelism)
     }
     assert model.workload_defaults(points(patterns=("reactor",)), ("hsha", "lf")) == {}
 

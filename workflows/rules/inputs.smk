@@ -4,8 +4,9 @@ import shlex
 
 
 def all_targets(wildcards):
-    """Every experiment's report: tables and figures, the model's validation when its plan has HSHA or LF
-    points, and what the host-pair execution adds (the cluster's per-pair table)."""
+    """Every experiment's report: tables and figures, the model's validation when its plan has modelled
+    points (every pattern since issue 19), and what the host-pair execution adds (the cluster's per-pair
+    table)."""
     return [path for name in config["experiments"] for path in experiment_targets(name)]
 
 
@@ -92,7 +93,7 @@ def calibration_runs_ingested(wildcards):
 
 
 def claims_predictions(wildcards):
-    """The claims of HSHA/LF experiments use the model's predictions: wait for them."""
+    """The claims of modelled experiments use the model's predictions: wait for them."""
     if plan_of(wildcards.experiment)["modelled_patterns"]:
         return [rules.predict.output.predictions]
     return []
