@@ -1,9 +1,9 @@
 """Schema v1 as SQLAlchemy 2 typed models.
 
 The Alembic migrations (``0001_initial``, ``0002_point_instrument``, ``0003_bundles``,
-``0004_cluster``, ``0005_runs_history``) create exactly these tables; ``demuxlab db check`` (``alembic
-check``) fails if the two drift apart. Documents (facts, pinning, artifacts, raw binary outputs, rates)
-are JSONB; every table that is written by a single actor has a server-side creation timestamp.
+``0004_cluster``, ``0005_runs_history``, ``0006_slurm``) create exactly these tables; ``demuxlab db check``
+(``alembic check``) fails if the two drift apart. Documents (facts, pinning, artifacts, raw binary outputs,
+rates) are JSONB; every table that is written by a single actor has a server-side creation timestamp.
 """
 
 from __future__ import annotations
@@ -136,6 +136,7 @@ class Run(Base):
         Index(None, "server_host_id"),
         Index(None, "client_host_id"),
         Index(None, "host_pair"),
+        Index(None, "slurm_job_id"),
     )
 
     run_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
@@ -177,6 +178,9 @@ class Run(Base):
     hardware_class: Mapped[str | None]
     noisy: Mapped[bool | None]
     noise: Mapped[JSONDoc | None]
+    # Runs of the slurm profile (0006_slurm): the Slurm job that ran the run, and the record's slurm section.
+    slurm_job_id: Mapped[int | None] = mapped_column(BigInteger)
+    slurm: Mapped[JSONDoc | None]
 
     point: Mapped[Point] = relationship(back_populates="runs")
     samples: Mapped[list[Sample]] = relationship(back_populates="run", passive_deletes=True)

@@ -16,8 +16,10 @@
 #   host_checkpoints()        reads its checkpoints' outputs (plan_of calls it too)
 #   host_prerequisites()      every file upstream of the runs through `ancient` inputs (see
 #                             run_prerequisites in rules/inputs.smk)
+#   HOST_RESOURCES            resources a run job asks for besides `pair` (an executor's: rules/hosts/slurm.smk)
 
 PAIR_RESOURCE = 1
+HOST_RESOURCES = {}
 # The models compute on the machine that measures: keep them apart from runs.
 MODEL_PAIR = 1
 
