@@ -3,7 +3,8 @@
 # experiment's run records (rounds 0..N-1 all recorded) and writes round N's runs with the reason for each,
 # or the stop. Its runs are run_point jobs like any other (rules/run.smk, lanes within the round); round
 # N+1 waits for every record of round N. Once a round stops, `demuxlab adaptive decisions` writes what the
-# sweep decided, which the report and the claims read to mark model-only points.
+# sweep decided, which the report and the claims read to mark model-only points, and `adaptive store` puts
+# it in the database for the dashboard (after every run is ingested).
 
 
 checkpoint adaptive_round:
@@ -48,3 +49,20 @@ rule adaptive_decisions:
         pair=MODEL_PAIR,
     shell:
         "{params.cli} adaptive decisions {input.spec} --records {params.runs} --out {output.decisions} 2> {log}"
+
+
+rule adaptive_store:
+    input:
+        spec=spec_file,
+        decisions=rules.adaptive_decisions.output.decisions,
+        ingested=ingested_runs,
+    output:
+        done="results/{experiment}/adaptive/stored.json",
+    log:
+        "logs/{experiment}/adaptive/store.log",
+    conda:
+        "../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
+    shell:
+        "{params.cli} adaptive store {input.spec} --decisions {input.decisions} --done {output.done} 2> {log}"

@@ -19,6 +19,7 @@ def experiment_targets(experiment):
         # round after round (a resumed sweep), so the jobs that read the rounds (report, claims, ingests)
         # are made once all of them are known.
         targets += [adaptive_round_file(experiment, doc["round"]) for doc in adaptive_rounds(experiment)]
+        targets += rules.adaptive_store.output
     return expand(targets, experiment=experiment)
 
 
