@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import datetime as dt
 import inspect as inspect_module
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from demuxlab.db.models import Base
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src" / "demuxlab"
+MODELS = SRC / "db" / "models.py"
 
 
 def mappers() -> list[Mapper[Any]]:
@@ -94,7 +96,8 @@ def test_relationships_back_populate() -> None:
 def test_type_policy_on_the_base() -> None:
     """STYLE.md, SQLAlchemy: "database type policy on the Base (`type_annotation_map`, `Annotated` reusable
     columns such as a timestamp with a server default)": Python types map to SQL types once, on the Base;
-    every timestamp column keeps its time zone, and creation timestamps come from the server."""
+    every timestamp column keeps its time zone; the server's creation timestamp is written once, as an
+    `Annotated` column (`created_ts`), and every column stamped by the server is that one."""
     assert dt.datetime in Base.type_annotation_map and str in Base.type_annotation_map
     stamps = 0
     for table in Base.metadata.sorted_tables:
@@ -102,9 +105,26 @@ def test_type_policy_on_the_base() -> None:
             if isinstance(column.type, DateTime):
                 assert column.type.timezone, f"{table.name}.{column.name}: a timestamp without time zone"
                 stamps += 1
-            if column.name in {"created_at", "first_seen", "ingested_at"}:
-                assert column.server_default is not None, f"{table.name}.{column.name}: no server default"
     assert stamps >= 4
+    source = MODELS.read_text()
+    assert source.count("func.now()") == 1, "models.py: server_default=func.now() written more than once"
+    reusable = re.search(r"^(\w+) = Annotated\[dt\.datetime, .*server_default=func\.now\(\)", source, re.M)
+    assert reusable, "models.py: no Annotated timestamp with a server default"
+    stamped = {
+        f"{m.class_.__name__}.{prop.key}"
+        for m in mappers()
+        for prop in m.column_attrs
+        if any(c.server_default is not None and isinstance(c.type, DateTime) for c in prop.columns)
+    }
+    annotated = {
+        f"{m.class_.__name__}.{prop.key}"
+        for m in mappers()
+        for prop in m.column_attrs
+        if annotation(m.class_, prop.key) == f"Mapped[{reusable[1]}]"
+    }
+    assert stamped == annotated and len(annotated) >= 4, (
+        f"server-stamped {stamped}, {reusable[1]} {annotated}"
+    )
 
 
 def test_naming_convention_names_every_constraint() -> None:

@@ -139,27 +139,21 @@ def test_topology_figure_places_threads_on_cpus() -> None:
 
 
 def test_rates_table_against_the_paper_named_by_operation() -> None:
-    cals = pd.DataFrame(
-        [
-            {
-                "id": 7,
-                "pattern": "lf",
-                "notifier": "epoll-lt",
-                "rates": {"r_e": 2.0, "r_l": 50.0, "source": {"r_e": "notify"}},
-            }
-        ]
-    )
+    rates = {"r_e": 2.0, "r_l": 50.0, "r_n": 10.0, "speed": 1.0, "source": {"r_e": "notify"}}
+    cals = pd.DataFrame([{"id": 7, "pattern": "lf", "notifier": "epoll-lt", "rates": rates}])
     table = model.rates_table(cals, {"lf": {"r_e": 1.0, "r_l": 100.0}}, ("r_l", "r_e"))
+    # The models' rates in their order, then any other rate the calibration stores (a newer model's).
+    assert list(table["rate"]) == ["r_l", "r_e", "r_n"]
     row = table[table["rate"] == "r_e"].iloc[0]
     assert (row["calibrated_us"], row["paper_us"], row["ratio"], row["from"]) == (0.5, 1.0, 0.5, "notify")
     assert row["operation"] == "event notification, per descriptor"
-    fig = model.rates_figure(table)
+    fig = model.rates_figure(table[table["rate"] != "r_n"])
     assert fig["data"][0]["name"] == "paper: lf"
     assert fig["data"][0]["x"] == [
         "lock acquire/release<br>(r_l)",
         "event notification,<br>per descriptor<br>(r_e)",
     ]
-    assert model.rate_name("r_z") == "r_z"  # a rate a new model adds: its own name
+    assert model.rate_name("r_z") == "r_z"  # a rate without a name here: its own
 
 
 def test_whatif_flags_fluid_outside_the_ssa_interval() -> None:

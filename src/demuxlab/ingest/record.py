@@ -23,8 +23,9 @@ import jsonschema
 from demuxlab.errors import DemuxlabError
 from demuxlab.ingest.schema import FORMAT, MAX_RECORD_DEPTH, RECORD_SCHEMA
 from demuxlab.point import Point
-from demuxlab.spec import StrictValidator, run_id_of
+from demuxlab.spec.expand import run_id_of
 from demuxlab.spec.problems import text_problem
+from demuxlab.spec.schema import StrictValidator
 from demuxlab.vocab import RUN_OK
 
 # The spec's strict types: an integer is not 2.0, a number is finite.

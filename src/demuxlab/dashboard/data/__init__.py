@@ -135,8 +135,18 @@ def frame(conn: Connection, sql: str, params: Mapping[str, Any] | None = None) -
     result = conn.execute(text(sql), dict(params or {}))
     columns = list(result.keys())
     rows = result.fetchall()
-    # Column lists: several times faster than handing pandas a list of Row objects.
-    return pd.DataFrame({c: [r[i] for r in rows] for i, c in enumerate(columns)}, columns=columns)
+    # Column lists: several times faster than handing pandas a list of Row objects. Text stays Python
+    # objects (dtype object): pandas' default Arrow-backed strings cost a conversion per element whenever
+    # the builders iterate them, which they do (records, keys, labels).
+    data = {c: [r[i] for r in rows] for i, c in enumerate(columns)}
+    return pd.DataFrame(
+        {c: pd.Series(v, dtype=object) if _text(v) else v for c, v in data.items()}, columns=columns
+    )
+
+
+def _text(values: list[Any]) -> bool:
+    first = next((v for v in values if v is not None), None)
+    return isinstance(first, str)
 
 
 # -- experiments ----------------------------------------------------------------------------------------

@@ -26,12 +26,21 @@ def measured(
     host_pair: str | None = None,
     build: str | None = None,
     by_build: bool = False,
+    latency: bool = False,
 ) -> pd.DataFrame:
     """Per measured point × hardware class (× build with ``by_build``): the point's parameters, runs ok
-    and failed, the ok runs' throughputs (``values``) and run ids (``run_ids``) in repeat order, and their
-    mean latency p50/p99 (µs). ``host_pair``/``build`` (a prefix of the build id) restrict the runs."""
+    and failed, the ok runs' throughputs (``values``) and run ids (``run_ids``) in repeat order, and with
+    ``latency`` their mean latency p50/p99 (µs; reading each run's latency document costs two thirds of
+    the query, so only the Ranking asks). ``host_pair``/``build`` (a prefix of the build id) restrict the
+    runs."""
     build_col = f"{BUILD} AS build" if by_build else "NULL::text AS build"
     group_build = f", {BUILD}" if by_build else ""
+    lat = (
+        f"avg((r.latency_us->>'p50')::float8) FILTER (WHERE {_OK}) AS latency_p50_us, "
+        f"avg((r.latency_us->>'p99')::float8) FILTER (WHERE {_OK}) AS latency_p99_us"
+        if latency
+        else "NULL::float8 AS latency_p50_us, NULL::float8 AS latency_p99_us"
+    )
     return frame(
         conn,
         f"""
@@ -42,8 +51,7 @@ def measured(
                         '{{}}') AS values,
                coalesce(array_agg(r.run_id::text ORDER BY r.repeat_index) FILTER (WHERE {_OK}),
                         '{{}}') AS run_ids,
-               avg((r.latency_us->>'p50')::float8) FILTER (WHERE {_OK}) AS latency_p50_us,
-               avg((r.latency_us->>'p99')::float8) FILTER (WHERE {_OK}) AS latency_p99_us
+               {lat}
         FROM points p LEFT JOIN runs r ON r.point_id = p.id {run_filter(host_pair, build)}
         WHERE p.experiment_id = :id AND NOT p.instrument
         GROUP BY p.id, r.hardware_class{group_build}
@@ -51,6 +59,25 @@ def measured(
         """,
         {"id": exp.id, "pair": host_pair, "build": build},
     )
+
+
+def parameters(conn: Connection, exp: ExperimentRef) -> pd.DataFrame:
+    """The experiment's measured points' parameters only (no runs): what its workload is."""
+    return frame(
+        conn,
+        f"SELECT p.id AS point_id, {POINT_COLUMNS} FROM points p "
+        "WHERE p.experiment_id = :id AND NOT p.instrument",
+        {"id": exp.id},
+    )
+
+
+def designs(conn: Connection, exp: ExperimentRef) -> tuple[list[str], list[str]]:
+    """The patterns and the notifiers of the experiment's measured points (for the pages' choices)."""
+    rows = conn.execute(
+        text("SELECT DISTINCT pattern, notifier FROM points WHERE experiment_id = :id AND NOT instrument"),
+        {"id": exp.id},
+    ).fetchall()
+    return sorted({r.pattern for r in rows}), sorted({r.notifier for r in rows})
 
 
 def run_filter(host_pair: str | None, build: str | None) -> str:

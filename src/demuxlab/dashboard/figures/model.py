@@ -46,17 +46,16 @@ def _tick(rate: str) -> str:
 def rates_table(
     calibrations: pd.DataFrame, paper: Mapping[str, Mapping[str, float]], rate_fields: Sequence[str]
 ) -> pd.DataFrame:
-    """Per calibration: each rate as mean time per operation (µs = 1/rate), next to the paper's for the
-    calibration's pattern, with the ratio and where the value came from; ``paper`` is {pattern: {rate: per
-    µs}}, ``rate_fields`` the models' rates in order."""
+    """Per calibration: each rate it stores (``r_*``: the models' rates in ``rate_fields``' order, then any
+    other it holds) as mean time per operation (µs = 1/rate), next to the paper's for the calibration's
+    pattern, with the ratio and where the value came from; ``paper`` is {pattern: {rate: per µs}}."""
     cols = ["calibration", "pattern", "notifier", "operation", "rate", "calibrated_us", "paper_us", "ratio"]
     rows = []
     for c in base.records(calibrations):
         rates = c["rates"] or {}
         source = rates.get("source") or {}
-        for k in rate_fields:
-            if k not in rates:
-                continue
+        stored = [k for k in rates if k.startswith("r_") and isinstance(rates[k], int | float)]
+        for k in [*(f for f in rate_fields if f in stored), *sorted(set(stored) - set(rate_fields))]:
             cal_us = 1.0 / float(rates[k]) if float(rates[k]) > 0 else math.nan
             ref = paper.get(str(c["pattern"]), {}).get(k)
             paper_us = 1.0 / ref if ref else math.nan

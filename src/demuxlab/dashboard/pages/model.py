@@ -153,7 +153,7 @@ def layout(
         if experiment or options:
             exp = data.resolve_experiment(conn, experiment or options[0]["value"])
             chosen = exp.value
-            workload = figs.workload_defaults(point_queries.measured(conn, exp), patterns)
+            workload = figs.workload_defaults(point_queries.parameters(conn, exp), patterns)
     pattern = pattern if pattern in patterns else workload.get("pattern", patterns[0])
     cal_options = [{"label": "paper's rates (seed 001)", "value": SOURCE_PAPER}] + [
         {
@@ -342,27 +342,26 @@ def override(rates: Any, overrides: dict[str, float]) -> Any:
 
 @functools.lru_cache(maxsize=4096)
 def _predict(
-    pattern: str, rates: tuple[float, ...], threads: int, work_us: float, connections: int, method: str
+    pattern: str, rates: Any, threads: int, work_us: float, connections: int, method: str
 ) -> tuple[float, float | None]:
     """One prediction; cached, since the solvers are deterministic (the SSA's seed is fixed) and the
-    what-if asks the same points again as the user moves one control."""
+    what-if asks the same points again as the user moves one control. ``rates`` is the models' own
+    :class:`demuxlab.ctmc.rates.Rates` (a frozen dataclass: its rates are its hash), passed whole so that
+    whatever a calibration holds beyond the eight rates reaches the model."""
     from demuxlab.ctmc.predict import predict
-    from demuxlab.ctmc.rates import Rates
 
-    r = Rates.from_dict(dict(zip(rate_fields(), rates, strict=True)), where="what-if rates")
-    p = predict(pattern, threads, work_us, method=method, connections=connections, rates=r, rel_ci=0.03)
+    p = predict(pattern, threads, work_us, method=method, connections=connections, rates=rates, rel_ci=0.03)
     return p.throughput_msgs_per_s, p.ci_halfwidth_rel
 
 
 def predict_curve(
     pattern: str, rates: Any, threads: list[int], work_us: float, connections: int, method: str
 ) -> pd.DataFrame:
-    key = tuple(float(getattr(rates, k)) for k in rate_fields())
     rows = []
     for t in threads:
         if t < min_threads(pattern):
             continue
-        thr, ci = _predict(pattern, key, t, float(work_us), int(connections), method)
+        thr, ci = _predict(pattern, rates, t, float(work_us), int(connections), method)
         rows.append({"threads": t, "throughput_msgs_per_s": thr, "ci_halfwidth_rel": ci})
     return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel"])
 

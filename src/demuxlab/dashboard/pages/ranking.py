@@ -98,7 +98,7 @@ def update(experiment: str, workload: str | None, model: str) -> tuple[Any, ...]
     try:
         with common.store().connect() as conn:
             exp = data.resolve_experiment(conn, experiment)
-            pts = queries.measured(conn, exp, by_build=True)
+            pts = queries.measured(conn, exp, by_build=True, latency=True)
             preds = queries.predictions(conn, exp)
     except data.DataUnavailable as exc:
         return base.empty_figure("database unavailable"), [], [], [], common.unavailable_panel(exc)

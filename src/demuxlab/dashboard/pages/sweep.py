@@ -45,7 +45,7 @@ def layout(
             return [html.H1("Sweep"), common.empty_database_panel()]
         exp = data.resolve_experiment(conn, experiment or options[0]["value"])
         chosen = exp.value
-        pts = queries.measured(conn, exp)
+        patterns_here, notifiers_here = queries.designs(conn, exp)
     return [
         html.H1("Sweep"),
         html.Div(
@@ -87,7 +87,7 @@ def layout(
                     "patterns",
                     dcc.Dropdown(
                         id="sweep-patterns",
-                        options=_ordered(pts["pattern"], PATTERNS),
+                        options=_ordered(patterns_here, PATTERNS),
                         value=common.split_list(patterns),
                         multi=True,
                         placeholder="all",
@@ -97,7 +97,7 @@ def layout(
                     "notifiers",
                     dcc.Dropdown(
                         id="sweep-notifiers",
-                        options=_ordered(pts["notifier"], NOTIFIERS),
+                        options=_ordered(notifiers_here, NOTIFIERS),
                         value=common.split_list(notifiers),
                         multi=True,
                         placeholder="all",
@@ -190,10 +190,10 @@ def view(x: Any, colour: Any, facet: Any) -> tuple[str, str, str | None]:
 def options(experiment: str) -> tuple[Any, Any]:
     try:
         with common.store().connect() as conn:
-            pts = queries.measured(conn, data.resolve_experiment(conn, experiment))
+            pats, nots = queries.designs(conn, data.resolve_experiment(conn, experiment))
     except (data.DataUnavailable, data.NotFound):
         return [], []
-    return _ordered(pts["pattern"], PATTERNS), _ordered(pts["notifier"], NOTIFIERS)
+    return _ordered(pats, PATTERNS), _ordered(nots, NOTIFIERS)
 
 
 @callback(

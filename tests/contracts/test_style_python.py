@@ -1,0 +1,180 @@
+"""STYLE.md's Python package examples (the Scientific Python development guide) as contracts on the
+package, its configuration and its tests.
+
+"Keep computation pure and I/O thin" for whole modules is the import-linter contract `pure` in
+pyproject.toml (`lint-imports`, run by `make lint` and `make test`): the pure modules the layer map names
+import no database, file or plotting library, directly or through another module. What a contract on
+modules cannot see, one pure function inside an I/O module (`topology.facts_from_cpus`), is checked here.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SRC = REPO / "src"
+PACKAGE = SRC / "demuxlab"
+PYPROJECT: dict[str, Any] = tomllib.loads((REPO / "pyproject.toml").read_text())
+MAX_MODULE_LINES = 500  # issue 18: "no module under src/ exceeds ~500 lines without a reason at its top"
+REASON = re.compile(r"\bover 500 lines\b", re.I)
+
+# Names that mean a function touches the world: files, processes, the network, the clock.
+IMPURE_NAMES = {
+    "open",
+    "Path",
+    "os",
+    "subprocess",
+    "socket",
+    "platform",
+    "glob",
+    "shutil",
+    "input",
+    "print",
+    "_dt",
+    "datetime",
+    "time",
+}
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(REPO))
+
+
+def test_src_layout_one_package() -> None:
+    """STYLE.md, Python: "`src/` layout": the one installable package lives under src/ (so tests import
+    the installed package, never the working tree by accident), and no package sits at the repository's
+    top level."""
+    packages = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").exists())
+    assert packages == ["demuxlab"], f"src/ holds {packages}"
+    assert PYPROJECT["tool"]["setuptools"]["packages"]["find"]["where"] == ["src"]
+    top = sorted(p.name for p in REPO.iterdir() if (p / "__init__.py").exists())
+    assert not top, f"packages at the top level: {top}"
+
+
+def test_py_typed_is_shipped() -> None:
+    """STYLE.md, Python: "`py.typed`": the marker exists and is package data, so users' type checkers read
+    the package's annotations (mypy strict checks them here)."""
+    assert (PACKAGE / "py.typed").is_file()
+    assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["demuxlab"]
+    assert PYPROJECT["tool"]["mypy"]["strict"] is True
+
+
+def test_one_console_script() -> None:
+    """STYLE.md, Python: "one `[project.scripts]` entry": one command, `demuxlab`, whose subcommands are the
+    interface; the entry point resolves to a callable."""
+    scripts = PYPROJECT["project"]["scripts"]
+    assert list(scripts) == ["demuxlab"], f"[project.scripts] has {sorted(scripts)}"
+    module, _, attr = scripts["demuxlab"].partition(":")
+    path = SRC / Path(*module.split("."))
+    source = (path / "__init__.py") if path.is_dir() else path.with_suffix(".py")
+    defined = {n.name for n in ast.parse(source.read_text()).body if isinstance(n, ast.FunctionDef)}
+    assert attr in defined, f"{scripts['demuxlab']}: {attr} is not defined in {rel(source)}"
+    gui = PYPROJECT["project"].get("gui-scripts", {})
+    assert not gui, f"[project.gui-scripts]: {sorted(gui)}"
+
+
+def test_tests_in_a_root_tests_folder() -> None:
+    """STYLE.md, Python: "tests in a root `tests/`": no test module inside the package, and pytest collects
+    from tests/ only."""
+    inside = [rel(p) for p in PACKAGE.rglob("test_*.py")] + [rel(p) for p in PACKAGE.rglob("*_test.py")]
+    assert not inside, f"tests inside the package: {inside}"
+    assert PYPROJECT["tool"]["pytest"]["ini_options"]["testpaths"] == ["tests"]
+
+
+def test_pytest_strict_mode_and_warnings_as_errors() -> None:
+    """STYLE.md, Python: "pytest strict mode, warnings as errors" (the guide's checks PP302, PP305-PP309):
+    a minimum version, unknown markers and config keys are errors, an xfail that passes fails, every
+    warning is an error (first in the list, so later entries can only relax named warnings), and -ra
+    reports why tests were skipped."""
+    ini = PYPROJECT["tool"]["pytest"]["ini_options"]
+    assert int(ini["minversion"].split(".")[0]) >= 8
+    assert {"--strict-markers", "--strict-config", "-ra"} <= set(ini["addopts"])
+    assert ini["xfail_strict"] is True
+    assert ini["filterwarnings"][0] == "error"
+
+
+def module_docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text())) or ""
+
+
+def test_long_modules_say_why() -> None:
+    """STYLE.md, Python: "Modules with several concerns" (the review), and issue 18's rule on them: no
+    module under src/ is over 500 lines unless its docstring says why ("Over 500 lines on purpose: ..."),
+    so a long file is a decision a reader can find, not an accident."""
+    unexplained = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES and not REASON.search(module_docstring(path)):
+            unexplained.append(f"{rel(path)} ({lines} lines)")
+    assert not unexplained, "over 500 lines, no reason at the top: " + ", ".join(unexplained)
+
+
+# --- a pure function beside I/O: topology ----------------------------------------------------------------
+
+
+def local_closure(tree: ast.Module, roots: list[str]) -> dict[str, ast.FunctionDef]:
+    """The functions of a module reachable from `roots` through calls to the module's own functions."""
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    seen: dict[str, ast.FunctionDef] = {}
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in functions:
+            continue
+        seen[name] = functions[name]
+        todo += [n.id for n in ast.walk(functions[name]) if isinstance(n, ast.Name) and n.id in functions]
+    return seen
+
+
+def impure_uses(function: ast.FunctionDef) -> list[str]:
+    return sorted(
+        {
+            f"{n.id} (line {n.lineno})"
+            for n in ast.walk(function)
+            if isinstance(n, ast.Name) and n.id in IMPURE_NAMES
+        }
+    )
+
+
+@pytest.mark.parametrize("root", ["facts_from_cpus", "parse_cpu_list", "format_cpu_list"])
+def test_topology_pure_part_touches_nothing(root: str) -> None:
+    """STYLE.md, Python: "Keep computation pure and I/O thin", the review's example: "`topology.py` split
+    into `facts_from_cpus` (pure) and `collect_facts` (I/O)": the pure functions, and every function of the
+    module they call, use no file, process, network or clock name, so they can be fed any host's rows."""
+    tree = ast.parse((PACKAGE / "topology.py").read_text())
+    reached = local_closure(tree, [root])
+    assert root in reached
+    for name, function in reached.items():
+        used = impure_uses(function)
+        assert not used, f"topology.{name} (reached from {root}) touches the world: {used}"
+
+
+def test_topology_io_part_is_caught() -> None:
+    """STYLE.md, Python: "Keep computation pure and I/O thin": the check above can fail: `collect_facts`,
+    the I/O half, is caught by it."""
+    tree = ast.parse((PACKAGE / "topology.py").read_text())
+    reached = local_closure(tree, ["collect_facts"])
+    assert any(impure_uses(f) for f in reached.values())
+
+
+def test_pure_contract_covers_the_pure_modules() -> None:
+    """STYLE.md, Python: "Keep computation pure and I/O thin: the CTMC solvers take and return plain
+    values": the import-linter contract `pure` exists, forbids the database, file and plotting libraries,
+    and names modules that exist (a renamed module would otherwise drop out of it silently)."""
+    contracts = {c["id"]: c for c in PYPROJECT["tool"]["importlinter"]["contracts"]}
+    assert "pure" in contracts, "pyproject.toml: no import-linter contract `pure`"
+    pure = contracts["pure"]
+    assert pure["type"] == "forbidden"
+    assert {"sqlalchemy", "demuxlab.db", "matplotlib", "plotly", "demuxlab.jsonio"} <= set(
+        pure["forbidden_modules"]
+    )
+    assert "demuxlab.ctmc" in pure["source_modules"]
+    for module in pure["source_modules"]:
+        path = SRC / Path(*module.split("."))
+        assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file(), f"`pure` names {module}"
