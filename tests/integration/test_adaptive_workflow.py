@@ -52,6 +52,10 @@ def workflow(work: Path, specs: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1400, check=False)
 
 
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([DEMUXLAB, *args], capture_output=True, text=True, timeout=900, check=False)
+
+
 def rows(url: str, sql: str) -> list[dict[str, object]]:
     engine = sa.create_engine(url)
     try:
@@ -105,25 +109,12 @@ def test_adaptive_sweep_end_to_end(tmp_path: Path, database_url: str) -> None:
     model_only = [g for g in decisions["grid"] if not g["measured"]]
     assert model_only, "the budget leaves points unmeasured"
     # The experiment's records are enough to replay its decisions: the same bytes again.
-    again = tmp_path / "again.json"
-    replayed = subprocess.run(
-        [
-            DEMUXLAB,
-            "adaptive",
-            "decisions",
-            str(spec),
-            "--records",
-            str(results / "runs"),
-            "--out",
-            str(again),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    again_json = tmp_path / "again.json"
+    replayed = cli(
+        "adaptive", "decisions", str(spec), "--records", str(results / "runs"), "--out", str(again_json)
     )
     assert replayed.returncode == 0, replayed.stderr
-    assert json.loads(again.read_text()) == decisions
+    assert json.loads(again_json.read_text()) == decisions
 
     # The report: measured rows say why; model-only rows are marked, with the model's value and no interval.
     with (results / "report" / "points.csv").open() as f:
@@ -143,6 +134,23 @@ def test_adaptive_sweep_end_to_end(tmp_path: Path, database_url: str) -> None:
     assert (results / "report" / "throughput_vs_threads.png").stat().st_size > 0
     claims_md = (results / "report" / "claims.md").read_text()
     assert "adaptive sweep:" in claims_md and "model-only (never measured, never evidence)" in claims_md
+
+    # The dashboard's source: the decisions are in the database.
+    (stored,) = rows(database_url, "select decisions from adaptive_decisions")
+    assert stored["decisions"] == decisions
+
+    # A bundle carries the rounds and decisions; its records replay the decisions, and reproduce regenerates
+    # points.csv (model-only rows included) and claims.md as the workflow wrote them.
+    bundle = tmp_path / "adaptive.tar.gz"
+    made = cli("bundle", "create", "adaptive-e2e", "--out", str(bundle), "--workdir", str(work),
+               "--experiments-dir", str(specs))  # fmt: skip
+    assert made.returncode == 0, made.stderr[-3000:]
+    regen = tmp_path / "regen"
+    again = cli("bundle", "reproduce", str(bundle), "--out", str(regen))
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    for name in ("points.csv", "claims.md", "throughput_vs_threads.png"):
+        assert (regen / "adaptive-e2e" / "report" / name).is_file(), name
+    assert "differs" not in again.stdout
 
     # Rerunning the same command resumes: nothing is run or decided again.
     mtimes = {p: p.stat().st_mtime_ns for p in rounds}
