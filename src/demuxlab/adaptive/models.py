@@ -58,7 +58,12 @@ def model_shapes(
     ids: dict[CalibrationKey, int] = {}
     keys = sorted({(p.pattern, p.notifier) for p in modelled})
     for i, (pattern, notifier) in enumerate(keys):
-        mine = [r for r in calibration_runs if (r.point.pattern, r.point.notifier) == (pattern, notifier)]
+        # The models describe work > 0 only (r_c = 1/work): runs at zero work time no `work` operation.
+        mine = [
+            r
+            for r in calibration_runs
+            if (r.point.pattern, r.point.notifier) == (pattern, notifier) and r.point.work_us > 0
+        ]
         ok = [
             CalibrationRun(
                 run_id=r.run_id or f"{r.point.point_key}#{r.repeat}",
