@@ -20,8 +20,9 @@ from demuxlab.adaptive.policy import Design, Request, design_of
 from demuxlab.adaptive.replay import Outcome, RunIndex, run_policy
 from demuxlab.adaptive.runs import Observed, summarize
 from demuxlab.errors import DemuxlabError
-from demuxlab.spec import Spec, run_id
 from demuxlab.spec.adaptive import curves
+from demuxlab.spec.expand import run_id
+from demuxlab.spec.model import Spec
 
 FORMAT = "demuxlab.adaptive/1"
 

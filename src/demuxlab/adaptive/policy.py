@@ -36,8 +36,9 @@ from demuxlab.adaptive.guide import Curve
 from demuxlab.adaptive.runs import Observed, summarize
 from demuxlab.errors import DemuxlabError
 from demuxlab.point import Point
-from demuxlab.spec import Spec, calibration_points, expand_points
 from demuxlab.spec.adaptive import Adaptive, coarse_points, curves
+from demuxlab.spec.expand import calibration_points, expand_points
+from demuxlab.spec.model import Spec
 from demuxlab.stats import Summary
 
 # Why a run was asked for: the kinds, in the order a budget pays for them.
