@@ -52,8 +52,8 @@ lint:  ## ruff, mypy, the layer contracts (lint-imports), snakemake --lint and a
 bench: setup build  ## Run the benchmark scripts (they print figures; minutes).
 	@for b in bench/*.py; do case $$b in *_lib.py) continue;; esac; echo "== $$b"; $(PY) $$b || exit 1; done
 
-testbed: setup  ## Create the test cluster: PAIRS (default 2) pairs of SSH hosts (playbooks/README.md).
-	@$(VENV)/bin/demuxlab testbed up --pairs $(or $(PAIRS),2)
+testbed: setup  ## Create the test cluster: PAIRS (default 2) pairs of SSH hosts; SLURM=1: with Slurm on them.
+	@$(VENV)/bin/demuxlab testbed up --pairs $(or $(PAIRS),2) $(if $(SLURM),--slurm)
 
 testbed-down:  ## Remove the test cluster (everything `make testbed` made but its cached host image).
 	@$(VENV)/bin/demuxlab testbed down

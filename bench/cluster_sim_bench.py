@@ -20,8 +20,8 @@ duration. Two figures:
 
 The full issue scale is ``--runs 10000 --pairs 64``: with runs of d seconds that takes ≥ 157·d seconds,
 and the controller must have the CPU for it: n pairs of d-second runs need n·c/d CPUs, c the CPU per run
-the last lines print (about 0.6 s since ingest runs in the controller, mostly the run-point process's
-Python imports), so 64 pairs on this 2-core shared machine want runs of a minute. The defaults (80 runs,
+the last lines print (since the lean run start-up, demuxlab-run, about 0.15 s: Snakemake's share and the run
+process's Python start-up), so 64 pairs of minute-long runs want about 0.16 CPUs of it. The defaults (80 runs,
 8 pairs, 20 s) take a few minutes.
 
     .venv/bin/python bench/cluster_sim_bench.py [--runs 80] [--pairs 8] [--duration-s 20]
@@ -261,6 +261,18 @@ def sweep_figures(tmp: Path, runs_wanted: int, pairs: int, duration_s: float) ->
         f" its job processes {(cpu - own) / runs:.2f} s);"
         f" {pairs} pairs of {duration_s:g} s runs need {pairs / duration_s * cpu / runs:.2f} CPUs of it"
     )
+    # The run processes report their own CPU (demuxlab-run, start-up included: scheduling.runner_cpu_s);
+    # the rest of the job processes' CPU is the sweep's fixed jobs (database, report, claims), paid once.
+    runner = [r["scheduling"].get("runner_cpu_s") for r in records]
+    if all(isinstance(x, (int, float)) for x in runner):
+        run_cpu = sum(runner) / runs
+        fixed = cpu - own - sum(runner)
+        print(
+            f"controller cost per run: {own / runs + run_cpu:.3f} CPU-s (snakemake {own / runs:.3f},"
+            f" the run process {run_cpu:.3f}: median {sorted(runner)[len(runner) // 2]:.3f}, max"
+            f" {max(runner):.3f}); fixed jobs of the sweep {fixed:.1f} CPU-s in all"
+            f" ({fixed / runs:.3f} per run at this sweep's size)"
+        )
     loads = watch.loads or [os.getloadavg()[0]]
     print(
         f"(this machine: {os.cpu_count()} CPUs, shared; 1-min load average during the sweep: mean"

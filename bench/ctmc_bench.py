@@ -1,6 +1,12 @@
-"""CTMC benchmark: simulation and fluid time per point, and the full grid (prints figures).
+"""CTMC benchmark: simulation and fluid time per point, and the full grid (prints figures); with
+``--what-if``, the cost of a what-if curve of every pattern instead.
 
     .venv/bin/python bench/ctmc_bench.py [--jobs 0] [--rel-ci 0.01] [--seed 0] [--connections 512]
+    .venv/bin/python bench/ctmc_bench.py --what-if [--cores 2] [--work 10]
+
+What-if (issue 19): per pattern, one curve over every thread count of 1–16 it runs, 512 connections, on
+one core (this process; CPU time, so other load on the host counts less), once with a core per thread and
+once with ``--cores``: target fluid ≤ 50 ms per curve, SSA to a 1 % CI ≤ 10 s per curve.
 
 Targets (docs/ctmc.md): SSA median ≤ 0.5 s per point to a 1 % CI, fluid ≤ 20 ms per point, the grid of
 both patterns × N = 1–16 × work 10/20/50 µs ≤ 30 s. The grid runs through ``predict_many`` (``--jobs``
@@ -19,8 +25,9 @@ import tempfile
 import time
 
 from demuxlab.ctmc.engine import compile_structure
-from demuxlab.ctmc.predict import PredictRequest, predict_many
-from demuxlab.ctmc.rates import min_threads, structure
+from demuxlab.ctmc.predict import PredictRequest, predict, predict_many
+from demuxlab.ctmc.rates import DESIGNS, Host, min_threads, structure, structures
+from demuxlab.ctmc.rates import PATTERNS as ALL_PATTERNS
 
 PATTERNS = ("hsha", "lf")
 WORKS = (10.0, 20.0, 50.0)
@@ -41,13 +48,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--connections", type=int, default=512)
     ap.add_argument("--fresh-compile", action="store_true", help="time a compile into an empty cache")
+    ap.add_argument("--what-if", action="store_true", help="the what-if curves of every pattern instead")
+    ap.add_argument("--cores", type=int, default=2, help="--what-if: the core count of the second curve")
+    ap.add_argument("--work", type=float, default=10.0, help="--what-if: work per message, µs")
     args = ap.parse_args()
 
     fresh = tempfile.mkdtemp(prefix="demuxlab-kernels-") if args.fresh_compile else None
     try:
         if fresh is not None:
             os.environ["DEMUXLAB_KERNEL_CACHE"] = fresh
-        run(args)
+        what_if(args) if args.what_if else run(args)
     finally:
         if fresh is not None:
             shutil.rmtree(fresh, ignore_errors=True)
@@ -105,6 +115,50 @@ def run(args: argparse.Namespace) -> None:
                 v = grid.get((p, w, n))
                 cells.append(f"{'-':>24}" if v is None else f"{v[0]:>8.0f} ±{v[1] * 100:4.2f}% |{v[2]:>7.0f}")
         print(f"{n:>3} " + " ".join(cells))
+
+
+def what_if(args: argparse.Namespace) -> None:
+    """Per pattern: a curve over 1–16 threads (those it runs), fluid and SSA, CPU seconds of this process."""
+    load = os.getloadavg()
+    print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
+    t0 = time.perf_counter()
+    for p in ALL_PATTERNS:
+        for st in structures(p):
+            compile_structure(st).warm()
+    print(
+        f"kernels, every pattern (compile, or load from the kernel cache): {time.perf_counter() - t0:.1f} s"
+    )
+    print(f"{'pattern':>13} {'cores':>7} {'points':>6} {'fluid CPU':>10} {'SSA CPU':>8}  SSA curve, k msgs/s")
+    worst = {"fluid": 0.0, "ssa": 0.0}
+    for p in ALL_PATTERNS:
+        d = DESIGNS[p]
+        ts = [t for t in range(1, 17) if t >= d.min_threads and (d.max_threads is None or t <= d.max_threads)]
+        for cores in (None, args.cores):
+            host = Host(cores=cores)
+            cost: dict[str, float] = {}
+            curve: list[float] = []
+            for method in ("fluid", "ssa"):
+                c0 = time.process_time()
+                got = [
+                    predict(p, t, args.work, method=method, connections=args.connections, host=host,
+                            rel_ci=args.rel_ci, seed=args.seed)
+                    for t in ts
+                ]  # fmt: skip
+                cost[method] = time.process_time() - c0
+                worst[method] = max(worst[method], cost[method])
+                if method == "ssa":
+                    curve = [g.throughput_msgs_per_s for g in got]
+            print(
+                f"{p:>13} {cores or 'per thr':>7} {len(ts):>6} {cost['fluid'] * 1e3:>8.0f}ms "
+                f"{cost['ssa']:>7.2f}s  " + " ".join(f"{v / 1e3:.0f}" for v in curve),
+                flush=True,
+            )
+    load = os.getloadavg()
+    print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(
+        f"slowest curve: fluid {worst['fluid'] * 1e3:.0f} ms (target ≤ 50 ms), SSA {worst['ssa']:.1f} s "
+        f"(target ≤ 10 s), CPU time on one core"
+    )
 
 
 if __name__ == "__main__":

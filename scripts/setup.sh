@@ -16,8 +16,9 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # debootstrap, openssh-client: the test cluster (`make testbed`: a Debian rootfs, hosts reached over SSH).
 # chromium: the dashboard's browser tests (Playwright drives /usr/bin/chromium; never `playwright install`).
 # libuv1-dev, strace: the peer benchmark (bench/peer_servers.py: a libuv echo server, system calls counted).
+# slurm-client, munge: the slurm profile's login-node side (sbatch, sacct, …) and the Slurm testbed's munged.
 packages=(build-essential liburing-dev docker.io postgresql-15 iproute2 procps util-linux debootstrap openssh-client chromium
-          libuv1-dev strace)
+          libuv1-dev strace slurm-client munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -6,12 +6,15 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t now_ns(void)
 {
@@ -97,6 +100,23 @@ static void usage_times(int who, double *user_s, double *sys_s)
 
 void cpu_times(double *user_s, double *sys_s) { usage_times(RUSAGE_SELF, user_s, sys_s); }
 void thread_cpu_times(double *user_s, double *sys_s) { usage_times(RUSAGE_THREAD, user_s, sys_s); }
+
+double thread_wait_s(void)
+{
+    char buf[96];
+    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1.0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1.0;
+    buf[n] = '\0';
+    unsigned long long on_cpu, waited;
+    if (sscanf(buf, "%llu %llu", &on_cpu, &waited) != 2)
+        return -1.0;
+    return (double)waited / 1e9;
+}
 
 int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {

@@ -19,6 +19,10 @@ int pin_self_to_cpu(int cpu);
 void cpu_times(double *user_s, double *sys_s);
 void thread_cpu_times(double *user_s, double *sys_s);
 
+/* The calling thread's time runnable but waiting for a CPU, in seconds (the kernel's run_delay,
+ * /proc/thread-self/schedstat); -1 where the kernel does not say. */
+double thread_wait_s(void);
+
 /* Strict parsers: the whole string must be a number within [min, max].
  * parse_u64 takes decimal digits only (no sign, no spaces); parse_double takes
  * a finite strtod number.  0 on success, -1 (and *out untouched) otherwise. */

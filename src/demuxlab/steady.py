@@ -18,8 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from demuxlab.stats import point_summary, steady_state
-
 
 @dataclass(frozen=True)
 class SteadyRule:
@@ -69,6 +67,9 @@ def warm() -> None:
 
 def check(per_second: Sequence[float], min_s: float, target_rel: float) -> SteadyDecision:
     """Whether a run may stop after the samples it has (``per_second``, one per whole second)."""
+    # Imported here, as by warm(): a launcher imports this module, and only adaptive runs call it.
+    from demuxlab.stats import point_summary, steady_state
+
     n = len(per_second)
     if n < math.ceil(min_s):
         return SteadyDecision(False, n, None, None, 0, f"{n} s measured, fewer than the minimum {min_s:g} s")

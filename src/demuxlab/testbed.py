@@ -14,10 +14,14 @@ from the state folder, so several checkouts share the engine without touching ea
 ``down`` removes exactly the labelled objects and the files under ``<state>/testbed``. The host image
 ``demuxlab-tb-host:<recipe hash>`` is a cache shared by all checkouts and kept by ``down``
 (``down --purge`` removes it too).
+
+(Over 500 lines on purpose: one concern, the test cluster's life: the host image's recipe, the hosts,
+their network, keys and inventory, and a ``down`` that removes exactly what ``up`` made, read together.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,6 +30,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +56,15 @@ PACKAGES = (
     "procps",
     "kmod",
     "iptables",
+    # Slurm (`testbed up --slurm`, `make testbed SLURM=1`): the controller daemon, the accounting daemon and
+    # its MariaDB on the first host, a slurmd on every host, munge for authentication, the client commands
+    # (srun, sbcast) inside the jobs. Unused, and not started, on a testbed without Slurm.
+    "slurmd",
+    "slurmctld",
+    "slurmdbd",
+    "slurm-client",
+    "munge",
+    "mariadb-server",
 )
 
 INIT_SCRIPT = r'''#!/usr/bin/python3
@@ -115,6 +129,8 @@ printf 'PasswordAuthentication no\\nKbdInteractiveAuthentication no\\nPermitRoot
 sed -i -e 's#ulimit -n 1048576$#ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"#' \\
        -e 's#ulimit -u unlimited$#ulimit -u unlimited 2>/dev/null || true#' \\
        -e 's#ulimit -p unlimited$#ulimit -p unlimited 2>/dev/null || true#' /etc/init.d/docker
+# Keys are made per testbed (`up --slurm`), never baked into the image.
+rm -f /etc/munge/munge.key
 apt-get clean
 rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 """
@@ -300,8 +316,31 @@ def _labelled(kind: str, tb_id: str) -> list[str]:
     return [line for line in out.splitlines() if line]
 
 
-def up(pairs: int = 2, log: Any = print) -> dict[str, Any]:
-    """Create (or complete) the testbed; returns its state (also in ``<state>/testbed/testbed.json``)."""
+def shared_paths(extra: Sequence[Path | str] = ()) -> list[str]:
+    """What a Slurm testbed's hosts share with this machine at the same paths (a cluster's shared
+    filesystem): the checkout (workflow, virtualenv, binaries), the Python the virtualenv was made from
+    when it lives outside the system's /usr, and ``extra`` (e.g. a test's working folder)."""
+    import sys
+
+    paths = [repo_root().resolve()]
+    base = Path(sys.base_prefix).resolve()
+    if not any(base == Path(p) or Path(p) in base.parents for p in ("/usr", "/bin", "/lib")):
+        paths.append(base)
+    paths += [Path(p).resolve() for p in extra]
+    out: list[str] = []
+    for p in sorted(set(paths), key=lambda q: len(q.parts)):
+        if not any(Path(o) == p or Path(o) in p.parents for o in out):  # a parent already shares it
+            out.append(str(p))
+    return out
+
+
+def up(
+    pairs: int = 2, log: Any = print, *, shared: Sequence[str] = (), readonly: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Create (or complete) the testbed; returns its state (also in ``<state>/testbed/testbed.json``).
+
+    ``shared`` / ``readonly``: folders of this machine mounted at the same path on every host (read-write /
+    read-only), as a cluster's shared filesystem (the Slurm testbed, :mod:`demuxlab.slurm.testbed`)."""
     if pairs < 1:
         raise LaunchError("testbed: --pairs must be at least 1")
     t0 = time.monotonic()
@@ -309,10 +348,17 @@ def up(pairs: int = 2, log: Any = print) -> dict[str, Any]:
     tdir = testbed_dir()
     tdir.mkdir(parents=True, exist_ok=True)
     existing = _read_state()
-    if existing and existing.get("pairs") != pairs and _labelled("ps", tb_id):
-        raise LaunchError(
-            f"testbed: a testbed of {existing.get('pairs')} pairs exists; `demuxlab testbed down` first"
-        )
+    mounts = [[p, "rw"] for p in shared] + [[p, "ro"] for p in readonly]
+    if existing and _labelled("ps", tb_id):
+        if existing.get("pairs") != pairs:
+            raise LaunchError(
+                f"testbed: a testbed of {existing.get('pairs')} pairs exists; `demuxlab testbed down` first"
+            )
+        if (existing.get("mounts") or []) != mounts:
+            raise LaunchError(
+                "testbed: the existing testbed shares other folders (Slurm or not); "
+                "`demuxlab testbed down` first"
+            )
     tag, built = build_image(log)
     t_image = time.monotonic() - t0
     _keygen(tdir / "id_ed25519", f"demuxlab-testbed-{tb_id}")
@@ -373,6 +419,7 @@ def up(pairs: int = 2, log: Any = print) -> dict[str, Any]:
             f"{host.volume(tb_id)}:/var/lib/docker",
             "-v",
             f"{hdir}:/demuxlab-tb:ro",
+            *[arg for path, mode in mounts for arg in ("-v", f"{path}:{path}:{mode}")],
             tag,
             what=f"create host {host.name}",
         )
@@ -416,12 +463,18 @@ def up(pairs: int = 2, log: Any = print) -> dict[str, Any]:
         "hosts": state_hosts,
         "nofile_hard": int(nofile) if nofile.isdigit() else 1024,
         "inventory": str(inventory_dir()),
+        "mounts": mounts,
         "image_s": round(t_image, 2),
         "up_s": round(time.monotonic() - t0, 2),
     }
     write_inventory(state)
-    (tdir / "testbed.json").write_text(json.dumps(state, indent=1) + "\n")
+    write_state(state)
     return state
+
+
+def write_state(state: dict[str, Any]) -> None:
+    """``<state>/testbed/testbed.json``: what ``up`` made (read by ``status``, the tests and benchmarks)."""
+    (testbed_dir() / "testbed.json").write_text(json.dumps(state, indent=1) + "\n")
 
 
 def _ssh_base(tdir: Path) -> list[str]:
@@ -511,6 +564,15 @@ def down(purge: bool = False) -> list[str]:
     """Remove this checkout's testbed (containers, volumes, network, keys, inventory); returns what went."""
     tb_id = testbed_id()
     removed: list[str] = []
+    for pid_file in sorted((testbed_dir() / "pids").glob("*.pid")):
+        # Daemons the testbed started on this machine (the Slurm testbed's munged, for the client commands).
+        removed += _stop_local(pid_file)
+    with contextlib.suppress(OSError):
+        # Folders of this machine outside the testbed's own that it made (the munged's socket folder).
+        for line in (testbed_dir() / "local-dirs").read_text().splitlines():
+            if line.strip() and Path(line.strip()).is_dir():
+                shutil.rmtree(line.strip(), ignore_errors=True)
+                removed.append(f"folder {line.strip()}")
     for name in _labelled("ps", tb_id):
         _docker("rm", "-f", "-v", name, what=f"remove {name}", timeout=60)
         removed.append(f"container {name}")
@@ -530,6 +592,32 @@ def down(purge: bool = False) -> list[str]:
             shutil.rmtree(path)
             removed.append(f"folder {path}")
     return removed
+
+
+def _stop_local(pid_file: Path) -> list[str]:
+    """Stop a daemon of this machine named by its pid file, if that pid still runs what the file says."""
+    import signal
+
+    try:
+        pid = int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return []
+    comm = pid_file.stem
+    try:
+        running = Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return []
+    if running != comm:  # the pid was reused by something else: not ours
+        return []
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return []
+    for _ in range(50):
+        if not Path(f"/proc/{pid}").exists():
+            break
+        time.sleep(0.1)
+    return [f"process {comm} ({pid})"]
 
 
 def status() -> dict[str, Any]:

@@ -155,10 +155,20 @@ def test_getopt_with_a_usage_line(program: str) -> None:
 
 def test_errors_name_the_program_and_the_cause() -> None:
     """STYLE.md, C: "errors printed with `strerror(-ret)` and a hint": no source prints with perror(),
-    whose line names neither the program nor what to do; errors go through fprintf/die with strerror."""
+    whose line names neither the program nor what to do; every line a program writes to stderr starts with
+    its name (`PROG ": "`, `"demux-server: "`, ...) or is a JSON event, and errno's text comes from
+    strerror."""
     using = [rel(src) for src in C_SOURCES if re.search(r"\bperror\s*\(", src.read_text())]
     assert not using, f"perror() in {using}"
     assert sum("strerror(" in src.read_text() for src in C_SOURCES) >= 5
+    named = re.compile(r'^(PROG\s*": |"[a-z][\w-]*: |"\{)')
+    unnamed = []
+    for src in C_SOURCES:
+        text = src.read_text()
+        written = [m[1] for m in re.finditer(r"\bfprintf\(\s*stderr,\s*(.*)", text)]
+        written += [m[1] for m in re.finditer(r"\bfputs\(\s*(.*?),\s*stderr\)", text)]
+        unnamed += [f"{rel(src)}: {w[:60]}" for w in written if not named.match(w)]
+    assert not unnamed, f"stderr lines that do not name the program: {unnamed}"
 
 
 # --- the Makefile and every build ---------------------------------------------------------------------------

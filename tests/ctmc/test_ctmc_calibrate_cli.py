@@ -14,69 +14,102 @@ from demuxlab.ctmc.calibrate import INSTANT_RATE, CalibrationRefused, calibrate
 from demuxlab.ctmc.params import parse_int_list
 from demuxlab.ctmc.rates import Rates, paper_rates
 from demuxlab.errors import DemuxlabError
+from helpers.ctmc_runs import DEFAULT_US, SHAPES, op, server_json
 
-TRUE_US = {"lock": 0.02, "queue_put": 0.3, "queue_get": 0.4, "recv": 7.5, "send": 2.5, "rearm": 0.7}
-
-
-def _op(mean_ns: float, count: int) -> dict[str, Any]:
-    return {"count": count, "total_ns": round(mean_ns * count), "mean_ns": mean_ns}
+TRUE_US = DEFAULT_US
+_op = op
 
 
-PER_MESSAGE = ("recv", "send", "rearm")  # one call per message on a level-triggered notifier
-
-
-def server_json(pattern: str, tau_e_us: float, scale: int = 1000, **over: Any) -> dict[str, Any]:
-    messages = 3 * scale
-    ops = {
-        k: _op(v * 1000.0, messages if k in PER_MESSAGE else scale * (i + 1))
-        for i, (k, v) in enumerate(TRUE_US.items())
-    }
-    ops["work"] = _op(10_000.0, messages)
-    if pattern == "lf":
-        del ops["queue_put"], ops["queue_get"]
-        ops["promote"] = _op(50.0, scale)
-    ops["notify"] = _op(3000.0, scale)
-    buckets = [{"events": h, "count": 10 * h, "mean_ns": 1000.0 * tau_e_us * h} for h in (1, 2, 3, 5, 8, 64)]
-    res = {
-        "event": "exit",
-        "pattern": pattern,
-        "notifier": "epoll-lt",
-        "threads": 2 if pattern == "hsha" else 1,
-        "instrument": True,
-        "ops": ops,
-        "events_per_call": {"calls": sum(b["count"] for b in buckets), "mean": 5.0, "max": 64, "cache": 64},
-        "notify_by_events": buckets,
-    }
-    res.update(over)
-    return res
-
-
-@pytest.mark.parametrize("pattern", ["hsha", "lf"])
+@pytest.mark.parametrize(
+    "pattern", ["hsha", "lf", "reactor", "multireactor", "proactor", "uring", "uring-shared", "tpc"]
+)
 def test_calibration_recovers_known_rates(pattern: str) -> None:
     rates = calibrate([server_json(pattern, 2.0), server_json(pattern, 2.0, scale=7)], pattern)
-    assert rates.r_l == pytest.approx(1 / TRUE_US["lock"], rel=1e-6)
-    assert rates.r_i == pytest.approx(1 / TRUE_US["recv"], rel=1e-6)
-    assert rates.r_o == pytest.approx(1 / TRUE_US["send"], rel=1e-6)
-    assert rates.r_a == pytest.approx(1 / TRUE_US["rearm"], rel=1e-6)
-    assert rates.r_e == pytest.approx(1 / 2.0, rel=1e-9)
+    ops = {o for _r, role_ops, _ in SHAPES[pattern] for o in role_ops}
+    assert rates.r_l == pytest.approx(1 / TRUE_US["lock"], rel=1e-6)  # the median: uncontended
+    assert rates.source["r_l"] == "op:lock median"
+    for o, rate in (
+        ("recv", "r_i"),
+        ("send", "r_o"),
+        ("rearm", "r_a"),
+        ("queue_put", "r_p"),
+        ("queue_get", "r_g"),
+    ):
+        if o in ops:
+            assert getattr(rates, rate) == pytest.approx(1 / TRUE_US[o], rel=1e-6), rate
+            assert rates.source[rate] == f"op:{o}/message"
+        elif rate in ("r_p", "r_g"):
+            assert rates.source[rate] == "paper"
+    if pattern != "tpc":
+        assert rates.r_e == pytest.approx(1 / 2.0, rel=1e-9)
     assert rates.r_t == paper_rates(pattern).r_t  # r_t is the cache access, not 'promote'
-    if pattern == "hsha":
-        assert rates.r_p == pytest.approx(1 / TRUE_US["queue_put"], rel=1e-6)
-        assert rates.r_g == pytest.approx(1 / TRUE_US["queue_get"], rel=1e-6)
-    else:
-        assert rates.source["r_p"] == "paper"
-    assert rates.source["r_l"] == "op:lock"
+    assert rates.speed == pytest.approx(1.0)
+    assert rates.r_x == INSTANT_RATE  # no untimed CPU
+
+
+@pytest.mark.parametrize("pattern", ["lf", "hsha", "uring"])
+def test_untimed_cpu_becomes_the_handling_roles_overhead(pattern: str) -> None:
+    rates = calibrate([server_json(pattern, 2.0, overhead_us=3.0)], pattern)
+    assert 1 / rates.r_x == pytest.approx(3.0, rel=1e-6)
+    assert rates.source["r_x"].startswith("cpu:")
+
+
+def test_a_dispatching_roles_untimed_cpu_goes_to_its_notifier_calls() -> None:
+    res = server_json("hsha", 2.0, alpha_us=1.0)
+    calls = res["events_per_call"]["calls"]
+    extra_s = 4.0 * calls / 1e6  # 4 µs more CPU per notifier call for the monitor
+    res["threads_detail"][0]["cpu_s"]["user"] += extra_s
+    res["threads_detail"][0]["idle_s"] -= extra_s
+    rates = calibrate([res], "hsha")
+    assert 1 / rates.r_n == pytest.approx(1.0 + 4.0, rel=1e-6)  # the fit's intercept + the untimed CPU
+    assert 1 / rates.r_e == pytest.approx(2.0, rel=1e-6)
+
+
+def test_operations_that_waited_for_a_cpu_are_scaled_to_the_cpu_they_used() -> None:
+    """Two threads on one core: the operations' wall times include the other thread's turns."""
+    rates = calibrate([server_json("hsha", 2.0, inflate=2.5)], "hsha")
+    assert 1 / rates.r_i == pytest.approx(TRUE_US["recv"], rel=1e-6)
+    assert 1 / rates.r_e == pytest.approx(2.0, rel=1e-6)
+    assert rates.source["r_i"] == "op:recv/message ×0.4 (cpu)"
+
+
+def test_speed_is_the_share_of_the_cpu_the_threads_got() -> None:
+    rates = calibrate([server_json("lf", 2.0, speed=0.6)], "lf")
+    assert rates.speed == pytest.approx(0.6, rel=1e-6)
+    assert 1 / rates.r_i == pytest.approx(TRUE_US["recv"], rel=1e-6)  # rates are CPU demands
+    r = rates.vector(10.0)
+    assert r[4] == pytest.approx(0.6 / TRUE_US["recv"], rel=1e-6)  # the chain runs them at the share
+
+
+def test_client_turnaround_from_the_client_cpu() -> None:
+    client = {"threads": 2, "messages": 1000, "cpu_s": {"user": 0.002, "sys": 0.006}}
+    rates = calibrate([server_json("lf", 2.0, speed=0.5)], "lf", clients=[client])
+    assert 1 / rates.r_z == pytest.approx(8.0 / 0.5, rel=1e-6)  # 8 µs of client CPU at the server's half
+    assert rates.has_client
+    # With its own waiting for a CPU (wait_s): its own share; two threads on one CPU waiting for each
+    # other (up to one's CPU time) are not load.
+    client["wait_s"] = 0.008 + 0.004 + 0.008  # one's CPU time (each other) + 4 + 8 ms for other load
+    rates = calibrate([server_json("lf", 2.0, speed=0.5)], "lf", clients=[client], client_cores=[1])
+    assert 1 / rates.r_z == pytest.approx(8.0 / (0.008 / (0.008 + 0.012)), rel=1e-6)
+    assert rates.source["r_z"] == "client cpu/message × its share 0.40"
+
+
+def test_notifier_fit_has_an_intercept() -> None:
+    rates = calibrate([server_json("lf", 0.5, alpha_us=3.0)], "lf")
+    assert 1 / rates.r_e == pytest.approx(0.5, rel=1e-6)
+    assert 1 / rates.r_n == pytest.approx(3.0, rel=1e-6)
+    assert rates.source["r_n"] == "fit:notify_by_events intercept"
 
 
 def test_full_cache_bucket_carries_the_fit() -> None:
-    """LF at 512 connections: nearly every call returns a full cache; that exact bucket is the fit."""
+    """LF at 512 connections: nearly every call returns a full cache; that exact bucket is in the fit."""
     res = server_json("lf", 1.0)
     res["notify_by_events"] = [
         {"events": 3, "count": 5, "mean_ns": 55_000.0},  # calls that waited for the first connections
         {"events": 64, "count": 1513, "mean_ns": 64 * 700.0},
     ]
     rates = calibrate([res], "lf")
-    tau = (5 * 3 * 55.0 + 1513 * 64 * 64 * 0.7) / (5 * 9 + 1513 * 64 * 64)
+    tau = (5 * 3 * 55.0 + 1513 * 64 * 64 * 0.7) / (5 * 9 + 1513 * 64 * 64)  # the intercept came out < 0
     assert 1 / rates.r_e == pytest.approx(tau, rel=1e-9)
     assert 0.7 < 1 / rates.r_e < 0.71
 
@@ -91,7 +124,8 @@ def test_server_without_notify_idle_split_is_refused() -> None:
 @pytest.mark.parametrize(("op", "rate"), [("lock", "r_l"), ("recv", "r_i")])
 def test_rate_off_by_orders_of_magnitude_is_refused(op: str, rate: str) -> None:
     res = server_json("lf", 1.0)
-    res["ops"][op] = _op(res["ops"][op]["mean_ns"] * 5000, res["ops"][op]["count"])
+    entry = res["ops"][op]
+    res["ops"][op] = _op(entry["mean_ns"] * 5000, entry["count"], p50_ns=entry["p50_ns"] * 5000)
     with pytest.raises(
         CalibrationRefused, match=rf"calibrate lf/epoll-lt: refused: {rate} \(op:{op}.*× the paper"
     ):
@@ -101,28 +135,25 @@ def test_rate_off_by_orders_of_magnitude_is_refused(op: str, rate: str) -> None:
         calibrate([slow_e], "lf")
 
 
-def test_calibration_pools_runs_by_count() -> None:
-    a = server_json("lf", 1.0)
-    b = server_json("lf", 1.0)
-    a["ops"]["lock"] = _op(40.0, 100)
-    b["ops"]["lock"] = _op(100.0, 300)
-    a["ops"]["recv"], a["ops"]["work"] = _op(4000.0, 100), _op(1.0, 100)
-    b["ops"]["recv"], b["ops"]["work"] = _op(10000.0, 300), _op(1.0, 300)
+def test_calibration_pools_runs_by_messages() -> None:
+    a = server_json("lf", 1.0, scale=100)
+    b = server_json("lf", 1.0, scale=300)
+    b["ops"]["recv"] = _op(10_000.0, b["messages"])
+    b["threads_detail"][0]["cpu_s"]["user"] += (10.0 - TRUE_US["recv"]) * b["messages"] / 1e6
     rates = calibrate([a, b], "lf")
-    assert 1 / rates.r_l == pytest.approx((0.04 * 100 + 0.1 * 300) / 400)
-    assert 1 / rates.r_i == pytest.approx((4.0 * 100 + 10.0 * 300) / 400)
+    assert 1 / rates.r_i == pytest.approx((7.5 * 300 + 10.0 * 900) / 1200, rel=1e-6)
 
 
 def test_recv_and_send_are_per_message() -> None:
     """Edge-triggered: two recv calls per message (the second gets EAGAIN); the model's step is both."""
     res = server_json("hsha", 2.0)
-    messages = res["ops"]["work"]["count"]
+    messages = res["messages"]
     res["ops"]["recv"] = _op(TRUE_US["recv"] * 1000.0 / 2, 2 * messages)
     res["ops"]["send"] = _op(TRUE_US["send"] * 1000.0 / 3, 3 * messages)
     rates = calibrate([res], "hsha")
     assert 1 / rates.r_i == pytest.approx(TRUE_US["recv"], rel=1e-6)
     assert 1 / rates.r_o == pytest.approx(TRUE_US["send"], rel=1e-6)
-    assert rates.source["r_i"] == "op:recv/message" and rates.source["r_l"] == "op:lock"
+    assert rates.source["r_i"] == "op:recv/message"
 
 
 def test_notifier_without_rearm_makes_the_step_instant() -> None:
@@ -136,16 +167,16 @@ def test_notifier_without_rearm_makes_the_step_instant() -> None:
         calibrate([lt], "lf")
 
 
+def test_tpc_recv_is_waiting_and_its_cpu_the_overhead() -> None:
+    rates = calibrate([server_json("tpc", overhead_us=4.0, speed=0.5)], "tpc")
+    assert rates.r_i == INSTANT_RATE and rates.source["r_i"].startswith("instant:tpc's recv blocks")
+    assert 1 / rates.r_x == pytest.approx(4.0, rel=1e-6)
+    assert rates.speed == pytest.approx(0.5, rel=1e-6)
+
+
 def test_runs_of_two_notifiers_are_refused() -> None:
     with pytest.raises(DemuxlabError, match="mix notifiers"):
         calibrate([server_json("lf", 1.0), server_json("lf", 1.0, notifier="poll")], "lf")
-
-
-def test_missing_work_op_is_named() -> None:
-    res = server_json("lf", 1.0)
-    del res["ops"]["work"]
-    with pytest.raises(DemuxlabError, match="'work'"):
-        calibrate([res], "lf")
 
 
 def test_missing_op_names_op_and_run() -> None:
@@ -162,11 +193,25 @@ def test_missing_op_names_op_and_run() -> None:
         ({"instrument": False}, "instrumented"),
         ({"pattern": "lf"}, "pattern"),
         ({"notify_by_events": []}, "notify_by_events"),
+        ({"threads_detail": []}, "threads_detail"),
+        ({"messages": 0}, "messages"),
     ],
 )
 def test_calibration_rejects_unusable_runs(over: dict[str, Any], msg: str) -> None:
     with pytest.raises(DemuxlabError, match=msg):
         calibrate([{**server_json("hsha", 2.0), **over}], "hsha")
+
+
+def test_calibration_threads_are_the_lowest_that_run_every_role() -> None:
+    from demuxlab.ctmc.rates import calibration_threads
+
+    assert [calibration_threads(p) for p in ("hsha", "lf", "proactor", "uring-shared", "tpc")] == [
+        2,
+        1,
+        2,
+        2,
+        1,
+    ]
 
 
 def test_parse_int_list() -> None:
@@ -346,3 +391,60 @@ def test_cli_calibrate_self_check_from_the_records_client(tmp_path: Path) -> Non
     assert isinstance(res.exception, CalibrationRefused)
     assert "lf/epoll-lt: refused: the fitted rates predict" in str(res.exception)
     assert "(+4" in str(res.exception)  # 1/0.7 − 1 = +42.9 %
+
+
+def test_each_workload_gets_its_own_rates() -> None:
+    """Runs of two message sizes: each size's receive cost is its own, the pooled rates serve the rest."""
+    small = server_json("lf", 1.0, msg_size=64, connections_accepted=10)
+    big = server_json("lf", 1.0, msg_size=16384, connections_accepted=10)
+    big["ops"]["recv"] = _op(30_000.0, big["messages"])
+    big["threads_detail"][0]["cpu_s"]["user"] += (30.0 - TRUE_US["recv"]) * big["messages"] / 1e6
+    rates = calibrate([small, big], "lf")
+    assert sorted(rates.workloads) == ["c10/b16384", "c10/b64"]
+    assert 1 / rates.for_workload(10, 64).r_i == pytest.approx(TRUE_US["recv"], rel=1e-6)
+    assert 1 / rates.for_workload(10, 16384).r_i == pytest.approx(30.0, rel=1e-6)
+    assert 1 / rates.r_i == pytest.approx((7.5 + 30.0) / 2, rel=1e-6)  # pooled: equal message counts
+    assert rates.for_workload(100, 64) is rates
+    back = Rates.from_dict(rates.to_doc())
+    assert back == rates and back.workloads == rates.workloads
+    assert back.for_workload(10, 16384).source["r_i"] == "op:recv/message"
+
+
+def test_cli_predict_any_pattern_on_a_core_count() -> None:
+    """The what-if by hand: every pattern, a core count, work 0; one clear line for a thread count the
+    pattern does not run, before any output."""
+    res = CliRunner().invoke(
+        model,
+        ["predict", "--pattern", "tpc", "--threads", "1-3", "--work-us", "0,10", "--method", "exact",
+         "--connections", "3", "--cores", "1", "--json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    got = [json.loads(x) for x in res.output.splitlines()]
+    assert [(d["work_us"], d["threads"]) for d in got] == [(w, t) for w in (0.0, 10.0) for t in (1, 2, 3)]
+    one_core = [d["throughput_msgs_per_s"] for d in got if d["work_us"] == 10.0]
+    assert max(one_core) == pytest.approx(min(one_core), rel=1e-9)  # one core: the slots add nothing
+    res = CliRunner().invoke(
+        model, ["predict", "--pattern", "reactor", "--threads", "1-2", "--work-us", "10"]
+    )
+    assert isinstance(res.exception, DemuxlabError) and "at most 1" in str(res.exception)
+    assert res.output == ""
+
+
+def test_speed_from_the_kernels_run_delay_or_without_it() -> None:
+    """With ``wait_s`` (schedstat's run_delay) the runnable time is CPU + waiting; a server from before it
+    falls back to the time neither idle nor busy; waiting behind the run's own threads is not load."""
+    res = server_json("lf", 2.0, speed=0.6)
+    res["threads_detail"][0]["idle_s"] = 9.9  # a wake-up's wait hidden in idle: the fallback misses it
+    assert calibrate([res], "lf").speed == pytest.approx(0.6, rel=1e-6)
+    del res["threads_detail"][0]["wait_s"]
+    assert calibrate([res], "lf").speed == 1.0
+    # HSHA's two threads on one CPU: their waiting for each other is the model's sharing, not load.
+    two = server_json("hsha", 2.0)
+    cpus = [t["cpu_s"]["user"] + t["cpu_s"]["sys"] for t in two["threads_detail"]]
+    for t, other in zip(two["threads_detail"], reversed(cpus), strict=True):
+        t["cpu"] = 0
+        t["wait_s"] = 0.8 * other  # waiting while the other thread ran: sharing, not load
+    assert calibrate([two], "hsha").speed == 1.0
+    for t, other in zip(two["threads_detail"], reversed(cpus), strict=True):
+        t["wait_s"] = other + t["cpu_s"]["user"] + t["cpu_s"]["sys"]  # … and as long again for others
+    assert calibrate([two], "hsha").speed == pytest.approx(0.5, rel=1e-6)

@@ -1,117 +1,242 @@
-"""Model definitions: compiled kernel vs the Python definition, invariants, well-definedness."""
+"""Model definitions, every chain: compiled kernel vs the Python definition, invariants, well-definedness."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from demuxlab.ctmc import hsha, lf
-from demuxlab.ctmc.engine import ModelStructure, compile_structure
+from demuxlab.ctmc import hsha, lf, proactor, reactor, tpc, uring, uring_shared
+from demuxlab.ctmc.engine import (
+    CORES,
+    KZ,
+    LOAD,
+    RATE_NAMES,
+    RZ,
+    ModelInstance,
+    ModelStructure,
+    compile_structure,
+)
 from demuxlab.ctmc.exact import explore
-from demuxlab.ctmc.rates import build, paper_rates
+from demuxlab.ctmc.rates import Host, Rates, build, paper_rates
 from demuxlab.ctmc.ssa import reference_path
 from demuxlab.errors import DemuxlabError
 
-STRUCTURES = {"hsha": hsha.STRUCTURE, "lf": lf.STRUCTURE}
+# Every chain, by a name, with a small instance builder's pattern and whether it is a full chain.
+CHAINS: dict[str, tuple[ModelStructure, str, bool]] = {
+    "hsha": (hsha.STRUCTURE, "hsha", False),
+    "hsha-full": (hsha.FULL, "hsha", True),
+    "lf": (lf.STRUCTURE, "lf", False),
+    "lf-full": (lf.FULL, "lf", True),
+    "reactor": (reactor.STRUCTURE, "reactor", True),
+    "tpc": (tpc.STRUCTURE, "tpc", True),
+    "proactor": (proactor.STRUCTURE, "proactor", True),
+    "uring": (uring.STRUCTURE, "uring", True),
+    "uring-shared": (uring_shared.STRUCTURE, "uring-shared", True),
+}
+
+# Conserved populations per chain: (species, …) whose sum never changes.
+CONSERVED: dict[str, tuple[tuple[str, ...], ...]] = {
+    "hsha": (
+        ("c1", "c2", "c3", "c4"),
+        tuple(f"m{i}" for i in range(1, 7)),
+        tuple(f"t{i}" for i in range(1, 10)),
+        ("q1", "q2"),
+        ("s1", "s2"),
+        ("b1", "b2"),
+    ),
+    "hsha-full": (
+        ("c0", "c1", "c2", "c3", "c4"),
+        tuple(f"m{i}" for i in range(1, 7)),
+        tuple(f"t{i}" for i in range(1, 11)),
+        ("q1", "q2"),
+        ("s1", "s2"),
+        ("b1", "b2"),
+    ),
+    "lf": (("c1", "c2", "c3", "c4"), tuple(f"t{i}" for i in range(1, 12)), ("s1", "s2"), ("l1", "l2")),
+    "lf-full": (
+        ("c0", "c1", "c2", "c3", "c4"),
+        tuple(f"t{i}" for i in range(1, 13)),
+        ("s1", "s2"),
+        ("l1", "l2"),
+    ),
+    "reactor": (("c0", "c1", "c2", "c3"), tuple(f"a{i}" for i in range(1, 8))),
+    "tpc": (("c0", "k1", "k2", "k3", "k4"),),
+    "proactor": (
+        ("c0", "c1", "c2", "c3"),
+        tuple(f"m{i}" for i in range(1, 8)),
+        tuple(f"t{i}" for i in range(1, 10)),
+        ("q1", "q2"),
+        ("s1", "s2"),
+        ("b1", "b2"),
+    ),
+    "uring": (("c0", "u1", "u2", "u3", "u4"), ("g1", "g2", "g3", "g4")),
+    "uring-shared": (
+        ("c0", "u1", "u2", "u3"),
+        ("w1", "w2", "w3", "w4"),
+        ("h1", "h2", "h3", "h4"),
+        ("q1", "q2"),
+    ),
+}
 
 
-def _random_states(st: ModelStructure, rng: np.random.Generator, n: int, real: bool) -> list[np.ndarray]:
+def _instance(
+    name: str, threads: int, conns: int, work: float = 10.0, cores: int | None = None
+) -> ModelInstance:
+    """A small instance of chain ``name`` (full chains with a client of one thread and some overhead)."""
+    st_, pattern, full = CHAINS[name]
+    if pattern in ("reactor", "uring"):
+        threads = 1
+    elif pattern == "hsha" or pattern == "proactor" or pattern == "uring-shared":
+        threads = max(threads, 2)
+    rates = paper_rates(pattern)
+    host = Host(cores=cores)
+    if full:
+        rates = replace(rates, r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0)
+        host = Host(cores=cores, client_threads=1)
+    m = build(pattern, threads, work, conns, rates, host=host)
+    assert m.structure is st_
+    return m
+
+
+def _invariants(name: str, x: np.ndarray, start: np.ndarray) -> None:
+    st_ = CHAINS[name][0]
+    v = dict(zip(st_.species, x, strict=True))
+    v0 = dict(zip(st_.species, start, strict=True))
+    assert (x >= 0).all(), f"negative population in {v}"
+    for group in CONSERVED[name]:
+        assert sum(v[s] for s in group) == sum(v0[s] for s in group), group
+    if name.startswith("hsha"):
+        # the epoll lock is held by exactly the monitor in m2/m3 or one worker in t6/t7
+        assert v["s2"] == v["m2"] + v["m3"] + v["t6"] + v["t7"] <= 1
+        assert v["b2"] == v["m5"] + v["m6"] + v["t2"] + v["t3"] <= 1
+    elif name.startswith("lf"):
+        assert v["s2"] == v["t3"] + v["t4"] + v["t8"] + v["t9"] <= 1
+        assert v["l2"] == v["t2"] + v["t3"] + v["t4"] + v["t5"] <= 1
+    elif name == "proactor":
+        assert v["s2"] == v["m2"] + v["m3"] + v["t7"] + v["t8"] <= 1
+        assert v["b2"] == v["m6"] + v["m7"] + v["t2"] + v["t3"] <= 1
+        assert v["q2"] + v["m5"] + v["m6"] + v["t3"] + v["t4"] + v["t5"] == v["c3"]
+    elif name == "uring":
+        assert v["e1"] + v["e2"] <= sum(v0[s] for s in CONSERVED[name][0])
+    elif name == "uring-shared":
+        assert v["q2"] + v["w3"] + v["h2"] + v["h3"] == v["u3"]
+
+
+def _random_states(st_: ModelStructure, rng: np.random.Generator, n: int, real: bool) -> list[np.ndarray]:
     out = []
     for _ in range(n):
-        x = rng.integers(0, 4, size=len(st.species)).astype(np.float64)
+        x = rng.integers(0, 4, size=len(st_.species)).astype(np.float64)
         if real:
-            x = x * rng.random(len(st.species))
+            x = x * rng.random(len(st_.species))
         out.append(x)
     return out
 
 
-@pytest.mark.parametrize("pattern", ["hsha", "lf"])
+@pytest.mark.parametrize("name", list(CHAINS))
 @pytest.mark.parametrize("real", [False, True])
-def test_compiled_kernel_agrees_with_definition(pattern: str, real: bool) -> None:
-    st = STRUCTURES[pattern]
-    kernel = compile_structure(st)
-    r = paper_rates(pattern).vector(10.0)
+def test_compiled_kernel_agrees_with_definition(name: str, real: bool) -> None:
+    st_ = CHAINS[name][0]
+    kernel = compile_structure(st_)
     rng = np.random.default_rng(7)
-    a = np.empty(len(st.transitions))
-    d = np.empty(len(st.species))
-    drift = np.empty(len(st.species))
-    for x in _random_states(st, rng, 300, real):
+    a = np.empty(len(st_.transitions))
+    d = np.empty(len(st_.species))
+    drift = np.empty(len(st_.species))
+    for i, x in enumerate(_random_states(st_, rng, 300, real)):
+        r = paper_rates(CHAINS[name][1]).vector(10.0)
+        r[RZ], r[KZ] = 0.25, 2.0
+        if i % 2:  # every other state with shared cores: the pool factor is below 1 there
+            r[CORES], r[LOAD] = 1.0 + (i % 3), 0.5 * (i % 4)
         kernel.all_rates(x, r, a)
-        np.testing.assert_allclose(a, st.rates(x, r), rtol=1e-12, atol=0)
-        for k in range(len(st.transitions)):
+        np.testing.assert_allclose(a, st_.rates(x, r), rtol=1e-12, atol=0)
+        for k in range(len(st_.transitions)):
             kernel.apply_jump(k, x, d)
-            np.testing.assert_array_equal(d, st.delta(k, x))
+            np.testing.assert_array_equal(d, st_.delta(k, x))
         kernel.drift(x, r, 1e-2, drift)
-        np.testing.assert_allclose(drift, st.drift(x, r, 1e-2), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(drift, st_.drift(x, r, 1e-2), rtol=1e-10, atol=1e-12)
 
 
-def _invariants(pattern: str, x: np.ndarray, threads: int, conns: int) -> None:
-    st = STRUCTURES[pattern]
-    v = dict(zip(st.species, x, strict=True))
-    assert (x >= 0).all(), f"negative population in {v}"
-    assert sum(v[f"c{i}"] for i in range(1, 5)) == conns
-    assert v["s1"] + v["s2"] == 1
-    if pattern == "hsha":
-        assert sum(v[f"m{i}"] for i in range(1, 7)) == 1
-        assert sum(v[f"t{i}"] for i in range(1, 10)) == threads - 1
-        assert v["q1"] + v["q2"] == conns and v["b1"] + v["b2"] == 1
-        # the epoll lock is held by exactly the monitor in m2/m3 or one worker in t6/t7
-        assert v["s2"] == v["m2"] + v["m3"] + v["t6"] + v["t7"] <= 1
-        assert v["b2"] == v["m5"] + v["m6"] + v["t2"] + v["t3"] <= 1
-    else:
-        assert sum(v[f"t{i}"] for i in range(1, 12)) == threads
-        assert v["l1"] + v["l2"] == 1
-        assert v["s2"] == v["t3"] + v["t4"] + v["t8"] + v["t9"] <= 1
-        assert v["l2"] == v["t2"] + v["t3"] + v["t4"] + v["t5"] <= 1
-
-
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    pattern=st.sampled_from(["hsha", "lf"]),
-    threads=st.integers(2, 6),
+    name=st.sampled_from(list(CHAINS)),
+    threads=st.integers(1, 6),
     conns=st.integers(1, 12),
-    work=st.sampled_from([0.5, 10.0, 50.0]),
+    work=st.sampled_from([0.0, 0.5, 10.0, 50.0]),
+    cores=st.sampled_from([None, 1, 2]),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_invariants_along_reference_paths(
-    pattern: str, threads: int, conns: int, work: float, seed: int
+    name: str, threads: int, conns: int, work: float, cores: int | None, seed: int
 ) -> None:
-    m = build(pattern, threads, work, conns)
+    m = _instance(name, threads, conns, work, cores)
     for x in reference_path(m, 300, seed):
-        _invariants(pattern, x, threads, conns)
+        _invariants(name, x, m.initial)
 
 
-@settings(max_examples=10, deadline=None)
-@given(pattern=st.sampled_from(["hsha", "lf"]), threads=st.integers(2, 8), seed=st.integers(0, 2**31))
-def test_invariants_after_compiled_simulation(pattern: str, threads: int, seed: int) -> None:
-    m = build(pattern, threads, 10.0, 64)
+@settings(max_examples=18, deadline=None)
+@given(
+    name=st.sampled_from(list(CHAINS)),
+    threads=st.integers(2, 8),
+    cores=st.sampled_from([None, 1, 3]),
+    seed=st.integers(0, 2**31),
+)
+def test_invariants_after_compiled_simulation(name: str, threads: int, cores: int | None, seed: int) -> None:
+    m = _instance(name, threads, 64, 10.0, cores)
     kernel = compile_structure(m.structure)
     x = m.initial.copy()
     rng = np.random.Generator(np.random.PCG64(seed))
     for _ in range(20):
-        _, _, status = kernel.ssa_run(x, m.r, m.structure.throughput_index, 1, 5.0, 10**6, rng)
+        _, _, status = kernel.ssa_run(x, m.r, m.structure.throughput_index, 1, 5.0, 10**6, rng, np.zeros(1))
         assert status == 0
-        _invariants(pattern, x, threads, 64)
+        _invariants(name, x, m.initial)
 
 
-@pytest.mark.parametrize(
-    ("pattern", "threads", "conns"), [("hsha", 2, 3), ("hsha", 3, 4), ("lf", 1, 3), ("lf", 3, 4)]
-)
-def test_state_space_has_no_absorbing_state(pattern: str, threads: int, conns: int) -> None:
+@pytest.mark.parametrize("name", list(CHAINS))
+@pytest.mark.parametrize(("threads", "conns", "cores"), [(2, 3, None), (3, 4, 1)])
+def test_state_space_has_no_absorbing_state(name: str, threads: int, conns: int, cores: int | None) -> None:
     # explore() raises on an absorbing state or a jump leaving the non-negative lattice.
-    states, q = explore(build(pattern, threads, 10.0, conns))
+    m = _instance(name, threads, conns, 10.0, cores)
+    states, q = explore(m)
     assert len(states) > 10
     for s in states:
-        _invariants(pattern, np.array(s, dtype=np.float64), threads, conns)
+        _invariants(name, np.array(s, dtype=np.float64), m.initial)
     assert q.shape == (len(states), len(states))
+
+
+@pytest.mark.parametrize("name", list(CHAINS))
+def test_a_core_per_thread_is_the_chain_without_sharing(name: str) -> None:
+    """With a core per thread the pool's factor is 1 in every reachable state: seed 001's chains."""
+    m = _instance(name, 3, 3, 10.0, cores=None)
+    unshared = replace(
+        m.structure,
+        name=m.structure.name + "-unshared",
+        pools=(),
+        transitions=tuple(replace(tr, pool=None) for tr in m.structure.transitions),
+    )
+    states, _ = explore(m)
+    for s in states:
+        x = np.array(s, dtype=np.float64)
+        np.testing.assert_array_equal(m.structure.rates(x, m.r), unshared.rates(x, m.r))
+        assert m.structure.factors(x, m.r).tolist() == [1.0]
+
+
+def test_shared_cores_slow_every_thread_alike() -> None:
+    """Two runnable threads on one core each run at half speed; the client's step is not the server's."""
+    m = _instance("tpc", 1, 2, 10.0, cores=1)
+    x = np.array([0.0, 1.0, 0.0, 1.0, 0.0])  # one thread woken, one working
+    a = m.structure.rates(x, m.r)
+    assert m.structure.runnable(x, m.r) == 2.0
+    assert a[m.structure.transition_index("wake")] == pytest.approx(0.5 / 1.3)
+    assert a[m.structure.transition_index("work")] == pytest.approx(0.5 / 10.0)
+    x = np.array([1.0, 1.0, 0.0, 0.0, 0.0])
+    assert m.structure.rates(x, m.r)[m.structure.transition_index("client")] == pytest.approx(0.25)
 
 
 def test_printed_hsha_phi1_without_guard_is_absorbing() -> None:
     """Why deviation 3 exists: without H(x_c1) in φ1 the chain reaches an absorbing state."""
-    from dataclasses import replace
-
     from demuxlab.ctmc.engine import H, safe_div
 
     def phi1_printed(x: np.ndarray, r: np.ndarray) -> float:
@@ -131,7 +256,30 @@ def test_printed_hsha_phi1_without_guard_is_absorbing() -> None:
 def test_build_rejects_bad_input() -> None:
     with pytest.raises(DemuxlabError, match="threads"):
         build("hsha", 1, 10.0)
-    with pytest.raises(DemuxlabError, match="pattern"):
+    with pytest.raises(DemuxlabError, match="at most 1"):
         build("reactor", 2, 10.0)
+    with pytest.raises(DemuxlabError, match="pattern"):
+        build("nope", 2, 10.0)
     with pytest.raises(DemuxlabError, match="work_us"):
-        build("lf", 2, 0.0)
+        build("lf", 2, -1.0)
+    with pytest.raises(DemuxlabError, match="cores"):
+        Host(cores=0)
+    with pytest.raises(DemuxlabError, match="speed"):
+        replace(paper_rates("lf"), speed=1.5)
+
+
+def test_zero_work_is_an_instant_step() -> None:
+    r = paper_rates("lf").vector(0.0)
+    assert r[RATE_NAMES.index("r_c")] == 1000.0
+
+
+def test_rates_round_trip_and_old_calibrations_load() -> None:
+    rates = replace(paper_rates("hsha"), r_x=0.5, r_z=0.1, speed=0.8)
+    assert Rates.from_dict({**rates.as_dict(), "source": rates.source}) == rates
+    old = {
+        k: v
+        for k, v in paper_rates("lf").as_dict().items()
+        if k in ("r_l", "r_p", "r_g", "r_t", "r_i", "r_o", "r_a", "r_e")
+    }
+    back = Rates.from_dict(old)  # stored before issue 19: the rest instant, speed 1
+    assert back == paper_rates("lf") and not back.extended

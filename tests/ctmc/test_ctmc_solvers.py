@@ -41,6 +41,63 @@ def test_simulation_matches_exact_solution(pattern: str, threads: int, conns: in
     assert 0.0 < sim.ci_halfwidth_rel <= 0.005
 
 
+# Every chain on small cases, with shared cores and a client: calibrated-looking rates (a per-call notifier
+# cost, untimed CPU, a client turnaround), 0–20 µs of work.
+CALIBRATED = dict(r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "threads", "conns", "work", "cores"),
+    [
+        ("reactor", 1, 4, 10.0, 1),
+        ("multireactor", 3, 6, 5.0, 1),
+        ("multireactor", 2, 4, 0.0, None),
+        ("tpc", 2, 4, 10.0, 1),
+        ("tpc", 3, 5, 20.0, 2),
+        ("proactor", 3, 3, 10.0, 1),
+        ("proactor", 2, 3, 0.0, None),
+        ("uring", 1, 4, 10.0, None),
+        ("uring", 3, 6, 5.0, 1),
+        ("uring-shared", 1, 3, 10.0, 1),
+        ("uring-shared", 3, 3, 10.0, 2),
+        ("hsha", 3, 3, 10.0, 1),
+        ("lf", 3, 3, 5.0, 2),
+    ],
+)
+def test_every_chain_simulation_matches_exact_solution(
+    pattern: str, threads: int, conns: int, work: float, cores: int | None
+) -> None:
+    from dataclasses import replace
+
+    from demuxlab.ctmc.rates import Host, paper_rates
+
+    rates = replace(paper_rates(pattern), **CALIBRATED)
+    host = Host(cores=cores, client_threads=1)
+    exact = predict(pattern, threads, work, method="exact", connections=conns, rates=rates, host=host)
+    sim = predict(
+        pattern, threads, work, method="ssa", connections=conns, rates=rates, host=host, rel_ci=0.005, seed=11
+    )
+    assert sim.details["converged"]
+    half = (sim.ci_halfwidth_rel or 0.0) * sim.throughput_msgs_per_s
+    if "others_runnable" in sim.details:
+        # Independent threads: the fixed point on the others' runnable share is solved by each method
+        # with its own noise; the two agree within the CI plus the fixed point's tolerance.
+        half += 0.01 * exact.throughput_msgs_per_s
+    assert abs(sim.throughput_msgs_per_s - exact.throughput_msgs_per_s) <= half, (sim, exact)
+
+
+def test_shared_cores_bound_the_throughput() -> None:
+    """On one core, T threads can do no more than one core's worth of CPU demand per second."""
+    from demuxlab.ctmc.rates import Host
+
+    one = predict("lf", 1, 10.0, method="exact", connections=4)
+    for t in (2, 3):
+        shared = predict("lf", t, 10.0, method="exact", connections=4, host=Host(cores=1))
+        own = predict("lf", t, 10.0, method="exact", connections=4)
+        assert shared.throughput_msgs_per_s <= one.throughput_msgs_per_s * 1.02
+        assert own.throughput_msgs_per_s > 1.5 * one.throughput_msgs_per_s
+
+
 def test_exact_probabilities_are_a_distribution() -> None:
     e = solve_exact(build("lf", 2, 10.0, 3))
     assert e.pi.min() >= 0.0
@@ -142,35 +199,77 @@ def _python_gillespie(m: ModelInstance, rng: np.random.Generator, events: int) -
     return x
 
 
-@pytest.mark.parametrize(("pattern", "threads", "conns"), [("hsha", 3, 6), ("hsha", 5, 16), ("lf", 3, 6)])
-def test_compiled_simulation_follows_the_definition(pattern: str, threads: int, conns: int) -> None:
-    # The kernel recomputes only the rates a jump can change and fires through generated code; with the
-    # same draws it must take exactly the path the Python definition takes.
-    m = build(pattern, threads, 10.0, conns)
+SHARED_CASES = [
+    ("hsha", 3, 6, None),
+    ("hsha", 5, 16, None),
+    ("lf", 3, 6, None),
+    ("hsha", 4, 8, 1),
+    ("lf", 5, 16, 2),
+    ("reactor", 1, 8, 1),
+    ("tpc", 3, 8, 1),
+    ("proactor", 4, 8, 1),
+    ("uring", 1, 8, None),
+    ("uring-shared", 3, 8, 1),
+]
+
+
+def _shared_model(pattern: str, threads: int, conns: int, cores: int | None) -> ModelInstance:
+    """Calibrated-looking rates (client, overhead) on ``cores`` cores and one more runnable thread."""
+    from dataclasses import replace
+
+    from demuxlab.ctmc.rates import Host, paper_rates
+
+    rates = replace(paper_rates(pattern), r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0)
+    host = Host(cores=cores, client_threads=2, load=0.5 if cores else 0.0)
+    return build(pattern, threads, 10.0, conns, rates, host=host)
+
+
+@pytest.mark.parametrize(("pattern", "threads", "conns", "cores"), SHARED_CASES)
+def test_compiled_simulation_follows_the_definition(
+    pattern: str, threads: int, conns: int, cores: int | None
+) -> None:
+    # The kernel recomputes only the rates a jump can change (and all of a pool's when its share factor
+    # changes) and fires through generated code; with the same draws it must take exactly the path the
+    # Python definition takes.
+    m = (
+        build(pattern, threads, 10.0, conns)
+        if cores is None and pattern in ("hsha", "lf")
+        else _shared_model(pattern, threads, conns, cores)
+    )
     kernel = compile_structure(m.structure)
     for seed in (1, 2):
         x = m.initial.copy()
         _, events, status = kernel.ssa_run(
-            x, m.r, m.structure.throughput_index, 1, 1e300, 3000, np.random.default_rng(seed)
+            x, m.r, m.structure.throughput_index, 1, 1e300, 3000, np.random.default_rng(seed), np.zeros(1)
         )
         assert (events, status) == (3000, 2)
         np.testing.assert_array_equal(x, _python_gillespie(m, np.random.default_rng(seed), 3000))
 
 
-@pytest.mark.parametrize("pattern", ["hsha", "lf"])
-def test_rates_a_jump_leaves_alone_do_not_change(pattern: str) -> None:
-    m = build(pattern, 4, 10.0, 6)
+@pytest.mark.parametrize(("pattern", "threads", "conns", "cores"), SHARED_CASES)
+def test_rates_a_jump_leaves_alone_do_not_change(
+    pattern: str, threads: int, conns: int, cores: int | None
+) -> None:
+    m = _shared_model(pattern, threads, conns, cores)
     st = m.structure
     deps = dependencies(st)
     assert all(rd is not None for rd in deps.reads)  # the models' φ are all analysable
+    assert all(rd is not None for rd in deps.pool_reads)
     rng = np.random.default_rng(3)
     for _ in range(200):
         x = rng.integers(0, 4, size=len(st.species)).astype(np.float64)
         a = st.rates(x, m.r)
+        f = st.factors(x, m.r)
         for j in range(len(st.transitions)):
-            after = st.rates(x + st.delta(j, x), m.r)
-            unchanged = [k for k in range(len(a)) if k not in deps.affected(j)]
+            y = x + st.delta(j, x)
+            after = st.rates(y, m.r)
+            touched = deps.pools_touched(j)
+            unchanged = [
+                k for k in range(len(a)) if k not in deps.affected(j) and st.pool_index(k) not in touched
+            ]
             np.testing.assert_array_equal(after[unchanged], a[unchanged])
+            same = [p for p in range(len(st.pools)) if p not in touched]
+            np.testing.assert_array_equal(st.factors(y, m.r)[same], f[same])
 
 
 def test_dependency_analysis_falls_back_to_everything() -> None:

@@ -18,11 +18,12 @@ from click.testing import CliRunner
 
 from demuxlab.cli.model import model
 from demuxlab.ctmc.predict import predict
-from demuxlab.ctmc.rates import Rates
+from demuxlab.ctmc.rates import Host, Rates
 from demuxlab.errors import DemuxlabError
 from demuxlab.ingest import ingest_files
 from demuxlab.spec import Point, Spec, load_spec, run_id, run_order
 from demuxlab.validation import calibrate_experiment, predict_experiment, validation_rows, write_validation
+from helpers.ctmc_runs import server_json
 
 pytestmark = pytest.mark.postgres
 
@@ -42,7 +43,7 @@ matrix:
   connections: [3]
   msg_size: [1]
 """
-# Per-call service times (µs) of the instrumented runs; notify: τ_e µs per returned descriptor.
+# Per-message service times (µs) of the instrumented runs; notify: τ_e µs per returned descriptor.
 TRUE_US = {"lock": 0.05, "queue_put": 0.3, "queue_get": 0.4, "recv": 6.0, "send": 2.0, "rearm": 0.5}
 TAU_E_US = 1.5
 
@@ -52,30 +53,14 @@ def measured(point: Point, repeat: int) -> float:
     return 40_000.0 + 10_000.0 * point.threads + 500.0 * repeat
 
 
-def self_consistent(server: dict[str, Any], point: Point) -> float:
-    from demuxlab.ctmc.calibrate import SELF_CHECK_REL_CI, calibrate
-    from demuxlab.ctmc.predict import predict
+def self_consistent(server: dict[str, Any], client: dict[str, Any], point: Point, cores: int) -> float:
+    """What the calibration of this run predicts for the run itself: the self-check then passes."""
+    from demuxlab.ctmc.calibrate import calibrate, self_check
 
-    rates = calibrate([server], point.pattern)
-    p = predict(
-        point.pattern,
-        point.threads,
-        point.work_us,
-        method="ssa",
-        connections=point.connections,
-        rates=rates,
-        rel_ci=SELF_CHECK_REL_CI,
-    )
-    return p.throughput_msgs_per_s
-
-
-def ops(messages: int) -> dict[str, Any]:
-    out = {
-        op: {"count": messages, "total_ns": round(us * 1000 * messages), "mean_ns": us * 1000}
-        for op, us in TRUE_US.items()
-    }
-    out["work"] = {"count": messages, "total_ns": 10_000 * messages, "mean_ns": 10_000.0}
-    return out
+    kw: dict[str, Any] = {"clients": [client], "client_cores": [cores]}
+    rates = calibrate([server], point.pattern, connections=[point.connections], **kw)
+    (check,) = self_check(rates, point.pattern, [server], [1.0], [point.connections], **kw)
+    return check.predicted_msgs_per_s
 
 
 def set_throughput(rec: dict[str, Any], tput: float) -> None:
@@ -87,25 +72,31 @@ def set_throughput(rec: dict[str, Any], tput: float) -> None:
     rec["client"]["throughput_msgs_per_s"] = tput
 
 
-def record(spec: Spec, point: Point, repeat: int, status: str = "ok") -> dict[str, Any]:
+def record(spec: Spec, point: Point, repeat: int, status: str = "ok", slow: float = 1.0) -> dict[str, Any]:
     rec: dict[str, Any] = copy.deepcopy(json.loads(TEMPLATE.read_text()))
     rec["experiment"].update(name=spec.name, spec_sha256=spec.sha256, spec_text=spec.text)
     rec["point"] = point.to_json()
     rec["repeat"] = repeat
     rec["run_id"] = run_id(spec, point, repeat)
-    server = rec["server"]
-    server.update(
-        pattern=point.pattern, notifier=point.notifier, threads=point.threads, instrument=point.instrument
-    )
-    server["ops"] = ops(100_000) if point.instrument else {}
-    server["notify_by_events"] = (
-        [{"events": h, "count": 1000 // h, "mean_ns": 1000.0 * TAU_E_US * h} for h in (1, 2, 3)]
-        if point.instrument
-        else []
-    )
-    server["events_per_call"] = {"calls": 1832, "mean": 1.6, "max": 3, "cache": 64}
+    rec["pinning"]["client_cpus"] = [0]
+    if point.instrument:
+        # Known service times (``slow`` × TRUE_US), each thread on a CPU of its own.
+        us = {k: v * slow for k, v in TRUE_US.items()}
+        server = server_json(point.pattern, TAU_E_US * slow, 100, true_us=us, work_us=point.work_us)
+        server.update(notifier=point.notifier, threads=point.threads, connections_accepted=point.connections)
+    else:
+        server = rec["server"]
+        server.update(pattern=point.pattern, notifier=point.notifier, threads=point.threads, instrument=False)
+        server["ops"] = {}
+        server["notify_by_events"] = []
+    rec["server"] = server
+    rec["client"]["threads"] = point.client_threads
     # A calibration run measures what its own rates predict (the self-check passes); the others vary.
-    tput = self_consistent(server, point) if point.instrument else measured(point, repeat)
+    tput = (
+        self_consistent(server, rec["client"], point, 1)
+        if point.instrument
+        else measured(point, repeat) * slow
+    )
     set_throughput(rec, tput)
     if status == "failed":
         rec.update(status="failed", failure_reason="demux-client: stalled", client=None, stats=None)
@@ -133,7 +124,13 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
     ingest_spec(spec, tmp_path, failed=frozenset({"poll"}))
 
     outcomes = {(o.pattern, o.notifier): o for o in calibrate_experiment(spec)}
-    assert set(outcomes) == {("hsha", "epoll-lt"), ("lf", "epoll-lt"), ("lf", "poll")}
+    # Every pattern is calibrated: the reactor too (issue 19).
+    assert set(outcomes) == {
+        ("hsha", "epoll-lt"),
+        ("lf", "epoll-lt"),
+        ("lf", "poll"),
+        ("reactor", "epoll-lt"),
+    }
     assert outcomes[("lf", "poll")].calibration_id is None
     assert outcomes[("lf", "poll")].error == "no successful calibration run (1 failed)"
     hsha = outcomes[("hsha", "epoll-lt")]
@@ -154,6 +151,7 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
         ).scalar()
     assert cal["source_runs"] == hsha.source_runs and host == "node-a"
     assert cal["artifacts"]["server_artifacts"][0]["sha256"].startswith("0d5e1a4f")
+    assert cal["rates"]["speed"] == pytest.approx(1.0) and cal["rates"]["source"]["r_z"].startswith("client")
     # Calibrating again updates the same rows: predictions keep referring to them.
     again = {(o.pattern, o.notifier): o.calibration_id for o in calibrate_experiment(spec)}
     assert again[("hsha", "epoll-lt")] == hsha.calibration_id
@@ -163,16 +161,24 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
     entries = predict_experiment(spec, ids, method="exact")
     stored = [e for e in entries if "skipped" not in e]
     skipped = [e for e in entries if "skipped" in e]
-    # hsha t2, t3; lf/epoll-lt t1, t2; lf/poll t1, t2: all from the paper's rates, 4 also calibrated.
-    assert len(stored) == 6 + 4
+    # hsha t2, t3; lf/epoll-lt t1, t2; lf/poll t1, t2; reactor t1: all from the paper's rates, 5 also
+    # calibrated.
+    assert len(stored) == 7 + 5
     assert {e["point_key"] for e in skipped} == {
         "lf/poll/t1/w10/c3/b1/ct1/rclosed",
         "lf/poll/t2/w10/c3/b1/ct1/rclosed",
     }
     assert all(e["skipped"] == "no calibration of lf/poll" for e in skipped)
-    assert not any(e["point_key"].startswith("reactor") or e["point_key"].endswith("/instr") for e in entries)
+    assert not any(e["point_key"].endswith("/instr") for e in entries)
+    assert {e["point_key"] for e in stored if e["rates_source"] == "calibration"} >= {
+        "reactor/epoll-lt/t1/w10/c3/b1/ct1/rclosed"
+    }
     lf_rates = Rates.from_dict({**outcomes[("lf", "epoll-lt")].rates})  # type: ignore[arg-type]
-    expect = predict("lf", 2, 10.0, method="exact", connections=3, rates=lf_rates).throughput_msgs_per_s
+    # On the runs' host: the server's 4 CPUs (the template's pinning), the client's one thread and CPU.
+    host = Host(cores=4, client_threads=1, client_cores=1)
+    expect = predict(
+        "lf", 2, 10.0, method="exact", connections=3, rates=lf_rates, host=host
+    ).throughput_msgs_per_s
     got = next(
         e
         for e in stored
@@ -185,10 +191,10 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
     with engine.connect() as conn:
         n = conn.execute(sa.text("select count(*) from predictions")).scalar()
     engine.dispose()
-    assert n == 10
+    assert n == 12
 
     rows = {r["point_key"]: r for r in validation_rows(spec, method="exact")}
-    assert len(rows) == 6
+    assert len(rows) == 7
     row = rows["hsha/epoll-lt/t3/w10/c3/b1/ct1/rclosed"]
     mean = (measured_of(spec, row["point_key"], 0) + measured_of(spec, row["point_key"], 1)) / 2
     assert row["measured_msgs_per_s"] == pytest.approx(mean)
@@ -196,10 +202,19 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
     assert row["calibration_rel_error"] == pytest.approx((row["calibration_msgs_per_s"] - mean) / mean)
     assert rows["lf/poll/t1/w10/c3/b1/ct1/rclosed"]["calibration_msgs_per_s"] is None
 
+    # The claims' recommendation ranks every predicted design, the reactor's too (model_best, disagreements).
+    from demuxlab.claims.db import load_inputs
+    from demuxlab.claims.recommendation import recommend
+
+    inputs = load_inputs(spec.name, spec.sha256, "exact")
+    assert {q["point_key"].split("/")[0] for q in inputs.predictions} == {"hsha", "lf", "reactor"}
+    (rec,) = recommend(inputs.points, inputs.predictions)
+    assert rec.model_best is not None and rec.candidates == 7
+
     paths = write_validation(spec, tmp_path / "report", method="exact")
     with paths[0].open() as f:
         table = list(csv.DictReader(f))
-    assert len(table) == 6 and table[0]["paper_rel_error"] != ""
+    assert len(table) == 7 and table[0]["paper_rel_error"] != ""
     assert all(r["hardware_class"] == "" for r in table)  # the class column, empty for a local sweep
     with paths[1].open() as f:
         summary = {(r["pattern"], r["notifier"], r["rates_source"]): r for r in csv.DictReader(f)}
@@ -215,19 +230,13 @@ TWO_CLASSES = SPEC.replace("repeats: 2", "repeats: 4").replace(
 
 def classed_record(spec: Spec, point: Point, repeat: int) -> dict[str, Any]:
     """Repeats 0-1 on class hw-a, 2-3 on hw-b (calibration repeat 0 on hw-a, 1 on hw-b); hw-b's server
-    takes twice as long per call and measures twice the throughput of hw-a."""
-    rec = record(spec, point, repeat)
+    takes twice as long per operation and measures twice the throughput of hw-a."""
     slow = repeat >= (1 if point.instrument else 2)
+    rec = record(spec, point, repeat, slow=2.0 if slow else 1.0)
     rec["pair"] = {
         "name": "pair-b" if slow else "pair-a",
         "hardware_class": {"id": "hw-b" if slow else "hw-a"},
     }
-    if slow:
-        for name, op in rec["server"]["ops"].items():
-            if name != "work":
-                op.update(total_ns=op["total_ns"] * 2, mean_ns=op["mean_ns"] * 2)
-        tput = self_consistent(rec["server"], point) if point.instrument else 2 * measured(point, repeat)
-        set_throughput(rec, tput)
     return rec
 
 
@@ -245,7 +254,7 @@ def test_two_hardware_classes_are_never_averaged(tmp_path: Path, database_url: s
     by_key = {(o.pattern, o.notifier, o.hardware_class): o for o in outcomes}
     assert set(by_key) == {
         (p, n, c)
-        for p, n in [("hsha", "epoll-lt"), ("lf", "epoll-lt"), ("lf", "poll")]
+        for p, n in [("hsha", "epoll-lt"), ("lf", "epoll-lt"), ("lf", "poll"), ("reactor", "epoll-lt")]
         for c in ("hw-a", "hw-b")
     }
     a, b = by_key[("hsha", "epoll-lt", "hw-a")], by_key[("hsha", "epoll-lt", "hw-b")]
@@ -253,13 +262,13 @@ def test_two_hardware_classes_are_never_averaged(tmp_path: Path, database_url: s
     assert a.rates["r_i"] == pytest.approx(1 / TRUE_US["recv"])  # each class from its own runs only
     assert b.rates["r_i"] == pytest.approx(1 / (2 * TRUE_US["recv"]))
     ids = {k: o.calibration_id for k, o in by_key.items() if o.calibration_id is not None}
-    assert len(ids) == 6
+    assert len(ids) == 8
     entries = predict_experiment(spec, ids, method="exact")
     calibrated = [e for e in entries if e["rates_source"] == "calibration"]
-    assert {e["hardware_class"] for e in calibrated} == {"hw-a", "hw-b"} and len(calibrated) == 12
+    assert {e["hardware_class"] for e in calibrated} == {"hw-a", "hw-b"} and len(calibrated) == 14
 
     rows = validation_rows(spec, method="exact")
-    assert len(rows) == 12  # 6 points × 2 classes, never one averaged row
+    assert len(rows) == 14  # 7 points × 2 classes, never one averaged row
     key = "hsha/epoll-lt/t3/w10/c3/b1/ct1/rclosed"
     mine = {r["hardware_class"]: r for r in rows if r["point_key"] == key}
     assert set(mine) == {"hw-a", "hw-b"}
@@ -312,16 +321,16 @@ def measured_of(spec: Spec, point_key: str, repeat: int) -> float:
     return measured(point, repeat)
 
 
-def test_zero_work_points_are_skipped(tmp_path: Path, database_url: str) -> None:
+def test_zero_work_points_are_predicted(tmp_path: Path, database_url: str) -> None:
+    """Work 0 (seed 002's and 003's echo): the work step is instant, the rest of the cycle is modelled."""
     path = tmp_path / "val.yaml"
     path.write_text(SPEC.replace("work_us: [10]", "work_us: [0]").replace("repeats: 1", "repeats: 0"))
     spec = load_spec(path)
     ingest_spec(spec, tmp_path)
     entries = predict_experiment(spec, {}, method="exact")
-    assert entries and all(e["skipped"] for e in entries)
-    assert {e["skipped"] for e in entries if e["rates_source"] == "paper"} == {
-        "zero work: the models need r_c = 1/work_us"
-    }
+    paper = [e for e in entries if e["rates_source"] == "paper"]
+    assert len(paper) == 7 and not any("skipped" in e for e in paper)
+    assert all(e["throughput_msgs_per_s"] > 0 for e in paper)
 
 
 def test_stages_before_ingest_name_the_experiment(spec: Spec, tmp_path: Path, database_url: str) -> None:
@@ -343,12 +352,12 @@ def test_cli_stages(spec: Spec, tmp_path: Path, database_url: str) -> None:
     res = CliRunner().invoke(model, ["calibrate-experiment", spec_file, "--out", str(cal)])
     assert res.exit_code == 0, res.output
     doc = json.loads(cal.read_text())
-    assert doc["spec_sha256"] == spec.sha256 and len(doc["calibrations"]) == 3
+    assert doc["spec_sha256"] == spec.sha256 and len(doc["calibrations"]) == 4
     preds = tmp_path / "model" / "predictions.json"
     args = ["predict-experiment", spec_file, "--calibrations", str(cal), "--out", str(preds)]
     res = CliRunner().invoke(model, [*args, "--method", "exact"])
     assert res.exit_code == 0, res.output
-    assert sum("skipped" not in e for e in json.loads(preds.read_text())["predictions"]) == 12
+    assert sum("skipped" not in e for e in json.loads(preds.read_text())["predictions"]) == 14
     res = CliRunner().invoke(
         model, ["validate-experiment", spec_file, "--out-dir", str(tmp_path / "r"), "--method", "exact"]
     )

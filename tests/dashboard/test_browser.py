@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import shlex
 import shutil
@@ -229,7 +230,7 @@ def site(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         v1, sample.planned(v1), tmp / "v1", artifacts=builds[0], start=now - dt.timedelta(days=3)
     )
     smoke = sample.load_smoke(tmp)
-    smoke_runs = sample.planned(smoke)[:20]  # of 28: stopped with 8 to go
+    smoke_runs = sample.planned(smoke)[:20]  # of 33 (9 calibration runs: one per design): 13 to go
     smoke_records = sample.write_records(
         smoke, smoke_runs, tmp / "smoke", artifacts=builds[1], start=now - dt.timedelta(hours=2), wall_s=3
     )
@@ -617,8 +618,8 @@ def test_a_stopped_sweep_shows_no_estimate_and_stops_polling(site: Site) -> None
     assert site.page.inner_text("#experiments-state") == "stopped"
     eta = site.page.inner_text("#experiments-eta")
     assert "stopped" in eta and not any(ch.isdigit() for ch in eta)
-    assert site.page.inner_text("#experiments-done") == "20 / 28"
-    assert site.page.inner_text("#experiments-remaining") == "8"
+    assert site.page.inner_text("#experiments-done") == "20 / 33"  # every design calibrated (issue 19)
+    assert site.page.inner_text("#experiments-remaining") == "13"
     # The points the server's thread ranges cut are listed apart, with the reason: not "remaining".
     assert site.page.inner_text("#experiments-cut") == "8"
     cut = site.page.inner_text("#experiments-cut-table")
@@ -726,7 +727,7 @@ def test_what_if_starts_from_the_experiment_and_runs_the_ssa(site: Site) -> None
     site.page.fill("#model-work", "-3")
     site.page.press("#model-work", "Enter")
     site.page.wait_for_selector("#model-input-error")
-    assert "work per message must be more than 0" in site.page.inner_text("#model-input-error")
+    assert "work per message must be 0 or more" in site.page.inner_text("#model-input-error")  # 0: an echo
     assert "None" not in site.page.inner_text("#model-input-error")
     site.page.fill("#model-work", "10")
     site.page.press("#model-work", "Enter")
@@ -738,4 +739,48 @@ def test_what_if_starts_from_the_experiment_and_runs_the_ssa(site: Site) -> None
     site.page.wait_for_function("() => !window.location.search.includes('r_l')")
     assert "NaN" not in site.page.url
     assert "lock acquire/release (r_l)" in site.page.inner_text("label[for=model-r_l]")
+    site.no_console_errors()
+
+
+def test_every_pattern_has_its_model_lines_and_a_what_if_on_a_core_count(site: Site) -> None:
+    """Issue 19: every pattern's sweep gets its model lines (the smoke spec: six designs), and the what-if
+    covers every pattern on a core count (one core: the CPU slots of thread-per-connection add nothing)."""
+    smoke = sample.load_smoke(site.tmp)
+    sample.store_model(smoke, site.url)  # paper-rate predictions for every measured point of every pattern
+    ingested = [json.loads(p.read_text())["point"] for p in site.smoke]
+    patterns = {pt["pattern"] for pt in ingested if not pt.get("instrument")}
+    assert len(patterns) >= 5  # the stopped sweep still measured most designs
+    site.goto("/sweep?experiment=smoke&facet=none", "#sweep-graph .js-plotly-plot")
+    names = site.graph("sweep-graph")["names"]
+    lines = {n.split(" · ")[0] for n in names if n.endswith("model, paper rates")}
+    assert lines == patterns, names
+    site.shot("sweep-every-pattern")
+
+    what_if = "/model?experiment=smoke&pattern=tpc&threads=1-4&work=5&connections=32&cores={}"
+    site.goto(what_if.format(1), "#model-whatif-graph .js-plotly-plot")
+    assert site.page.input_value("#model-cores") == "1"
+    assert "1 server core(s)" in (site.graph("model-whatif-graph")["title"] or "")
+    (one,) = [t["y"] for t in site.drawn("model-whatif-graph")["traces"] if t["name"] == "fluid"]
+    assert len(one) == 4 and max(one) == pytest.approx(min(one), rel=0.01)
+    site.goto(what_if.format(4), "#model-whatif-graph .js-plotly-plot")
+    site.page.wait_for_function(
+        "() => (document.querySelector('#model-whatif-graph .js-plotly-plot').layout.title.text || '')"
+        ".includes('4 server core(s)')"
+    )
+    (four,) = [t["y"] for t in site.drawn("model-whatif-graph")["traces"] if t["name"] == "fluid"]
+    assert four[3] > 3 * four[0] and four[0] == pytest.approx(one[0], rel=0.01)
+    for pattern in ("reactor", "multireactor", "proactor", "uring", "uring-shared"):
+        site.goto(
+            f"/model?pattern={pattern}&threads=1-3&work=0&connections=16&cores=2",
+            "#model-whatif-graph .js-plotly-plot",
+        )
+        site.page.wait_for_function(
+            f"() => (document.querySelector('#model-whatif-graph .js-plotly-plot').layout.title.text || '')"
+            f".includes('What if: {pattern},')"
+        )
+        assert site.graph("model-whatif-graph")["names"][0] == "fluid", pattern
+    site.page.fill("#model-cores", "0")
+    site.page.press("#model-cores", "Enter")
+    site.page.wait_for_selector("#model-input-error")
+    assert "server cores must be more than 0" in site.page.inner_text("#model-input-error")
     site.no_console_errors()

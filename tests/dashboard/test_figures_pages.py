@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from demuxlab.dashboard import style
-from demuxlab.dashboard.figures import compare, experiments, model, operations, run
+from demuxlab.dashboard.figures import base, compare, experiments, model, operations, run
 from demuxlab.dashboard.plot import Fig
 from demuxlab.vocab import NOTIFIERS, PATTERNS
 from helpers.dashboard_frames import names, points, scaled, titles
@@ -191,6 +191,7 @@ def test_whatif_defaults_come_from_the_experiment() -> None:
         "work": "10",
         "connections": "64",
         "threads": "1,2,4",
+        "clients": "1",  # the client's threads (a calibrated client's parallelism)
     }
     assert model.workload_defaults(points(patterns=("reactor",)), ("hsha", "lf")) == {}
 
@@ -265,3 +266,42 @@ def test_one_colour_per_pattern_one_dash_and_marker_per_notifier() -> None:
     assert (
         experiments.humanize_seconds(3725) == "1 h 02 min" and experiments.humanize_seconds(None) == "unknown"
     )
+
+
+def test_an_empty_figure_says_why_and_hides_its_axes() -> None:
+    fig = base.empty_figure("no runs yet", 220)
+    assert fig["data"] == []
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["no runs yet"]
+    assert fig["layout"]["height"] == 220
+    assert fig["layout"]["xaxis"]["visible"] is False and fig["layout"]["yaxis"]["visible"] is False
+
+
+def test_latency_bars_per_known_percentile_on_a_log_axis_sized_to_them() -> None:
+    fig = run.latency_figure(
+        {"p50": 10.0, "p90": 20.0, "p99": 300.0, "p999": None, "max": 1000.0, "mean": 15.2}
+    )
+    (bars,) = fig["data"]
+    assert bars["x"] == ["p50", "p90", "p99", "max"]  # the unknown p999 is left out, the order kept
+    assert bars["y"] == [10.0, 20.0, 300.0, 1000.0]
+    low, high = fig["layout"]["yaxis"]["range"]
+    assert fig["layout"]["yaxis"]["type"] == "log" and low < 1.0 < 3.0 < high  # log10(10) .. log10(1000)
+    assert [s["y0"] for s in fig["layout"]["shapes"]] == [15.2]  # the mean, as a line
+    assert run.latency_figure(None)["layout"]["annotations"][0]["text"].startswith("no latency percentiles")
+
+
+def test_progress_shows_ok_runs_in_time_order_and_failures_at_zero() -> None:
+    t0 = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
+    latest = pd.DataFrame(
+        {
+            "finished_at": [t0 + dt.timedelta(seconds=20), t0, None, t0 + dt.timedelta(seconds=10)],
+            "ingested_at": [t0 + dt.timedelta(seconds=21), t0, t0 + dt.timedelta(seconds=5), t0],
+            "status": ["ok", "ok", "failed", "failed"],
+            "throughput_msgs_per_s": [200.0, 100.0, None, None],
+            "point_key": ["b", "a", "c", "d"],
+            "failure_reason": [None, None, "client stall", "server crashed"],
+        }
+    )
+    ok, failed = experiments.progress_figure(latest)["data"]
+    assert ok["y"] == [100.0, 200.0] and ok["text"] == ["a", "b"]  # by the time each finished
+    assert failed["y"] == [0, 0] and failed["text"] == ["client stall", "server crashed"]  # no finish: ingest
+    assert experiments.progress_figure(latest.iloc[0:0])["layout"]["annotations"][0]["text"] == "no runs yet"

@@ -132,3 +132,28 @@ def test_controller_killed_mid_sweep_resumes_without_loss_or_duplicates(
     assert len(runs) == RUNS == len({r["run_id"] for r in runs})
     assert all(r["status"] == "ok" and r["host_pair"] in ("sim-000", "sim-001") for r in runs)
     assert len(list(runs_dir.glob("*.json"))) == RUNS
+
+
+def test_a_second_experiment_in_the_same_folder_runs_all_its_runs(tmp_path: Path, database_url: str) -> None:
+    """A new experiment re-plans the sweep (sweep.json, ready.json run again, upstream of every run through
+    an `ancient` input): its runs must still all run, not only the re-planning."""
+    cmd, env = setup(tmp_path, "simulated: {pairs: 2}\n")
+    res = subprocess.run(
+        cmd, cwd=REPO / "workflows", env=env, capture_output=True, text=True, timeout=540, check=False
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    specs = tmp_path / "specs"
+    (specs / "second.yaml").write_text(
+        SPEC.replace("name: simsweep", "name: second").replace("seed: 3", "seed: 4")
+    )
+    second = [*cmd[: cmd.index("--config")], "--config", "experiments=[second]", f"experiments_dir={specs}"]
+    res = subprocess.run(
+        second, cwd=REPO / "workflows", env=env, capture_output=True, text=True, timeout=540, check=False
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = rows(database_url, RUNS_SQL)
+    assert len(runs) == 2 * RUNS and all(r["status"] == "ok" for r in runs)
+    report = tmp_path / "work" / "results" / "second" / "report"
+    assert (report / "points.csv").is_file() and (report / "pairs.csv").is_file()
+    progress = json.loads((tmp_path / "work" / "results" / "cluster" / "progress.json").read_text())
+    assert progress["runs"] == {"planned": RUNS, "finished": RUNS, "remaining": 0}

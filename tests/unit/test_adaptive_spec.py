@@ -80,7 +80,7 @@ AT_MOST_0 = "less than or equal to the minimum of 0"
         (
             "{budget_h: 0.05}",
             "adaptive.budget_h",
-            "0.05 h is less than the coarse design needs (0.0764 h: 25",
+            "0.05 h is less than the coarse design needs (0.0825 h: 27",
         ),
         ("{budget_h: 0}", "adaptive.budget_h", AT_MOST_0),
         ("{steady: {min_s: 12}}", "adaptive.steady.min_s", "12 s is more than phases.measure_s (10 s)"),
@@ -102,8 +102,9 @@ def test_a_bad_setting_is_one_line_naming_the_field(
 
 def test_the_budget_counts_the_coarse_design_and_the_calibration_runs(tmp_path: Path) -> None:
     # Coarse: lf/epoll-lt and lf/select at 3 of 6 thread counts, reactor at its one: 7 points x 3 repeats,
-    # and 2 LF calibration points x 2 runs = 25 runs of 11 s.
-    need_h = 25 * 11 / 3600
+    # and 3 calibration points (LF's two, the reactor's: every pattern is modelled) x 2 runs = 27 runs of
+    # 11 s.
+    need_h = 27 * 11 / 3600
     assert validate(spec_file(tmp_path, f"{{budget_h: {need_h + 0.0001:.4f}, steady: null}}")).returncode == 0
     res = validate(spec_file(tmp_path, f"{{budget_h: {need_h - 0.001:.4f}, steady: null}}"))
-    assert res.returncode == 2 and "25 runs of 11 s" in res.stderr
+    assert res.returncode == 2 and "27 runs of 11 s" in res.stderr

@@ -336,10 +336,10 @@ def test_run_order_is_a_seeded_permutation(tmp_path: Path) -> None:
     order = run_order(spec)
     points = expand_points(spec) + calibration_points(spec)
     expected = {(p, r) for p in points for r in range(3)}
-    assert len(order) == len(expected) == 21 and set(order) == expected
+    assert len(order) == len(expected) == 24 and set(order) == expected
     assert run_order(spec) == order
     natural = [(p, r) for p in points for r in range(3)]
-    assert order != natural  # 1 in 21! to fail by chance
+    assert order != natural  # 1 in 24! to fail by chance
     other = load_spec(write(tmp_path, MINIMAL.format(name="y") + "repeats: 3\nseed: 2\n", "y"), pairs=PAIRS)
     assert [(p.point_key, r) for p, r in run_order(other)] != [(p.point_key, r) for p, r in order]
 
@@ -353,7 +353,7 @@ def test_run_id_is_the_contracts_uuid5(tmp_path: Path) -> None:
     expected = uuid.uuid5(RUN_NAMESPACE, f"x|{digest}|hsha/epoll-lt/t2/w0/c64/b1/ct1/rclosed|1")
     assert run_id(spec, point, 1) == str(expected)
     ids = {run_id(spec, p, r) for p, r in run_order(spec)}
-    assert len(ids) == 10 + 2 * 2  # and two calibration points (hsha over two notifiers)
+    assert len(ids) == 10 + 3 * 2  # and three calibration points (hsha over two notifiers, the reactor)
     # Any edit to the file (even a comment) is a new spec version with new run ids.
     path.write_text(path.read_text() + "# edited\n")
     assert run_id(load_spec(path, pairs=PAIRS), point, 1) != str(expected)
@@ -450,10 +450,12 @@ def test_calibration_points_are_the_lowest_concurrency_of_each_model_design(tmp_
         "hsha/poll/t2/w10/c64/b1/ct1/rclosed/instr",
         "lf/uring/t1/w0/c64/b1/ct1/rclosed/instr",  # LF's lowest concurrency, not the design's 4 threads
         "lf/uring/t1/w10/c64/b1/ct1/rclosed/instr",
+        "reactor/epoll-lt/t1/w0/c64/b1/ct1/rclosed/instr",  # every pattern has a model (issue 19)
+        "reactor/epoll-lt/t1/w10/c64/b1/ct1/rclosed/instr",
     ]
     assert all(p.instrument for p in cal) and not any(p.instrument for p in expand_points(spec))
     assert spec.calibration_repeats == 3  # default: the spec's repeats
-    assert sum(1 for p, _ in run_order(spec) if p.instrument) == 6 * 3
+    assert sum(1 for p, _ in run_order(spec) if p.instrument) == 8 * 3
     # The measured hsha t2 point and its calibration twin are distinct points with distinct run ids.
     measured = next(p for p in expand_points(spec) if p.point_key == "hsha/epoll-lt/t2/w0/c64/b1/ct1/rclosed")
     twin = next(p for p in cal if p.point_key.startswith(measured.point_key))
@@ -468,8 +470,8 @@ def test_calibration_repeats(tmp_path: Path, repeats: str, expected: int) -> Non
         pairs=PAIRS,
     )
     assert spec.calibration_repeats == expected
-    assert len(calibration_points(spec)) == (0 if expected == 0 else 2)
-    assert sum(1 for p, _ in run_order(spec) if p.instrument) == 2 * expected
+    assert len(calibration_points(spec)) == (0 if expected == 0 else 3)
+    assert sum(1 for p, _ in run_order(spec) if p.instrument) == 3 * expected
 
 
 def test_bad_calibration_section_names_the_field(tmp_path: Path) -> None:

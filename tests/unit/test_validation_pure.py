@@ -105,8 +105,10 @@ def test_plan_skips_what_the_models_do_not_describe() -> None:
     plan = plan_predictions(
         pts, {("lf", "epoll-lt", "hw-a"): 11}, {11: rates}, method="exact", rel_ci=0.05, seed=3
     )
-    assert [(pt.point_id, cal) for pt, cal in plan.jobs] == [(1, None), (1, 11)]
-    assert [r.rates for r in plan.requests] == [None, rates]
+    # Work 0 is predicted too (issue 19: the work step is then instant); open loops are not.
+    assert [(pt.point_id, cal) for pt, cal in plan.jobs] == [(1, None), (1, 11), (2, None)]
+    assert [r.rates for r in plan.requests] == [None, rates, None]
+    assert all(r.notifier == "epoll-lt" for r in plan.requests)
     assert all((r.method, r.rel_ci, r.seed) == ("exact", 0.05, 3) for r in plan.requests)
     reasons = {
         (s["point_key"], s["rates_source"], s.get("hardware_class")): s["skipped"] for s in plan.skipped
@@ -115,11 +117,10 @@ def test_plan_skips_what_the_models_do_not_describe() -> None:
         reasons[(pts[0].point_key, SOURCE_CALIBRATION, "hw-b")]
         == "no calibration of lf/epoll-lt on class hw-b"
     )
-    assert reasons[(pts[1].point_key, SOURCE_PAPER, None)].startswith("zero work")
     assert reasons[(pts[2].point_key, SOURCE_PAPER, None)].startswith("open-loop load")
 
-    made = [Prediction("lf", 2, 10.0, 8, "exact", 1000.0 + i, None, {}) for i in range(2)]
-    entries = prediction_entries(plan, made, [101, 102], {("lf", "epoll-lt", "hw-a"): 11})
+    made = [Prediction("lf", 2, 10.0, 8, "exact", 1000.0 + i, None, {}) for i in range(3)]
+    entries = prediction_entries(plan, made, [101, 102, 103], {("lf", "epoll-lt", "hw-a"): 11})
     assert [e["point_key"] for e in entries] == sorted(e["point_key"] for e in entries)
     calibrated = next(e for e in entries if e.get("prediction_id") == 102)
     assert (calibrated["rates_source"], calibrated["calibration_id"], calibrated["hardware_class"]) == (
@@ -127,7 +128,7 @@ def test_plan_skips_what_the_models_do_not_describe() -> None:
         11,
         "hw-a",
     )
-    assert predictions_message(entries) == "predictions: 2 stored, 5 skipped"
+    assert predictions_message(entries) == "predictions: 3 stored, 4 skipped"
 
 
 def test_measured_rows_are_the_modelled_patterns_only() -> None:

@@ -1,5 +1,5 @@
 # A verdict for every claim of seeds 000-004 the experiment's points can test, and the best design per
-# workload (docs/claims.md). For HSHA/LF experiments it waits for the predictions: the model claims and the
+# workload (docs/claims.md). For modelled experiments it waits for the predictions: the model claims and the
 # recommendation's model column use them.
 
 

@@ -4,8 +4,9 @@ import shlex
 
 
 def all_targets(wildcards):
-    """Every experiment's report: tables and figures, the model's validation when its plan has HSHA or LF
-    points, and what the host-pair execution adds (the cluster's per-pair table)."""
+    """Every experiment's report: tables and figures, the model's validation when its plan has modelled
+    points (every pattern since issue 19), and what the host-pair execution adds (the cluster's per-pair
+    table)."""
     return [path for name in config["experiments"] for path in experiment_targets(name)]
 
 
@@ -20,7 +21,20 @@ def experiment_targets(experiment):
         # are made once all of them are known.
         targets += [adaptive_round_file(experiment, doc["round"]) for doc in adaptive_rounds(experiment)]
         targets += rules.adaptive_store.output
-    return expand(targets, experiment=experiment)
+    return expand(targets, experiment=experiment) + run_prerequisites(experiment)
+
+
+def run_prerequisites(experiment):
+    """What the runs take as `ancient` inputs (the build, the hosts' files), named again as plain targets.
+    When a job upstream of the runs must run again (a rebuild, a new sweep plan, re-provisioning),
+    Snakemake evaluates what lies downstream of it only by following its outputs, and it does not follow an
+    `ancient` one: without these, runs still missing (a new experiment) would be left out, and the
+    workflow would end after the rebuild. Listed here they lead from the rerun job to `all`, and from
+    there back to every missing output. Finished runs stay finished (their inputs are still ancient)."""
+    build = [rules.build_binaries.output.manifest]
+    if run_launcher(experiment) == "docker":
+        build.append(rules.build_images.output.manifest)
+    return build + host_prerequisites()
 
 
 def c_sources(wildcards):
@@ -167,7 +181,7 @@ def adaptive_option(wildcards, input):
 
 
 def claims_predictions(wildcards):
-    """The claims of HSHA/LF experiments use the model's predictions: wait for them."""
+    """The claims of modelled experiments use the model's predictions: wait for them."""
     if plan_of(wildcards.experiment)["modelled_patterns"]:
         return [rules.predict.output.predictions]
     return []

@@ -4,6 +4,9 @@
 # controller (the command as typed resumes after any crash), and a second live controller is refused.
 # onstart runs in the controller only (not in dry runs, --lint or the job processes, which get --no-hooks).
 CONTROLLER = []
+# Snakemake keeps one onstart handler (a second `onstart:` replaces the first), so other rule files add
+# what they do when the controller starts here; they run after the lock is held.
+ONSTART_HOOKS = []
 
 
 onstart:
@@ -14,3 +17,5 @@ onstart:
         CONTROLLER.append(hold_controller(os.getcwd()))
     except DemuxlabError as exc:
         raise WorkflowError(f"demuxlab: error: {exc.message}") from None
+    for hook in ONSTART_HOOKS:
+        hook()

@@ -1,5 +1,5 @@
-# CTMC models of HSHA and LF (seed 001): calibrate from the instrumented lowest-concurrency runs, predict
-# every measured HSHA/LF point from the paper's and the calibrated rates, and validate against the runs.
+# CTMC models of every pattern (seed 001, issue 19): calibrate from the instrumented lowest-concurrency runs,
+# predict every measured point from the paper's and the calibrated rates, and validate against the runs.
 # On the local pair the models compute on the measured machine, so these jobs take the `pair` resource
 # (MODEL_PAIR, rules/hosts/): no run is measured while they use the CPUs.
 

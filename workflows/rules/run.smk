@@ -11,6 +11,7 @@ rule run_point:
         build=build_inputs,
         hosts=host_inputs,
         after=previous_in_lane,
+        checked=checked_input,
     output:
         record="results/{experiment}/runs/{run_id}.json",
     log:
@@ -18,18 +19,21 @@ rule run_point:
     conda:
         "../envs/demuxlab.yaml"
     params:
-        cli=DEMUXLAB,
+        run=run_command,
         launcher=lambda wc: run_launcher(wc.experiment),
         max_attempts=RUN["retries"] + 1,
         stall=RUN["stall_timeout_s"],
         where=where_args,
         which=which_run,
-    retries: RUN["retries"]
+    # The controller retries a failed run; a job's own Snakemake (a remote executor's, rules/hosts/slurm.smk)
+    # must not run the command again where it failed (a rule's retries override its --retries 0).
+    retries: RUN["retries"] if workflow.is_main_process else 0
     resources:
         pair=PAIR_RESOURCE,
         attempt=lambda wc, attempt: attempt,
+        **HOST_RESOURCES,
     shell:
-        "{params.cli} run-point {input.spec} --run-id {wildcards.run_id} {params.which} --out {output.record}"
+        "{params.run} --run-id {wildcards.run_id} {params.which} --out {output.record}"
         " {params.where} --launcher {params.launcher}"
         " --attempt {resources.attempt} --max-attempts {params.max_attempts}"
         " --stall-timeout {params.stall} 2> {log}"

@@ -205,7 +205,7 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
     const struct options *opt = run->opt;
     static struct hist lat;
     uint64_t messages = 0, offered = 0, served = 0;
-    double user = 0, sys = 0;
+    double user = 0, sys = 0, wait = 0;
     /* Stopped early: the reported seconds only (completions between their end and the stop are out). */
     double duration = run->stopped_early ? (double)run->reported : opt->duration_s;
 
@@ -220,6 +220,10 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
         served += ws[i].served;
         user += ws[i].cpu_end_user - ws[i].cpu_start_user;
         sys += ws[i].cpu_end_sys - ws[i].cpu_start_sys;
+        if (wait >= 0 && ws[i].wait_start >= 0 && ws[i].wait_end >= 0)
+            wait += ws[i].wait_end - ws[i].wait_start;
+        else
+            wait = -1.0;
     }
     fprintf(f, "{\"ok\": true, \"mode\": \"%s\", \"rate\": ", opt->rate > 0 ? "open" : "closed");
     if (opt->rate > 0)
@@ -250,8 +254,12 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
             "\"mean\": %.3f}",
             hist_percentile(&lat, 50) / 1e3, hist_percentile(&lat, 90) / 1e3, hist_percentile(&lat, 99) / 1e3,
             hist_percentile(&lat, 99.9) / 1e3, hist_max(&lat) / 1e3, hist_mean(&lat) / 1e3);
-    fprintf(f, ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}, \"errors\": 0, \"stopped_early\": %s}\n", user, sys,
-            run->stopped_early ? "true" : "false");
+    fprintf(f, ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}", user, sys);
+    if (wait >= 0)
+        fprintf(f, ", \"wait_s\": %.6f", wait);
+    else
+        fputs(", \"wait_s\": null", f);
+    fprintf(f, ", \"errors\": 0, \"stopped_early\": %s}\n", run->stopped_early ? "true" : "false");
 }
 
 static void put_failure(FILE *f, const char *reason)

@@ -354,10 +354,12 @@ static void note_phase(struct worker *w, uint64_t now)
 {
     if (!w->cpu_started && now >= w->run->warm_end) {
         thread_cpu_times(&w->cpu_start_user, &w->cpu_start_sys);
+        w->wait_start = thread_wait_s();
         w->cpu_started = 1;
     }
     if (!w->cpu_ended && now >= w->run->meas_end) {
         thread_cpu_times(&w->cpu_end_user, &w->cpu_end_sys);
+        w->wait_end = thread_wait_s();
         w->cpu_ended = 1;
     }
 }
@@ -478,9 +480,13 @@ void *worker_main(void *arg)
             count_unstarted(w);
     }
     /* A run cut short still closes its books: the report is not written on failure anyway. */
-    if (!w->cpu_started)
+    if (!w->cpu_started) {
         thread_cpu_times(&w->cpu_start_user, &w->cpu_start_sys);
-    if (!w->cpu_ended)
+        w->wait_start = thread_wait_s();
+    }
+    if (!w->cpu_ended) {
         thread_cpu_times(&w->cpu_end_user, &w->cpu_end_sys);
+        w->wait_end = thread_wait_s();
+    }
     return NULL;
 }

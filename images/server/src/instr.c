@@ -42,6 +42,7 @@ void tstat_merge(struct tstat *dst, const struct tstat *src)
     dst->closed += src->closed;
     dst->user_s += src->user_s;
     dst->sys_s += src->sys_s;
+    dst->wait_s = dst->wait_s < 0 || src->wait_s < 0 ? -1.0 : dst->wait_s + src->wait_s;
     if (dst->in != NULL && src->in != NULL)
         tinstr_merge(dst->in, src->in);
 }

@@ -52,6 +52,7 @@ struct tstat {
     uint64_t accepted;
     uint64_t closed;
     double user_s, sys_s;
+    double wait_s;     /* runnable but waiting for a CPU (schedstat run_delay); < 0: unknown */
     struct tinstr *in; /* NULL without --instrument */
 };
 

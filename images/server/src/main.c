@@ -26,6 +26,7 @@ static void *thread_main(void *arg)
         die("cannot pin thread %d to CPU %d: %s", t->index, t->cpu, strerror(errno));
     t->fn(t->arg);
     thread_cpu_times(&t->st.user_s, &t->st.sys_s);
+    t->st.wait_s = thread_wait_s();
     return NULL;
 }
 
@@ -157,9 +158,14 @@ static void print_exit(struct server *s, double elapsed, const char *extra)
         printf("%s{\"index\": %d, \"role\": \"%s\", \"cpu\": %s, \"messages\": %" PRIu64
                ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}",
                i ? ", " : "", t->index, t->role, cpu, t->st.messages, t->st.user_s, t->st.sys_s);
-        if (t->st.in != NULL) /* per thread: seconds waiting vs in the notifier */
+        if (t->st.in != NULL) { /* per thread: seconds waiting vs in the notifier, and for a CPU */
             printf(", \"idle_s\": %.6f, \"notify_s\": %.6f", (double)hist_total(&t->st.in->ops[OP_IDLE]) / 1e9,
                    (double)hist_total(&t->st.in->ops[OP_NOTIFY]) / 1e9);
+            if (t->st.wait_s >= 0)
+                printf(", \"wait_s\": %.6f", t->st.wait_s);
+            else
+                printf(", \"wait_s\": null");
+        }
         putchar('}');
     }
     printf("]%s, \"ops\": {", extra);

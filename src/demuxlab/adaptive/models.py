@@ -5,9 +5,10 @@ predict_many`): the shapes that guide the model-guided points (:mod:`demuxlab.ad
 predictions the claims read.
 
 No database and no files: the calibration runs are the policy's observations (their records' server
-results). A point the models do not describe (a pattern without a model, zero work, open-loop load) has
-no shape; its curve is then guided by the measurements alone. Every point that has one is predicted from
-its pattern × notifier's calibration when it could be fitted, else from the paper's rates.
+results). A point the models do not describe (open-loop load; since issue 19 every pattern has a
+model, zero work included) has no shape; its curve is then guided by the measurements alone. Every point
+that has one is predicted from its pattern × notifier's calibration when it could be fitted, else from
+the paper's rates.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ MODEL_PEAK_TOL = 0.10  # "accurately predicts the peak": within 10 %
 def _s1_model(ctx: Context) -> Part:
     source = model_source(ctx)
     if source is None:
-        return Part(NOT_TESTABLE, "no model predictions (HSHA/LF points with work > 0, closed loop)")
+        return Part(NOT_TESTABLE, "no model predictions (HSHA/LF points, closed loop)")
     pts = usable(ctx.select(patterns=("hsha", "lf"), closed_loop=True))
     parts = []
     groups = by_key(pts, lambda p: (p.design, p.workload))

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "db": ("demuxlab.cli.db", "db"),
     "bundle": ("demuxlab.cli.bundle", "bundle"),
     "cluster": ("demuxlab.cli.cluster", "cluster"),
+    "slurm": ("demuxlab.cli.slurm", "slurm"),
     "hosts": ("demuxlab.cli.hosts", "hosts"),
     "testbed": ("demuxlab.cli.testbed", "testbed"),
     "model": ("demuxlab.cli.model", "model"),

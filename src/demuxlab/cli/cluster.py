@@ -83,6 +83,16 @@ def progress(state: str, pairs_from: str | None, as_json: bool) -> None:
         from demuxlab.remote.hostpairs import load_pairs
 
         names = [p.name for p in load_pairs(pairs_from).pairs]
+    slurm_state = Path(state).parent / "slurm"
+    if (slurm_state / "sweep.json").exists() and not (Path(state) / "sweep.json").exists():
+        # A Slurm sweep (the slurm profile): per partition and per node (demuxlab.slurm.progress).
+        from demuxlab.slurm.progress import dump
+        from demuxlab.slurm.progress import format_progress as format_slurm
+        from demuxlab.slurm.progress import progress_doc as slurm_doc
+
+        sdoc = slurm_doc(slurm_state)
+        click.echo(dump(sdoc) if as_json else format_slurm(sdoc))
+        return
     doc = progress_doc(Path(state), names)
     write_progress(Path(state), doc)
     click.echo(json.dumps(doc, indent=1) if as_json else format_progress(doc))

@@ -30,7 +30,7 @@ class ModelledPattern(click.ParamType[str]):
 
 @click.group()
 def model() -> None:
-    """CTMC performance models of HSHA and LF (seed 001)."""
+    """CTMC performance models of every pattern (seed 001 for HSHA and LF)."""
 
 
 @model.command()
@@ -42,6 +42,10 @@ def model() -> None:
 @click.option("--rel-ci", default=0.01, type=float, show_default=True, help="SSA: target relative CI")
 @click.option("--seed", default=0, type=int, show_default=True)
 @click.option("--calibration", "calibration_id", type=int, default=None, help="stored calibration id")
+@click.option(
+    "--cores", type=click.IntRange(min=1), default=None, help="the server's cores (default: one per thread)"
+)
+@click.option("--notifier", default=None, help="the notifier (epoll-et: no re-arm with the paper's rates)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per point")
 def predict(
     pattern: str,
@@ -52,6 +56,8 @@ def predict(
     rel_ci: float,
     seed: int,
     calibration_id: int | None,
+    cores: int | None,
+    notifier: str | None,
     as_json: bool,
 ) -> None:
     """Predict throughputs (msgs/s) for each thread count."""
@@ -59,7 +65,7 @@ def predict(
     from demuxlab.validation.manual import predict_grid
 
     threads = parse_int_list(threads_text)
-    works = parse_float_list(work_text, "work-us")
+    works = parse_float_list(work_text, "work-us", zero=True)
     predictions = predict_grid(
         pattern,
         threads,
@@ -69,6 +75,8 @@ def predict(
         rel_ci=rel_ci,
         seed=seed,
         calibration_id=calibration_id,
+        cores=cores,
+        notifier=notifier,
     )
     if not as_json:
         click.echo(f"{'pattern':<8}{'threads':>8}{'work_us':>9}{'method':>7}{'msgs/s':>14}{'ci_rel':>9}")

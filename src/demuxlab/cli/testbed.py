@@ -15,20 +15,44 @@ def testbed() -> None:
 
 @testbed.command("up")
 @click.option("--pairs", type=click.IntRange(min=1, max=8), default=2, show_default=True)
-def testbed_up(pairs: int) -> None:
+@click.option(
+    "--slurm",
+    is_flag=True,
+    help="Also run Slurm on the hosts (slurmctld, slurmdbd, a slurmd each; the checkout shared with them).",
+)
+@click.option(
+    "--share",
+    "shared",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="With --slurm: another folder the hosts share at the same path (e.g. a workflow's working folder).",
+)
+def testbed_up(pairs: int, slurm: bool, shared: tuple[str, ...]) -> None:
     """Create the testbed (host image built once and cached) and write inventories/testbed."""
     from demuxlab.testbed import up
 
     t0 = time.monotonic()
-    state = up(pairs, log=lambda msg: click.echo(msg, err=True))
+    if slurm:
+        from demuxlab.slurm import testbed as slurm_testbed
+
+        state = slurm_testbed.up(pairs, log=lambda msg: click.echo(msg, err=True), shared=shared)
+    else:
+        state = up(pairs, log=lambda msg: click.echo(msg, err=True))
     for h in state["hosts"]:
-        shared = " (CPUs shared with other hosts)" if h["cpus_shared"] else ""
-        click.echo(f"{h['name']:<12} {h['address']:<15} cpus {h['cpus']}{shared}")
+        note = " (CPUs shared with other hosts)" if h["cpus_shared"] else ""
+        click.echo(f"{h['name']:<12} {h['address']:<15} cpus {h['cpus']}{note}")
     how = "built" if state["image_built"] else "cached"
     click.echo(
         f"testbed {state['id']}: {len(state['hosts'])} hosts up in {time.monotonic() - t0:.1f} s "
         f"(image {how}); inventory {state['inventory']}"
     )
+    if "slurm" in state:
+        sl = state["slurm"]
+        click.echo(
+            f"slurm: cluster {sl['cluster']}, controller {sl['controller']}, partitions "
+            f"{', '.join(sl['partitions'])}, accounts {', '.join(sl['accounts'])}; client commands: "
+            f"SLURM_CONF={sl['conf']}"
+        )
 
 
 @testbed.command("down")

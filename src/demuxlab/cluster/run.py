@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from demuxlab.cluster.progress import progress_doc, write_progress
 from demuxlab.cluster.schedule import (
@@ -34,8 +34,17 @@ from demuxlab.errors import ConfigError, DemuxlabError, LaunchError
 from demuxlab.launch.base import Launcher, RunRequest, failed_record
 from demuxlab.plan import plan_pinning
 from demuxlab.remote.hostpairs import ClusterPair, PairsSource, hardware_class, load_pairs, sim_facts
-from demuxlab.spec import Spec
 from demuxlab.vocab import RUN_OK
+
+
+class RunSpec(Protocol):
+    """What a run needs of its spec: a :class:`demuxlab.spec.Spec`, or the controller's checked copy
+    (:class:`demuxlab.runpoint_lean.CheckedSpec`), which spares the run process the spec's checks."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def hardware_class(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -138,7 +147,7 @@ def _sigterm_unwinds() -> Iterator[None]:
 
 
 def run_on_cluster(
-    spec: Spec,
+    spec: RunSpec,
     base: RunRequest,
     opts: ClusterOptions,
     *,

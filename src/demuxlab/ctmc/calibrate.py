@@ -1,79 +1,92 @@
-"""Calibration of the model rates from the server's per-operation timings (seed 001 §V-A).
+"""Calibration of every pattern's rates from instrumented runs at the lowest concurrency (seed 001 §V-A).
 
 The paper measures every rate on the lowest-concurrency deployment (HSHA: monitor + one worker,
-``threads = 2``; LF: ``threads = 1``), where locks see no contention. From the server exit JSON
-(CONTRACTS.md §1, ``--instrument``), rate = 1 / mean service time in µs, pooled over runs as
-Σ total_ns / Σ count — per call, or per message (count = the ``work`` op's, one per message) where the
-model has one step per message but the server may need several calls for it:
+``threads = 2``; LF: ``threads = 1``; :func:`demuxlab.ctmc.rates.calibration_threads` for the others).
+The server's exit JSON (CONTRACTS.md §1, ``--instrument``) gives, per operation, the wall-clock time of
+every call, and per thread its CPU time and the time it waited (``idle_s``). The model's steps are CPU
+demands: the chains share the server's cores among the runnable threads themselves (engine.Pool), so a
+calibration must not also count the time a thread waited for a CPU. Per *role* (the threads of one kind:
+HSHA's monitor and its workers, …; :data:`ROLES`):
 
-=====  ==============  ===========  =======================================================================
-rate   op              per          note
-=====  ==============  ===========  =======================================================================
-r_l    lock            call         every lock operation of the model uses r_l (§V-A)
-r_p    queue_put       call         HSHA only (LF has no queue: paper value kept, the LF model never uses it)
-r_g    queue_get       call         HSHA only (as r_p)
-r_i    recv            message      edge-triggered servers read until EAGAIN: two recv calls per message
-r_o    send            message      a large message may take several send calls
-r_a    rearm           call         re-activation (EPOLLONESHOT re-arm, fd set update); see below
-r_e    notify          —            fitted from ``notify_by_events``, see below
-r_t    —               —            paper value; see below
-=====  ==============  ===========  =======================================================================
+1. D = the role's CPU time per message (Σ its threads' user + sys / the server's messages), less the
+   work (the spin is the input r_c, not a fitted rate);
+2. W = the wall time of the role's timed operations per message (:data:`ROLES`; the notifier's calls
+   included for the role that waits on it);
+3. where W > D the operations' times include waiting for a CPU (the calibration run's own threads
+   sharing a core, or the host's other load) and are scaled by D/W; where W < D, the rest, D − W, is CPU
+   the operations do not cover (the loop, wake-ups, a blocking notifier call's own work) and becomes the
+   role's overhead: per message (``r_x``) for the role that handles messages, per notifier call (added to
+   α) for a role that only waits on the notifier and dispatches;
+4. every rate is 1 / its demand in µs, times ``speed``: the share of its CPUs the server got during the
+   runs, Σ CPU / Σ (runnable time) over its threads (a thread is runnable when it is neither waiting for
+   work, ``idle_s``, nor for a CPU held by the run's own threads: E[(runnable threads − cores)⁺], the
+   threads' busy fractions taken as independent), capped at 1: 1 on a quiet host.
 
-r_a on a notifier that never re-arms (epoll-et: the descriptor stays armed): the server does no work
-for the model's re-activation step, so the step is made instant (``INSTANT_RATE`` per µs, 1 ns) and
-its source says so. Any other notifier without a ``rearm`` op is an error.
+=====  ============================================  ===========================================
+rate   from                                          note
+=====  ============================================  ===========================================
+r_l    ``lock`` median                               the uncontended acquisition: the chains model
+                                                     contention themselves
+r_p    ``queue_put`` / message                       HSHA, proactor, uring-shared
+r_g    ``queue_get`` / message                       HSHA, proactor, uring-shared
+r_i    ``recv`` / message                            two calls per message under epoll-et (EAGAIN)
+r_o    ``send`` / message                            a large message takes several calls
+r_a    ``rearm`` / message                           epoll-et never re-arms: instant
+r_e    ``notify_by_events``                          slope τ of call time against descriptors
+r_n    ``notify_by_events`` + overhead per call      intercept α (≥ 0), plus a dispatching role's
+                                                     untimed CPU per notifier call
+r_x    CPU − timed operations, per message           the handling role's untimed CPU
+r_z    client CPU per message × its CPU share        the client's turnaround (``clients=``; its share
+                                                     from its ``wait_s``, else the server's speed)
+r_t    —                                             paper (10 ns: a cached descriptor)
+=====  ============================================  ===========================================
 
-r_t is *not* the LF promotion: §V-A defines it as the rate of "retrieving a socket descriptor previously
-returned by an epoll_wait" (φ3, the leader taking a cached descriptor, 10 ns in the paper). Handing
-leadership on is φ6, "thread releasing leader lock", at rate r_l. The server measures no op for the cache
-access, so r_t keeps the paper value and ``promote`` is not used.
-
-r_e: the model's epoll_wait takes h / r_e for h returned descriptors (φ2 of HSHA, φ4 of LF; the model's
-call returns every ready descriptor, the server's at most its cache size), so r_e is fitted as the slope
-of a least-squares line through the origin of mean call time against h, weighted by the number of calls
-of each bucket: τ = Σ nₕ h tₕ / Σ nₕ h², r_e = 1/τ. Every bucket is exact, the full-cache one too
-(``events_per_call.cache``, 64): at 512 connections almost every LF call returns a full cache, and that
-bucket carries the fit. ``notify`` is the notifier's service time only: a wait that found nothing pending
-and blocked is the ``idle`` op (CONTRACTS.md §1), which the model has no step for. A server result
-without ``events_per_call.cache`` predates that split (its notify times include waiting) and is refused.
+The notifier fit: a call's mean time against h, the descriptors (io_uring: completions) it returned,
+``notify_by_events`` 1..64 weighted by calls: least squares t = α + τh (α ≥ 0, else through the origin as
+seed 001's r_e/h). ``notify`` is the service time only: a wait that found nothing and blocked is ``idle``.
+A server result without ``events_per_call.cache`` predates that split and is refused. tpc blocks in
+``recv`` (the server times the blocking call): its ``recv`` is the thread's waiting, its CPU goes to r_x
+and r_i is instant. The io_uring patterns time no recv/send (the kernel runs them inside the notifier
+call): r_i, r_o instant.
 
 Refusals (``CalibrationRefused``, naming pattern, notifier, reason and the figure):
 
-- a fitted service time more than ``MAX_RATE_FACTOR`` (100×) away from the paper's, either way: a rate off
-  by orders of magnitude is a measurement artefact, not a property of the host;
+- a fitted service time more than ``MAX_RATE_FACTOR`` (100×) away from the paper's, either way, or a
+  per-message overhead above ``MAX_OVERHEAD_US``: a measurement artefact, not the host;
 - a calibration that does not predict its own calibration runs: the model (SSA) with the fitted rates,
-  at each run's work, connections and thread count, must be within ``SELF_CHECK_TOLERANCE`` (10 %) of
-  the runs' measured throughput (``measured=``, the client's msgs/s; see :func:`self_check`).
+  at each run's work, connections, thread count and cores, must be within ``SELF_CHECK_TOLERANCE`` (10 %)
+  of the runs' measured throughput (``measured=``, the client's msgs/s; see :func:`self_check`).
+
+(Over 500 lines on purpose: one concern, the fit of every pattern's rates from its runs — which role does
+which operation, what the server's JSON holds and how each figure is read from it, the speed, the client,
+the notifier's fit, the refusals — kept together so that a rate's source can be followed in one file.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from demuxlab.ctmc.rates import RATE_FIELDS, Rates, check_pattern, min_threads, paper_rates
+from demuxlab.ctmc.rates import (
+    ALL_RATE_FIELDS,
+    INSTANT_RATE,
+    NO_REARM_NOTIFIERS,
+    Host,
+    Rates,
+    calibration_threads,
+    check_pattern,
+    paper_rates,
+    workload_key,
+)
 from demuxlab.errors import DemuxlabError
 
-OP_OF_RATE: dict[str, dict[str, str]] = {
-    "hsha": {
-        "r_l": "lock",
-        "r_p": "queue_put",
-        "r_g": "queue_get",
-        "r_i": "recv",
-        "r_o": "send",
-        "r_a": "rearm",
-    },
-    "lf": {"r_l": "lock", "r_i": "recv", "r_o": "send", "r_a": "rearm"},
-}
 CACHE_SIZE = 64  # the server's MAX_EVENTS: no notifier call returns more
 MAX_RATE_FACTOR = 100.0  # a fitted service time this many times the paper's (or 1/this) is refused
+MAX_OVERHEAD_US = 10_000.0  # an untimed CPU per message or per call beyond this is an artefact
 SELF_CHECK_TOLERANCE = 0.10  # |model − measured| / measured on the calibration runs themselves
 SELF_CHECK_REL_CI = 0.01
-PER_MESSAGE_OPS = frozenset({"recv", "send"})
-MESSAGE_OP = "work"  # the server calls it exactly once per message
-NO_REARM_NOTIFIERS = frozenset({"epoll-et"})
-INSTANT_RATE = 1000.0  # per µs: a step of 1 ns, for model steps the server does not perform
+SPIN_FLOOR = 0.02  # a handling role's CPU beyond its spin below this × the spin: see calibrate()
 
 
 class CalibrationRefused(DemuxlabError):
@@ -81,16 +94,74 @@ class CalibrationRefused(DemuxlabError):
 
 
 @dataclass(frozen=True)
+class Role:
+    """Threads of one kind: their ``threads_detail`` role names, the timed operations they do per message
+    (mapped to the rate each sets), whether they call the notifier, and where their untimed CPU goes:
+    ``r_x`` (per message: they handle messages) or ``r_n`` (per notifier call: they only dispatch)."""
+
+    names: tuple[str, ...]
+    ops: tuple[tuple[str, str], ...]
+    notifies: bool
+    overhead: str
+    works: bool
+
+
+ROLES: dict[str, tuple[Role, ...]] = {
+    "reactor": (Role(("reactor",), (("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a")), True, "r_x", True),),
+    "multireactor": (
+        Role(("reactor",), (("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a")), True, "r_x", True),
+    ),
+    "lf": (
+        Role(("leader-follower",), (("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a")), True, "r_x", True),
+    ),
+    "hsha": (
+        Role(("monitor",), (("queue_put", "r_p"),), True, "r_n", False),
+        Role(
+            ("worker",),
+            (("queue_get", "r_g"), ("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a")),
+            False,
+            "r_x",
+            True,
+        ),
+    ),
+    "proactor": (
+        Role(("demultiplexer",), (("recv", "r_i"), ("queue_put", "r_p")), True, "r_n", False),
+        Role(("handler",), (("queue_get", "r_g"), ("send", "r_o"), ("rearm", "r_a")), False, "r_x", True),
+    ),
+    "tpc": (Role(("connection",), (("send", "r_o"),), False, "r_x", True),),
+    "uring": (Role(("proactor",), (), True, "r_x", True),),
+    "uring-shared": (
+        Role(("completion",), (("queue_put", "r_p"),), True, "r_n", False),
+        Role(("handler",), (("queue_get", "r_g"),), False, "r_x", True),
+    ),
+}
+# Rates a pattern's chain does not have, or whose operation runs in the kernel: instant, and why.
+INSTANT: dict[str, dict[str, str]] = {
+    "tpc": {"r_i": "tpc's recv blocks: its time is waiting, its CPU is in r_x", "r_a": "tpc does not re-arm"},
+    "uring": {
+        "r_i": "runs in the kernel, inside the notifier call",
+        "r_o": "runs in the kernel, inside the notifier call",
+    },
+    "uring-shared": {
+        "r_i": "runs in the kernel, inside the notifier call",
+        "r_o": "the handler's submit is untimed: in r_x",
+        "r_a": "the receive's re-submission is untimed: in the completion thread's α",
+    },
+}
+
+
+@dataclass(frozen=True)
 class SelfCheck:
     """The fitted model against the calibration runs of one workload (work, connections)."""
 
     work_us: float  # nominal (--work-us)
-    work_measured_us: float  # the runs' mean `work` op: the r_c the check predicts with
+    work_measured_us: float  # the runs' mean `work` op (0 without work)
     connections: int
     threads: int
     runs: int
     measured_msgs_per_s: float
     predicted_msgs_per_s: float
+    cores: int | None = None
 
     @property
     def rel_error(self) -> float:
@@ -102,6 +173,7 @@ class SelfCheck:
             "work_measured_us": self.work_measured_us,
             "connections": self.connections,
             "threads": self.threads,
+            "cores": self.cores,
             "runs": self.runs,
             "measured_msgs_per_s": self.measured_msgs_per_s,
             "predicted_msgs_per_s": self.predicted_msgs_per_s,
@@ -117,15 +189,88 @@ def calibrate(
     measured: Sequence[float | None] | None = None,
     connections: Sequence[int | None] | None = None,
     checks: list[SelfCheck] | None = None,
+    clients: Sequence[dict[str, Any] | None] | None = None,
+    client_cores: Sequence[int | None] | None = None,
 ) -> Rates:
-    """Rates of ``pattern`` from lowest-concurrency instrumented server exit JSONs.
+    """Rates of ``pattern`` from lowest-concurrency instrumented server exit JSONs (see :func:`_fit`).
+
+    Runs of several workloads (connections × message size; the work is an input and pooled) are fitted
+    per workload as well — a message's receive, send and the client's turnaround grow with its size, a
+    select call with the descriptors watched — into ``Rates.workloads`` (each checked against its own
+    runs); the returned rates pool them all and serve a workload without runs of its own."""
+    n = len(server_results)
+    if not server_results:
+        raise DemuxlabError(f"calibrate {pattern}: no server results given")
+    for what, seq in (("labels", labels), ("connections", connections)):
+        if seq is not None and len(seq) != n:
+            raise DemuxlabError(f"calibrate: {what} and server results differ in number")
+    groups: dict[str, list[int]] = {}
+    for i, res in enumerate(server_results):
+        conns = connections[i] if connections is not None else None
+        conns = (
+            conns
+            if conns is not None
+            else (res.get("connections_accepted") if isinstance(res, dict) else None)
+        )
+        size = res.get("msg_size") if isinstance(res, dict) else None
+        groups.setdefault(workload_key(int(conns or 0), int(size or 0)), []).append(i)
+    if len(groups) == 1:
+        return _fit(
+            server_results,
+            pattern,
+            labels,
+            measured=measured,
+            connections=connections,
+            checks=checks,
+            clients=clients,
+            client_cores=client_cores,
+        )
+
+    def pick(seq: Sequence[Any] | None, idx: list[int]) -> list[Any] | None:
+        return None if seq is None else [seq[i] for i in idx]
+
+    pooled = _fit(
+        server_results, pattern, labels, connections=connections, clients=clients, client_cores=client_cores
+    )
+    workloads: dict[str, Rates] = {}
+    got: list[SelfCheck] = []
+    for key, idx in sorted(groups.items()):
+        mine: list[SelfCheck] = []
+        try:
+            workloads[key] = _fit(
+                [server_results[i] for i in idx], pattern, pick(labels, idx), measured=pick(measured, idx),
+                connections=pick(connections, idx), checks=mine, clients=pick(clients, idx),
+                client_cores=pick(client_cores, idx),
+            )  # fmt: skip
+        finally:
+            got += mine
+            if checks is not None:
+                checks[:] = got
+    return replace(pooled, workloads=workloads)
+
+
+def _fit(
+    server_results: Sequence[dict[str, Any]],
+    pattern: str,
+    labels: Sequence[str] | None = None,
+    *,
+    measured: Sequence[float | None] | None = None,
+    connections: Sequence[int | None] | None = None,
+    checks: list[SelfCheck] | None = None,
+    clients: Sequence[dict[str, Any] | None] | None = None,
+    client_cores: Sequence[int | None] | None = None,
+) -> Rates:
+    """Rates of ``pattern`` from lowest-concurrency instrumented server exit JSONs of one workload.
 
     ``measured`` (one per result: the run's measured throughput in msgs/s, e.g. the client's
     ``throughput_msgs_per_s``; None for a run without one) turns on the self-check: the calibration is
     refused when the model with the fitted rates misses its own runs by more than 10 %. ``connections``
-    (one per result) defaults to the server's ``connections_accepted``. ``checks``, if given, receives the
-    self-check's comparisons. Without ``measured`` only the fit and the plausibility refusal run.
-    Raises :class:`CalibrationRefused` (a ``DemuxlabError``) for a refusal, ``DemuxlabError`` for bad input.
+    (one per result) defaults to the server's ``connections_accepted``. ``clients`` (one client JSON per
+    result, CONTRACTS §2) gives the client's CPU per message, r_z, and its threads; ``client_cores`` (per
+    result) the CPUs it was pinned to (default: one per client thread). The server's cores are the CPUs
+    its threads were pinned to (``threads_detail[].cpu``). ``checks``, if given, receives the self-check's
+    comparisons. Raises :class:`CalibrationRefused` (a ``DemuxlabError``) for a refusal, ``DemuxlabError``
+    for bad input.
     """
     check_pattern(pattern)
     if not server_results:
@@ -135,69 +280,146 @@ def calibrate(
     )
     if len(names) != len(server_results):
         raise DemuxlabError("calibrate: labels and server results differ in number")
+    for what, seq in (("clients", clients), ("client_cores", client_cores), ("measured", measured)):
+        if seq is not None and len(seq) != len(server_results):
+            raise DemuxlabError(f"calibrate: {what} and server results differ in number")
     for name, res in zip(names, server_results, strict=True):
         _check_run(name, res, pattern)
-
     notifiers = sorted({str(res.get("notifier")) for res in server_results})
     if len(notifiers) != 1:
         raise DemuxlabError(f"calibrate {pattern}: the runs mix notifiers {notifiers}; calibrate each apart")
+    notifier = notifiers[0]
+    what = f"calibrate {pattern}/{notifier}"
     for name, res in zip(names, server_results, strict=True):
         epc = res.get("events_per_call")
-        if not isinstance(epc, dict) or not isinstance(epc.get("cache"), int):
+        if _roles(pattern)[0].notifies and (
+            not isinstance(epc, dict) or not isinstance(epc.get("cache"), int)
+        ):
             raise CalibrationRefused(
-                f"calibrate {pattern}/{notifiers[0]}: refused: {name}: the server's notify times include "
-                "blocking (no events_per_call.cache: a demux-server from before the notify/idle split); "
-                "rebuild the server and run again"
+                f"{what}: refused: {name}: the server's notify times include blocking (no "
+                "events_per_call.cache: a demux-server from before the notify/idle split); rebuild the "
+                "server and run again"
             )
-    values: dict[str, float] = {}
+
+    paper = paper_rates(pattern, notifier)
+    values: dict[str, Any] = {}  # the rates (floats), per µs
     source: dict[str, str] = {}
-    for rate, op in OP_OF_RATE[pattern].items():
-        if op == "rearm" and notifiers[0] in NO_REARM_NOTIFIERS:
-            values[rate] = INSTANT_RATE
-            source[rate] = f"instant:{notifiers[0]} does not re-arm"
-            continue
-        per_message = op in PER_MESSAGE_OPS
-        count = 0
-        total_ns = 0.0
-        for name, res in zip(names, server_results, strict=True):
-            c, t = _op_totals(name, res, op)
-            count += _op_totals(name, res, MESSAGE_OP)[0] if per_message else c
-            total_ns += t
-        mean_us = total_ns / count / 1000.0
-        if mean_us <= 0.0:
-            raise DemuxlabError(f"calibrate {pattern}: op {op!r} has a non-positive mean time ({mean_us} µs)")
-        values[rate] = 1.0 / mean_us
-        source[rate] = f"op:{op}" + ("/message" if per_message else "")
-    values["r_e"] = 1.0 / _fit_notify_us(names, server_results, pattern)
-    source["r_e"] = "fit:notify_by_events"
-    paper = paper_rates(pattern)
-    for rate in RATE_FIELDS:
+    measured_us: dict[str, float] = {}  # the operations' own times (before the CPU scaling), µs
+    speed = _speed(names, server_results, pattern)
+    # Per role: CPU demands per message, pooled over the runs (Σ over runs / Σ messages).
+    msgs = sum(_messages(n, r) for n, r in zip(names, server_results, strict=True))
+    notifies = _roles(pattern)[0].notifies
+    alpha_us, tau_us = _fit_notify_us(names, server_results, pattern) if notifies else (0.0, 0.0)
+    mean_h = _mean_events(server_results) if notifies else 1.0
+    calls = sum(_calls(r) for r in server_results)
+    for role in _roles(pattern):
+        cpu_us = sum(_role_cpu_s(r, role) for r in server_results) * 1e6 / msgs
+        work_us = (
+            sum(_work_spun_us(r) * _messages(n, r) for n, r in zip(names, server_results, strict=True)) / msgs
+        )
+        demand = max(cpu_us - (work_us if role.works else 0.0), 0.0)
+        walls: dict[str, float] = {}
+        for op, rate in role.ops:
+            if rate in INSTANT.get(pattern, {}) or (rate == "r_a" and notifier in NO_REARM_NOTIFIERS):
+                continue
+            walls[rate] = (
+                sum(_op_total_ns(n, r, op) for n, r in zip(names, server_results, strict=True)) / msgs / 1000
+            )
+        notify_per_msg = 0.0
+        if role.notifies:
+            notify_per_msg = (
+                sum(
+                    _op_total_ns(n, r, "notify", required=False)
+                    for n, r in zip(names, server_results, strict=True)
+                )
+                / msgs
+                / 1000
+            )
+        timed = sum(walls.values()) + notify_per_msg
+        if role.works and work_us > 0 and demand < SPIN_FLOOR * work_us:
+            # The CPU per message is (nearly) all spin: the spin was cut short by preemption (it ends on
+            # the wall clock) and the role's other CPU cannot be told from it; its operations are taken
+            # at the server's speed instead.
+            demand = speed * timed
+        scale = min(1.0, demand / timed) if timed > 0 else 1.0
+        overhead = max(demand - timed * scale, 0.0)
+        for rate, wall in walls.items():
+            op = dict((b, a) for a, b in role.ops)[rate]
+            measured_us[rate] = wall
+            values[rate] = 1.0 / max(wall * scale, 1e-6)
+            source[rate] = f"op:{op}/message" + _scaled(scale)
+        if role.notifies:
+            # Judged per descriptor at the mean batch: a small slope with the cost in the per-call part
+            # (io_uring's completion peek) is not an artefact.
+            measured_us["r_e"] = (alpha_us + tau_us * mean_h) / mean_h
+            values["r_e"] = 1.0 / max(tau_us * scale, 1e-6)
+            source["r_e"] = "fit:notify_by_events" + _scaled(scale)
+            alpha = alpha_us * scale
+            if role.overhead == "r_n":
+                per_call = overhead * msgs / max(calls, 1)
+                alpha += per_call
+                if per_call > MAX_OVERHEAD_US:
+                    raise CalibrationRefused(
+                        f"{what}: refused: {role.names[0]}'s untimed CPU is {per_call:.4g} µs per notifier "
+                        f"call (more than {MAX_OVERHEAD_US:g} µs: an artefact)"
+                    )
+            values["r_n"] = 1.0 / alpha if alpha > 1.0 / INSTANT_RATE else INSTANT_RATE
+            source["r_n"] = "fit:notify_by_events intercept" + (
+                f" + {role.names[0]} cpu per call" if role.overhead == "r_n" else ""
+            )
+        if role.overhead == "r_x":
+            if overhead > MAX_OVERHEAD_US:
+                raise CalibrationRefused(
+                    f"{what}: refused: {role.names[0]}'s untimed CPU is {overhead:.4g} µs per message "
+                    f"(more than {MAX_OVERHEAD_US:g} µs: an artefact)"
+                )
+            values["r_x"] = 1.0 / overhead if overhead > 1.0 / INSTANT_RATE else INSTANT_RATE
+            source["r_x"] = f"cpu:{role.names[0]} − timed ops, /message"
+    for rate, why in INSTANT.get(pattern, {}).items():
+        values[rate] = INSTANT_RATE
+        source[rate] = f"instant:{why}"
+    if notifier in NO_REARM_NOTIFIERS:
+        values["r_a"] = INSTANT_RATE
+        source["r_a"] = f"instant:{notifier} does not re-arm"
+    lock = _lock_median_us(server_results)
+    if lock is not None:
+        measured_us["r_l"] = lock
+        values["r_l"] = 1.0 / max(lock, 1e-6)
+        source["r_l"] = "op:lock median"
+    client = _client_rate(clients, client_cores, speed)
+    if client is not None:
+        values["r_z"] = client[0]
+        source["r_z"] = f"client cpu/message × its share {client[1]:.2f}"
+    for rate in ALL_RATE_FIELDS:
         if rate not in values:
             values[rate] = float(getattr(paper, rate))
-            source[rate] = "paper"
-    for rate, value in values.items():
-        if source[rate] == "paper" or source[rate].startswith("instant:"):
-            continue
-        factor = float(getattr(paper, rate)) / value  # fitted service time / paper's
+            source[rate] = paper.source.get(rate, "paper")
+    source["speed"] = "cpu / runnable time of the server's threads"
+    for rate, took in measured_us.items():
+        # Judged on the operation's own time: a measurement artefact is in it, not in the CPU scaling.
+        paper_us = 1.0 / float(getattr(paper, rate))
+        factor = took / paper_us
         if not (1.0 / MAX_RATE_FACTOR <= factor <= MAX_RATE_FACTOR):
             raise CalibrationRefused(
-                f"calibrate {pattern}/{notifiers[0]}: refused: {rate} ({source[rate]}) is a service time of "
-                f"{1.0 / value:.4g} µs, {factor:.3g}× the paper's {1.0 / float(getattr(paper, rate)):.4g} µs "
-                f"(more than {MAX_RATE_FACTOR:g}× either way: a measurement artefact, not the host)"
+                f"{what}: refused: {rate} ({source[rate]}) is a service time of {took:.4g} µs, "
+                f"{factor:.3g}× the paper's {paper_us:.4g} µs (more than {MAX_RATE_FACTOR:g}× either way: a "
+                "measurement artefact, not the host)"
             )
-    rates = Rates(**values, source=source)
+    rates = Rates(**values, speed=speed, source=source)
     if measured is not None:
-        got = self_check(rates, pattern, server_results, measured, connections)
+        got = self_check(
+            rates, pattern, server_results, measured, connections, clients=clients, client_cores=client_cores
+        )
         if checks is not None:
             checks[:] = got
         worst = max(got, key=lambda c: abs(c.rel_error), default=None)
         if worst is not None and abs(worst.rel_error) > SELF_CHECK_TOLERANCE:
             raise CalibrationRefused(
-                f"calibrate {pattern}/{notifiers[0]}: refused: the fitted rates predict "
-                f"{worst.predicted_msgs_per_s:,.0f} msg/s for their own calibration run(s) at "
-                f"{worst.work_us:g} µs work, {worst.connections} connections, {worst.threads} threads, "
-                f"measured {worst.measured_msgs_per_s:,.0f} msg/s ({worst.rel_error:+.1%}; the limit is "
-                f"±{SELF_CHECK_TOLERANCE:.0%})"
+                f"{what}: refused: the fitted rates predict {worst.predicted_msgs_per_s:,.0f} msg/s for "
+                f"their own calibration run(s) at {worst.work_us:g} µs work, {worst.connections} "
+                f"connections, {worst.threads} threads on {worst.cores or 'a core each'} core(s), measured "
+                f"{worst.measured_msgs_per_s:,.0f} msg/s ({worst.rel_error:+.1%}; the limit is "
+                f"±{SELF_CHECK_TOLERANCE:.0%}; the server had {speed:.0%} of its CPUs)"
             )
     return rates
 
@@ -210,43 +432,72 @@ def self_check(
     connections: Sequence[int | None] | None = None,
     *,
     rel_ci: float = SELF_CHECK_REL_CI,
+    clients: Sequence[dict[str, Any] | None] | None = None,
+    client_cores: Sequence[int | None] | None = None,
 ) -> list[SelfCheck]:
-    """The model (SSA) with ``rates`` at each workload (work, connections) of the calibration runs,
-    against the mean measured throughput of its runs. Runs without a measurement or with zero work (the
-    model needs r_c = 1/work) are left out.
-
-    r_c is not a fitted rate but an input, and the check gives the model the work the runs actually did:
-    1 / the mean of their ``work`` op (the spin is timed on the wall clock, so on a host where the server
-    shares its CPUs it includes preemption; on a quiet host it is the nominal work). The check so tests
-    the fitted rates, not the host's interference with the spin; ``work_measured_us`` reports it."""
+    """The model (SSA) with ``rates`` at each workload (work, connections, cores, client) of the
+    calibration runs, against the mean measured throughput of its runs. Runs without a measurement are
+    left out. Work is the nominal ``work_us`` (the fitted ``speed`` slows it as it slows every step);
+    ``work_measured_us`` reports the runs' mean spin."""
     from demuxlab.ctmc.predict import predict
 
     if len(measured) != len(server_results) or (
         connections is not None and len(connections) != len(measured)
     ):
         raise DemuxlabError("calibrate: measured/connections and server results differ in number")
-    groups: dict[tuple[float, int], list[tuple[float, float, int]]] = {}
+    groups: dict[tuple[float, int, int | None, int | None, int | None], list[tuple[float, float]]] = {}
     for i, res in enumerate(server_results):
         m = measured[i]
         work = res.get("work_us")
         conns = connections[i] if connections is not None else None
         conns = conns if conns is not None else res.get("connections_accepted")
-        if m is None or not isinstance(work, int | float) or work <= 0:
+        if m is None or not isinstance(work, int | float) or work < 0:
             continue
         if not isinstance(m, int | float) or not m > 0:
             raise DemuxlabError(f"calibrate {pattern}: measured throughput #{i} must be positive, got {m!r}")
         if not isinstance(conns, int) or conns < 1:
             raise DemuxlabError(f"calibrate {pattern}: connections of run #{i} unknown ({conns!r})")
-        count, total_ns = _op_totals(f"server result #{i}", res, MESSAGE_OP)
-        groups.setdefault((float(work), conns), []).append((float(m), total_ns, count))
-    threads = min_threads(pattern)
+        client = clients[i] if clients is not None else None
+        cthreads = client.get("threads") if isinstance(client, dict) else None
+        ccores = client_cores[i] if client_cores is not None else None
+        groups.setdefault((float(work), conns, server_cores(res), cthreads, ccores), []).append(
+            (float(m), _work_spun_us(res))
+        )
+    threads = calibration_threads(pattern)
     out: list[SelfCheck] = []
-    for (work, conns), runs in sorted(groups.items()):
-        spun_us = sum(t for _, t, _ in runs) / sum(c for _, _, c in runs) / 1000.0
-        p = predict(pattern, threads, spun_us, method="ssa", connections=conns, rates=rates, rel_ci=rel_ci)
-        mean = sum(m for m, _, _ in runs) / len(runs)
-        out.append(SelfCheck(work, spun_us, conns, threads, len(runs), mean, p.throughput_msgs_per_s))
+    for (work, conns, cores, cthreads, ccores), runs in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        host = Host(cores=cores, client_threads=cthreads if rates.has_client else None, client_cores=ccores)
+        p = predict(
+            pattern, threads, work, method="ssa", connections=conns, rates=rates, rel_ci=rel_ci, host=host
+        )
+        mean = sum(m for m, _ in runs) / len(runs)
+        spun = sum(s for _, s in runs) / len(runs)
+        out.append(SelfCheck(work, spun, conns, threads, len(runs), mean, p.throughput_msgs_per_s, cores))
     return out
+
+
+def _scaled(scale: float) -> str:
+    """The source suffix of an operation scaled to the CPU its role used (none within 0.5 %)."""
+    return f" ×{scale:.3g} (cpu)" if scale < 0.995 else ""
+
+
+def server_cores(res: dict[str, Any]) -> int | None:
+    """The number of distinct CPUs the server's threads were pinned to (``threads_detail[].cpu``), or
+    None where any thread was not pinned."""
+    detail = res.get("threads_detail")
+    if not isinstance(detail, list) or not detail:
+        return None
+    cpus = [t.get("cpu") for t in detail if isinstance(t, dict)]
+    if any(not isinstance(c, int) or isinstance(c, bool) for c in cpus):
+        return None
+    return len(set(cpus))
+
+
+# -- reading the server's JSON -------------------------------------------------------------------------------
+
+
+def _roles(pattern: str) -> tuple[Role, ...]:
+    return ROLES[pattern]
 
 
 def _check_run(name: str, res: Any, pattern: str) -> None:
@@ -256,7 +507,7 @@ def _check_run(name: str, res: Any, pattern: str) -> None:
         raise DemuxlabError(
             f"calibrate {pattern}: {name}: pattern is {res.get('pattern')!r}, not {pattern!r}"
         )
-    lo = min_threads(pattern)
+    lo = calibration_threads(pattern)
     if res.get("threads") != lo:
         raise DemuxlabError(
             f"calibrate {pattern}: {name}: threads={res.get('threads')!r}; calibration needs the lowest "
@@ -266,10 +517,59 @@ def _check_run(name: str, res: Any, pattern: str) -> None:
         raise DemuxlabError(
             f"calibrate {pattern}: {name}: not an instrumented run (no ops; use --instrument)"
         )
+    _messages(name, res)
+    detail = res.get("threads_detail")
+    if not isinstance(detail, list) or not detail or not all(isinstance(t, dict) for t in detail):
+        raise DemuxlabError(
+            f"calibrate {pattern}: {name}: threads_detail is missing (needed for the CPU times)"
+        )
+    for role in _roles(pattern):
+        if not any(t.get("role") in role.names for t in detail):
+            raise DemuxlabError(
+                f"calibrate {pattern}: {name}: no thread with role {role.names[0]!r} in threads_detail"
+            )
+    for t in detail:
+        cpu = t.get("cpu_s")
+        if not isinstance(cpu, dict) or not all(isinstance(cpu.get(k), int | float) for k in ("user", "sys")):
+            raise DemuxlabError(
+                f"calibrate {pattern}: {name}: threads_detail[{t.get('index')}].cpu_s needs user and sys"
+            )
 
 
-def _op_totals(name: str, res: dict[str, Any], op: str) -> tuple[int, float]:
+def _messages(name: str, res: dict[str, Any]) -> int:
+    m = res.get("messages")
+    if isinstance(m, bool) or not isinstance(m, int) or m <= 0:
+        raise DemuxlabError(
+            f"calibrate {res.get('pattern')}: {name}: messages must be a positive integer, got {m!r}"
+        )
+    return m
+
+
+def _calls(res: dict[str, Any]) -> int:
+    epc = res.get("events_per_call")
+    calls = epc.get("calls") if isinstance(epc, dict) else None
+    return calls if isinstance(calls, int) and calls > 0 else 0
+
+
+def _role_cpu_s(res: dict[str, Any], role: Role) -> float:
+    return sum(
+        float(t["cpu_s"]["user"]) + float(t["cpu_s"]["sys"])
+        for t in res["threads_detail"]
+        if t.get("role") in role.names
+    )
+
+
+def _work_spun_us(res: dict[str, Any]) -> float:
+    """The work per message: the nominal ``work_us`` (the spin's CPU; its wall time, ``work``, may include
+    preemption). 0 without work."""
+    work = res.get("work_us")
+    return float(work) if isinstance(work, int | float) and work > 0 else 0.0
+
+
+def _op_total_ns(name: str, res: dict[str, Any], op: str, required: bool = True) -> float:
     entry = res["ops"].get(op)
+    if entry is None and not required:
+        return 0.0
     if not isinstance(entry, dict):
         raise DemuxlabError(f"calibrate {res.get('pattern')}: {name}: op {op!r} is missing from ops")
     count = entry.get("count")
@@ -281,12 +581,152 @@ def _op_totals(name: str, res: dict[str, Any], op: str) -> tuple[int, float]:
         if not isinstance(mean, int | float):
             raise DemuxlabError(f"calibrate: {name}: ops.{op} has neither total_ns nor mean_ns")
         total = float(mean) * count
-    return count, float(total)
+    return float(total)
 
 
-def _fit_notify_us(names: Sequence[str], results: Sequence[dict[str, Any]], pattern: str) -> float:
+def _lock_median_us(results: Sequence[dict[str, Any]]) -> float | None:
+    """The ``lock`` op's median (µs), weighted by the runs' counts; None where no run has it."""
     num = 0.0
-    den = 0.0
+    den = 0
+    for res in results:
+        entry = res["ops"].get("lock")
+        if not isinstance(entry, dict):
+            continue
+        count, p50 = entry.get("count"), entry.get("p50_ns", entry.get("mean_ns"))
+        if isinstance(count, int) and count > 0 and isinstance(p50, int | float) and p50 > 0:
+            num += count * float(p50)
+            den += count
+    return num / den / 1000.0 if den else None
+
+
+def _speed(names: Sequence[str], results: Sequence[dict[str, Any]], pattern: str) -> float:
+    """The share of its CPUs the server's threads got: Σ CPU / Σ (runnable time), capped at 1.
+
+    A thread's runnable time is its CPU time plus the time it waited for a CPU held by something other
+    than the run's own threads — their sharing is the chain's, not the host's load.
+
+    - With ``wait_s`` (the kernel's run_delay, CONTRACTS §1): a thread can have waited for the run's own
+      threads at most as long as they used the CPUs it may run on (Σ of the others' CPU time / cores, where
+      the threads outnumber the cores); what it waited beyond that was the host's other load.
+    - A server from before ``wait_s``: the time it neither waited for work (``idle_s``; tpc: its blocking
+      ``recv``) nor was busy, less elapsed × E[(runnable threads − cores)⁺] (busy fractions taken as
+      independent). It misses the waits after a wake-up, which ``idle_s`` holds.
+    """
+    cpu = 0.0
+    runnable = 0.0
+    for name, res in zip(names, results, strict=True):
+        elapsed = res.get("elapsed_s")
+        if not isinstance(elapsed, int | float) or elapsed <= 0:
+            raise DemuxlabError(f"calibrate {pattern}: {name}: elapsed_s must be positive, got {elapsed!r}")
+        threads = [t for t in res["threads_detail"] if any(t.get("role") in r.names for r in _roles(pattern))]
+        # Per thread (a tpc slot's entry sums its connection threads, dealt round-robin): (cpu, idle, wait).
+        each: list[tuple[float, float, float | None]] = []
+        for t in threads:
+            c = float(t["cpu_s"]["user"]) + float(t["cpu_s"]["sys"])
+            idle = t.get("idle_s")
+            if not isinstance(idle, int | float):
+                raise DemuxlabError(
+                    f"calibrate {pattern}: {name}: threads_detail[{t.get('index')}].idle_s is missing"
+                )
+            n = 1
+            if pattern == "tpc":
+                conns = int(res.get("connections_accepted") or len(threads))
+                n = max(1, round(conns / len(threads)))
+                if float(idle) == 0.0:  # they block in recv: that is their waiting for work
+                    idle = _op_total_ns(name, res, "recv") / 1e9 / len(threads)
+            w = t.get("wait_s")
+            wait = float(w) / n if isinstance(w, int | float) and not isinstance(w, bool) else None
+            each += [(c / n, float(idle) / n, wait)] * n
+        cores = server_cores(res) or len(each)
+        total = sum(c for c, _, _ in each)
+        if all(w is not None for _, _, w in each):
+            crowded = len(each) > cores
+            for c, _, w in each:
+                own = (total - c) / cores if crowded else 0.0  # the most it can have waited for its own
+                cpu += c
+                runnable += c + max(float(w or 0.0) - own, 0.0)
+            continue
+        busy = [max(float(elapsed) - idle, 0.0) for _, idle, _ in each]
+        cpu += total
+        runnable += sum(busy) - float(elapsed) * _expected_excess(
+            [min(b / elapsed, 1.0) for b in busy], cores
+        )
+    if runnable <= 0.0 or cpu <= 0.0:
+        return 1.0
+    return max(min(cpu / max(runnable, cpu), 1.0), 1e-3)
+
+
+def _expected_excess(busy: Sequence[float], cores: int) -> float:
+    """E[(Σ Bernoulli(b_i) − cores)⁺]: the threads beyond the cores, busy independently."""
+    dist = [1.0]  # dist[k] = P(k of the threads so far are busy)
+    for b in busy:
+        nxt = [0.0] * (len(dist) + 1)
+        for k, p in enumerate(dist):
+            nxt[k] += p * (1.0 - b)
+            nxt[k + 1] += p * b
+        dist = nxt
+    return sum(p * (k - cores) for k, p in enumerate(dist) if k > cores)
+
+
+def _client_rate(
+    clients: Sequence[dict[str, Any] | None] | None,
+    client_cores: Sequence[int | None] | None,
+    speed: float,
+) -> tuple[float, float] | None:
+    """(the client's turnaround rate per µs, its share of its CPUs) from its CPU per message, pooled over
+    the runs; None without client results.
+
+    The share is its CPU over CPU + the time it waited for a CPU (``wait_s``, the kernel's run_delay over
+    the measure phase, CONTRACTS §2), less what its threads can have waited for each other where they
+    outnumber its CPUs; a client without ``wait_s`` is taken to share the server's ``speed`` (the same
+    host's load)."""
+    if clients is None:
+        return None
+    cpu = 0.0
+    msgs = 0
+    runnable = 0.0
+    measured_wait = True
+    for i, c in enumerate(clients):
+        if not isinstance(c, dict):
+            continue
+        times, m = c.get("cpu_s"), c.get("messages")
+        if not isinstance(times, dict) or not isinstance(m, int) or m <= 0:
+            continue
+        used = float(times.get("user", 0.0)) + float(times.get("sys", 0.0))
+        cpu += used
+        msgs += m
+        wait = c.get("wait_s")
+        if not isinstance(wait, int | float) or isinstance(wait, bool):
+            measured_wait = False
+            continue
+        given = c.get("threads")
+        threads = given if isinstance(given, int) and not isinstance(given, bool) and given > 0 else 1
+        cores = (client_cores[i] if client_cores is not None else None) or threads
+        own = (threads - 1) * used / cores if threads > cores else 0.0
+        runnable += used + max(float(wait) - own, 0.0)
+    if msgs == 0 or cpu <= 0.0:
+        return None
+    share = min(cpu / runnable, 1.0) if measured_wait and runnable > 0 else speed
+    return share / (cpu * 1e6 / msgs), share
+
+
+def _mean_events(results: Sequence[dict[str, Any]]) -> float:
+    """The mean descriptors per notifier call that returned some (``notify_by_events``), at least 1."""
+    n = h = 0.0
+    for res in results:
+        for b in res.get("notify_by_events") or []:
+            if isinstance(b, dict) and isinstance(b.get("count"), int) and isinstance(b.get("events"), int):
+                n += b["count"]
+                h += b["count"] * b["events"]
+    return max(h / n, 1.0) if n else 1.0
+
+
+def _fit_notify_us(
+    names: Sequence[str], results: Sequence[dict[str, Any]], pattern: str
+) -> tuple[float, float]:
+    """(α, τ) in µs: least squares of call time on descriptors returned, t = α + τh, weighted by calls,
+    over the buckets 1..64 of every run; α < 0 (or a single h) falls back to the line through the origin."""
+    pts: list[tuple[float, float, float]] = []  # (h, t µs, calls)
     for name, res in zip(names, results, strict=True):
         buckets = res.get("notify_by_events")
         if not isinstance(buckets, list) or not buckets:
@@ -299,12 +739,20 @@ def _fit_notify_us(names: Sequence[str], results: Sequence[dict[str, Any]], patt
                 raise DemuxlabError(
                     f"calibrate: {name}: notify_by_events entry {b!r} needs events, count, mean_ns"
                 )
-            if h < 1 or h > CACHE_SIZE or n <= 0:
-                continue
-            num += n * h * (float(t) / 1000.0)
-            den += n * h * h
-    if den == 0.0 or num <= 0.0:
+            if 1 <= h <= CACHE_SIZE and n > 0:
+                pts.append((float(h), float(t) / 1000.0, float(n)))
+    if not pts or sum(n * h * t for h, t, n in pts) <= 0:
         raise DemuxlabError(
             f"calibrate {pattern}: notify_by_events has no bucket with 1..{CACHE_SIZE} events and calls"
         )
-    return num / den
+    sw = sum(n for _, _, n in pts)
+    mh = sum(n * h for h, _, n in pts) / sw
+    mt = sum(n * t for _, t, n in pts) / sw
+    var = sum(n * (h - mh) ** 2 for h, _, n in pts)
+    if var > 0:
+        tau = sum(n * (h - mh) * (t - mt) for h, t, n in pts) / var
+        alpha = mt - tau * mh
+        if alpha >= 0 and tau > 0:
+            return alpha, tau
+    tau = sum(n * h * t for h, t, n in pts) / sum(n * h * h for h, _, n in pts)
+    return 0.0, tau

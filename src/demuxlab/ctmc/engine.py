@@ -18,6 +18,10 @@ jump l_k, either a constant ``{species: delta}`` mapping or a function ``fill(x,
 States are float64 vectors holding integers for the CTMC and reals for the fluid approximation. The
 indicator ``H`` is ``min(max(v, 0), 1)``: it equals the paper's H(v) on every non-negative integer and is
 Lipschitz on the reals, which is what the fluid ODE needs.
+
+(Over 500 lines on purpose: one concern, a model's definition and the kernels generated from it. The
+kernel templates are copied as source into each generated module, so they sit beside the generator that
+copies them and the reference they are tested against.)
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import tempfile
 import textwrap
 import threading
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,14 +45,35 @@ import numpy as np
 import numpy.typing as npt
 
 from demuxlab.errors import DemuxlabError
+from demuxlab.jsonio import write_text_if_changed
 
 FloatArray = npt.NDArray[np.float64]
 RateFn = Callable[[FloatArray, FloatArray], float]
 JumpFn = Callable[[FloatArray, FloatArray], None]
 
-# Positions of the rates in the rate vector ``r`` every φ receives (all per µs).
-RATE_NAMES: tuple[str, ...] = ("r_l", "r_p", "r_g", "r_t", "r_i", "r_o", "r_a", "r_e", "r_c")
+# Positions in the parameter vector ``r`` every φ receives. The first nine are seed 001's rates (per µs; r_c
+# is 1/work), then the rates the other chains add (per µs) and the host (not rates: counts).
+RATE_NAMES: tuple[str, ...] = (
+    "r_l",  # lock acquire/release
+    "r_p",  # queue put
+    "r_g",  # queue get
+    "r_t",  # taking a cached descriptor
+    "r_i",  # receiving a message
+    "r_o",  # sending the response
+    "r_a",  # re-activation (re-arm)
+    "r_e",  # notifier, per descriptor returned
+    "r_c",  # work (1/work_us)
+    "r_n",  # notifier, per call (1/α: the part of a call that does not grow with the descriptors)
+    "r_x",  # per-message CPU the timed operations do not cover (loop, wake-ups; calibrated)
+    "r_z",  # the client's turnaround of one message (per client server)
+    "k_z",  # how many messages the client turns around at once (its threads, at most its cores)
+    "cores",  # the server's cores: runnable server threads beyond it share them
+    "load",  # runnable threads besides the chain's own on those cores (e.g. a multireactor's others)
+)
 RL, RP, RG, RT, RI, RO, RA, RE, RC = range(9)
+RN, RX, RZ, KZ, CORES, LOAD = range(9, 15)
+# The most descriptors (io_uring: completions) one notifier call returns: the server's MAX_EVENTS.
+CACHE_SIZE = 64.0
 
 
 def H(v: float) -> float:
@@ -68,28 +93,87 @@ def cmin(a: float, b: float) -> float:
     return min(a, b)
 
 
-_HELPERS: tuple[Callable[..., float], ...] = (H, safe_div, cmin)
+def share(runnable: float, cores: float, load: float) -> float:
+    """Processor sharing: the speed of each of ``runnable`` threads on ``cores`` cores that ``load`` other
+    runnable threads also use: 1 while they all fit, else cores / (runnable + load)."""
+    total = runnable + load
+    if total <= cores:
+        return 1.0
+    return cores / total
+
+
+_HELPERS: tuple[Callable[..., float], ...] = (H, safe_div, cmin, share)
 
 
 @dataclass(frozen=True)
 class TransitionClass:
-    """One transition class: generating function φ_k and jump l_k."""
+    """One transition class: generating function φ_k and jump l_k.
+
+    ``pool`` names the processor-sharing pool (:class:`Pool`) whose threads do this step on the CPU: its
+    rate is φ_k times the pool's share (1 while the runnable threads fit on the cores). None: a step that
+    needs no CPU of the pool (the client's, a wait)."""
 
     name: str
     doc: str
     rate: RateFn
     jump: Mapping[str, int] | JumpFn
+    pool: str | None = None
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Processor sharing: threads of the chain that run on the same cores.
+
+    ``runnable(x, r)`` counts the pool's threads that want a CPU in state x (a φ-like function, compiled
+    the same way); with ``r[cores]`` cores and ``r[load]`` other runnable threads on them, each runnable
+    thread runs at :func:`share` (1 while they fit, else cores / (runnable + load)), and every transition of
+    the pool is scaled by it. With a core per thread the factor is 1 in every state and the chain is the
+    chain without the pool."""
+
+    name: str
+    runnable: RateFn
+    cores: int = CORES
+    load: int = LOAD
 
 
 @dataclass(frozen=True)
 class ModelStructure:
     """A population CTMC's structure: species and transition classes; ``throughput`` names the φ whose
-    steady-state expectation is the model's message throughput."""
+    steady-state expectation is the model's message throughput; ``pools`` the processor-sharing pools
+    the transitions' ``pool`` names refer to (the first one's runnable count is also averaged by the
+    simulation: :attr:`SimulationResult.runnable`)."""
 
     name: str
     species: tuple[str, ...]
     transitions: tuple[TransitionClass, ...]
     throughput: str
+    pools: tuple[Pool, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.pools]
+        for tr in self.transitions:
+            if tr.pool is not None and tr.pool not in names:
+                raise DemuxlabError(f"model {self.name}: transition {tr.name} names unknown pool {tr.pool!r}")
+
+    def pool_index(self, k: int) -> int | None:
+        """The index of transition k's pool, or None."""
+        name = self.transitions[k].pool
+        if name is None:
+            return None
+        return [p.name for p in self.pools].index(name)
+
+    def factors(self, x: FloatArray, r: FloatArray) -> FloatArray:
+        """Each pool's share factor in state x (reference implementation)."""
+        return np.array(
+            [share(p.runnable(x, r), float(r[p.cores]), float(r[p.load])) for p in self.pools],
+            dtype=np.float64,
+        )
+
+    def runnable(self, x: FloatArray, r: FloatArray, pool: int = 0) -> float:
+        """The runnable count of pool ``pool`` in state x (0 without pools)."""
+        if not self.pools:
+            return 0.0
+        return float(self.pools[pool].runnable(x, r))
 
     def index(self, species: str) -> int:
         try:
@@ -108,8 +192,14 @@ class ModelStructure:
         return self.transition_index(self.throughput)
 
     def rates(self, x: FloatArray, r: FloatArray) -> FloatArray:
-        """All φ_k(x), reference implementation."""
-        return np.array([tr.rate(x, r) for tr in self.transitions], dtype=np.float64)
+        """All φ_k(x), each times its pool's share factor; reference implementation."""
+        f = self.factors(x, r)
+        out = np.array([tr.rate(x, r) for tr in self.transitions], dtype=np.float64)
+        for k in range(len(out)):
+            p = self.pool_index(k)
+            if p is not None:
+                out[k] *= f[p]
+        return out
 
     def delta(self, k: int, x: FloatArray) -> FloatArray:
         """The jump l_k(x), reference implementation."""
@@ -123,10 +213,13 @@ class ModelStructure:
         return d
 
     def drift(self, x: FloatArray, r: FloatArray, eps: float) -> FloatArray:
-        """Fluid drift Σ_k φ_k(x)·g_k(x)·l_k(x); g_k = Π H(x_i/eps) over the populations l_k decreases.
+        """Fluid drift Σ_k φ_k(x)·g_k(x)·l_k(x); g_k = Π H(x_i/eps) over the populations l_k decreases by
+        a whole individual or more (a constant jump's −1; a state-dependent jump's d_i ≤ −1).
 
         g_k is 1 on every state the CTMC reaches with φ_k > 0 (populations never go negative, which the
-        tests check); on the reals it stops a flow at the boundary so populations stay non-negative.
+        tests check); on the reals it stops a flow at the boundary so populations stay non-negative. A
+        state-dependent decrement smaller than one (a batch −min(x_i, …) with x_i < 1) cannot overshoot
+        and is left alone: a compound jump (io_uring's reap) must not be stopped by one of its parts.
         """
         out = np.zeros(len(self.species), dtype=np.float64)
         a = self.rates(x, r)
@@ -134,9 +227,10 @@ class ModelStructure:
             if a[k] == 0.0:
                 continue
             d = self.delta(k, x)
+            jump = self.transitions[k].jump
             g = 1.0
             for i in range(len(d)):
-                if d[i] < 0.0:
+                if (d[i] <= -1.0) if callable(jump) else (d[i] < 0.0):
                     g *= H(float(x[i]) / eps)
             out += a[k] * g * d
         return out
@@ -158,7 +252,7 @@ class Kernel:
 
     all_rates: Any  # (x, r, out) -> None
     apply_jump: Any  # (k, x, d) -> None, d receives l_k(x)
-    ssa_run: Any  # (x, r, thr, nbins, binlen, max_events, rng) -> (acc, events, status)
+    ssa_run: Any  # (x, r, thr, nbins, binlen, max_events, rng, obs) -> (acc, events, status)
     drift: Any  # (x, r, eps, out) -> None
     fluid_run: Any  # (x, r, eps, thr, span, rtol, atol, h, max_steps) -> (i3, i4, h, steps, status)
     n_species: int
@@ -172,7 +266,7 @@ class Kernel:
         rng = np.random.Generator(np.random.PCG64(0))
         self.all_rates(x, r, np.empty(self.n_transitions))
         self.apply_jump(0, x, np.empty(self.n_species))
-        self.ssa_run(x.copy(), r, 0, 1, 1.0, 1, rng)
+        self.ssa_run(x.copy(), r, 0, 1, 1.0, 1, rng, np.zeros(1))
         self.drift(x, r, 1e-2, np.empty(self.n_species))
         self.fluid_run(x.copy(), r, 1e-2, 0, 1.0, 1e-4, 1e-6, 1e-3, 1)
 
@@ -190,16 +284,25 @@ _REGISTERED: set[int] = set()
 @dataclass(frozen=True)
 class Dependencies:
     """Per transition class k: the populations φ_k reads (``None``: not known, treated as all of them) and
-    the populations its jump can change. After transition j fires only the rates in ``affected(j)`` can
-    change; tests check that on random states against the Python definition."""
+    the populations its jump can change; per pool, the populations its runnable count reads. After
+    transition j fires only the φ in ``affected(j)`` can change, and only the pools in
+    ``pools_touched(j)`` can change their share factor (which scales every transition of the pool);
+    tests check both on random states against the Python definition."""
 
     reads: tuple[frozenset[int] | None, ...]
     changes: tuple[frozenset[int] | None, ...]
+    pool_reads: tuple[frozenset[int] | None, ...] = ()
 
     def affected(self, j: int) -> tuple[int, ...]:
         ch = self.changes[j]
         return tuple(
             k for k, rd in enumerate(self.reads) if rd is None or ch is None or not rd.isdisjoint(ch)
+        )
+
+    def pools_touched(self, j: int) -> tuple[int, ...]:
+        ch = self.changes[j]
+        return tuple(
+            p for p, rd in enumerate(self.pool_reads) if rd is None or ch is None or not rd.isdisjoint(ch)
         )
 
 
@@ -267,7 +370,8 @@ def dependencies(st: ModelStructure) -> Dependencies:
             changes.append(subscripts(tr.jump, 1, ns))
         else:
             changes.append(frozenset(st.index(sp) for sp, v in tr.jump.items() if v != 0))
-    return Dependencies(reads=reads, changes=tuple(changes))
+    pool_reads = tuple(subscripts(p.runnable, 0, ns) for p in st.pools)
+    return Dependencies(reads=reads, changes=tuple(changes), pool_reads=pool_reads)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -277,21 +381,30 @@ def dependencies(st: ModelStructure) -> Dependencies:
 
 _GEN_NS = 0  # number of populations
 _GEN_NK = 0  # number of transition classes
+_GEN_NP = 1  # number of processor-sharing pools (at least 1: the arrays below are never empty)
 
 
 def _gen_all_rates(x: FloatArray, r: FloatArray, out: FloatArray) -> None:
-    """out[k] = φ_k(x)."""
+    """out[k] = φ_k(x) times its pool's factor."""
     raise NotImplementedError
 
 
-def _gen_select_fire(u: float, x: FloatArray, r: FloatArray, a: FloatArray, d: FloatArray) -> None:
+def _gen_pools(x: FloatArray, r: FloatArray, fs: FloatArray, rs: FloatArray) -> None:
+    """rs[p] = pool p's runnable count, fs[p] = its share factor (rs[0] = 0 without pools)."""
+    raise NotImplementedError
+
+
+def _gen_select_fire(
+    u: float, x: FloatArray, r: FloatArray, a: FloatArray, d: FloatArray, fs: FloatArray, rs: FloatArray
+) -> None:
     """Fire the first transition j with u < a[0] + … + a[j] (the last one if there is none): x += l_j(x),
-    then a[k] = φ_k(x) for every k that can have changed (d: scratch)."""
+    then the pools' runnable counts and factors it can change (rs, fs), then a[k] for every k whose φ or
+    factor can have changed (d: scratch)."""
     raise NotImplementedError
 
 
 def _gen_drift_ws(x: FloatArray, r: FloatArray, eps: float, out: FloatArray, d: FloatArray) -> None:
-    """out = Σ_k φ_k(x)·g_k(x)·l_k(x) (d: scratch)."""
+    """out = Σ_k φ_k(x)·f_k(x)·g_k(x)·l_k(x) (f_k: the pool factor; d: scratch)."""
     raise NotImplementedError
 
 
@@ -303,23 +416,29 @@ def _ssa_run(
     binlen: float,
     max_events: int,
     rng: np.random.Generator,
+    obs: FloatArray,
 ) -> tuple[FloatArray, int, int]:
     """Gillespie's direct method from x (updated in place) over ``nbins`` bins of ``binlen`` µs.
 
     Returns (acc, events, status): acc[b] = ∫ φ_thr dt over bin b, for the bins completed; status 0 when
     every bin is done, 1 on an absorbing state, 2 when ``max_events`` events have been simulated (the bin
-    it stopped in is left out). Direct method: an exponential
-    holding time, then a uniform draw picks the transition by cumulative sums of the rates; only the rates
-    the fired jump can change are recomputed.
+    it stopped in is left out). ``obs[0]`` is increased by ∫ (the first pool's runnable count) dt over the
+    same bins. Direct method: an exponential holding time, then a uniform draw picks the transition by
+    cumulative sums of the rates; only the rates the fired jump can change are recomputed (all of a pool's
+    when its share factor changed).
     """
     acc = np.zeros(nbins)
     a = np.empty(_GEN_NK)
     d = np.empty(_GEN_NS)
+    fs = np.ones(_GEN_NP)
+    rs = np.zeros(_GEN_NP)
+    _gen_pools(x, r, fs, rs)
     _gen_all_rates(x, r, a)
     events = 0
     for b in range(nbins):
         left = binlen
         s = 0.0
+        so = 0.0
         while True:
             a0 = 0.0
             for k in range(_GEN_NK):
@@ -330,14 +449,17 @@ def _ssa_run(
             # Exponential holding times are memoryless: cutting at the bin edge and redrawing is exact.
             if tau >= left:
                 s += a[thr] * left
+                so += rs[0] * left
                 break
             s += a[thr] * tau
+            so += rs[0] * tau
             left -= tau
-            _gen_select_fire(rng.random() * a0, x, r, a, d)
+            _gen_select_fire(rng.random() * a0, x, r, a, d, fs, rs)
             events += 1
             if events >= max_events:
                 return acc[:b], events, 2
         acc[b] = s
+        obs[0] += so
     return acc, events, 0
 
 
@@ -465,7 +587,7 @@ def _fluid_run(
     p0 = a[thr]
     half = 0.5 * span
     q3 = 0.75 * span
-    hmax = span / 256.0
+    hmax = span / 64.0
     i3 = 0.0
     i4 = 0.0
     t = 0.0
@@ -482,7 +604,7 @@ def _fluid_run(
         if t + hh >= edge:
             hh = edge - t
             clipped = True
-        if jac_age < 0 or jac_age >= 8 or (rejected and jac_age > 0):
+        if jac_age < 0 or jac_age >= 32 or (rejected and jac_age > 0):
             _jacobian(x, r, eps, f0, jac, xt, ft, d)
             jac_age = 0
             w_h = -1.0
@@ -551,6 +673,21 @@ _TEMPLATES: tuple[Callable[..., Any], ...] = (_ssa_run, _drift, _jacobian, _lu_f
 # Generation and compilation.
 
 
+def _factor_suffix(st: ModelStructure, k: int, names: Sequence[str]) -> str:
+    """`` * f`` (the pool factor's expression in ``names``) for a transition of a pool, else ``""``."""
+    p = st.pool_index(k)
+    return "" if p is None else f" * {names[p]}"
+
+
+def _pool_locals(st: ModelStructure, indent: str) -> tuple[list[str], list[str]]:
+    """Statements computing each pool's factor into a local ``f<p>``, and those names."""
+    lines = [
+        f"{indent}f{p} = share(run_{p}(x, r), r[{pool.cores}], r[{pool.load}])"
+        for p, pool in enumerate(st.pools)
+    ]
+    return lines, [f"f{p}" for p in range(len(st.pools))]
+
+
 def _generate_source(st: ModelStructure, deps: Dependencies | None = None) -> str:
     """The Python source of one model's kernel module: the model-specific functions, then the templates."""
     deps = deps if deps is not None else dependencies(st)
@@ -564,11 +701,21 @@ def _generate_source(st: ModelStructure, deps: Dependencies | None = None) -> st
         "",
         f"_GEN_NS = {ns}",
         f"_GEN_NK = {nk}",
+        f"_GEN_NP = {max(1, len(st.pools))}",
         "",
         "",
-        "def _gen_all_rates(x, r, out):",
+        "def _gen_pools(x, r, fs, rs):",
     ]
-    lines += [f"    out[{k}] = phi_{k}(x, r)" for k in range(nk)]
+    for p, pool in enumerate(st.pools):
+        lines += [
+            f"    rs[{p}] = run_{p}(x, r)",
+            f"    fs[{p}] = share(rs[{p}], r[{pool.cores}], r[{pool.load}])",
+        ]
+    if not st.pools:
+        lines += ["    rs[0] = 0.0", "    fs[0] = 1.0"]
+    pre, fnames = _pool_locals(st, "    ")
+    lines += ["", "", "def _gen_all_rates(x, r, out):", *pre]
+    lines += [f"    out[{k}] = phi_{k}(x, r){_factor_suffix(st, k, fnames)}" for k in range(nk)]
     lines += ["", "", "def _gen_apply_jump(k, x, d):", "    d[:] = 0.0"]
     for k, tr in enumerate(st.transitions):
         lines.append(f"    {'if' if k == 0 else 'elif'} k == {k}:")
@@ -582,17 +729,18 @@ def _generate_source(st: ModelStructure, deps: Dependencies | None = None) -> st
         "",
         "",
         "def _gen_drift_ws(x, r, eps, out, d):",
+        *pre,
         f"    for i in range({ns}):",
         "        out[i] = 0.0",
     ]
     for k, tr in enumerate(st.transitions):
-        lines += [f"    v = phi_{k}(x, r)", "    if v != 0.0:"]
+        lines += [f"    v = phi_{k}(x, r){_factor_suffix(st, k, fnames)}", "    if v != 0.0:"]
         if callable(tr.jump):
             written = deps.changes[k]
             idx = sorted(written) if written is not None else list(range(ns))
             lines += [f"        d[{i}] = 0.0" for i in idx]
             lines.append(f"        jump_{k}(x, d)")
-            lines += [f"        if d[{i}] < 0.0:\n            v *= H(x[{i}] / eps)" for i in idx]
+            lines += [f"        if d[{i}] <= -1.0:\n            v *= H(x[{i}] / eps)" for i in idx]
             lines += [f"        out[{i}] += v * d[{i}]" for i in idx]
         else:
             jump = sorted((st.index(sp), float(v)) for sp, v in tr.jump.items() if v != 0)
@@ -608,16 +756,20 @@ def _generate_source(st: ModelStructure, deps: Dependencies | None = None) -> st
 
 
 # The call in _ssa_run that _generate_source replaces by the generated code itself: numba inlines calls at
-# the IR level, but passing the four arrays costs four atomic reference count updates and four releases
-# per event, which took about half of the time per event.
-_SELECT_FIRE_CALL = "            _gen_select_fire(rng.random() * a0, x, r, a, d)\n"
+# the IR level, but passing the arrays costs atomic reference count updates and releases per event, which
+# took about half of the time per event.
+_SELECT_FIRE_CALL = "            _gen_select_fire(rng.random() * a0, x, r, a, d, fs, rs)\n"
 
 
 def _select_fire_source(st: ModelStructure, deps: Dependencies, indent: str) -> str:
     """Statements drawing u and firing the first transition j with u < a[0] + … + a[j] (the last one if
-    there is none): the state update, then the rates that can have changed."""
+    there is none): the state update, then the pools' runnable counts the jump can change (and, where a
+    pool's share factor changed, the rates of all of its transitions), then the rates whose φ can have
+    changed."""
     ns = len(st.species)
     nk = len(st.transitions)
+    members = [[k for k in range(nk) if st.pool_index(k) == p] for p in range(len(st.pools))]
+    fnames = [f"fs[{p}]" for p in range(len(st.pools))]
     out = [f"{indent}u = rng.random() * a0", f"{indent}c = a[0]"]
     pad = indent
     for k, tr in enumerate(st.transitions):
@@ -636,7 +788,19 @@ def _select_fire_source(st: ModelStructure, deps: Dependencies, indent: str) -> 
             out += [f"{body}x[{i}] += d[{i}]" for i in idx]
         else:
             out += [f"{body}x[{st.index(sp)}] += {float(v)!r}" for sp, v in tr.jump.items() if v != 0]
-        out += [f"{body}a[{m}] = phi_{m}(x, r)" for m in deps.affected(k)]
+        affected = deps.affected(k)
+        for p in deps.pools_touched(k):
+            pool = st.pools[p]
+            out += [
+                f"{body}rn = run_{p}(x, r)",
+                f"{body}if rn != rs[{p}]:",
+                f"{body}    rs[{p}] = rn",
+                f"{body}    fn = share(rn, r[{pool.cores}], r[{pool.load}])",
+                f"{body}    if fn != fs[{p}]:",
+                f"{body}        fs[{p}] = fn",
+            ]
+            out += [f"{body}        a[{m}] = phi_{m}(x, r) * fn" for m in members[p] if m not in affected]
+        out += [f"{body}a[{m}] = phi_{m}(x, r){_factor_suffix(st, m, fnames)}" for m in affected]
         if len(out) == start:
             out.append(f"{body}pass")  # a jump that changes nothing
         if not last:
@@ -685,6 +849,7 @@ def _cache_key(st: ModelStructure, source: str) -> str | None:
     files = {Path(__file__).resolve()}
     fns: list[Callable[..., Any]] = [tr.rate for tr in st.transitions]
     fns += [tr.jump for tr in st.transitions if callable(tr.jump)]
+    fns += [pool.runnable for pool in st.pools]
     for fn in fns:
         if getattr(fn, "__closure__", None):
             return None
@@ -701,17 +866,6 @@ def _cache_key(st: ModelStructure, source: str) -> str | None:
         h.update(f.read_bytes())
     h.update(source.encode())
     return h.hexdigest()[:24]
-
-
-def _write_if_changed(path: Path, text: str) -> None:
-    try:
-        if path.read_text() == text:
-            return
-    except OSError:
-        pass
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def compile_structure(st: ModelStructure) -> Kernel:
@@ -749,12 +903,15 @@ def _compile(st: ModelStructure) -> Kernel:
         path = directory / f"kernel_{safe}_{key}.py"
         modname = f"demuxlab_ctmc_kernel_{safe}_{key}"
         try:
-            _write_if_changed(path, source)
+            write_text_if_changed(path, source)
         except OSError:
             path = None
     module = types.ModuleType(modname)
     module.__dict__["np"] = np
     module.__dict__["H"] = numba.njit(H)
+    module.__dict__["share"] = numba.njit(share)
+    for p, pool in enumerate(st.pools):
+        module.__dict__[f"run_{p}"] = numba.njit(pool.runnable)
     # φ and the jumps are plain calls: LLVM inlines them (numba's IR-level inlining is no faster and
     # doubles the compile time).
     for k, tr in enumerate(st.transitions):

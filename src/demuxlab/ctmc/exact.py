@@ -20,6 +20,7 @@ class ExactResult:
     transitions: int
     pi: FloatArray
     state_list: tuple[tuple[int, ...], ...]
+    runnable: float = 0.0  # E[the server pool's runnable count] (0: no pool)
 
     @property
     def throughput_msgs_per_s(self) -> float:
@@ -88,8 +89,14 @@ def solve_exact(model: ModelInstance, max_states: int = 200_000) -> ExactResult:
         )
     pi = np.clip(pi, 0.0, None)
     pi /= pi.sum()
-    phi = model.structure.transitions[model.structure.throughput_index].rate
-    thr = float(sum(p * phi(np.array(s, dtype=np.float64), model.r) for p, s in zip(pi, states, strict=True)))
+    st = model.structure
+    k = st.throughput_index
+    thr = 0.0
+    run = 0.0
+    for p, s in zip(pi, states, strict=True):
+        x = np.array(s, dtype=np.float64)
+        thr += float(p) * float(st.rates(x, model.r)[k])  # φ_thr with its pool's factor
+        run += float(p) * st.runnable(x, model.r)
     return ExactResult(
-        throughput_per_us=thr, states=n, transitions=q.nnz - n, pi=pi, state_list=tuple(states)
+        throughput_per_us=thr, states=n, transitions=q.nnz - n, pi=pi, state_list=tuple(states), runnable=run
     )

@@ -23,22 +23,38 @@ Deviations from the printed model (each the smallest change that makes the chain
 
 Everything else is literal, including the lock-competition denominators (x_{m,4} + x_{t,1} counts idle
 workers even while the queue is empty; φ7 with x_{m,4} + x_{t,1} = 0 has numerator 0 and is taken as 0).
+
+Cores (issue 19): every transition is a step of a server thread, in the processor-sharing pool ``server``
+(engine.Pool): the threads that want a CPU are the monitor in m2, m3, m5, m6 and the workers in t2–t4 and
+t6–t9; a thread waiting for a lock (m1, m4, t1, t5) or for work (t1) sleeps. With a core per thread the
+pool's factor is 1 in every state, and the chain is the paper's.
+
+:data:`FULL` is the chain the calibrated rates drive: the same, plus what the paper's abstraction leaves
+out and a calibration measures (docs/ctmc.md): the notifier call costs α + h/r_e for h descriptors
+(α = 1/r_n, the per-call part: a call that found nothing sleeps and is woken), each worker spends 1/r_x
+more per message (CPU its timed operations do not cover), and a response goes to the client (c0), which
+sends the next request after 1/r_z (k_z messages at once) instead of at once.
 """
 
 from __future__ import annotations
 
 from demuxlab.ctmc.engine import (
+    KZ,
     RA,
     RC,
     RE,
     RG,
     RI,
     RL,
+    RN,
     RO,
     RP,
+    RX,
+    RZ,
     FloatArray,
     H,
     ModelStructure,
+    Pool,
     TransitionClass,
     cmin,
     safe_div,
@@ -137,10 +153,18 @@ def phi15(x: FloatArray, r: FloatArray) -> float:
     return float(r[RO] * cmin(x[C4], x[T9]))
 
 
-STRUCTURE = ModelStructure(
+def runnable(x: FloatArray, r: FloatArray) -> float:
+    """Threads of the pool that want a CPU: monitor in m2, m3, m5, m6; workers in t2–t4, t6–t9."""
+    return float(x[M2] + x[M3] + x[M5] + x[M6] + x[T2] + x[T3] + x[T4] + x[T6] + x[T7] + x[T8] + x[T9])
+
+
+SERVER = (Pool("server", runnable),)
+
+_PAPER = ModelStructure(
     name="hsha",
     species=SPECIES,
     throughput="phi15",
+    pools=SERVER,
     transitions=(
         TransitionClass("phi1", "monitor acquires epoll lock, freezes the ready list", phi1, jump1),
         TransitionClass("phi2", "monitor calls epoll_wait", phi2, {"m2": -1, "m3": 1}),
@@ -170,10 +194,81 @@ STRUCTURE = ModelStructure(
 )
 
 
-def initial_state(threads: int, connections: int) -> FloatArray:
+# Every step is a server thread's: all in the pool.
+STRUCTURE = ModelStructure(
+    name=_PAPER.name,
+    species=_PAPER.species,
+    throughput=_PAPER.throughput,
+    pools=_PAPER.pools,
+    transitions=tuple(
+        TransitionClass(tr.name, tr.doc, tr.rate, tr.jump, "server") for tr in _PAPER.transitions
+    ),
+)
+
+# -- the calibrated chain --------------------------------------------------------------------------------
+
+FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t10")
+C0, T10 = 25, 26
+
+
+def full_phi2(x: FloatArray, r: FloatArray) -> float:
+    """epoll_wait over the frozen batch of h = x_{c,2} descriptors: α + h/r_e."""
+    return float(safe_div(1.0, 1.0 / r[RN] + x[C2] / r[RE]) * x[M2] * x[S2] * H(x[C2]))
+
+
+def full_phi15(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RO] * cmin(x[C4], x[T9]))
+
+
+def full_runnable(x: FloatArray, r: FloatArray) -> float:
+    return float(
+        x[M2] + x[M3] + x[M5] + x[M6] + x[T2] + x[T3] + x[T4] + x[T6] + x[T7] + x[T8] + x[T9] + x[T10]
+    )
+
+
+def overhead(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RX] * x[T10])
+
+
+def client(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RZ] * cmin(x[C0], r[KZ]))
+
+
+def _full_transitions() -> tuple[TransitionClass, ...]:
+    out: list[TransitionClass] = []
+    for tr in STRUCTURE.transitions:
+        if tr.name == "phi2":
+            tr = TransitionClass(
+                tr.name, "monitor calls epoll_wait (α + h/r_e)", full_phi2, tr.jump, "server"
+            )
+        elif tr.name == "phi15":
+            jump = {"c4": -1, "c0": 1, "t9": -1, "t10": 1}
+            tr = TransitionClass(
+                tr.name, "worker responds; the client has the connection", full_phi15, jump, "server"
+            )
+        out.append(tr)
+    out.append(
+        TransitionClass(
+            "overhead", "worker's untimed CPU per message", overhead, {"t10": -1, "t1": 1}, "server"
+        )
+    )
+    out.append(TransitionClass("client", "the client sends the next request", client, {"c0": -1, "c1": 1}))
+    return tuple(out)
+
+
+FULL = ModelStructure(
+    name="hsha-full",
+    species=FULL_SPECIES,
+    throughput="phi15",
+    pools=(Pool("server", full_runnable),),
+    transitions=_full_transitions(),
+)
+
+
+def initial_state(threads: int, connections: int, full: bool = False) -> FloatArray:
     import numpy as np
 
-    x = np.zeros(len(SPECIES), dtype=np.float64)
+    x = np.zeros(len(FULL_SPECIES if full else SPECIES), dtype=np.float64)
     x[C1] = connections
     x[M1] = 1
     x[Q1] = connections

@@ -19,21 +19,37 @@ Deviations from the printed model (each the smallest change that makes the chain
    for t1, ``+ δ_{t,1} − δ_{t,11}``.
 
 Everything else is literal, including the lock-competition denominator y_{t,2} + y_{t,7} in φ2 and φ8.
+
+Cores (issue 19): every transition is a server thread's step, in the processor-sharing pool ``server``;
+the threads that want a CPU are those in t3–t6 and t8–t11 (t1 and t7 wait for a lock; the leader in t2 is
+about to take a cached descriptor or to sleep in epoll_wait and is not counted). With a core per thread the
+pool's factor is 1 in every state and the chain is the paper's.
+
+:data:`FULL` is the chain the calibrated rates drive: epoll_wait returns at most ``cache`` descriptors
+(the server's 64) and costs α + h/r_e (α = 1/r_n per call), each thread spends 1/r_x more per message (CPU
+its timed operations do not cover, t12), and a response goes to the client (c0), which sends the next
+request after 1/r_z (k_z messages at once).
 """
 
 from __future__ import annotations
 
 from demuxlab.ctmc.engine import (
+    CACHE_SIZE,
+    KZ,
     RA,
     RC,
     RE,
     RI,
     RL,
+    RN,
     RO,
     RT,
+    RX,
+    RZ,
     FloatArray,
     H,
     ModelStructure,
+    Pool,
     TransitionClass,
     cmin,
     safe_div,
@@ -110,10 +126,16 @@ def phi12(y: FloatArray, r: FloatArray) -> float:
     return float(r[RO] * cmin(y[C4], y[T11]))
 
 
-STRUCTURE = ModelStructure(
+def runnable(y: FloatArray, r: FloatArray) -> float:
+    """Threads that want a CPU: t3–t6, t8–t11."""
+    return float(y[T3] + y[T4] + y[T5] + y[T6] + y[T8] + y[T9] + y[T10] + y[T11])
+
+
+_PAPER = ModelStructure(
     name="lf",
     species=SPECIES,
     throughput="phi12",
+    pools=(Pool("server", runnable),),
     transitions=(
         TransitionClass(
             "phi1", "idle thread acquires leader lock", phi1, {"t1": -1, "t2": 1, "l1": -1, "l2": 1}
@@ -139,10 +161,84 @@ STRUCTURE = ModelStructure(
 )
 
 
-def initial_state(threads: int, connections: int) -> FloatArray:
+STRUCTURE = ModelStructure(
+    name=_PAPER.name,
+    species=_PAPER.species,
+    throughput=_PAPER.throughput,
+    pools=_PAPER.pools,
+    transitions=tuple(
+        TransitionClass(tr.name, tr.doc, tr.rate, tr.jump, "server") for tr in _PAPER.transitions
+    ),
+)
+
+# -- the calibrated chain --------------------------------------------------------------------------------
+
+FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t12")
+C0, T12 = 19, 20
+
+
+def full_phi4(y: FloatArray, r: FloatArray) -> float:
+    """epoll_wait returning h = min(y_{c,1}, cache) descriptors: α + h/r_e."""
+    h = cmin(y[C1], CACHE_SIZE)
+    return float(safe_div(1.0, 1.0 / r[RN] + h / r[RE]) * y[T3] * y[S2] * y[L2] * H(y[C1]))
+
+
+def full_jump4(y: FloatArray, d: FloatArray) -> None:
+    h = min(y[C1], CACHE_SIZE)
+    d[C1] = -h
+    d[C2] = h - 1.0
+    d[C3] = 1.0
+    d[T3] = -1.0
+    d[T4] = 1.0
+
+
+def full_runnable(y: FloatArray, r: FloatArray) -> float:
+    return float(y[T3] + y[T4] + y[T5] + y[T6] + y[T8] + y[T9] + y[T10] + y[T11] + y[T12])
+
+
+def overhead(y: FloatArray, r: FloatArray) -> float:
+    return float(r[RX] * y[T12])
+
+
+def client(y: FloatArray, r: FloatArray) -> float:
+    return float(r[RZ] * cmin(y[C0], r[KZ]))
+
+
+def _full_transitions() -> tuple[TransitionClass, ...]:
+    out: list[TransitionClass] = []
+    for tr in STRUCTURE.transitions:
+        if tr.name == "phi4":
+            tr = TransitionClass(
+                tr.name, "leader calls epoll_wait (α + h/r_e)", full_phi4, full_jump4, "server"
+            )
+        elif tr.name == "phi12":
+            jump = {"c4": -1, "c0": 1, "t11": -1, "t12": 1}
+            tr = TransitionClass(
+                tr.name, "thread responds; the client has the connection", phi12, jump, "server"
+            )
+        out.append(tr)
+    out.append(
+        TransitionClass(
+            "overhead", "thread's untimed CPU per message", overhead, {"t12": -1, "t1": 1}, "server"
+        )
+    )
+    out.append(TransitionClass("client", "the client sends the next request", client, {"c0": -1, "c1": 1}))
+    return tuple(out)
+
+
+FULL = ModelStructure(
+    name="lf-full",
+    species=FULL_SPECIES,
+    throughput="phi12",
+    pools=(Pool("server", full_runnable),),
+    transitions=_full_transitions(),
+)
+
+
+def initial_state(threads: int, connections: int, full: bool = False) -> FloatArray:
     import numpy as np
 
-    y = np.zeros(len(SPECIES), dtype=np.float64)
+    y = np.zeros(len(FULL_SPECIES if full else SPECIES), dtype=np.float64)
     y[C1] = connections
     y[T1] = threads
     y[S1] = 1

@@ -31,11 +31,13 @@ def parse_int_list(text: str, what: str = "threads") -> list[int]:
     return sorted(out)
 
 
-def parse_float_list(text: str, what: str) -> list[float]:
+def parse_float_list(text: str, what: str, *, zero: bool = False) -> list[float]:
+    """'10,20,50' → floats, each positive (``zero``: or 0, e.g. work: an echo without work)."""
     try:
         vals = [float(v) for v in text.split(",")]
     except ValueError:
         raise DemuxlabError(f"--{what}: bad number list {text!r}") from None
-    if any(not (v > 0) for v in vals):
-        raise DemuxlabError(f"--{what}: values must be positive, got {text!r}")
+    if any(not (v > 0 or (zero and v == 0)) for v in vals):
+        kind = "non-negative" if zero else "positive"
+        raise DemuxlabError(f"--{what}: values must be {kind}, got {text!r}")
     return vals

@@ -9,9 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from demuxlab.ctmc.rates import Rates, build
+from demuxlab.ctmc.engine import ModelInstance
+from demuxlab.ctmc.rates import DESIGNS, Host, Rates, build, tagged_connections
 from demuxlab.errors import DemuxlabError
-from demuxlab.vocab import SOLVER_METHODS
+from demuxlab.vocab import METHOD_FLUID, METHOD_SSA, SOLVER_METHODS
+
+# The multireactor's and uring's fixed point on the other threads' runnable share (see predict()).
+FIXED_POINT_TOL = 0.01
+FIXED_POINT_ITERATIONS = 8
+FIXED_POINT_REL_CI = 0.03
 
 
 @dataclass(frozen=True)
@@ -37,41 +43,102 @@ class Prediction:
         }
 
 
+def _solve(
+    model: ModelInstance, method: str, rel_ci: float, seed: int
+) -> tuple[float, float | None, float, dict[str, Any]]:
+    """(throughput per µs of the chain, its relative CI or None, the mean runnable count of the server
+    pool, details)."""
+    if method == METHOD_SSA:
+        from demuxlab.ctmc.ssa import simulate
+
+        s = simulate(model, rel_ci=rel_ci, seed=seed)
+        details = {"events": s.events, "simulated_us": s.simulated_us, "converged": s.converged, "seed": seed}
+        return s.throughput_per_us, s.ci_halfwidth_rel, s.runnable, details
+    if method == METHOD_FLUID:
+        from demuxlab.ctmc.fluid import solve_fluid
+
+        f = solve_fluid(model)
+        details = {"horizon_us": f.horizon_us, "residual": f.residual, "converged": f.converged}
+        return f.throughput_per_us, None, f.runnable, details
+    from demuxlab.ctmc.exact import solve_exact
+
+    e = solve_exact(model)
+    return e.throughput_per_us, None, e.runnable, {"states": e.states, "transitions": e.transitions}
+
+
 def predict(
     pattern: str,
     threads: int,
     work_us: float,
     *,
-    method: str = "ssa",
+    method: str = METHOD_SSA,
     connections: int = 512,
     rates: Rates | None = None,
     rel_ci: float = 0.01,
     seed: int = 0,
+    host: Host | None = None,
+    notifier: str | None = None,
 ) -> Prediction:
+    """The steady-state throughput (msgs/s) of ``pattern`` at ``threads`` threads and ``work_us`` of work
+    per message, on ``host`` (default: a core per thread and no client, seed 001's setting).
+
+    The multireactor and uring are T independent threads with N/T connections each: the chain follows
+    one of them and puts the others into the server pool's load — as many as are runnable on average,
+    which is the chain's own mean runnable count u (they are alike): load = (T − 1)·u. Where the threads
+    fit the cores that load never slows anything; otherwise u is found by iterating (u from the previous
+    solution, coarse SSA at 3 % CI; at most 8 rounds, until u changes by less than 0.01) and the last
+    round is solved at ``rel_ci``. The throughput is the thread's times N / (its connections).
+    """
     if method not in SOLVER_METHODS:
         raise DemuxlabError(f"method: must be one of {', '.join(SOLVER_METHODS)}, got {method!r}")
-    model = build(pattern, threads, work_us, connections, rates)
-    ci: float | None = None
+    h = host if host is not None else Host()
+    model = build(pattern, threads, work_us, connections, rates, host=h, notifier=notifier)
     details: dict[str, Any] = {}
-    if method == "ssa":
-        from demuxlab.ctmc.ssa import simulate
-
-        s = simulate(model, rel_ci=rel_ci, seed=seed)
-        thr, ci = s.throughput_msgs_per_s, s.ci_halfwidth_rel
-        details = {"events": s.events, "simulated_us": s.simulated_us, "converged": s.converged, "seed": seed}
-    elif method == "fluid":
-        from demuxlab.ctmc.fluid import solve_fluid
-
-        f = solve_fluid(model)
-        thr = f.throughput_msgs_per_s
-        details = {"horizon_us": f.horizon_us, "residual": f.residual, "converged": f.converged}
-    else:
-        from demuxlab.ctmc.exact import solve_exact
-
-        e = solve_exact(model)
-        thr = e.throughput_msgs_per_s
-        details = {"states": e.states, "transitions": e.transitions}
-    return Prediction(pattern, threads, float(work_us), connections, method, float(thr), ci, details)
+    design = DESIGNS[pattern]
+    scale = 1.0
+    if design.tagged:
+        active = min(threads, connections)
+        scale = connections / tagged_connections(pattern, threads, connections)
+        cores = h.cores if h.cores is not None else threads
+        if active > 1 and active + h.load > cores:
+            u = 1.0
+            coarse = max(rel_ci, FIXED_POINT_REL_CI) if method == METHOD_SSA else rel_ci
+            rounds = 0
+            for rounds in range(1, FIXED_POINT_ITERATIONS + 1):
+                trial = build(
+                    pattern,
+                    threads,
+                    work_us,
+                    connections,
+                    rates,
+                    host=h,
+                    notifier=notifier,
+                    others=(active - 1) * u,
+                )
+                _, _, u_new, _ = _solve(trial, method, coarse, seed + rounds)
+                done = abs(u_new - u) < FIXED_POINT_TOL
+                u = u_new
+                if done:
+                    break
+            details["others_runnable"] = (active - 1) * u
+            details["fixed_point_rounds"] = rounds
+            model = build(
+                pattern,
+                threads,
+                work_us,
+                connections,
+                rates,
+                host=h,
+                notifier=notifier,
+                others=(active - 1) * u,
+            )
+    thr, ci, runnable, solved = _solve(model, method, rel_ci, seed)
+    details.update(solved)
+    details["runnable"] = runnable
+    details["cores"] = model.parameters["cores"]
+    return Prediction(
+        pattern, threads, float(work_us), connections, method, float(thr * scale * 1e6), ci, details
+    )
 
 
 @dataclass(frozen=True)
@@ -82,10 +149,12 @@ class PredictRequest:
     threads: int
     work_us: float
     connections: int = 512
-    method: str = "ssa"
+    method: str = METHOD_SSA
     rates: Rates | None = None
     rel_ci: float = 0.01
     seed: int = 0
+    host: Host | None = None
+    notifier: str | None = None
 
 
 def _predict_request(req: PredictRequest) -> tuple[Prediction, float]:
@@ -100,6 +169,8 @@ def _predict_request(req: PredictRequest) -> tuple[Prediction, float]:
         rates=req.rates,
         rel_ci=req.rel_ci,
         seed=req.seed,
+        host=req.host,
+        notifier=req.notifier,
     )
     return p, time.perf_counter() - t0
 
@@ -108,23 +179,24 @@ def _warm(patterns: Sequence[str], cache: str | None = None) -> str | None:
     """Compile the kernels of ``patterns`` in this process, or load them from the kernel cache (``cache``:
     that folder); returns the folder they are cached in, if any."""
     from demuxlab.ctmc.engine import CACHE_ENV, compile_structure
-    from demuxlab.ctmc.rates import structure
+    from demuxlab.ctmc.rates import structures
 
     if cache is not None:
         os.environ[CACHE_ENV] = cache
     folder: str | None = None
     for p in patterns:
-        k = compile_structure(structure(p))
-        k.warm()
-        if k.source_path is not None:
-            folder = os.path.dirname(k.source_path)
+        for st in structures(p):
+            k = compile_structure(st)
+            k.warm()
+            if k.source_path is not None:
+                folder = os.path.dirname(k.source_path)
     return folder
 
 
 def _cost(req: PredictRequest) -> float:
     """A rough relative cost, to start the longest requests first: the simulation's grows with the threads
     (more events per simulated µs, slower mixing), the fluid's and the exact solver's are small."""
-    if req.method != "ssa":
+    if req.method != METHOD_SSA:
         return 0.0
     return float(req.threads) / max(req.rel_ci, 1e-6) ** 2
 
@@ -153,10 +225,11 @@ def predict_many(
 
 def _in_pool(reqs: list[PredictRequest], workers: int) -> list[tuple[Prediction, float]]:
     for r in reqs:
-        build(r.pattern, r.threads, r.work_us, r.connections, r.rates)  # refuse bad input up front
+        # refuse bad input up front
+        build(r.pattern, r.threads, r.work_us, r.connections, r.rates, host=r.host, notifier=r.notifier)
         if r.method not in SOLVER_METHODS:
             raise DemuxlabError(f"method: must be one of {', '.join(SOLVER_METHODS)}, got {r.method!r}")
-    patterns = sorted({r.pattern for r in reqs if r.method in ("ssa", "fluid")})
+    patterns = sorted({r.pattern for r in reqs if r.method in (METHOD_SSA, METHOD_FLUID)})
     cache = _warm(patterns)  # the workers load what this compiled, from the same folder
 
     import multiprocessing

@@ -1,25 +1,37 @@
-"""Service rates of the models (per µs) and the model instances built from them."""
+"""Service rates of the models (per µs), the host they run on, and the model instances built from them."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from demuxlab.ctmc import hsha, lf
-from demuxlab.ctmc.engine import FloatArray, ModelInstance, ModelStructure
+from demuxlab import vocab
+from demuxlab.ctmc import hsha, lf, proactor, reactor, tpc, uring, uring_shared
+from demuxlab.ctmc.engine import CORES, KZ, LOAD, RATE_NAMES, FloatArray, ModelInstance, ModelStructure
 from demuxlab.errors import DemuxlabError
 
-PATTERNS: tuple[str, ...] = ("hsha", "lf")
+PATTERNS: tuple[str, ...] = vocab.PATTERNS
+# Seed 001 §V-A's eight rates, then those the other chains and a calibration add (module docstrings).
 RATE_FIELDS: tuple[str, ...] = ("r_l", "r_p", "r_g", "r_t", "r_i", "r_o", "r_a", "r_e")
+EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z")
+ALL_RATE_FIELDS: tuple[str, ...] = RATE_FIELDS + EXTRA_FIELDS
+INSTANT_RATE = 1000.0  # per µs: a step of 1 ns, for model steps that cost (next to) nothing
+NO_REARM_NOTIFIERS = frozenset({"epoll-et"})
+UNBOUNDED = 1e9  # "a core per thread", "the client turns every connection around at once"
 
 
 @dataclass(frozen=True)
 class Rates:
-    """The eight service rates of seed 001 §V-A, per µs. r_c (work) is an input of each prediction.
+    """The service rates, per µs. r_c (work) is an input of each prediction.
 
-    ``source`` says, per rate, where the value came from (``paper`` or the op it was measured from).
+    The first eight are seed 001 §V-A's; ``r_n`` (the notifier's per-call cost α = 1/r_n), ``r_x`` (a
+    handler's CPU per message that no timed operation covers) and ``r_z`` (the client's turnaround of one
+    message) are instant (1 ns) unless a calibration measured them. ``speed`` is the share of its CPUs the
+    server got while the calibration runs ran (1 on a quiet host): every server rate, work included, is
+    multiplied by it (``r_z`` is the client's own and already includes its share). ``source`` says, per
+    rate, where the value came from (``paper``, ``instant:…`` or what it was measured from).
     """
 
     r_l: float
@@ -30,39 +42,162 @@ class Rates:
     r_o: float
     r_a: float
     r_e: float
+    r_n: float = INSTANT_RATE
+    r_x: float = INSTANT_RATE
+    r_z: float = INSTANT_RATE
+    speed: float = 1.0
     source: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    # A calibration from runs of several workloads: each workload's own rates (workload_key()); these
+    # (pooled over them) serve a workload without runs of its own.
+    workloads: dict[str, Rates] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        for name in RATE_FIELDS:
+        for name in (*ALL_RATE_FIELDS, "speed"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and np.isfinite(v) and v > 0):
                 raise DemuxlabError(f"rates: {name}: must be a positive finite number per µs, got {v!r}")
+        if self.speed > 1.0:
+            raise DemuxlabError(f"rates: speed: a share of the CPUs, at most 1, got {self.speed!r}")
+
+    @property
+    def has_client(self) -> bool:
+        """Whether the client's turnaround was measured (the chains then model the client)."""
+        return self.r_z != INSTANT_RATE
+
+    @property
+    def extended(self) -> bool:
+        """Whether anything beyond seed 001's rates is set (HSHA and LF then use their full chains)."""
+        return any(getattr(self, k) != INSTANT_RATE for k in EXTRA_FIELDS) or self.speed != 1.0
 
     def as_dict(self) -> dict[str, float]:
-        return {k: float(v) for k, v in asdict(self).items() if k in RATE_FIELDS}
+        out = {k: float(getattr(self, k)) for k in ALL_RATE_FIELDS}
+        out["speed"] = float(self.speed)
+        return out
+
+    def to_doc(self) -> dict[str, Any]:
+        """Everything :meth:`from_dict` reads back: the rates, ``source`` and the per-workload rates."""
+        doc: dict[str, Any] = {**self.as_dict(), "source": dict(self.source)}
+        if self.workloads:
+            doc["workloads"] = {k: w.to_doc() for k, w in self.workloads.items()}
+        return doc
+
+    def for_workload(self, connections: int, msg_size: int) -> Rates:
+        """The rates fitted from the runs of this workload, or these where it had no runs of its own."""
+        return self.workloads.get(workload_key(connections, msg_size), self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "rates") -> Rates:
+        """Rates from :meth:`to_doc` or :meth:`as_dict` (with ``source``); the fields after seed 001's may
+        be missing (stored before issue 19: instant, speed 1)."""
         missing = [k for k in RATE_FIELDS if k not in data]
         if missing:
             raise DemuxlabError(f"{where}: missing rate {missing[0]!r}")
         try:
-            values = {k: float(data[k]) for k in RATE_FIELDS}
+            values = {k: float(data[k]) for k in (*ALL_RATE_FIELDS, "speed") if k in data}
         except (TypeError, ValueError):
             raise DemuxlabError(f"{where}: rates must be numbers, got {data!r}") from None
         src = data.get("source")
-        return cls(**values, source=dict(src) if isinstance(src, dict) else {})
+        loads = data.get("workloads")
+        if loads is not None and not isinstance(loads, dict):
+            raise DemuxlabError(f"{where}: workloads: not an object")
+        workloads = {str(k): cls.from_dict(v, f"{where}.workloads.{k}") for k, v in (loads or {}).items()}
+        return cls(**values, source=dict(src) if isinstance(src, dict) else {}, workloads=workloads)
 
-    def vector(self, work_us: float) -> FloatArray:
-        """The rate vector the generating functions read (engine.RATE_NAMES order, r_c = 1/work_us)."""
-        if not (np.isfinite(work_us) and work_us > 0):
-            raise DemuxlabError(f"work_us: must be positive (r_c = 1/work_us), got {work_us!r}")
-        return np.array([*(getattr(self, k) for k in RATE_FIELDS), 1.0 / work_us], dtype=np.float64)
+    def vector(self, work_us: float, host: Host | None = None) -> FloatArray:
+        """The parameter vector the generating functions read (engine.RATE_NAMES order): the server's
+        rates times ``speed``, r_c = speed/work_us (work 0: instant), the client's rate, and the host."""
+        if not (np.isfinite(work_us) and work_us >= 0):
+            raise DemuxlabError(
+                f"work_us: must be a non-negative number of µs (r_c = 1/work_us), got {work_us!r}"
+            )
+        h = host if host is not None else Host()
+        r_c = INSTANT_RATE if work_us == 0 else 1.0 / work_us
+        s = self.speed
+        v = [getattr(self, k) * s for k in RATE_FIELDS]
+        v += [r_c * s, self.r_n * s, self.r_x * s, self.r_z]
+        v += [h.client_parallelism if self.has_client else UNBOUNDED]
+        v += [float(h.cores) if h.cores is not None else UNBOUNDED, float(h.load)]
+        out = np.array(v, dtype=np.float64)
+        assert len(out) == len(RATE_NAMES)
+        return out
 
 
-def paper_rates(pattern: str) -> Rates:
-    """Seed 001 §V-A: the rates measured on the paper's 2×8 Opteron (r_e differs between the patterns)."""
+def workload_key(connections: int, msg_size: int) -> str:
+    """How a calibration names a workload: the connections and the message size (the work is an input)."""
+    return f"c{connections}/b{msg_size}"
+
+
+@dataclass(frozen=True)
+class Host:
+    """Where the server runs: its cores (None: a core per thread, seed 001's assumption), the client's
+    threads and cores (they turn min(threads, cores) messages around at once; used with a measured r_z),
+    and ``load``: runnable threads besides the chain's own that share the server's cores."""
+
+    cores: int | None = None
+    client_threads: int | None = None
+    client_cores: int | None = None
+    load: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("cores", "client_threads", "client_cores"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise DemuxlabError(f"host: {name}: must be a positive integer or unset, got {v!r}")
+        if not (np.isfinite(self.load) and self.load >= 0):
+            raise DemuxlabError(f"host: load: must be a non-negative number, got {self.load!r}")
+
+    @property
+    def client_parallelism(self) -> float:
+        threads = self.client_threads if self.client_threads is not None else UNBOUNDED
+        cores = self.client_cores if self.client_cores is not None else threads
+        return float(min(threads, cores))
+
+
+@dataclass(frozen=True)
+class Design:
+    """How a pattern is modelled: the server's thread range, the concurrency its calibration runs use
+    (seed 001 §V-A: the lowest that runs every role), and whether its threads are independent copies (one
+    thread's chain, the others in the pool's load: ``tagged``)."""
+
+    pattern: str
+    min_threads: int
+    max_threads: int | None
+    calibration_threads: int
+    tagged: bool = False
+
+
+DESIGNS: dict[str, Design] = {
+    "reactor": Design("reactor", 1, 1, 1),
+    "hsha": Design("hsha", 2, None, 2),
+    "lf": Design("lf", 1, None, 1),
+    "tpc": Design("tpc", 1, None, 1),
+    "proactor": Design("proactor", 2, None, 2),
+    "uring": Design("uring", 1, 64, 1, tagged=True),
+    "multireactor": Design("multireactor", 1, 64, 1, tagged=True),
+    # T = 1 handles inline (uring.py's chain), T ≥ 2 hands off: calibrate where both roles run.
+    "uring-shared": Design("uring-shared", 1, None, 2),
+}
+assert tuple(sorted(DESIGNS)) == tuple(sorted(PATTERNS))
+
+# r_e of seed 001 §V-A: HSHA's (2.9 µs: a monitor that always waits, and is woken) for the patterns with a
+# dedicated waiting thread, LF's (0.635 µs: a thread that finds several events per call) for the others.
+_WAITING_MONITOR = frozenset({"hsha", "proactor", "uring-shared"})
+
+
+def paper_rates(pattern: str, notifier: str | None = None) -> Rates:
+    """Seed 001 §V-A: the rates measured on the paper's 2×8 Opteron (r_e differs between the patterns).
+
+    The other patterns' steps are the same operations (receive, send, re-arm, notifier, queue, lock) and
+    get the same rates; what the paper does not measure (per-call notifier cost, untimed CPU, the client)
+    is instant. With ``notifier`` epoll-et the re-arm is instant (it never re-arms)."""
     check_pattern(pattern)
+    source = {k: "paper" for k in ALL_RATE_FIELDS}
+    for k in EXTRA_FIELDS:
+        source[k] = "instant:not in seed 001"
+    r_a = 1 / 0.589
+    if notifier in NO_REARM_NOTIFIERS:
+        r_a = INSTANT_RATE
+        source["r_a"] = f"instant:{notifier} does not re-arm"
     return Rates(
         r_l=1 / 0.013,
         r_p=1 / 0.215,
@@ -70,9 +205,9 @@ def paper_rates(pattern: str) -> Rates:
         r_t=1 / 0.01,
         r_i=1 / 9.2,
         r_o=1 / 1.9,
-        r_a=1 / 0.589,
-        r_e=1 / 2.9 if pattern == "hsha" else 1 / 0.635,
-        source={k: "paper" for k in RATE_FIELDS},
+        r_a=r_a,
+        r_e=1 / 2.9 if pattern in _WAITING_MONITOR else 1 / 0.635,
+        source=source,
     )
 
 
@@ -81,36 +216,121 @@ def check_pattern(pattern: str) -> None:
         raise DemuxlabError(f"pattern: must be one of {', '.join(PATTERNS)}, got {pattern!r}")
 
 
-def structure(pattern: str) -> ModelStructure:
+def structure(pattern: str, threads: int | None = None, full: bool = False) -> ModelStructure:
+    """The chain of ``pattern`` (at ``threads``, where the structure depends on it; ``full``: HSHA's and
+    LF's calibrated chains instead of seed 001's)."""
     check_pattern(pattern)
-    return hsha.STRUCTURE if pattern == "hsha" else lf.STRUCTURE
+    if pattern == "hsha":
+        return hsha.FULL if full else hsha.STRUCTURE
+    if pattern == "lf":
+        return lf.FULL if full else lf.STRUCTURE
+    if pattern in ("reactor", "multireactor"):
+        return reactor.STRUCTURE
+    if pattern == "tpc":
+        return tpc.STRUCTURE
+    if pattern == "proactor":
+        return proactor.STRUCTURE
+    if pattern == "uring" or (pattern == "uring-shared" and threads == 1):
+        return uring.STRUCTURE
+    return uring_shared.STRUCTURE
+
+
+def structures(pattern: str) -> tuple[ModelStructure, ...]:
+    """Every chain ``pattern`` may use (to compile them ahead)."""
+    if pattern in ("hsha", "lf"):
+        return (structure(pattern), structure(pattern, full=True))
+    if pattern == "uring-shared":
+        return (structure(pattern, 1), structure(pattern, 2))
+    return (structure(pattern),)
 
 
 def min_threads(pattern: str) -> int:
-    return 2 if pattern == "hsha" else 1
+    check_pattern(pattern)
+    return DESIGNS[pattern].min_threads
+
+
+def calibration_threads(pattern: str) -> int:
+    """The concurrency of a pattern's calibration runs (seed 001 §V-A: HSHA 2, LF 1)."""
+    check_pattern(pattern)
+    return DESIGNS[pattern].calibration_threads
+
+
+def tagged_connections(pattern: str, threads: int, connections: int) -> int:
+    """For a pattern of independent threads (multireactor, uring), the connections of the one thread the
+    chain follows: the server deals them out round-robin, N/T each (rounded; at least 1)."""
+    if not DESIGNS[pattern].tagged:
+        return connections
+    return max(1, round(connections / min(threads, connections)))
 
 
 def build(
-    pattern: str, threads: int, work_us: float, connections: int = 512, rates: Rates | None = None
+    pattern: str,
+    threads: int,
+    work_us: float,
+    connections: int = 512,
+    rates: Rates | None = None,
+    *,
+    host: Host | None = None,
+    notifier: str | None = None,
+    others: float = 0.0,
 ) -> ModelInstance:
-    """The CTMC of ``pattern`` with ``threads`` threads in total (HSHA: 1 monitor + threads − 1 workers)."""
+    """The CTMC of ``pattern`` with ``threads`` threads in total (HSHA: 1 monitor + threads − 1 workers;
+    tpc: ``threads`` CPU slots) on ``host`` (default: a core per thread, no client: seed 001).
+
+    For the patterns of independent threads (multireactor, uring) the chain is one thread's, with its
+    share of the connections (:func:`tagged_connections`) and of the client; ``others`` is how many of the
+    other threads are runnable on average (predict.py finds it by a fixed point), added to the pool's load.
+    """
     check_pattern(pattern)
-    lo = min_threads(pattern)
-    if not isinstance(threads, int) or threads < lo:
-        raise DemuxlabError(f"threads: {pattern} needs at least {lo} thread(s), got {threads!r}")
-    if not isinstance(connections, int) or connections < 1:
+    d = DESIGNS[pattern]
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < d.min_threads:
+        raise DemuxlabError(f"threads: {pattern} needs at least {d.min_threads} thread(s), got {threads!r}")
+    if d.max_threads is not None and threads > d.max_threads:
+        raise DemuxlabError(f"threads: {pattern} runs at most {d.max_threads} thread(s), got {threads}")
+    if isinstance(connections, bool) or not isinstance(connections, int) or connections < 1:
         raise DemuxlabError(f"connections: must be a positive integer, got {connections!r}")
-    rates = rates if rates is not None else paper_rates(pattern)
-    init = (hsha.initial_state if pattern == "hsha" else lf.initial_state)(threads, connections)
+    h = host if host is not None else Host()
+    rates = rates if rates is not None else paper_rates(pattern, notifier)
+    cores = h.cores
+    n = connections
+    kz_scale = 1.0
+    if pattern == "tpc":
+        cores = min(threads, cores) if cores is not None else threads
+    if d.tagged:
+        n = tagged_connections(pattern, threads, connections)
+        kz_scale = 1.0 / min(threads, connections)
+    full = pattern in ("hsha", "lf") and (rates.extended or h.client_threads is not None)
+    st = structure(pattern, threads, full=full)
+    if st is hsha.FULL or st is hsha.STRUCTURE:
+        init = hsha.initial_state(threads, n, full=full)
+    elif st is lf.FULL or st is lf.STRUCTURE:
+        init = lf.initial_state(threads, n, full=full)
+    elif st is reactor.STRUCTURE:
+        init = reactor.initial_state(1, n)
+    elif st is tpc.STRUCTURE:
+        init = tpc.initial_state(threads, n)
+    elif st is proactor.STRUCTURE:
+        init = proactor.initial_state(threads, n)
+    elif st is uring.STRUCTURE:
+        init = uring.initial_state(1, n)
+    else:
+        init = uring_shared.initial_state(threads, n)
+    r = rates.vector(work_us, Host(cores, h.client_threads, h.client_cores, h.load))
+    r[KZ] *= kz_scale
+    r[LOAD] += float(others)
     return ModelInstance(
-        structure=structure(pattern),
+        structure=st,
         initial=init,
-        r=rates.vector(work_us),
+        r=r,
         parameters={
             "pattern": pattern,
+            "notifier": notifier,
             "threads": threads,
             "work_us": float(work_us),
             "connections": connections,
+            "chain_connections": n,
+            "cores": None if r[CORES] >= UNBOUNDED else int(r[CORES]),
+            "others": float(others),
             "rates": rates.as_dict(),
         },
     )

@@ -47,6 +47,7 @@ class SimulationResult:
     simulated_us: float
     converged: bool
     final_state: FloatArray
+    runnable: float = 0.0  # time average of the first pool's runnable count over the batches (0: no pool)
 
     @property
     def throughput_msgs_per_s(self) -> float:
@@ -80,6 +81,7 @@ def simulate(
     thr = model.structure.throughput_index
     rng = np.random.Generator(np.random.PCG64(seed))
     x = model.initial.copy()
+    scratch = np.zeros(1)
 
     # Warm-up: run a fixed number of events, measure how long (simulated) it took, and use that pace to
     # size the bins so that the first PLAN_BATCHES bins together hold about min_events events.
@@ -87,12 +89,13 @@ def simulate(
         step = 1000.0
         left = warmup_events
         while left > 0:
-            _, ev, status = kernel.ssa_run(x, model.r, thr, 1, step, left, rng)
+            _, ev, status = kernel.ssa_run(x, model.r, thr, 1, step, left, rng, scratch)
             _check(status, model)
             left -= ev
             if status == 0:
                 step *= 2.0
     pace_us = _pace(kernel, x, model, thr, rng)
+    obs = np.zeros(1)  # ∫ runnable dt over the bins below
     bin_us = pace_us * min_events / PLAN_BATCHES
 
     acc: list[FloatArray] = []
@@ -100,7 +103,7 @@ def simulate(
     nbins = PLAN_BATCHES
     converged = False
     while True:
-        out, ev, status = kernel.ssa_run(x, model.r, thr, nbins, bin_us, max_events - events, rng)
+        out, ev, status = kernel.ssa_run(x, model.r, thr, nbins, bin_us, max_events - events, rng, obs)
         _check(status, model)
         events += ev
         acc.append(np.asarray(out, dtype=np.float64))
@@ -131,6 +134,7 @@ def simulate(
         simulated_us=bin_us * len(bins),
         converged=converged,
         final_state=x,
+        runnable=float(obs[0]) / (bin_us * len(bins)) if len(bins) else 0.0,
     )
 
 
@@ -158,7 +162,9 @@ def _pace(kernel: object, x: FloatArray, model: ModelInstance, thr: int, rng: np
     total_us = 0.0
     total_ev = 0
     for _ in range(60):
-        _, ev, status = kernel.ssa_run(x, model.r, thr, 1, step, probe - total_ev, rng)  # type: ignore[attr-defined]
+        _, ev, status = kernel.ssa_run(  # type: ignore[attr-defined]
+            x, model.r, thr, 1, step, probe - total_ev, rng, np.zeros(1)
+        )
         _check(status, model)
         total_ev += ev
         if status == 2:

@@ -262,6 +262,11 @@ def _cell(v: Any) -> Any:
     return v if isinstance(v, int | float | bool | str) else str(v)
 
 
+def control(label: str, child: Any, wide: bool = False) -> html.Div:
+    """A labelled control of a page's control bar (``wide`` for experiment names and other long values)."""
+    return html.Div([html.Label(label), child], className="dlx-control" + (" dlx-wide" if wide else ""))
+
+
 def facts_list(items: Sequence[tuple[str, Any]]) -> html.Dl:
     children: list[Any] = []
     for k, v in items:

@@ -1,10 +1,10 @@
 """Schema v1 as SQLAlchemy 2 typed models.
 
 The Alembic migrations (``0001_initial``, ``0002_point_instrument``, ``0003_bundles``,
-``0004_cluster``, ``0005_runs_history``, ``0006_adaptive``) create exactly these tables; ``demuxlab db
-check`` (``alembic check``) fails if the two drift apart. Documents (facts, pinning, artifacts, raw binary
-outputs, rates) are JSONB; every table that is written by a single actor has a server-side creation
-timestamp.
+``0004_cluster``, ``0005_runs_history``, ``0006_slurm``, ``0007_adaptive``) create exactly these tables;
+``demuxlab db check`` (``alembic check``) fails if the two drift apart. Documents (facts, pinning,
+artifacts, raw binary outputs, rates) are JSONB; every table that is written by a single actor has a
+server-side creation timestamp.
 """
 
 from __future__ import annotations
@@ -137,6 +137,7 @@ class Run(Base):
         Index(None, "server_host_id"),
         Index(None, "client_host_id"),
         Index(None, "host_pair"),
+        Index(None, "slurm_job_id"),
     )
 
     run_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
@@ -178,6 +179,9 @@ class Run(Base):
     hardware_class: Mapped[str | None]
     noisy: Mapped[bool | None]
     noise: Mapped[JSONDoc | None]
+    # Runs of the slurm profile (0006_slurm): the Slurm job that ran the run, and the record's slurm section.
+    slurm_job_id: Mapped[int | None] = mapped_column(BigInteger)
+    slurm: Mapped[JSONDoc | None]
 
     point: Mapped[Point] = relationship(back_populates="runs")
     samples: Mapped[list[Sample]] = relationship(back_populates="run", passive_deletes=True)
@@ -200,7 +204,8 @@ class Sample(Base):
 
 class RunHistory(Base):
     """An earlier record of a run, kept when a different record of the same ``run_id`` replaced it
-    (``demuxlab ingest --replace``, or the workflow ingesting a run it ran again): nothing ingested is lost.
+    (``demuxlab ingest --replace``, the workflow ingesting a run it ran again, a bundle import whose run
+    differs): nothing ingested is lost.
 
     ``run`` is the ``runs`` row as it was (every column, as ``to_jsonb`` gives it), ``samples`` its
     per-second series (index = second), ``op_timings`` its timing rows (without their ids). A row
@@ -220,7 +225,7 @@ class RunHistory(Base):
     # When the replaced record had been ingested, and when it was replaced.
     ingested_at: Mapped[dt.datetime]
     replaced_at: Mapped[created_ts]
-    # Who replaced it and from where: "ingest --replace: <file>", "workflow rerun: <file>".
+    # Who replaced it and from where: "ingest --replace: <file>", "workflow rerun: <file>", "bundle import".
     replaced_by: Mapped[str]
     run: Mapped[JSONDoc]
     samples: Mapped[list[float]] = mapped_column(ARRAY(Double()))

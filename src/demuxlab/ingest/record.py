@@ -352,6 +352,8 @@ def prepare_record(
         "hardware_class": ((record.get("pair") or {}).get("hardware_class") or {}).get("id"),
         "noisy": (record.get("noise") or {}).get("flagged"),
         "noise": record.get("noise"),
+        "slurm_job_id": (record.get("slurm") or {}).get("job_id"),
+        "slurm": record.get("slurm"),
     }
 
     op_rows: list[dict[str, Any]] = []

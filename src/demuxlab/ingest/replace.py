@@ -70,6 +70,7 @@ _FIELD_OF_COLUMN = {
     "server_result": "server",
     "hardware_class": "pair.hardware_class.id",
     "noisy": "noise.flagged",
+    "slurm_job_id": "slurm.job_id",
 }
 # What a reader wants to see first: the status and the measurement.
 _FIRST = ("status", "failure_reason", "throughput_msgs_per_s")

@@ -182,6 +182,11 @@ RECORD_SCHEMA: dict[str, Any] = {
             },
         },
         "noise": {"type": ["object", "null"], "properties": {"flagged": {"type": "boolean"}}},
+        # Slurm runs: the job that ran the run (its id fits PostgreSQL's bigint).
+        "slurm": {
+            "type": ["object", "null"],
+            "properties": {"job_id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}},
+        },
     },
     "allOf": [
         {

@@ -17,13 +17,13 @@ def ingest_for_workflow(record: str | Path, done: str | Path, log: str | Path) -
     """The workflow's ``ingest_run`` job, run in a thread of the Snakemake controller itself.
 
     The same write as ``demuxlab ingest RECORD --done DONE`` (one transaction, the done file written
-    atomically after the commit), without a process per run. The record is this workflow's own
-    ``run_point`` output, so a different record of a stored run is the run executed again (a retry, a
-    forced or resumed rerun): it replaces the stored run when it started later, and the stored record is
-    kept in ``runs_history`` (policy ``"rerun"``, :mod:`demuxlab.ingest.replace`); the same record again is
-    a no-op. Without a process per run: a process would spend a
-    second or more importing SQLAlchemy, psycopg and jsonschema and connecting, for a few milliseconds of
-    writing, and the cluster profile ingests 10,000 runs on two cores. The engine is made, and the schema
+    atomically after the commit), but for a stored run: the record is this workflow's own ``run_point``
+    output, so a different record of a stored run is the run executed again (a retry, a forced or resumed
+    rerun). It replaces the stored run when it started later, the stored record kept in ``runs_history``
+    (policy ``"rerun"``, :mod:`demuxlab.ingest.replace`); the same record again is a no-op. No process per
+    run: a process would spend a second or more importing SQLAlchemy, psycopg and jsonschema and
+    connecting, for a few milliseconds of writing, and the cluster profile ingests 10,000 runs on two
+    cores. The engine is made, and the schema
     checked, once per controller and database (the ``database`` rule upgraded it first). A killed
     controller loses at most an uncommitted transaction and the done file, so the rerun ingests again.
     """

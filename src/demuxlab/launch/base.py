@@ -30,7 +30,6 @@ from typing import IO, TYPE_CHECKING, Any
 from demuxlab.phases import Phases
 from demuxlab.plan import Pinning
 from demuxlab.point import Point
-from demuxlab.stats import steady_state
 from demuxlab.steady import SteadyDecision, SteadyRule, check, warm
 from demuxlab.vocab import RUN_FAILED, RUN_OK, RUN_RECORD_FORMAT
 
@@ -179,6 +178,14 @@ class Launcher(ABC):
     def check(self) -> None:  # noqa: B027 (optional hook)
         """Raise :class:`~demuxlab.errors.LaunchError` if this launcher cannot run here."""
 
+    def terminate(self, proc: subprocess.Popen[str]) -> None:
+        proc.send_signal(signal.SIGTERM)  # the server prints its exit JSON and exits
+
+    def steady_stats(self, per_second: list[float]) -> dict[str, Any]:
+        from demuxlab.stats import steady_state  # here: numpy/scipy are a run process's largest import
+
+        return steady_state(per_second).to_json()
+
     # -- the shared orchestration ------------------------------------------------------------------------
 
     def server_args(self, req: RunRequest) -> list[str]:
@@ -290,7 +297,7 @@ class Launcher(ABC):
     def _stop(self, proc: subprocess.Popen[str]) -> tuple[str, str | None]:
         """SIGTERM the server and collect the rest of its stdout; the second value is a failure, if any."""
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+            self.terminate(proc)
         try:
             rest, _ = proc.communicate(timeout=SERVER_STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -398,10 +405,9 @@ class Launcher(ABC):
         stats: dict[str, Any] | None = None
         per_second = (out.client or {}).get("per_second")
         if out.failure is None and isinstance(per_second, list) and per_second:
-            ss = steady_state([float(x) for x in per_second])
-            stats = ss.to_json()
-            if ss.stationary is False and ss.drift_rel is not None:
-                out.notes.append(f"throughput drifts by {ss.drift_rel:+.1%} over the measure phase")
+            stats = self.steady_stats([float(x) for x in per_second])
+            if stats.get("stationary") is False and stats.get("drift_rel") is not None:
+                out.notes.append(f"throughput drifts by {stats['drift_rel']:+.1%} over the measure phase")
         pinning = req.pinning.to_json()
         pinning["notes"] = list(pinning.get("notes", [])) + out.notes
         return {

@@ -30,6 +30,20 @@ class SimLauncher(Launcher):
     def wrap(self, role: str, argv: list[str], cpus: Sequence[int], run_id: str) -> list[str]:
         raise NotImplementedError("the sim launcher starts no process")
 
+    def steady_stats(self, per_second: list[float]) -> dict[str, Any]:
+        """What :func:`demuxlab.stats.steady_state` gives the constant series a simulated run produces (no
+        transient, no drift; tests/unit/test_runpoint_lean.py compares them), without importing numpy into
+        every simulated run: the scale benchmark measures the controller, not the statistics."""
+        if len(set(per_second)) != 1:
+            return super().steady_stats(per_second)
+        n = len(per_second)
+        return {
+            "throughput_msgs_per_s": per_second[0],
+            "stationary": True if n >= 3 else None,
+            "drift_rel": 0.0 if n >= 3 else None,
+            "trimmed_seconds": 0,
+        }
+
     def failing(self) -> bool:
         sim = self.pair.sim if self.pair is not None else None
         return bool(sim and sim.fail_from_run is not None and self.runs_on_pair >= sim.fail_from_run)

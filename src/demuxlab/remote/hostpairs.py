@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from demuxlab.errors import ConfigError
 
 #: The facts that make up a hardware class (CONTRACTS.md §3 keys), per side.
@@ -180,7 +178,16 @@ def _cpus_text(cpus: Any) -> str | None:
 def load_pairs(source: str | Path) -> PairsSource:
     """The pairs of an inventory directory/file, or of a simulated-cluster file."""
     path = Path(source)
-    if path.is_file() and path.suffix in (".yaml", ".yml", ".json"):
+    if path.is_file() and path.suffix == ".json":  # no PyYAML for JSON (a run process's start-up)
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read the pairs source: {str(exc).splitlines()[0]}") from None
+        if isinstance(doc, dict) and "simulated" in doc:
+            return _simulated(path, doc)
+    elif path.is_file() and path.suffix in (".yaml", ".yml"):
+        import yaml
+
         try:
             doc = yaml.safe_load(path.read_text())
         except (OSError, yaml.YAMLError) as exc:

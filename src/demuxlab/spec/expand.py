@@ -8,7 +8,7 @@ import itertools
 import uuid
 
 from demuxlab.ctmc.rates import PATTERNS as MODELLED
-from demuxlab.ctmc.rates import min_threads
+from demuxlab.ctmc.rates import calibration_threads
 from demuxlab.errors import SpecError
 from demuxlab.point import Point
 from demuxlab.spec.model import Design, Spec
@@ -57,8 +57,10 @@ def _workload_axes(spec: Spec, design: Design) -> tuple[tuple[float, ...], tuple
 def calibration_points(spec: Spec) -> list[Point]:
     """The instrumented points the CTMC rates are fitted from (seed 001 §V-A), in spec order.
 
-    One per HSHA or LF design × notifier × work × connections × size, at the model's lowest concurrency
-    (HSHA: monitor + one worker = 2 threads; LF: 1 thread), none when ``calibration.repeats`` is 0.
+    One per modelled design (every pattern, :data:`demuxlab.ctmc.rates.PATTERNS`) × notifier × work ×
+    connections × size, at the model's calibration concurrency
+    (:func:`demuxlab.ctmc.rates.calibration_threads`: the lowest that runs every role, e.g. HSHA's monitor
+    + one worker = 2 threads, LF 1), none when ``calibration.repeats`` is 0.
     """
     if spec.calibration_repeats == 0:
         return []
@@ -71,7 +73,7 @@ def calibration_points(spec: Spec) -> list[Point]:
                 point = Point(
                     pattern=design.pattern,
                     notifier=notifier,
-                    threads=min_threads(design.pattern),
+                    threads=calibration_threads(design.pattern),
                     work_us=work_us,
                     connections=connections,
                     msg_size=msg_size,

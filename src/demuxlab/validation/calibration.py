@@ -31,6 +31,8 @@ class CalibrationRun:
     server_host_id: int | None
     server_artifact: Any
     launcher: str
+    client_result: dict[str, Any] | None = None  # the client's JSON (its CPU per message: r_z)
+    client_cores: int | None = None  # the CPUs the client was pinned to (None: one per client thread)
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,8 @@ def fit_calibration(
             measured=[r.throughput_msgs_per_s for r in runs],
             connections=[r.connections for r in runs],
             checks=checks,
+            clients=[r.client_result for r in runs],
+            client_cores=[r.client_cores for r in runs],
         )
     except DemuxlabError as exc:
         done = tuple(c.as_dict() for c in checks)

@@ -69,6 +69,8 @@ def calibration_runs(
                         server_host_id=run.server_host_id,
                         server_artifact=run.server_artifact,
                         launcher=str(run.launcher),
+                        client_result=run.client_result,
+                        client_cores=_cpu_count(run.pinning, "client_cpus"),
                     )
                 )
             else:
@@ -106,10 +108,14 @@ def model_points(spec: Spec, url: str | None = None) -> list[ModelPoint]:
             .order_by(Point.point_key)
         ).all()
         classes: dict[int, set[str | None]] = defaultdict(set)
-        for point_id, cls in s.execute(
-            select(Run.point_id, Run.hardware_class).where(Run.point_id.in_([p.id for p in pts])).distinct()
+        pinning: dict[int, tuple[int | None, int | None]] = {}  # the CPUs of the point's (first) run's sides
+        for point_id, cls, pin in s.execute(
+            select(Run.point_id, Run.hardware_class, Run.pinning)
+            .where(Run.point_id.in_([p.id for p in pts]))
+            .order_by(Run.point_id, Run.repeat_index)
         ):
             classes[point_id].add(cls)
+            pinning.setdefault(point_id, (_cpu_count(pin, "server_cpus"), _cpu_count(pin, "client_cpus")))
         return [
             ModelPoint(
                 p.id,
@@ -121,9 +127,19 @@ def model_points(spec: Spec, url: str | None = None) -> list[ModelPoint]:
                 p.connections,
                 p.rate,
                 tuple(sorted(classes[p.id], key=lambda c: c or "")) or (None,),
+                msg_size=p.msg_size,
+                client_threads=p.client_threads,
+                cores=pinning.get(p.id, (None, None))[0],
+                client_cores=pinning.get(p.id, (None, None))[1],
             )
             for p in pts
         ]
+
+
+def _cpu_count(pinning: Any, side: str) -> int | None:
+    """How many CPUs a run's pinning gave ``side`` (``server_cpus``/``client_cpus``), None if unknown."""
+    cpus = pinning.get(side) if isinstance(pinning, dict) else None
+    return len(set(cpus)) if isinstance(cpus, list) and cpus else None
 
 
 def calibration_rates(

@@ -28,15 +28,22 @@ def predict_grid(
     seed: int = 0,
     calibration_id: int | None = None,
     url: str | None = None,
+    cores: int | None = None,
+    notifier: str | None = None,
 ) -> Iterator[Prediction]:
     """A prediction per work value × thread count (in that order), from the paper's rates or from the
-    stored calibration ``calibration_id`` (which must be of ``pattern``)."""
+    stored calibration ``calibration_id`` (which must be of ``pattern``), on ``cores`` server cores (None:
+    one per thread)."""
     from demuxlab.ctmc.predict import predict
+    from demuxlab.ctmc.rates import DESIGNS, Host
 
     if min(threads) < min_threads(pattern):
         raise DemuxlabError(
             f"--threads: {pattern} needs at least {min_threads(pattern)} threads, got {min(threads)}"
         )
+    most = DESIGNS[pattern].max_threads
+    if most is not None and max(threads) > most:
+        raise DemuxlabError(f"--threads: {pattern} runs at most {most} thread(s), got {max(threads)}")
     rates: Rates | None = None
     if calibration_id is not None:
         from demuxlab.validation.store import load_calibration
@@ -44,8 +51,20 @@ def predict_grid(
         cal_pattern, _, rates = load_calibration(calibration_id, url)
         if cal_pattern != pattern:
             raise DemuxlabError(f"--calibration {calibration_id}: calibrates {cal_pattern}, not {pattern}")
+    host = Host(cores=cores)
     return (
-        predict(pattern, n, w, method=method, connections=connections, rates=rates, rel_ci=rel_ci, seed=seed)
+        predict(
+            pattern,
+            n,
+            w,
+            method=method,
+            connections=connections,
+            rates=rates,
+            rel_ci=rel_ci,
+            seed=seed,
+            host=host,
+            notifier=notifier,
+        )
         for w in works
         for n in threads
     )
@@ -67,6 +86,12 @@ def _measured(rec: dict[str, Any]) -> float | None:
     client = rec.get("client")
     value = client.get("throughput_msgs_per_s") if isinstance(client, dict) else None
     return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def _client_cores(rec: dict[str, Any]) -> int | None:
+    pinning = rec.get("pinning")
+    cpus = pinning.get("client_cpus") if isinstance(pinning, dict) else None
+    return len(set(cpus)) if isinstance(cpus, list) and cpus else None
 
 
 def _connections(rec: dict[str, Any]) -> int | None:
@@ -106,6 +131,8 @@ def _calibrate_group(
         measured=[_measured(r) for _, r in items],
         connections=[_connections(r) for _, r in items],
         checks=checks,
+        clients=[r.get("client") if isinstance(r.get("client"), dict) else None for _, r in items],
+        client_cores=[_client_cores(r) for _, r in items],
     )
     out: dict[str, Any] = {
         "pattern": pattern,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from demuxlab.ctmc.predict import Prediction, PredictRequest
-from demuxlab.ctmc.rates import Rates
+from demuxlab.ctmc.rates import Host, Rates
 from demuxlab.validation.calibration import CalibrationKey
 from demuxlab.vocab import SOURCE_CALIBRATION, SOURCE_PAPER
 
@@ -32,14 +32,23 @@ class ModelPoint:
     connections: int
     rate: float | None
     classes: tuple[str | None, ...] = (None,)  # the hardware classes its runs ran on
+    msg_size: int = 1
+    client_threads: int | None = None
+    cores: int | None = None  # the server's CPUs in its runs' pinning (None: unknown, a core per thread)
+    client_cores: int | None = None  # the client's
 
     @property
     def skip_reason(self) -> str | None:
-        if self.work_us <= 0:
-            return "zero work: the models need r_c = 1/work_us"
         if self.rate is not None:
             return "open-loop load: the models are closed-loop"
         return None
+
+    def host(self, with_client: bool) -> Host:
+        """Where its runs ran, for the models: the server's cores, and the client (for calibrated rates,
+        which measured its turnaround)."""
+        if not with_client:
+            return Host(cores=self.cores)
+        return Host(cores=self.cores, client_threads=self.client_threads, client_cores=self.client_cores)
 
 
 @dataclass
@@ -78,6 +87,7 @@ def plan_predictions(
                 plan.skipped.append({**skip, "hardware_class": cls} if cls else skip)
                 continue
             plan.jobs.append((pt, cal))
+            rates = None if cal is None else rates_of[cal].for_workload(pt.connections, pt.msg_size)
             plan.requests.append(
                 PredictRequest(
                     pattern=pt.pattern,
@@ -85,9 +95,11 @@ def plan_predictions(
                     work_us=pt.work_us,
                     connections=pt.connections,
                     method=method,
-                    rates=None if cal is None else rates_of[cal],
+                    rates=rates,
                     rel_ci=rel_ci,
                     seed=seed,
+                    host=pt.host(rates is not None and rates.has_client),
+                    notifier=pt.notifier,
                 )
             )
     return plan

@@ -39,7 +39,7 @@ def save_calibration(
     runs = sorted(str(r) for r in source_runs)
     values = {
         "host_id": host_id,
-        "rates": {**rates.as_dict(), "source": dict(rates.source)},
+        "rates": rates.to_doc(),
         "artifacts": dict(artifacts or {}),
     }
     with session(url) as s:

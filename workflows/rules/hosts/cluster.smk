@@ -22,6 +22,7 @@ if not os.path.exists(INVENTORY):
     )
 # The lanes (one per pair) already keep a run per pair at most; models compute on the controller.
 PAIR_RESOURCE = 0
+HOST_RESOURCES = {}
 MODEL_PAIR = 0
 
 
@@ -52,8 +53,10 @@ def playbook_files(wildcards):
 
 
 def provisioned(wildcards):
-    """Real hosts are provisioned first; a simulated cluster needs no host."""
-    return [] if cluster_pairs()["simulated"] else [ancient(rules.provision.output.done)]
+    """Real hosts are provisioned first; a simulated cluster needs no host (its file, as JSON, instead)."""
+    if cluster_pairs()["simulated"]:
+        return [rules.simulated_pairs.output.pairs]
+    return [ancient(rules.provision.output.done)]
 
 
 def hosts_facts(wildcards):
@@ -93,9 +96,12 @@ def host_inputs(wildcards):
 
 
 def where_args(wildcards):
-    """Any free healthy pair of the inventory, starting at the run's lane (run-point --pairs-from)."""
+    """Any free healthy pair of the inventory, starting at the run's lane (run-point --pairs-from). A
+    simulated cluster's file is read as JSON, written by simulated_pairs, so the run process needs no
+    PyYAML."""
+    source = rules.simulated_pairs.output.pairs if cluster_pairs()["simulated"] else INVENTORY
     return (
-        f"--pairs-from {INVENTORY} --cluster-state {CLUSTER_STATE} --lane {lane_of(wildcards)}"
+        f"--pairs-from {source} --cluster-state {CLUSTER_STATE} --lane {lane_of(wildcards)}"
         f" --quarantine-after {CLUSTER_CONF['quarantine_after']} --pair-wait {CLUSTER_CONF['pair_wait_s']}"
         f" --noise-wait {CLUSTER_CONF['noise_wait_s']}"
     )
@@ -109,6 +115,15 @@ def run_launcher(experiment):
 
 def host_targets():
     return [rules.pairs_report.output.table]
+
+
+def host_prerequisites():
+    pairs = cluster_pairs()
+    files = [rules.cluster_ready.output.ready]
+    if not pairs["simulated"]:
+        hosts = expand(rules.cluster_facts.output.facts, host=pairs["hosts"])
+        files += [rules.provision.output.done, *hosts]
+    return files
 
 
 include: "cluster_rules.smk"

@@ -53,6 +53,20 @@ rule cluster_facts:
         " --out {output.facts} 2> {log}"
 
 
+# A simulated cluster's file as JSON, for the run processes (the lean start-up reads it without PyYAML).
+rule simulated_pairs:
+    input:
+        inventory=inventory_files,
+    output:
+        pairs=f"{CLUSTER_STATE}/simulated-pairs.json",
+    log:
+        "logs/cluster/simulated-pairs.log",
+    run:
+        import yaml
+
+        write_json(output.pairs, yaml.safe_load(Path(INVENTORY).read_text()), log[0])
+
+
 # The runs this sweep plans, so that progress (results/cluster/progress.json) can say how many remain.
 rule sweep_plan:
     input:

@@ -13,9 +13,13 @@
 #   MODEL_PAIR                the `pair` resource the model jobs hold (1 when they would share the CPUs
 #                             of a measured run)
 #   host_targets()            report outputs it adds per experiment (patterns with {experiment})
-#   host_checkpoints()        reads its checkpoints' outputs (plan_of calls it first)
+#   host_checkpoints()        reads its checkpoints' outputs (plan_of calls it too)
+#   host_prerequisites()      every file upstream of the runs through `ancient` inputs (see
+#                             run_prerequisites in rules/inputs.smk)
+#   HOST_RESOURCES            resources a run job asks for besides `pair` (an executor's: rules/hosts/slurm.smk)
 
 PAIR_RESOURCE = 1
+HOST_RESOURCES = {}
 # The models compute on the machine that measures: keep them apart from runs.
 MODEL_PAIR = 1
 
@@ -46,6 +50,10 @@ def run_launcher(experiment):
 
 def host_targets():
     return []
+
+
+def host_prerequisites():
+    return [local_facts()]
 
 
 include: "local_rules.smk"

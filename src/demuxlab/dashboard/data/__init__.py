@@ -1,11 +1,11 @@
 """The dashboard's data access: the read-only store, its errors, and the experiment names every page takes.
 
 The queries live beside this module, one per concern (``experiments``, ``points``, ``history``, ``runs``,
-``operations``, ``models``, ``hosts``), each returning a small ``pandas.DataFrame``; the figure builders
-(:mod:`demuxlab.dashboard.figures`) never import them. The dashboard reads through the read-only role
-(:func:`demuxlab.db.engine.readonly_url`) in read-only transactions. Aggregation happens in PostgreSQL:
-pages get per-point or per-run rows, and per-second samples are read for one run at a time, never for a
-whole experiment.
+``operations``, ``models``, ``hosts``, ``claims``), each returning a small ``pandas.DataFrame``; the
+figure builders (:mod:`demuxlab.dashboard.figures`) never import them. The dashboard reads through the
+read-only role (:func:`demuxlab.db.engine.readonly_url`) in read-only transactions. Aggregation happens
+in PostgreSQL: pages get per-point or per-run rows, and per-second samples are read for one run at a
+time, never for a whole experiment.
 """
 
 from __future__ import annotations

@@ -23,6 +23,23 @@ def calibrations(conn: Connection) -> pd.DataFrame:
     )
 
 
+def server_cores(conn: Connection, experiment_id: int) -> int | None:
+    """The number of CPUs most of the experiment's runs pinned the server to (the what-if's cores), or
+    None where no run says."""
+    row = conn.execute(
+        text(
+            """
+            SELECT jsonb_array_length(r.pinning->'server_cpus') AS n, count(*) AS k
+            FROM runs r JOIN points p ON p.id = r.point_id
+            WHERE p.experiment_id = :id AND jsonb_typeof(r.pinning->'server_cpus') = 'array'
+            GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1
+            """
+        ),
+        {"id": experiment_id},
+    ).one_or_none()
+    return None if row is None or not row.n else int(row.n)
+
+
 def calibration_rates(conn: Connection, calibration_id: int) -> dict[str, Any] | None:
     row = conn.execute(
         text("SELECT pattern, notifier, rates FROM calibrations WHERE id = :id"), {"id": calibration_id}

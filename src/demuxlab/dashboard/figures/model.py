@@ -262,9 +262,12 @@ def workload_defaults(points: pd.DataFrame, patterns: Sequence[str]) -> dict[str
     work = float(mine["work_us"].mode().iloc[0])
     conns = int(mine["connections"].mode().iloc[0])
     threads = sorted({int(t) for t in mine["threads"]})
-    return {
+    out = {
         "pattern": pattern,
         "work": base.fmt(work),
         "connections": str(conns),
         "threads": ",".join(str(t) for t in threads),
     }
+    if "client_threads" in mine and mine["client_threads"].notna().any():
+        out["clients"] = str(int(mine["client_threads"].mode().iloc[0]))
+    return out

@@ -13,6 +13,7 @@ import pandas as pd
 from dash import Input, Output, callback, dcc, html
 
 from demuxlab.dashboard import common, data
+from demuxlab.dashboard.data import claims as queries
 from demuxlab.errors import DemuxlabError
 
 dash.register_page(__name__, path="/claims", name="Claims", title="demuxlab · claims")
@@ -27,12 +28,10 @@ def layout(experiment: str | None = None) -> Any:
         chosen = data.resolve_experiment(conn, experiment or options[0]["value"]).value
     return [
         html.H1("Claims and recommendations"),
-        html.Div(
-            [
-                html.Label("Experiment"),
-                dcc.Dropdown(id="claims-experiment", options=options, value=chosen, clearable=False),
-            ],
-            className="dlx-control dlx-wide",
+        common.control(
+            "Experiment",
+            dcc.Dropdown(id="claims-experiment", options=options, value=chosen, clearable=False),
+            wide=True,
         ),
         html.Div(id="claims-body"),
         common.url_state_store("claims"),
@@ -42,31 +41,6 @@ def layout(experiment: str | None = None) -> Any:
 common.url_sync("claims", [("claims-experiment", "value", "experiment")])
 
 
-def data_version(conn: Any, exp: data.ExperimentRef) -> tuple[Any, ...]:
-    """What the claims of ``exp`` are computed from, in a few numbers: its runs (count, last ingest), its
-    predictions (count, newest) and the calibrations (count, newest). Equal versions, equal claims."""
-    from sqlalchemy import text
-
-    row = conn.execute(
-        text(
-            """
-            SELECT (SELECT count(*) FROM runs r JOIN points p ON p.id = r.point_id
-                    WHERE p.experiment_id = :id) AS runs,
-                   (SELECT max(r.ingested_at) FROM runs r JOIN points p ON p.id = r.point_id
-                    WHERE p.experiment_id = :id) AS ingested,
-                   (SELECT count(*) FROM predictions pr JOIN points p ON p.id = pr.point_id
-                    WHERE p.experiment_id = :id) AS predictions,
-                   (SELECT max(pr.created_at) FROM predictions pr JOIN points p ON p.id = pr.point_id
-                    WHERE p.experiment_id = :id) AS predicted,
-                   (SELECT count(*) FROM calibrations) AS calibrations,
-                   (SELECT max(created_at) FROM calibrations) AS calibrated
-            """
-        ),
-        {"id": exp.id},
-    ).one()
-    return tuple(row)
-
-
 @functools.lru_cache(maxsize=64)
 def evaluate(
     name: str, spec_sha256: str, url: str, version: tuple[Any, ...] = ()
@@ -74,9 +48,9 @@ def evaluate(
     """(claims, recommendations, notes) for one experiment: the same inputs and code as the workflow's
     ``demuxlab claims`` (:func:`demuxlab.claims.db.load_inputs`), read through the dashboard's URL.
 
-    Cached per :func:`data_version`: loading every run of an experiment with its documents costs a few
-    hundred milliseconds for 2,000 runs, and the verdicts change only when the data do. (Callers only read
-    the frames.)"""
+    Cached per :func:`demuxlab.dashboard.data.claims.version`: loading every run of an experiment with its
+    documents costs a few hundred milliseconds for 2,000 runs, and the verdicts change only when the data
+    do. (Callers only read the frames.)"""
     del version  # part of the cache key
     from demuxlab.claims import evaluate_claims, recommend
     from demuxlab.claims.db import load_inputs
@@ -102,7 +76,7 @@ def update(experiment: str) -> Any:
     def body() -> Any:
         with common.store().connect() as conn:
             exp = data.resolve_experiment(conn, experiment)
-            version = data_version(conn, exp)
+            version = queries.version(conn, exp)
         try:
             found, recommended, notes = evaluate(exp.name, exp.spec_sha256, common.store().url, version)
         except DemuxlabError as exc:

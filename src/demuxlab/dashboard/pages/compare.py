@@ -27,44 +27,35 @@ def _side(
     optional = side in OPTIONAL
     return html.Div(
         [
-            html.Div(
-                [
-                    html.Label(f"{side.upper()}: experiment"),
-                    dcc.Dropdown(
-                        id=f"compare-{side}-experiment",
-                        options=options,
-                        value=experiment,
-                        clearable=optional,
-                        placeholder="none (add a side)" if optional else None,
-                    ),
-                ],
-                className="dlx-control dlx-wide",
+            common.control(
+                f"{side.upper()}: experiment",
+                dcc.Dropdown(
+                    id=f"compare-{side}-experiment",
+                    options=options,
+                    value=experiment,
+                    clearable=optional,
+                    placeholder="none (add a side)" if optional else None,
+                ),
+                wide=True,
             ),
-            html.Div(
-                [
-                    html.Label(f"{side.upper()}: host pair"),
-                    # The address's value is an option from the start: a dropdown drops a value it does
-                    # not offer, and the full lists come from a callback after the first render.
-                    dcc.Dropdown(
-                        id=f"compare-{side}-pair",
-                        options=[pair] if pair else [],
-                        value=pair or None,
-                        placeholder="any",
-                    ),
-                ],
-                className="dlx-control",
+            common.control(
+                f"{side.upper()}: host pair",
+                dcc.Dropdown(
+                    id=f"compare-{side}-pair",
+                    options=[pair] if pair else [],
+                    value=pair or None,
+                    placeholder="any",
+                ),
             ),
-            html.Div(
-                [
-                    html.Label(f"{side.upper()}: server build"),
-                    dcc.Dropdown(
-                        id=f"compare-{side}-build",
-                        options=[{"label": base.short_build(build), "value": build}] if build else [],
-                        value=build or None,
-                        placeholder="any",
-                    ),
-                ],
-                className="dlx-control dlx-wide",
+            common.control(
+                f"{side.upper()}: server build",
+                dcc.Dropdown(
+                    id=f"compare-{side}-build",
+                    options=[{"label": base.short_build(build), "value": build}] if build else [],
+                    value=build or None,
+                    placeholder="any",
+                ),
+                wide=True,
             ),
         ],
         className="dlx-controls",
@@ -96,17 +87,14 @@ def layout(x: str = "threads", **query: str) -> Any:
             _side(s, options, chosen[s], query.get(f"{s}_pair", ""), query.get(f"{s}_build", ""))
             for s in SIDES
         ],
-        html.Div(
-            [
-                html.Label("x axis"),
-                dcc.Dropdown(
-                    id="compare-x",
-                    options=[{"label": v, "value": k} for k, v in fields.AXES.items()],
-                    value=x if x in fields.AXES else "threads",
-                    clearable=False,
-                ),
-            ],
-            className="dlx-control",
+        common.control(
+            "x axis",
+            dcc.Dropdown(
+                id="compare-x",
+                options=[{"label": v, "value": k} for k, v in fields.AXES.items()],
+                value=x if x in fields.AXES else "threads",
+                clearable=False,
+            ),
         ),
         html.Div(id="compare-status"),
         common.figure_block("compare-graph"),

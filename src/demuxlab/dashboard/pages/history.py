@@ -47,38 +47,30 @@ def layout(experiment: str | None = None, patterns: str = "", notifiers: str = "
         ),
         html.Div(
             [
-                html.Div(
-                    [
-                        html.Label("Experiment"),
-                        dcc.Dropdown(id="history-experiment", options=options, value=name, clearable=False),
-                    ],
-                    className="dlx-control dlx-wide",
+                common.control(
+                    "Experiment",
+                    dcc.Dropdown(id="history-experiment", options=options, value=name, clearable=False),
+                    wide=True,
                 ),
-                html.Div(
-                    [
-                        html.Label("patterns"),
-                        dcc.Dropdown(
-                            id="history-patterns",
-                            options=list(PATTERNS),
-                            value=common.split_list(patterns),
-                            multi=True,
-                            placeholder="all",
-                        ),
-                    ],
-                    className="dlx-control",
+                common.control(
+                    "patterns",
+                    dcc.Dropdown(
+                        id="history-patterns",
+                        options=list(PATTERNS),
+                        value=common.split_list(patterns),
+                        multi=True,
+                        placeholder="all",
+                    ),
                 ),
-                html.Div(
-                    [
-                        html.Label("notifiers"),
-                        dcc.Dropdown(
-                            id="history-notifiers",
-                            options=list(NOTIFIERS),
-                            value=common.split_list(notifiers),
-                            multi=True,
-                            placeholder="all",
-                        ),
-                    ],
-                    className="dlx-control",
+                common.control(
+                    "notifiers",
+                    dcc.Dropdown(
+                        id="history-notifiers",
+                        options=list(NOTIFIERS),
+                        value=common.split_list(notifiers),
+                        multi=True,
+                        placeholder="all",
+                    ),
                 ),
             ],
             className="dlx-controls",

@@ -38,12 +38,8 @@ def layout(host: str | None = None) -> Any:
     return [
         html.H1("Hosts"),
         common.table_block("hosts-table", hosts, page_size=10),
-        html.Div(
-            [
-                html.Label("Host"),
-                dcc.Dropdown(id="hosts-choice", options=options, value=chosen, clearable=False),
-            ],
-            className="dlx-control dlx-wide",
+        common.control(
+            "Host", dcc.Dropdown(id="hosts-choice", options=options, value=chosen, clearable=False), wide=True
         ),
         html.Div(id="hosts-detail"),
         common.url_state_store("hosts"),

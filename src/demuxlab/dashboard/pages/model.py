@@ -8,9 +8,6 @@ is never silently empty; every input is checked here, in the page's own words.""
 
 from __future__ import annotations
 
-import functools
-import math
-from dataclasses import replace
 from typing import Any
 
 import dash
@@ -23,118 +20,38 @@ from demuxlab.dashboard.data import points as point_queries
 from demuxlab.dashboard.figures import base, summary
 from demuxlab.dashboard.figures import model as figs
 from demuxlab.dashboard.figures import sweep as sweep_figs
+from demuxlab.dashboard.whatif import (
+    DEFAULTS,
+    MAX_CONNECTIONS,
+    MAX_CORES,
+    MAX_WORK_US,
+    InputError,
+    count,
+    max_threads,
+    min_threads,
+    model_patterns,
+    number,
+    out_of_range,
+    override,
+    paper,
+    parse_threads,
+    positive,
+    predict_curve,
+    rate_fields,
+    rate_overrides,
+    shown,
+)
 from demuxlab.errors import DemuxlabError
 from demuxlab.vocab import METHOD_FLUID, METHOD_SSA, SOURCE_PAPER
 
 dash.register_page(__name__, path="/model", name="Model", title="demuxlab · model")
 
-MAX_POINTS = 32
-MAX_THREADS = 128
-MAX_WORK_US = 1_000_000.0
-MAX_CONNECTIONS = 1_000_000
-DEFAULTS = {"threads": "1-16", "work": "10", "connections": "512"}
-
-
-class InputError(Exception):
-    """An input of the what-if the models cannot take; the message says which and why."""
-
-
-# -- the models, as demuxlab.ctmc offers them -------------------------------------------------------------
-
-
-def model_patterns() -> tuple[str, ...]:
-    from demuxlab.ctmc.rates import PATTERNS
-
-    return tuple(PATTERNS)
-
-
-def rate_fields() -> tuple[str, ...]:
-    from demuxlab.ctmc.rates import RATE_FIELDS
-
-    return tuple(RATE_FIELDS)
-
-
-def min_threads(pattern: str) -> int:
-    from demuxlab.ctmc.rates import min_threads as lowest
-
-    return int(lowest(pattern))
-
-
-def paper() -> dict[str, dict[str, float]]:
-    from demuxlab.ctmc.rates import paper_rates
-
-    return {p: paper_rates(p).as_dict() for p in model_patterns()}
-
-
-# -- inputs ----------------------------------------------------------------------------------------------
-
-
-def parse_threads(text: Any) -> list[int]:
-    """``1-16``, ``2,4,8`` or both (``1-4,8``) as sorted thread counts; :class:`InputError` else."""
-    raw = str(text or "").strip()
-    if not raw:
-        raise InputError("threads: give the thread counts to predict, e.g. 1-16 or 2,4,8")
-    out: set[int] = set()
-    for part in raw.split(","):
-        part = part.strip()
-        lo, dash_, hi = part.partition("-")
-        if not (lo.strip().isdigit() and (not dash_ or hi.strip().isdigit())):
-            raise InputError(f"threads: write counts like 1-16 or 2,4,8 (got {_shown(raw)})")
-        a, b = int(lo), int(hi) if dash_ else int(lo)
-        if a < 1 or b < a:
-            raise InputError(f"threads: {part} is not a range of counts from 1 up (got {_shown(raw)})")
-        if b > MAX_THREADS or len(out) + (b - a + 1) > MAX_POINTS:
-            raise InputError(
-                f"threads: at most {MAX_POINTS} counts, each at most {MAX_THREADS} (got {_shown(raw)})"
-            )
-        out.update(range(a, b + 1))
-    return sorted(out)
-
-
-def positive(value: Any, what: str, unit: str, limit: float) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{what} must be a number of {unit} (got {_shown(value)})") from None
-    if not math.isfinite(v) or v <= 0 or v > limit:
-        raise InputError(
-            f"{what} must be more than 0 and at most {base.fmt(limit)} {unit} (got {_shown(value)})"
-        )
-    return v
-
-
-def _shown(value: Any) -> str:
-    from demuxlab.dashboard.address import excerpt
-
-    if value is None or value == "":
-        return "nothing"
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return base.fmt(float(value))
-    return excerpt(value, 30)
-
-
-def rate_overrides(values: tuple[Any, ...]) -> dict[str, float]:
-    """The times per operation (µs) typed over the chosen rates; an empty box keeps the chosen rate."""
-    out: dict[str, float] = {}
-    for k, v in zip(rate_fields(), values, strict=False):
-        if v is None or v == "":
-            continue
-        out[k] = positive(v, figs.rate_name(k), "µs", 1e9)
-    return out
-
-
-def _number(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
 # -- layout ----------------------------------------------------------------------------------------------
 
 
-@common.page_layout("experiment", "pattern", "rates", "threads", "work", "connections", *rate_fields())
+@common.page_layout(
+    "experiment", "pattern", "rates", "threads", "work", "connections", "cores", "clients", *rate_fields()
+)
 def layout(
     experiment: str | None = None,
     pattern: str | None = None,
@@ -142,6 +59,8 @@ def layout(
     threads: str | None = None,
     work: str | None = None,
     connections: str | None = None,
+    cores: str | None = None,
+    clients: str | None = None,
     **query: str,
 ) -> Any:
     patterns = model_patterns()
@@ -154,6 +73,9 @@ def layout(
             exp = data.resolve_experiment(conn, experiment or options[0]["value"])
             chosen = exp.value
             workload = figs.workload_defaults(point_queries.parameters(conn, exp), patterns)
+            pinned = model_queries.server_cores(conn, exp.id)
+            if workload and pinned is not None:
+                workload["cores"] = str(pinned)
     pattern = pattern if pattern in patterns else workload.get("pattern", patterns[0])
     cal_options = [{"label": "paper's rates (seed 001)", "value": SOURCE_PAPER}] + [
         {
@@ -172,7 +94,7 @@ def layout(
                     id=f"model-{k}",
                     type="text",
                     inputMode="numeric",
-                    value=query.get(k) if _number(query.get(k)) is not None else None,
+                    value=query.get(k) if number(query.get(k)) is not None else None,
                     placeholder="as chosen",
                     debounce=True,
                     style={"width": "120px"},
@@ -207,27 +129,30 @@ def layout(
             [
                 html.H2("What if"),
                 html.P(
-                    "Change the rates, the threads, the work or the connections: the fluid approximation "
-                    "answers at once; the SSA (stochastic simulation, 95 % CI) runs on request. " + note,
+                    "Change the rates, the threads, the server's cores, the work or the connections: the "
+                    "fluid approximation answers at once; the SSA (stochastic simulation, 95 % CI) runs on "
+                    "request. No cores: a core per thread (seed 001); fewer cores than runnable threads "
+                    "share them. A calibration's client turns around as many messages at once as its "
+                    "threads. " + note,
                     className="dlx-muted",
                     id="model-whatif-origin",
                 ),
                 html.Div(
                     [
-                        _control(
+                        common.control(
                             "measured (overlay)",
                             dcc.Dropdown(
                                 id="model-experiment", options=options, value=chosen, placeholder="none"
                             ),
                             wide=True,
                         ),
-                        _control(
+                        common.control(
                             "pattern",
                             dcc.Dropdown(
                                 id="model-pattern", options=list(patterns), value=pattern, clearable=False
                             ),
                         ),
-                        _control(
+                        common.control(
                             "rates",
                             dcc.Dropdown(
                                 id="model-rates-choice",
@@ -237,7 +162,7 @@ def layout(
                             ),
                             wide=True,
                         ),
-                        _control(
+                        common.control(
                             "threads",
                             dcc.Input(
                                 id="model-threads",
@@ -246,7 +171,7 @@ def layout(
                                 style={"width": "110px"},
                             ),
                         ),
-                        _control(
+                        common.control(
                             "work per message (µs)",
                             dcc.Input(
                                 id="model-work",
@@ -257,13 +182,37 @@ def layout(
                                 style={"width": "110px"},
                             ),
                         ),
-                        _control(
+                        common.control(
                             "connections",
                             dcc.Input(
                                 id="model-connections",
                                 type="text",
                                 inputMode="numeric",
                                 value=connections or workload.get("connections", DEFAULTS["connections"]),
+                                debounce=True,
+                                style={"width": "110px"},
+                            ),
+                        ),
+                        common.control(
+                            "server cores",
+                            dcc.Input(
+                                id="model-cores",
+                                type="text",
+                                inputMode="numeric",
+                                value=cores if number(cores) is not None else workload.get("cores"),
+                                placeholder="one per thread",
+                                debounce=True,
+                                style={"width": "110px"},
+                            ),
+                        ),
+                        common.control(
+                            "client threads",
+                            dcc.Input(
+                                id="model-clients",
+                                type="text",
+                                inputMode="numeric",
+                                value=clients if number(clients) is not None else workload.get("clients"),
+                                placeholder="1",
                                 debounce=True,
                                 style={"width": "110px"},
                             ),
@@ -295,10 +244,6 @@ def layout(
     ]
 
 
-def _control(label: str, child: Any, wide: bool = False) -> html.Div:
-    return html.Div([html.Label(label), child], className="dlx-control" + (" dlx-wide" if wide else ""))
-
-
 common.url_sync(
     "model",
     [
@@ -308,6 +253,8 @@ common.url_sync(
         ("model-threads", "value", "threads"),
         ("model-work", "value", "work"),
         ("model-connections", "value", "connections"),
+        ("model-cores", "value", "cores"),
+        ("model-clients", "value", "clients"),
         *[(f"model-{k}", "value", k) for k in rate_fields()],
     ],
 )
@@ -323,47 +270,12 @@ def base_rates(choice: str | None, pattern: str) -> tuple[str, Any]:
     if choice in (None, "", SOURCE_PAPER):
         return pattern, paper_rates(pattern)
     if not str(choice).isdigit():
-        raise data.NotFound(f"no calibration {_shown(choice)}")
+        raise data.NotFound(f"no calibration {shown(choice)}")
     with common.store().connect() as conn:
         row = model_queries.calibration_rates(conn, int(choice))
     if row is None:
-        raise data.NotFound(f"no calibration {_shown(choice)}")
+        raise data.NotFound(f"no calibration {shown(choice)}")
     return str(row["pattern"]), Rates.from_dict(dict(row["rates"]), where=f"calibration {choice}")
-
-
-def override(rates: Any, overrides: dict[str, float]) -> Any:
-    """The rates with each given time per operation (µs) replacing its rate (1/µs)."""
-    if not overrides:
-        return rates
-    src = dict(rates.source)
-    src.update({k: "what-if" for k in overrides})
-    return replace(rates, **{k: 1.0 / v for k, v in overrides.items()}, source=src)
-
-
-@functools.lru_cache(maxsize=4096)
-def _predict(
-    pattern: str, rates: Any, threads: int, work_us: float, connections: int, method: str
-) -> tuple[float, float | None]:
-    """One prediction; cached, since the solvers are deterministic (the SSA's seed is fixed) and the
-    what-if asks the same points again as the user moves one control. ``rates`` is the models' own
-    :class:`demuxlab.ctmc.rates.Rates` (a frozen dataclass: its rates are its hash), passed whole so that
-    whatever a calibration holds beyond the eight rates reaches the model."""
-    from demuxlab.ctmc.predict import predict
-
-    p = predict(pattern, threads, work_us, method=method, connections=connections, rates=rates, rel_ci=0.03)
-    return p.throughput_msgs_per_s, p.ci_halfwidth_rel
-
-
-def predict_curve(
-    pattern: str, rates: Any, threads: list[int], work_us: float, connections: int, method: str
-) -> pd.DataFrame:
-    rows = []
-    for t in threads:
-        if t < min_threads(pattern):
-            continue
-        thr, ci = _predict(pattern, rates, t, float(work_us), int(connections), method)
-        rows.append({"threads": t, "throughput_msgs_per_s": thr, "ci_halfwidth_rel": ci})
-    return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel"])
 
 
 @callback(
@@ -378,6 +290,8 @@ def predict_curve(
     Input("model-connections", "value"),
     Input("model-experiment", "value"),
     Input("model-ssa", "n_clicks"),
+    Input("model-cores", "value"),
+    Input("model-clients", "value"),
     *[Input(f"model-{k}", "value") for k in rate_fields()],
 )
 def whatif(
@@ -388,26 +302,32 @@ def whatif(
     connections: Any,
     experiment: str | None,
     _ssa: int | None,
+    cores_text: Any,
+    clients_text: Any,
     *overrides: Any,
 ) -> tuple[Any, ...]:
     run_ssa = ctx.triggered_id == "model-ssa"
     try:
         if pattern not in model_patterns():
             raise InputError(
-                f"pattern: the models cover {', '.join(model_patterns())} (got {_shown(pattern)})"
+                f"pattern: the models cover {', '.join(model_patterns())} (got {shown(pattern)})"
             )
         threads = parse_threads(threads_text)
-        work_us = positive(work, "work per message", "µs", MAX_WORK_US)
+        work_us = positive(work, "work per message", "µs", MAX_WORK_US, zero=True)
+        host = (
+            count(cores_text, "server cores", MAX_CORES),
+            count(clients_text, "client threads", MAX_CORES),
+        )
         conns = positive(connections, "connections", "connections", MAX_CONNECTIONS)
         if not float(conns).is_integer():
-            raise InputError(f"connections must be a whole number (got {_shown(connections)})")
+            raise InputError(f"connections must be a whole number (got {shown(connections)})")
         pattern, rates = base_rates(choice, pattern)
         rates = override(rates, rate_overrides(overrides))
-        left_out = [t for t in threads if t < min_threads(pattern)]
-        if len(left_out) == len(threads):
-            raise InputError(f"threads: {pattern} needs at least {min_threads(pattern)} threads")
-        fluid = predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_FLUID)
-        ssa = predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_SSA) if run_ssa else None
+        left_out = out_of_range(pattern, threads)
+        fluid = predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_FLUID, host)
+        ssa = (
+            predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_SSA, host) if run_ssa else None
+        )
         measured = _measured(experiment, pattern, work_us, int(conns)) if experiment else None
     except InputError as exc:
         return (
@@ -425,18 +345,16 @@ def whatif(
     table = figs.whatif_table(fluid, ssa)
     t = common.table_props(table.round(4))
     label = "paper's rates" if choice in (None, "", SOURCE_PAPER) else f"calibration #{choice}"
-    fig = figs.whatif_figure(
-        fluid,
-        ssa,
-        measured,
-        pattern=pattern,
-        title=f"What if: {pattern}, {label}, work {work_us:g} µs, {int(conns)} connections",
-    )
+    where = f"{host[0]} server core(s)" if host[0] else "a core per thread"
+    title = f"What if: {pattern}, {label}, work {work_us:g} µs, {int(conns)} connections, {where}"
+    fig = figs.whatif_figure(fluid, ssa, measured, pattern=pattern, title=title)
     lines: list[Any] = [
         "SSA done." if run_ssa else "Fluid shown; press “Run SSA” for the stochastic simulation with its CI."
     ]
     if left_out:
-        lines.append(f" {pattern} needs at least {min_threads(pattern)} threads: {left_out} left out.")
+        lines.append(
+            f" {pattern} runs {min_threads(pattern)} to {max_threads(pattern)} threads: {left_out} left out."
+        )
     if measured is not None and measured.empty:
         lines.append(
             f" {experiment} has no ok runs of {pattern} at {work_us:g} µs and {int(conns)} connections."

@@ -38,38 +38,29 @@ def layout(experiment: str | None = None, x: str = "threads", statistic: str = "
         ),
         html.Div(
             [
-                html.Div(
-                    [
-                        html.Label("Experiment"),
-                        dcc.Dropdown(
-                            id="operations-experiment", options=options, value=chosen, clearable=False
-                        ),
-                    ],
-                    className="dlx-control dlx-wide",
+                common.control(
+                    "Experiment",
+                    dcc.Dropdown(id="operations-experiment", options=options, value=chosen, clearable=False),
+                    wide=True,
                 ),
-                html.Div(
-                    [
-                        html.Label("x axis"),
-                        dcc.Dropdown(
-                            id="operations-x",
-                            options=[{"label": v, "value": k} for k, v in fields.AXES.items()],
-                            value=x if x in fields.AXES else "threads",
-                            clearable=False,
-                        ),
-                    ],
-                    className="dlx-control",
+                common.control(
+                    "x axis",
+                    dcc.Dropdown(
+                        id="operations-x",
+                        options=[{"label": v, "value": k} for k, v in fields.AXES.items()],
+                        value=x if x in fields.AXES else "threads",
+                        clearable=False,
+                    ),
                 ),
-                html.Div(
-                    [
-                        html.Label("statistic"),
-                        dcc.Dropdown(
-                            id="operations-statistic",
-                            options=[{"label": v, "value": k} for k, v in STATISTICS.items()],
-                            value=statistic if statistic in STATISTICS else "mean_us",
-                            clearable=False,
-                        ),
-                    ],
-                    className="dlx-control dlx-wide",
+                common.control(
+                    "statistic",
+                    dcc.Dropdown(
+                        id="operations-statistic",
+                        options=[{"label": v, "value": k} for k, v in STATISTICS.items()],
+                        value=statistic if statistic in STATISTICS else "mean_us",
+                        clearable=False,
+                    ),
+                    wide=True,
                 ),
             ],
             className="dlx-controls",

@@ -36,31 +36,24 @@ def layout(experiment: str | None = None, workload: str | None = None, model: st
         ),
         html.Div(
             [
-                html.Div(
-                    [
-                        html.Label("Experiment"),
-                        dcc.Dropdown(id="ranking-experiment", options=options, value=chosen, clearable=False),
-                    ],
-                    className="dlx-control dlx-wide",
+                common.control(
+                    "Experiment",
+                    dcc.Dropdown(id="ranking-experiment", options=options, value=chosen, clearable=False),
+                    wide=True,
                 ),
-                html.Div(
-                    [
-                        html.Label("workload"),
-                        dcc.Dropdown(id="ranking-workload", value=workload, placeholder="the first"),
-                    ],
-                    className="dlx-control dlx-wide",
+                common.control(
+                    "workload",
+                    dcc.Dropdown(id="ranking-workload", value=workload, placeholder="the first"),
+                    wide=True,
                 ),
-                html.Div(
-                    [
-                        html.Label("model rates"),
-                        dcc.Dropdown(
-                            id="ranking-model",
-                            options=list(RATE_SOURCES),
-                            value=model if model in RATE_SOURCES else SOURCE_PAPER,
-                            clearable=False,
-                        ),
-                    ],
-                    className="dlx-control",
+                common.control(
+                    "model rates",
+                    dcc.Dropdown(
+                        id="ranking-model",
+                        options=list(RATE_SOURCES),
+                        value=model if model in RATE_SOURCES else SOURCE_PAPER,
+                        clearable=False,
+                    ),
                 ),
             ],
             className="dlx-controls",

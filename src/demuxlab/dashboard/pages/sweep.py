@@ -25,10 +25,6 @@ SOURCE_OPTIONS = [
 ]
 
 
-def _control(label: str, child: Any, wide: bool = False) -> html.Div:
-    return html.Div([html.Label(label), child], className="dlx-control" + (" dlx-wide" if wide else ""))
-
-
 @common.page_layout("experiment", "x", "colour", "facet", "patterns", "notifiers", "show")
 def layout(
     experiment: str | None = None,
@@ -50,12 +46,12 @@ def layout(
         html.H1("Sweep"),
         html.Div(
             [
-                _control(
+                common.control(
                     "Experiment",
                     dcc.Dropdown(id="sweep-experiment", options=options, value=chosen, clearable=False),
                     wide=True,
                 ),
-                _control(
+                common.control(
                     "x axis",
                     dcc.Dropdown(
                         id="sweep-x",
@@ -64,7 +60,7 @@ def layout(
                         clearable=False,
                     ),
                 ),
-                _control(
+                common.control(
                     "colour",
                     dcc.Dropdown(
                         id="sweep-colour",
@@ -73,7 +69,7 @@ def layout(
                         clearable=False,
                     ),
                 ),
-                _control(
+                common.control(
                     "facet (columns)",
                     dcc.Dropdown(
                         id="sweep-facet",
@@ -83,7 +79,7 @@ def layout(
                         clearable=False,
                     ),
                 ),
-                _control(
+                common.control(
                     "patterns",
                     dcc.Dropdown(
                         id="sweep-patterns",
@@ -93,7 +89,7 @@ def layout(
                         placeholder="all",
                     ),
                 ),
-                _control(
+                common.control(
                     "notifiers",
                     dcc.Dropdown(
                         id="sweep-notifiers",
@@ -103,7 +99,7 @@ def layout(
                         placeholder="all",
                     ),
                 ),
-                _control(
+                common.control(
                     "show",
                     dcc.Checklist(
                         id="sweep-show",

@@ -1,7 +1,7 @@
 """Adaptive experiments: what each decided (docs/adaptive.md), one JSONB document per experiment.
 
-Revision ID: 0006_adaptive
-Revises: 0005_runs_history
+Revision ID: 0007_adaptive
+Revises: 0006_slurm
 Create Date: 2026-11-24 22:00:00
 """
 
@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision: str = "0006_adaptive"
-down_revision: str | None = "0005_runs_history"
+revision: str = "0007_adaptive"
+down_revision: str | None = "0006_slurm"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,145 @@
+"""Reactor CTMC (one thread demultiplexes and handles; also one reactor of a multi-reactor).
+
+Written in the style of seed 001 §IV (populations, generating functions φ, jumps l) for the server's
+``reactor.c``: the thread waits on the notifier, takes every descriptor one call returns into its cache
+(at most ``CACHE_SIZE``, the server's 64), and handles them one by one: receive, work, send the response,
+re-arm (select, poll, epoll-lt, uring; epoll-et has no re-arm: its rate is then instant and its one extra
+receive that finds EAGAIN is in the per-message receive rate).
+
+State (11 populations): connections c0 (the client has the response and is sending the next request), c1
+(request arrived: ready for the notifier), c2 (returned by the last notifier call: cached), c3 (taken:
+being handled); the thread a1 (waiting on the notifier; asleep while c1 = 0), a2 (taking the next cached
+descriptor), a3 (receiving), a4 (working), a5 (sending), a6 (re-arming), a7 (the per-message CPU its timed
+operations do not cover). Initial state: c1 = connections, a1 = 1. Throughput = E[φ_send].
+
+Transitions (rates per µs; the thread's are scaled by the processor-sharing pool ``server``):
+
+=========  =======================================  =====================================  ==================
+name       rate                                     jump                                   fitted from
+=========  =======================================  =====================================  ==================
+notify     a1·H(c1) / (α + h/r_e), h = min(c1, 64)  c1 −h, c2 +h, a1 → a2                 notify_by_events
+take       r_t · a2 · H(c2)                         c2 → c3, a2 → a3                       paper (10 ns)
+recv       r_i · a3                                 a3 → a4                                recv / message
+work       r_c · a4                                 a4 → a5                                input: 1/work
+send       r_o · a5                                 c3 → c0, a5 → a6                       send / message
+rearm      r_a · a6                                 a6 → a7                                rearm
+overhead   r_x · a7                                 a7 → a2 if c2 > 0, else a1             CPU − timed ops
+client     r_z · min(c0, k_z)                       c0 → c1                                client CPU
+=========  =======================================  =====================================  ==================
+
+α = 1/r_n. Runnable threads (pool ``server``): a1·H(c1) + a2 + … + a7: the thread sleeps only in the
+notifier with nothing ready. With the paper's rates the client and the overhead steps are instant (1 ns).
+
+The multi-reactor (``multireactor.py``) is T of these, each with its own connections: the chain of one
+of them, the others in the pool's ``load``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from demuxlab.ctmc.engine import (
+    CACHE_SIZE,
+    KZ,
+    RA,
+    RC,
+    RE,
+    RI,
+    RN,
+    RO,
+    RT,
+    RX,
+    RZ,
+    FloatArray,
+    H,
+    ModelStructure,
+    Pool,
+    TransitionClass,
+    cmin,
+    safe_div,
+)
+
+SPECIES: tuple[str, ...] = ("c0", "c1", "c2", "c3", "a1", "a2", "a3", "a4", "a5", "a6", "a7")
+C0, C1, C2, C3, A1, A2, A3, A4, A5, A6, A7 = range(11)
+
+
+def notify(x: FloatArray, r: FloatArray) -> float:
+    h = cmin(x[C1], CACHE_SIZE)
+    return float(safe_div(1.0, 1.0 / r[RN] + h / r[RE]) * x[A1] * H(x[C1]))
+
+
+def notify_jump(x: FloatArray, d: FloatArray) -> None:
+    h = min(x[C1], CACHE_SIZE)
+    d[C1] = -h
+    d[C2] = h
+    d[A1] = -1.0
+    d[A2] = 1.0
+
+
+def take(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RT] * x[A2] * H(x[C2]))
+
+
+def recv(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RI] * x[A3])
+
+
+def work(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RC] * x[A4])
+
+
+def send(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RO] * x[A5])
+
+
+def rearm(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RA] * x[A6])
+
+
+def overhead(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RX] * x[A7])
+
+
+def overhead_jump(x: FloatArray, d: FloatArray) -> None:
+    d[A7] = -1.0
+    # "a2 if c2 > 0, else a1", written with H so that it is also defined on the reals (as HSHA's l6).
+    d[A2] = H(x[C2])
+    d[A1] = 1.0 - H(x[C2])
+
+
+def client(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RZ] * cmin(x[C0], r[KZ]))
+
+
+def runnable(x: FloatArray, r: FloatArray) -> float:
+    return float(x[A1] * H(x[C1]) + x[A2] + x[A3] + x[A4] + x[A5] + x[A6] + x[A7])
+
+
+STRUCTURE = ModelStructure(
+    name="reactor",
+    species=SPECIES,
+    throughput="send",
+    pools=(Pool("server", runnable),),
+    transitions=(
+        TransitionClass(
+            "notify", "waits on the notifier, caches what it returns", notify, notify_jump, "server"
+        ),
+        TransitionClass(
+            "take", "takes the next cached descriptor", take, {"c2": -1, "c3": 1, "a2": -1, "a3": 1}, "server"
+        ),
+        TransitionClass("recv", "receives the request", recv, {"a3": -1, "a4": 1}, "server"),
+        TransitionClass("work", "works", work, {"a4": -1, "a5": 1}, "server"),
+        TransitionClass("send", "sends the response", send, {"c3": -1, "c0": 1, "a5": -1, "a6": 1}, "server"),
+        TransitionClass("rearm", "re-arms the descriptor", rearm, {"a6": -1, "a7": 1}, "server"),
+        TransitionClass("overhead", "untimed CPU per message", overhead, overhead_jump, "server"),
+        TransitionClass("client", "the client sends the next request", client, {"c0": -1, "c1": 1}),
+    ),
+)
+
+
+def initial_state(threads: int, connections: int) -> FloatArray:
+    """One reactor thread with ``connections`` connections (``threads`` must be 1: one reactor)."""
+    x = np.zeros(len(SPECIES), dtype=np.float64)
+    x[C1] = connections
+    x[A1] = 1
+    return x

@@ -1,0 +1,144 @@
+"""io_uring Proactor CTMC, one ring and its thread (the server's ``uring.c``: T threads, each with its own
+ring and its share of the connections; and ``uring_shared.c`` with one thread, which handles inline).
+
+The thread submits what it has prepared and reaps completions in one call (``io_uring_submit_and_get_
+events``, timed as ``notify``); the kernel runs the receives and sends (inline at the submit, or as task
+work when the owner enters the kernel), so their CPU is in that call, which is fitted per completion
+reaped. A message makes two completions: its receive's (the request arrived) and its echo's send.
+
+State (11 populations): connections c0 (the client has the response and is sending the next request), u1
+(request arrived: its receive completion is ready), u2 (reaped, cached), u3 (the thread works on it), u4
+(its send is prepared, to be submitted by the next call); send completions e1 (ready) e2 (reaped); the
+thread g1 (in the submit-and-reap call; asleep while nothing is ready or prepared), g2 (takes the next
+cached completion), g3 (works), g4 (prepares the send, and the per-message CPU the timed operations do
+not cover). Initial state: u1 = connections, g1 = 1. Throughput = E[φ_work] (a message counts once its
+echo is prepared: the server counts it when submitted).
+
+==========  ==========================================================  ==================================
+name        rate                                                        jump
+==========  ==========================================================  ==================================
+reap        g1·H(u1 + e1 + u4) / (α + h/r_e)                            u4 → c0 and → e1 (submitted: the
+                                                                        send runs), then he = min(e1, 64)
+                                                                        e1 → e2, hu = min(u1, 64 − he)
+                                                                        u1 → u2; h = he + hu; g1 → g2
+take_send   r_t · g2 · H(e2)                                            e2 − 1 (prepares the next receive)
+take_recv   r_t · g2 · H(u2) · (1 − H(e2))                              u2 → u3, g2 → g3
+idle        r_t · g2 · (1 − H(e2)) · (1 − H(u2))                        g2 → g1
+work        r_c · g3                                                    g3 → g4
+prepare     r_x · g4                                                    u3 → u4, g4 → g2
+client      r_z · min(c0, k_z)                                          c0 → u1
+==========  ==========================================================  ==================================
+
+α = 1/r_n, r_e per completion (``notify_by_events``), r_x: the thread's CPU per message less what
+``notify`` and ``work`` cover. Runnable (pool ``server``): g1·H(u1 + e1 + u4) + g2 + g3 + g4. A
+distributed ring's other threads are the pool's ``load``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from demuxlab.ctmc.engine import (
+    CACHE_SIZE,
+    KZ,
+    RC,
+    RE,
+    RN,
+    RT,
+    RX,
+    RZ,
+    FloatArray,
+    H,
+    ModelStructure,
+    Pool,
+    TransitionClass,
+    cmin,
+    safe_div,
+)
+
+SPECIES: tuple[str, ...] = ("c0", "u1", "u2", "u3", "u4", "e1", "e2", "g1", "g2", "g3", "g4")
+C0, U1, U2, U3, U4, E1, E2, G1, G2, G3, G4 = range(11)
+
+
+def reap(x: FloatArray, r: FloatArray) -> float:
+    he = cmin(x[E1] + x[U4], CACHE_SIZE)
+    h = he + cmin(x[U1], CACHE_SIZE - he)
+    return float(safe_div(1.0, 1.0 / r[RN] + h / r[RE]) * x[G1] * H(x[U1] + x[E1] + x[U4]))
+
+
+def reap_jump(x: FloatArray, d: FloatArray) -> None:
+    sent = x[U4]
+    ready = x[E1] + sent
+    he = min(ready, CACHE_SIZE)
+    hu = min(x[U1], CACHE_SIZE - he)
+    d[U4] = -sent
+    d[C0] = sent
+    d[E1] = sent - he
+    d[E2] = he
+    d[U1] = -hu
+    d[U2] = hu
+    d[G1] = -1.0
+    d[G2] = 1.0
+
+
+def take_send(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RT] * x[G2] * H(x[E2]))
+
+
+def take_recv(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RT] * x[G2] * H(x[U2]) * (1.0 - H(x[E2])))
+
+
+def idle(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RT] * x[G2] * (1.0 - H(x[E2])) * (1.0 - H(x[U2])))
+
+
+def work(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RC] * x[G3])
+
+
+def prepare(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RX] * x[G4])
+
+
+def client(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RZ] * cmin(x[C0], r[KZ]))
+
+
+def runnable(x: FloatArray, r: FloatArray) -> float:
+    return float(x[G1] * H(x[U1] + x[E1] + x[U4]) + x[G2] + x[G3] + x[G4])
+
+
+STRUCTURE = ModelStructure(
+    name="uring",
+    species=SPECIES,
+    throughput="work",
+    pools=(Pool("server", runnable),),
+    transitions=(
+        TransitionClass("reap", "submits what is prepared, reaps completions", reap, reap_jump, "server"),
+        TransitionClass(
+            "take_send", "a send completion: prepares the next receive", take_send, {"e2": -1}, "server"
+        ),
+        TransitionClass(
+            "take_recv",
+            "a receive completion: the request",
+            take_recv,
+            {"u2": -1, "u3": 1, "g2": -1, "g3": 1},
+            "server",
+        ),
+        TransitionClass("idle", "no cached completion left", idle, {"g2": -1, "g1": 1}, "server"),
+        TransitionClass("work", "works", work, {"g3": -1, "g4": 1}, "server"),
+        TransitionClass(
+            "prepare", "prepares the send", prepare, {"u3": -1, "u4": 1, "g4": -1, "g2": 1}, "server"
+        ),
+        TransitionClass("client", "the client sends the next request", client, {"c0": -1, "u1": 1}),
+    ),
+)
+
+
+def initial_state(threads: int, connections: int) -> FloatArray:
+    """One ring thread with ``connections`` connections."""
+    x = np.zeros(len(SPECIES), dtype=np.float64)
+    x[U1] = connections
+    x[G1] = 1
+    return x

@@ -1,0 +1,170 @@
+"""io_uring Proactor on one shared ring, T ≥ 2 (the server's ``uring_shared.c``): 1 completion thread
+reaps completions and queues every received message; T − 1 handlers take one, work and submit its echo
+(the send runs inline in their submit). With T = 1 the completion thread handles inline: the chain of
+``uring.py`` with one thread.
+
+State (17 populations): connections c0 (the client has it), u1 (request arrived: receive completion
+ready), u2 (reaped, cached), u3 (queued or with a handler); send completions e1 (ready) e2 (reaped); queue
+places q1 (empty) q2 (busy); completion thread w1 (reaping; asleep while nothing is ready), w2 (takes the
+next cached completion), w3 (queues a message), w4 (re-submits a receive); handlers h1 (idle: waiting for
+the queue), h2 (working), h3 (submitting the send), h4 (the per-message CPU its timed operations do not
+cover). Initial state: u1 = q1 = connections, w1 = 1, h1 = T − 1. Throughput = E[φ_send].
+
+==========  ==============================================  =====================================
+name        rate                                            jump
+==========  ==============================================  =====================================
+reap        w1·H(u1 + e1) / (α + h/r_e)                     he = min(e1, 64) e1 → e2, hu = min(u1,
+                                                            64 − he) u1 → u2; w1 → w2
+take_send   r_t · w2 · H(e2)                                e2 − 1, w2 → w4
+rearm       r_a · w4                                        w4 → w2 (prepares the receive)
+take_recv   r_t · w2 · H(u2) · (1 − H(e2))                  u2 → u3, w2 → w3
+put         r_p · w3                                        q1 → q2, w3 → w2
+idle        r_t · w2 · (1 − H(e2)) · (1 − H(u2))            w2 → w1
+get         r_g · h1 · H(q2)                                q2 → q1, h1 → h2
+work        r_c · h2                                        h2 → h3
+send        r_o · h3                                        u3 → c0, e1 + 1, h3 → h4
+overhead    r_x · h4                                        h4 → h1
+client      r_z · min(c0, k_z)                              c0 → u1
+==========  ==============================================  =====================================
+
+The queue lock and the submission lock are not modelled (their hold times, tens of ns, are far below the
+steps here; HSHA's and the proactor's chains model theirs). Runnable (pool ``server``): w1·H(u1 + e1) +
+w2 + w3 + w4 + h2 + h3 + h4.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from demuxlab.ctmc.engine import (
+    CACHE_SIZE,
+    KZ,
+    RA,
+    RC,
+    RE,
+    RG,
+    RN,
+    RO,
+    RP,
+    RT,
+    RX,
+    RZ,
+    FloatArray,
+    H,
+    ModelStructure,
+    Pool,
+    TransitionClass,
+    cmin,
+    safe_div,
+)
+
+SPECIES: tuple[str, ...] = (
+    "c0", "u1", "u2", "u3", "e1", "e2", "q1", "q2", "w1", "w2", "w3", "w4", "h1", "h2", "h3", "h4",
+)  # fmt: skip
+C0, U1, U2, U3, E1, E2, Q1, Q2, W1, W2, W3, W4, H1, H2, H3, H4 = range(16)
+
+
+def reap(x: FloatArray, r: FloatArray) -> float:
+    he = cmin(x[E1], CACHE_SIZE)
+    h = he + cmin(x[U1], CACHE_SIZE - he)
+    return float(safe_div(1.0, 1.0 / r[RN] + h / r[RE]) * x[W1] * H(x[U1] + x[E1]))
+
+
+def reap_jump(x: FloatArray, d: FloatArray) -> None:
+    he = min(x[E1], CACHE_SIZE)
+    hu = min(x[U1], CACHE_SIZE - he)
+    d[E1] = -he
+    d[E2] = he
+    d[U1] = -hu
+    d[U2] = hu
+    d[W1] = -1.0
+    d[W2] = 1.0
+
+
+def take_send(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RT] * x[W2] * H(x[E2]))
+
+
+def rearm(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RA] * x[W4])
+
+
+def take_recv(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RT] * x[W2] * H(x[U2]) * (1.0 - H(x[E2])))
+
+
+def put(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RP] * x[W3])
+
+
+def idle(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RT] * x[W2] * (1.0 - H(x[E2])) * (1.0 - H(x[U2])))
+
+
+def get(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RG] * x[H1] * H(x[Q2]))
+
+
+def work(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RC] * x[H2])
+
+
+def send(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RO] * x[H3])
+
+
+def overhead(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RX] * x[H4])
+
+
+def client(x: FloatArray, r: FloatArray) -> float:
+    return float(r[RZ] * cmin(x[C0], r[KZ]))
+
+
+def runnable(x: FloatArray, r: FloatArray) -> float:
+    return float(x[W1] * H(x[U1] + x[E1]) + x[W2] + x[W3] + x[W4] + x[H2] + x[H3] + x[H4])
+
+
+def _t(name: str, doc: str, rate: object, jump: object) -> TransitionClass:
+    return TransitionClass(name, doc, rate, jump, "server")  # type: ignore[arg-type]
+
+
+STRUCTURE = ModelStructure(
+    name="uring-shared",
+    species=SPECIES,
+    throughput="send",
+    pools=(Pool("server", runnable),),
+    transitions=(
+        _t("reap", "completion thread reaps completions", reap, reap_jump),
+        _t("take_send", "a send completion", take_send, {"e2": -1, "w2": -1, "w4": 1}),
+        _t("rearm", "prepares the connection's next receive", rearm, {"w4": -1, "w2": 1}),
+        _t(
+            "take_recv",
+            "a receive completion: the request",
+            take_recv,
+            {"u2": -1, "u3": 1, "w2": -1, "w3": 1},
+        ),
+        _t("put", "queues the message for a handler", put, {"q1": -1, "q2": 1, "w3": -1, "w2": 1}),
+        _t("idle", "no cached completion left", idle, {"w2": -1, "w1": 1}),
+        _t("get", "a handler takes a message", get, {"q2": -1, "q1": 1, "h1": -1, "h2": 1}),
+        _t("work", "handler works", work, {"h2": -1, "h3": 1}),
+        _t(
+            "send",
+            "handler submits the echo (the send runs inline)",
+            send,
+            {"u3": -1, "c0": 1, "e1": 1, "h3": -1, "h4": 1},
+        ),
+        _t("overhead", "handler's untimed CPU per message", overhead, {"h4": -1, "h1": 1}),
+        TransitionClass("client", "the client sends the next request", client, {"c0": -1, "u1": 1}),
+    ),
+)
+
+
+def initial_state(threads: int, connections: int) -> FloatArray:
+    """1 completion thread and ``threads`` − 1 handlers (``threads`` ≥ 2)."""
+    x = np.zeros(len(SPECIES), dtype=np.float64)
+    x[U1] = connections
+    x[Q1] = connections
+    x[W1] = 1
+    x[H1] = threads - 1
+    return x

@@ -1,0 +1,213 @@
+"""The Model page's what-if without Dash: its inputs checked in the page's own words, and its curves
+predicted through :mod:`demuxlab.ctmc` (every pattern it models, on a core count, with the chosen rates
+whole: a calibration's client, overhead, speed and per-workload rates included).
+
+Nothing here names a pattern: the patterns, their thread ranges and the rates come from the models."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from demuxlab.dashboard.figures import base
+from demuxlab.dashboard.figures import model as figs
+
+MAX_POINTS = 32
+MAX_THREADS = 128
+MAX_CORES = 1024
+MAX_WORK_US = 1_000_000.0
+MAX_CONNECTIONS = 1_000_000
+DEFAULTS = {"threads": "1-16", "work": "10", "connections": "512"}
+
+
+class InputError(Exception):
+    """An input of the what-if the models cannot take; the message says which and why."""
+
+
+# -- the models, as demuxlab.ctmc offers them -------------------------------------------------------------
+
+
+def model_patterns() -> tuple[str, ...]:
+    from demuxlab.ctmc.rates import PATTERNS
+
+    return tuple(PATTERNS)
+
+
+def rate_fields() -> tuple[str, ...]:
+    from demuxlab.ctmc.rates import RATE_FIELDS
+
+    return tuple(RATE_FIELDS)
+
+
+def min_threads(pattern: str) -> int:
+    from demuxlab.ctmc.rates import min_threads as lowest
+
+    return int(lowest(pattern))
+
+
+def max_threads(pattern: str) -> int:
+    from demuxlab.ctmc.rates import DESIGNS
+
+    most = DESIGNS[pattern].max_threads
+    return MAX_THREADS if most is None else int(most)
+
+
+def paper() -> dict[str, dict[str, float]]:
+    from demuxlab.ctmc.rates import paper_rates
+
+    return {p: paper_rates(p).as_dict() for p in model_patterns()}
+
+
+# -- inputs ----------------------------------------------------------------------------------------------
+
+
+def parse_threads(text: Any) -> list[int]:
+    """``1-16``, ``2,4,8`` or both (``1-4,8``) as sorted thread counts; :class:`InputError` else."""
+    raw = str(text or "").strip()
+    if not raw:
+        raise InputError("threads: give the thread counts to predict, e.g. 1-16 or 2,4,8")
+    out: set[int] = set()
+    for part in raw.split(","):
+        part = part.strip()
+        lo, dash_, hi = part.partition("-")
+        if not (lo.strip().isdigit() and (not dash_ or hi.strip().isdigit())):
+            raise InputError(f"threads: write counts like 1-16 or 2,4,8 (got {shown(raw)})")
+        a, b = int(lo), int(hi) if dash_ else int(lo)
+        if a < 1 or b < a:
+            raise InputError(f"threads: {part} is not a range of counts from 1 up (got {shown(raw)})")
+        if b > MAX_THREADS or len(out) + (b - a + 1) > MAX_POINTS:
+            raise InputError(
+                f"threads: at most {MAX_POINTS} counts, each at most {MAX_THREADS} (got {shown(raw)})"
+            )
+        out.update(range(a, b + 1))
+    return sorted(out)
+
+
+def positive(value: Any, what: str, unit: str, limit: float, zero: bool = False) -> float:
+    """A number in (0, limit] (``zero``: [0, limit]); :class:`InputError` else."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{what} must be a number of {unit} (got {shown(value)})") from None
+    if not math.isfinite(v) or v < 0 or (v == 0 and not zero) or v > limit:
+        least = "0 or more" if zero else "more than 0"
+        raise InputError(f"{what} must be {least} and at most {base.fmt(limit)} {unit} (got {shown(value)})")
+    return v
+
+
+def count(value: Any, what: str, limit: int) -> int | None:
+    """An optional whole count in 1..limit (empty: None); :class:`InputError` else."""
+    if value is None or str(value).strip() == "":
+        return None
+    v = positive(value, what, what, limit)
+    if not v.is_integer():
+        raise InputError(f"{what} must be a whole number (got {shown(value)})")
+    return int(v)
+
+
+def shown(value: Any) -> str:
+    from demuxlab.dashboard.address import excerpt
+
+    if value is None or value == "":
+        return "nothing"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return base.fmt(float(value))
+    return excerpt(value, 30)
+
+
+def rate_overrides(values: tuple[Any, ...]) -> dict[str, float]:
+    """The times per operation (µs) typed over the chosen rates; an empty box keeps the chosen rate."""
+    out: dict[str, float] = {}
+    for k, v in zip(rate_fields(), values, strict=False):
+        if v is None or v == "":
+            continue
+        out[k] = positive(v, figs.rate_name(k), "µs", 1e9)
+    return out
+
+
+def number(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+# -- predictions -----------------------------------------------------------------------------------------
+
+
+def override(rates: Any, overrides: dict[str, float]) -> Any:
+    """The rates with each given time per operation (µs) replacing its rate (1/µs)."""
+    if not overrides:
+        return rates
+    src = dict(rates.source)
+    src.update({k: "what-if" for k in overrides})
+    return replace(rates, **{k: 1.0 / v for k, v in overrides.items()}, source=src)
+
+
+@functools.lru_cache(maxsize=4096)
+def _predict(
+    pattern: str,
+    rates: Any,
+    threads: int,
+    work_us: float,
+    connections: int,
+    method: str,
+    host: tuple[int | None, int | None],
+) -> tuple[float, float | None]:
+    """One prediction; cached, since the solvers are deterministic (the SSA's seed is fixed) and the
+    what-if asks the same points again as the user moves one control. ``rates`` is the models' own
+    :class:`demuxlab.ctmc.rates.Rates` (a frozen dataclass: its rates are its hash), passed whole so that
+    whatever a calibration holds beyond the eight rates reaches the model. ``host``: (server cores, client
+    threads), None for a core per thread and one client thread."""
+    from demuxlab.ctmc.predict import predict
+    from demuxlab.ctmc.rates import Host
+
+    cores, clients = host
+    h = Host(cores=cores, client_threads=(clients or 1) if rates.has_client else None)
+    p = predict(
+        pattern, threads, work_us, method=method, connections=connections, rates=rates, rel_ci=0.03, host=h
+    )
+    return p.throughput_msgs_per_s, p.ci_halfwidth_rel
+
+
+def out_of_range(pattern: str, threads: list[int]) -> list[int]:
+    """The thread counts ``pattern`` does not run (left out of the curve); :class:`InputError` if that is
+    all of them."""
+    lo, hi = min_threads(pattern), max_threads(pattern)
+    left_out = [t for t in threads if not lo <= t <= hi]
+    if len(left_out) == len(threads):
+        raise InputError(f"threads: {pattern} runs {lo} to {hi} threads")
+    return left_out
+
+
+def workload_rates(rates: Any, connections: int) -> Any:
+    """A calibration of several workloads: the rates of the one with these connections (the smallest
+    messages first), else the pooled rates."""
+    mine = sorted(
+        (k for k in rates.workloads if k.startswith(f"c{connections}/")), key=lambda k: int(k.split("/b")[1])
+    )
+    return rates.workloads[mine[0]] if mine else rates
+
+
+def predict_curve(
+    pattern: str,
+    rates: Any,
+    threads: list[int],
+    work_us: float,
+    connections: int,
+    method: str,
+    host: tuple[int | None, int | None] = (None, None),
+) -> pd.DataFrame:
+    rates = workload_rates(rates, connections)
+    rows = []
+    for t in threads:
+        if t < min_threads(pattern) or t > max_threads(pattern):
+            continue
+        thr, ci = _predict(pattern, rates, t, float(work_us), int(connections), method, host)
+        rows.append({"threads": t, "throughput_msgs_per_s": thr, "ci_halfwidth_rel": ci})
+    return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel"])

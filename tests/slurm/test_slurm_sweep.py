@@ -1,0 +1,331 @@
+"""The slurm profile against a real Slurm (the session's Slurm testbed: slurmctld, slurmdbd with MariaDB, a
+slurmd per host, munge), through the README's commands as typed (from the README's Slurm section; each test
+adds only its working folder, its experiment and `cluster={noise_wait_s: 0}`: the test hosts share this
+machine's load):
+
+- the README's commands: every run a Slurm job on two nodes, rows in PostgreSQL naming the job and both
+  nodes, the partition, account and constraint as set;
+- a node taken down mid-run (`scontrol update … state=down`): only that attempt fails, the retry runs on
+  other nodes, every run once;
+- the controller killed (SIGKILL to its process group) with jobs running, and the command typed again:
+  those jobs are waited for, not submitted again, their measurements kept; nothing lost or doubled;
+- bad settings: one line each, before the first job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from slurm_helpers import SlurmBed
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.slurm, pytest.mark.timeout(1500)]
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+SPEC = """name: {name}
+reproduces: none
+launcher: native
+seed: {seed}
+repeats: 2
+phases: {{warmup_s: 0.5, measure_s: {measure}, cooldown_s: 0}}
+calibration: {{repeats: 0}}
+designs:
+  - {{pattern: reactor, notifiers: [{notifiers}]}}
+matrix: {{threads: [1], work_us: [0], connections: [8], msg_size: [1]}}
+"""
+
+
+def readme_commands() -> list[str]:
+    """The snakemake command lines of the README's Slurm section, as typed there."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### On a Slurm cluster", 1)[1].split("\n#", 1)[0]
+    block = section.split("```sh", 1)[1].split("```", 1)[0]
+    return [line.strip() for line in block.splitlines() if line.strip().startswith("../.venv/bin/snakemake")]
+
+
+class Sweep:
+    def __init__(
+        self,
+        bed: SlurmBed,
+        db: str,
+        name: str,
+        command: str,
+        measure: float = 1,
+        notifiers: str = "poll, epoll-lt",
+    ) -> None:
+        self.bed, self.db, self.name = bed, db, name
+        specs = bed.work / "specs"
+        specs.mkdir(exist_ok=True)
+        self.spec = specs / f"{name}.yaml"
+        self.spec.write_text(SPEC.format(name=name, seed=len(name), measure=measure, notifiers=notifiers))
+        self.work = bed.work / name
+        argv = shlex.split(command)
+        assert argv[:4] == ["../.venv/bin/snakemake", "--profile", "slurm", "all"], command
+        argv[0] = str(BIN / "snakemake")
+        argv[4:4] = ["--directory", str(self.work)]
+        extra = [f"experiments=[{name}]", f"experiments_dir={specs}", "cluster={noise_wait_s: 0}"]
+        self.argv = argv + extra if "--config" in argv else [*argv, "--config", *extra]
+        self.env = {**bed.env(), "DEMUXLAB_DATABASE_URL": db}
+        self.log = bed.work / f"{name}.log"
+
+    def start(self) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as log:
+            return subprocess.Popen(
+                self.argv,
+                cwd=ROOT / "workflows",
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # killing its process group kills the controller and its jobs' sbatch
+            )
+
+    def run(self, timeout: float = 1200) -> None:
+        self.finish(self.start(), timeout)
+
+    def finish(self, proc: subprocess.Popen[bytes], timeout: float = 1200) -> None:
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            pytest.fail(f"sweep {self.name} did not finish within {timeout:g} s:\n{self.tail()}")
+        assert rc == 0, self.tail()
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-5000:]
+
+    def planned(self) -> list[str]:
+        out = subprocess.run(
+            [str(BIN / "demuxlab"), "plan", str(self.spec)], capture_output=True, text=True, check=True
+        ).stdout
+        return sorted(r["run_id"] for r in json.loads(out)["runs"])
+
+    @property
+    def state(self) -> Path:
+        return self.work / "results" / "slurm"
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        return {
+            p.stem: json.loads(p.read_text())
+            for p in (self.work / "results" / self.name / "runs").glob("*.json")
+        }
+
+    def attempts(self, run_id: str) -> list[dict[str, Any]]:
+        path = self.state / "attempts" / f"{run_id}.json"
+        return list(json.loads(path.read_text())["attempts"]) if path.exists() else []
+
+    def started(self) -> dict[str, int]:
+        """Runs whose job has started its run (run id -> job id), from the attempts the jobs write."""
+        out: dict[str, int] = {}
+        for path in (self.state / "attempts").glob("*.json"):
+            try:
+                for a in json.loads(path.read_text())["attempts"]:
+                    if a.get("outcome") is None:
+                        out[path.stem] = int(a["job_id"])
+            except (OSError, ValueError, KeyError):
+                continue
+        return out
+
+    def queued(self) -> list[str]:
+        """This sweep's jobs in Slurm's queue (any state)."""
+        out = self.bed.slurm("squeue", "--me", "-h", "-o", "%i|%Z").stdout
+        here = os.path.realpath(self.work)
+        return [
+            j
+            for j, _, wd in (line.partition("|") for line in out.splitlines())
+            if os.path.realpath(wd) == here
+        ]
+
+    def rows(self) -> list[dict[str, Any]]:
+        engine = sa.create_engine(self.db)
+        try:
+            with engine.connect() as conn:
+                q = sa.text(
+                    "select r.run_id::text as run_id, r.status, r.attempt, r.launcher, r.slurm_job_id,"
+                    " r.slurm, r.hardware_class, sh.hostname as server_host, ch.hostname as client_host"
+                    " from runs r join points p on p.id = r.point_id"
+                    " join experiments e on e.id = p.experiment_id"
+                    " left join hosts sh on sh.id = r.server_host_id"
+                    " left join hosts ch on ch.id = r.client_host_id"
+                    " where e.name = :name"
+                )
+                return [dict(r._mapping) for r in conn.execute(q, {"name": self.name})]
+        finally:
+            engine.dispose()
+
+
+def wait_for(what: str, cond: Any, proc: subprocess.Popen[bytes], sweep: Sweep, timeout: float = 600) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = cond()
+        if got:
+            return got
+        if proc.poll() is not None:
+            pytest.fail(f"sweep {sweep.name} ended (status {proc.returncode}) before {what}:\n{sweep.tail()}")
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail(f"no {what} within {timeout:g} s:\n{sweep.tail()}")
+        time.sleep(1)
+
+
+def assert_once_each(sweep: Sweep) -> dict[str, dict[str, Any]]:
+    """Every planned run: one ok record, one row in PostgreSQL naming its Slurm job and both nodes."""
+    planned = sweep.planned()
+    records = sweep.records()
+    assert sorted(records) == planned
+    assert all(r["status"] == "ok" for r in records.values()), [r["failure_reason"] for r in records.values()]
+    rows = sweep.rows()
+    assert sorted(r["run_id"] for r in rows) == planned
+    jobs = sweep.bed.slurm("sacct", "-X", "-n", "-P", "-o", "JobIdRaw,NodeList", "-S", "now-2hours").stdout
+    nodelists = dict(line.split("|", 1) for line in jobs.splitlines() if "|" in line)
+    for row in rows:
+        record = records[row["run_id"]]
+        assert row["status"] == "ok" and row["launcher"] == "slurm"
+        assert row["slurm_job_id"] == record["slurm"]["job_id"]
+        assert row["server_host"] != row["client_host"]
+        assert {row["server_host"], row["client_host"]} <= set(sweep.bed.nodes)
+        assert row["slurm"]["nodes"] == {"server": row["server_host"], "client": row["client_host"]}
+        # Slurm's accounting agrees: the job ran on exactly these two nodes.
+        listed = sweep.bed.slurm("scontrol", "show", "hostnames", nodelists[str(row["slurm_job_id"])]).stdout
+        assert sorted(listed.split()) == sorted([row["server_host"], row["client_host"]])
+        # The client reached the server over the nodes' network, never loopback.
+        assert record["network"]["server_peers"] == [record["network"]["client_address"]]
+        assert record["network"]["server_address"] != record["network"]["client_address"]
+        assert record["pinning"]["same_host"] is False
+    return records
+
+
+@pytest.fixture(autouse=True)
+def whole_cluster(slurm_bed: SlurmBed) -> Any:
+    slurm_bed.resume_all()
+    yield
+    slurm_bed.resume_all()
+
+
+def test_readme_commands_run_every_run_as_a_two_node_job(slurm_bed: SlurmBed, slurm_db: str) -> None:
+    commands = readme_commands()
+    assert len(commands) == 3, commands
+    plain, accounted, constrained = commands
+    sweep = Sweep(slurm_bed, slurm_db, "slurmplain", plain)
+    sweep.run()
+    records = assert_once_each(sweep)
+    assert {r["slurm"]["partition"] for r in records.values()} == {"demux"}  # the default partition
+    assert {r["slurm"]["account"] for r in records.values()} == {"demuxlab"}  # the user's default
+    nodes = (sweep.work / "results" / "slurmplain" / "report" / "nodes.csv").read_text()
+    assert "quarantined" in nodes.splitlines()[0]
+
+    sweep = Sweep(slurm_bed, slurm_db, "slurmacct", accounted)
+    sweep.run()
+    records = assert_once_each(sweep)
+    assert {(r["slurm"]["partition"], r["slurm"]["account"]) for r in records.values()} == {
+        ("demux", "demuxlab")
+    }
+
+    sweep = Sweep(slurm_bed, slurm_db, "slurmfeat", constrained)
+    sweep.run()
+    records = assert_once_each(sweep)
+    for r in records.values():  # the constraint: only the nodes with feature tbclass1 (pair tb1's hosts)
+        assert set(r["slurm"]["nodes"].values()) == {"tb1-server", "tb1-client"}
+        assert all("tbclass1" in f for f in r["slurm"]["features"].values())
+    # The time margin: warm-up + measure (1.5 s) + 120 s is a 3-minute limit (sacct's Timelimit).
+    ids = ",".join(str(r["slurm"]["job_id"]) for r in records.values())
+    limits = slurm_bed.slurm("sacct", "-X", "-n", "-P", "-o", "Timelimit", "-j", ids).stdout.split()
+    assert set(limits) == {"00:03:00"}
+
+
+def test_a_node_down_mid_run_fails_only_that_attempt(slurm_bed: SlurmBed, slurm_db: str) -> None:
+    sweep = Sweep(slurm_bed, slurm_db, "slurmdown", readme_commands()[0], measure=20, notifiers="poll")
+    proc = sweep.start()
+    run_id, job = next(iter(wait_for("a run in flight", sweep.started, proc, sweep).items()))
+    nodes = sweep.attempts(run_id)[-1]["nodes"]
+    down = nodes[1]  # the client's node
+    slurm_bed.slurm("scontrol", "update", f"nodename={down}", "state=down", "reason=demuxlab-test")
+    sweep.finish(proc)
+    records = assert_once_each(sweep)
+    final = records[run_id]
+    assert final["attempt"] == 2 and down not in final["slurm"]["nodes"].values()
+    attempts = sweep.attempts(run_id)
+    first = next(a for a in attempts if a["job_id"] == job)
+    assert first["outcome"] == "died" and "NODE_FAIL" in first["reason"] and down in first["reason"]
+    assert [a["outcome"] for a in attempts if a["job_id"] != job] == ["ok"]
+    assert json.loads((sweep.state / "nodes" / f"{down}.json").read_text())["failed"] == 1
+    # The other run of the sweep was not touched by the fault.
+    others = [r for rid, r in records.items() if rid != run_id]
+    assert others and all(r["attempt"] == 1 for r in others)
+
+
+def test_controller_killed_and_rerun_loses_and_doubles_nothing(slurm_bed: SlurmBed, slurm_db: str) -> None:
+    sweep = Sweep(slurm_bed, slurm_db, "slurmkill", readme_commands()[0], measure=15)
+    proc = sweep.start()
+    in_flight = wait_for(
+        "two runs in flight", lambda: sweep.started() if len(sweep.started()) >= 2 else None, proc, sweep
+    )
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert sweep.queued(), "the killed controller's jobs must still be in Slurm"
+    sweep.run()  # the same command, typed again: no --unlock, no cleanup
+    records = assert_once_each(sweep)
+    for run_id, job in in_flight.items():
+        # The job left running was waited for and its measurement kept: the final record is that job's, and
+        # the run was started once (the rerun's job only put the record back).
+        assert records[run_id]["slurm"]["job_id"] == job
+        assert [a["job_id"] for a in sweep.attempts(run_id)] == [job]
+    assert not sweep.queued()
+
+
+BAD = [
+    (
+        "slurm={partition: nosuch}",
+        r"slurm\.partition: no partition 'nosuch' on this cluster \(partitions: demux, short\)",
+    ),
+    ("slurm={account: nosuch}", r"slurm\.account: 'nosuch' is not an account of user \S+ on this cluster"),
+    ("slurm={account: other}", r"slurm\.account: 'other' is not an account of user \S+ on this cluster"),
+    ("slurm={constraint: nosuch}", r"slurm\.constraint: 'nosuch': no node has it in partition 'demux'"),
+    (
+        "slurm={partition: short}",
+        r"slurm\.partition: 'short' allows jobs of 1 min, shorter than a run's time limit",
+    ),
+    (
+        "slurm={constraint: tbclass1}",
+        r"slurm\.partition: fewer than 2 nodes available in 'demux' with constraint",
+    ),
+    ("slurm={conf: no/such/slurm.conf}", r"slurm\.conf: \S*no/such/slurm\.conf: no such file"),
+]
+
+
+@pytest.mark.parametrize(("setting", "message"), BAD, ids=[b[0] for b in BAD])
+def test_bad_settings_fail_before_the_first_job(
+    slurm_bed: SlurmBed, slurm_db: str, setting: str, message: str
+) -> None:
+    import re
+
+    name = "slurmbad"
+    sweep = Sweep(
+        slurm_bed, slurm_db, name, f"../.venv/bin/snakemake --profile slurm all --config '{setting}'"
+    )
+    if "tbclass1" in setting:  # one of the class's two nodes drained: one node left for a run of two
+        slurm_bed.slurm("scontrol", "update", "nodename=tb1-client", "state=drain", "reason=demuxlab-test")
+    if "conf:" in setting:
+        sweep.env.pop("SLURM_CONF")
+    before = sweep.queued()
+    proc = sweep.start()
+    rc = proc.wait(timeout=300)
+    out = sweep.log.read_text(errors="replace")
+    sweep.log.unlink()
+    errors = [line for line in out.splitlines() if line.startswith("demuxlab: error:")]
+    assert rc != 0 and len(errors) == 1, out[-3000:]
+    assert re.search(message, errors[0]), errors[0]
+    assert "Traceback" not in out
+    assert sweep.queued() == before == []  # nothing was submitted
+    assert not (sweep.work / ".snakemake" / "slurm_logs").exists()
+    assert not (sweep.work / "results" / name / "runs").exists()
