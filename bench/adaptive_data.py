@@ -5,8 +5,10 @@ randomized order, through `demuxlab run-point` on the local pair (docs/adaptive.
     .venv/bin/python bench/adaptive_data.py bench/adaptive/adaptive-grid.yaml --out build/adaptive-grid
 
 Resumable: a run whose record exists is not run again. Next to the records it writes ``loads.csv``: per
-run the load average before it started and its wall time, because this machine is shared and the load
-is part of what the data say. ``--pack FILE.tar.xz`` packs the records, the spec and loads.csv.
+run the load average before it started, its wall time and niceness, because this machine is shared and
+the load is part of what the data say. ``--nice N`` runs each `run-point` (and so its server and client)
+at that niceness (e.g. -10: the measured processes get most of their CPUs' time against the other work on
+a shared host, as on a dedicated one). ``--pack FILE.tar.xz`` packs the records, the spec and loads.csv.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main() -> int:
     ap.add_argument("spec")
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--pack", type=Path, help="pack the records, spec and loads into this .tar.xz")
+    ap.add_argument("--nice", type=int, default=0, help="niceness of the runs (negative: higher priority)")
     args = ap.parse_args()
     spec = load_checked_spec(args.spec)
     runs_dir = args.out / "runs"
@@ -43,7 +46,7 @@ def main() -> int:
     with loads.open("a", newline="") as fh:
         w = csv.writer(fh)
         if new:
-            w.writerow(["run_id", "point_key", "repeat", "started", "load1_before", "wall_s", "rc"])
+            w.writerow(["run_id", "point_key", "repeat", "started", "load1_before", "wall_s", "rc", "nice"])
         for i, (point, repeat) in enumerate(order):
             rid = run_id(spec, point, repeat)
             record = runs_dir / f"{rid}.json"
@@ -52,6 +55,7 @@ def main() -> int:
             load1 = Path("/proc/loadavg").read_text().split()[0]
             t0 = time.time()
             cmd = [
+                *(["nice", "-n", str(args.nice)] if args.nice else []),
                 str(DEMUXLAB),
                 "run-point",
                 args.spec,
@@ -77,6 +81,7 @@ def main() -> int:
                     load1,
                     f"{wall:.2f}",
                     rc,
+                    args.nice,
                 ]
             )
             fh.flush()

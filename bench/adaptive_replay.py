@@ -3,6 +3,7 @@
 records of its full fixed design, each mechanism alone and all three together, against the full design.
 
     .venv/bin/python bench/adaptive_replay.py experiments/adaptive-grid.yaml --records DIR [--loads CSV]
+        [--targets repeats=0.25,steady=0.1,points=0.2]
 
 Prints, per configuration: run-minutes (adaptive / full, and the saving), the claims' verdicts that agree,
 the best design per workload that agrees (exactly, and within the full design's statistical ties), and
@@ -10,13 +11,15 @@ the largest gap between the adaptive and the full figure at measured points in u
 95 % half-width, with how many measured points lie outside the full interval. Then, for all three
 together, the run-minutes each mechanism saved (points never measured, repeats not run, seconds not
 measured), which add up to the total saving. With ``--loads`` (bench/adaptive_data.py's loads.csv) it
-also gives the load average the data were taken under.
+also gives the load average the data were taken under. ``--targets`` replaces the spec's ``target_rel`` of
+the mechanisms named (a noisy host's scatter needs wider targets than a quiet testbed's).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import statistics
 import sys
 import time
@@ -41,10 +44,18 @@ def main() -> int:
     ap.add_argument("--records", required=True, type=Path)
     ap.add_argument("--loads", type=Path, help="loads.csv of bench/adaptive_data.py")
     ap.add_argument("--no-models", action="store_true", help="guide the points by the measurements only")
+    ap.add_argument("--targets", default="", help="e.g. repeats=0.25,steady=0.1,points=0.2")
     args = ap.parse_args()
 
     spec = load_checked_spec(args.spec)
     assert spec.adaptive is not None, "the spec has no adaptive block"
+    settings = spec.adaptive
+    for item in filter(None, args.targets.split(",")):
+        name, value = item.split("=")
+        rule = getattr(settings, name)
+        assert rule is not None, f"{name} is off in the spec"
+        settings = dataclasses.replace(settings, **{name: dataclasses.replace(rule, target_rel=float(value))})
+    print(f"targets: {', '.join(f'{m} ±{getattr(settings, m).target_rel:.0%}' for m in settings.mechanisms)}")
     runs = read_runs(args.records)
     print(f"spec {args.spec}, {len(runs)} records in {args.records}")
     if args.loads:
@@ -62,7 +73,7 @@ def main() -> int:
     for name, mechanisms in CONFIGS:
         t0 = time.perf_counter()
         rep = replay(
-            design_of(spec, spec.adaptive.only(mechanisms)),
+            design_of(spec, settings.only(mechanisms)),
             runs,
             models=not args.no_models,
             experiment=spec.name,

@@ -46,7 +46,7 @@ def test_up_down_up_and_check(empty_engine: Engine) -> None:
         migrations.check(empty_engine)
 
     migrations.upgrade("head", empty_engine)
-    assert migrations.current_revision(empty_engine) == migrations.head_revision() == "0006_slurm"
+    assert migrations.current_revision(empty_engine) == migrations.head_revision() == "0007_adaptive"
     assert _tables(empty_engine) == model_tables | {"alembic_version"}
     migrations.check(empty_engine)
 

@@ -8,6 +8,7 @@ rule claims:
         spec=spec_file,
         ingested=ingested_runs,
         predictions=claims_predictions,
+        decisions=adaptive_decisions,
     output:
         csv=report(
             "results/{experiment}/report/claims.csv",
@@ -37,5 +38,7 @@ rule claims:
     params:
         cli=DEMUXLAB,
         method=MODEL["method"],
+        adaptive=adaptive_option,
     shell:
-        "{params.cli} claims {input.spec} --method {params.method} --out-dir $(dirname {output.csv}) 2> {log}"
+        "{params.cli} claims {input.spec} --method {params.method} {params.adaptive}"
+        " --out-dir $(dirname {output.csv}) 2> {log}"

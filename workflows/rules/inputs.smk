@@ -12,8 +12,15 @@ def all_targets(wildcards):
 
 def experiment_targets(experiment):
     targets = [*rules.report.output, *rules.claims.output, *host_targets()]
-    if plan_of(experiment)["modelled_patterns"]:
+    plan = plan_of(experiment)
+    if plan["modelled_patterns"]:
         targets += rules.validate_model.output
+    if plan["adaptive"]:
+        # `all` reads every round itself: Snakemake re-evaluates the direct dependents of a checkpoint
+        # round after round (a resumed sweep), so the jobs that read the rounds (report, claims, ingests)
+        # are made once all of them are known.
+        targets += [adaptive_round_file(experiment, doc["round"]) for doc in adaptive_rounds(experiment)]
+        targets += rules.adaptive_store.output
     return expand(targets, experiment=experiment) + run_prerequisites(experiment)
 
 
@@ -47,8 +54,11 @@ def build_inputs(wildcards):
 
 
 def run_index(wildcards):
-    """The run's position in its experiment's plan, and the plan."""
+    """The run's position in its experiment's plan, and the plan; for an adaptive experiment, in its round
+    (rounds/adaptive.smk), and the round."""
     plan = plan_of(wildcards.experiment)
+    if plan["adaptive"]:
+        return adaptive_run(wildcards.experiment, wildcards.run_id)
     try:
         return plan["index"][wildcards.run_id], plan
     except KeyError:
@@ -67,7 +77,8 @@ def previous_in_lane(wildcards):
     index, plan = run_index(wildcards)
     lanes = lane_count()
     if index < lanes:
-        return []
+        # An adaptive round's first runs wait for the round's decision (itself after the round before).
+        return [adaptive_round_file(wildcards.experiment, plan["round"])] if "round" in plan else []
     previous = plan["run_ids"][index - lanes]
     return [rules.run_point.output.record.format(experiment=wildcards.experiment, run_id=previous)]
 
@@ -80,16 +91,93 @@ def which_run(wildcards):
     return f"--point-key {shlex.quote(run['point_key'])} --repeat {run['repeat']}"
 
 
+def experiment_runs(experiment):
+    """Every run of the experiment: its plan's, or every round's of an adaptive experiment (to its stop)."""
+    plan = plan_of(experiment)
+    if plan["adaptive"]:
+        return [run for doc in adaptive_rounds(experiment) for run in doc["runs"]]
+    return plan["runs"]
+
+
 def ingested_runs(wildcards):
     """Every run of the experiment, in the database."""
-    run_ids = plan_of(wildcards.experiment)["run_ids"]
+    run_ids = [run["run_id"] for run in experiment_runs(wildcards.experiment)]
     return expand(rules.ingest_run.output.done, experiment=wildcards.experiment, run_id=run_ids)
 
 
 def calibration_runs_ingested(wildcards):
-    """The instrumented runs of the calibration points, in the database."""
-    runs = [run["run_id"] for run in plan_of(wildcards.experiment)["runs"] if run["instrument"]]
-    return expand(rules.ingest_run.output.done, experiment=wildcards.experiment, run_id=runs)
+    """The instrumented runs of the calibration points, in the database (an adaptive experiment's are all
+    in its first round)."""
+    plan = plan_of(wildcards.experiment)
+    runs = adaptive_rounds(wildcards.experiment, upto=1)[0]["runs"] if plan["adaptive"] else plan["runs"]
+    done = [run["run_id"] for run in runs if run["instrument"]]
+    return expand(rules.ingest_run.output.done, experiment=wildcards.experiment, run_id=done)
+
+
+# -- adaptive experiments (rules/adaptive.smk) -------------------------------------------------------------
+
+
+def adaptive_round_file(experiment, index):
+    return rules.adaptive_round.output.round.format(experiment=experiment, round=index)
+
+
+def adaptive_rounds(experiment, upto=None):
+    """Rounds 0, 1, ... of an adaptive experiment (checkpoint adaptive_round), up to `upto` (excluded) or
+    to the round that stops. Snakemake waits at the first round not decided yet, which waits for every
+    record of the rounds before it: so the DAG grows a round at a time."""
+    rounds = []
+    while upto is None or len(rounds) < upto:
+        doc = checkpoint_json(checkpoints.adaptive_round, experiment=experiment, round=str(len(rounds)))
+        rounds.append({**doc, "round": len(rounds)})
+        if doc["stop"]:
+            break
+    return rounds
+
+
+def adaptive_run(experiment, run_id):
+    """(position in its round, the round) of a run of an adaptive experiment. Only the rounds up to the
+    run's own are read: they are decided, since the run was asked for by one of them."""
+    index = 0
+    while True:
+        doc = checkpoint_json(checkpoints.adaptive_round, experiment=experiment, round=str(index))
+        if run_id in doc["index"]:
+            return doc["index"][run_id], {**doc, "round": index}
+        if doc["stop"]:
+            raise WorkflowError(f"demuxlab: error: run {run_id!r} is in no round of {experiment!r}")
+        index += 1
+
+
+def records_before_round(wildcards):
+    """Every record of the rounds before this one: a round is decided from them."""
+    rounds = adaptive_rounds(wildcards.experiment, upto=int(wildcards.round))
+    return [
+        rules.run_point.output.record.format(experiment=wildcards.experiment, run_id=run["run_id"])
+        for doc in rounds
+        for run in doc["runs"]
+    ]
+
+
+def adaptive_round_files(wildcards):
+    return [adaptive_round_file(wildcards.experiment, doc["round"]) for doc in adaptive_rounds(wildcards.experiment)]
+
+
+def adaptive_records(wildcards):
+    return [
+        rules.run_point.output.record.format(experiment=wildcards.experiment, run_id=run["run_id"])
+        for run in experiment_runs(wildcards.experiment)
+    ]
+
+
+def adaptive_decisions(wildcards):
+    """An adaptive experiment's decisions.json, for the report and the claims (none for a fixed design)."""
+    if not plan_of(wildcards.experiment)["adaptive"]:
+        return []
+    return [rules.adaptive_decisions.output.decisions.format(experiment=wildcards.experiment)]
+
+
+def adaptive_option(wildcards, input):
+    """`--adaptive FILE` for the report and the claims of an adaptive experiment."""
+    return f"--adaptive {input.decisions}" if input.decisions else ""
 
 
 def claims_predictions(wildcards):

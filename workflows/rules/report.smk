@@ -6,6 +6,7 @@ rule report:
     input:
         spec=spec_file,
         ingested=ingested_runs,
+        decisions=adaptive_decisions,
     output:
         csv=report(
             "results/{experiment}/report/points.csv",
@@ -27,5 +28,6 @@ rule report:
         "../envs/demuxlab.yaml"
     params:
         cli=DEMUXLAB,
+        adaptive=adaptive_option,
     shell:
-        "{params.cli} report {input.spec} --out-dir $(dirname {output.csv}) 2> {log}"
+        "{params.cli} report {input.spec} {params.adaptive} --out-dir $(dirname {output.csv}) 2> {log}"

@@ -75,6 +75,7 @@ def round_doc(spec: Spec, outcome: Outcome, index: int) -> dict[str, Any]:
                 "run_id": run_id(spec, r.point, r.repeat),
                 "point_key": r.point.point_key,
                 "repeat": r.repeat,
+                "instrument": r.point.instrument,
                 "kind": r.kind,
                 "reason": r.reason,
             }

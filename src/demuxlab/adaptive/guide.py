@@ -39,7 +39,7 @@ class Miss:
     point: Point
     predicted: float
     measured: float
-    allowed: float  # the larger of the point's half-width and target × mean
+    allowed: float  # the larger of the difference's 95 % half-width and target × mean
     left: Point  # the measured neighbours the prediction came from
     right: Point
 
@@ -117,18 +117,24 @@ class Curve:
 
     def misses(self, target_rel: float) -> list[Miss]:
         """Measured points between two measured neighbours that the neighbours' prediction misses by more
-        than the point's half-width and more than ``target_rel`` of its mean."""
+        than ``target_rel`` of the point's mean and more than the difference's own 95 % half-width: the
+        point's and the prediction's (its neighbours' half-widths, interpolated), combined as for a
+        difference of two independent means. On a noisy host a curve that is straight within its intervals
+        has no miss."""
         measured = self.measured
         out = []
         for i in range(1, len(measured) - 1):
-            p = measured[i]
+            p, a, b = measured[i], measured[i - 1], measured[i + 1]
             s = self.summaries[p.point_key]
-            pred = self._predict_from(p, [measured[i - 1], measured[i + 1]])
+            pred = self._predict_from(p, [a, b])
             if pred is None:
                 continue
-            allowed = max(s.halfwidth or 0.0, target_rel * abs(s.mean))
+            ha, hb = (self.summaries[q.point_key].halfwidth_rel or 0.0 for q in (a, b))
+            pred_rel = _interp(p.threads, a.threads, ha, b.threads, hb)
+            noise = ((s.halfwidth or 0.0) ** 2 + (pred_rel * abs(pred)) ** 2) ** 0.5
+            allowed = max(noise, target_rel * abs(s.mean))
             if abs(pred - s.mean) > allowed:
-                out.append(Miss(p, pred, s.mean, allowed, measured[i - 1], measured[i + 1]))
+                out.append(Miss(p, pred, s.mean, allowed, a, b))
         return out
 
     def between(self, a: Point, b: Point) -> Point | None:

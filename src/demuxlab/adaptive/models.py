@@ -13,6 +13,7 @@ the paper's rates.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,8 @@ def model_shapes(
                 server_host_id=None,
                 server_artifact=None,
                 launcher="",
+                client_result=dict(r.client_result) if r.client_result else None,
+                client_cores=r.client_cpus,
             )
             for r in mine
             if r.ok and r.server_result
@@ -80,8 +83,25 @@ def model_shapes(
         ids[(pattern, notifier, None)] = i
         rates_of[i] = fit.rates
         out.notes.append(f"{pattern}/{notifier}: calibrated from {len(ok)} runs")
+    # The models know the host's cores (issue 19): the server's and the client's CPUs of the runs, the
+    # same for every point of a local sweep (the planner pins by topology, not by point).
+    cores = Counter(r.server_cpus for r in calibration_runs if r.server_cpus).most_common(1)
+    client_cores = Counter(r.client_cpus for r in calibration_runs if r.client_cpus).most_common(1)
     model_points = [
-        ModelPoint(i, p.point_key, p.pattern, p.notifier, p.threads, p.work_us, p.connections, p.rate)
+        ModelPoint(
+            i,
+            p.point_key,
+            p.pattern,
+            p.notifier,
+            p.threads,
+            p.work_us,
+            p.connections,
+            p.rate,
+            msg_size=p.msg_size,
+            client_threads=p.client_threads,
+            cores=cores[0][0] if cores else None,
+            client_cores=client_cores[0][0] if client_cores else None,
+        )
         for i, p in enumerate(modelled)
     ]
     plan = plan_predictions(model_points, ids, rates_of, method=method, rel_ci=0.01, seed=seed)

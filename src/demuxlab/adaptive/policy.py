@@ -292,8 +292,14 @@ def _point_wants(
         if not top.measured:
             wants.append((top.point, PEAK, f"predicted peak of {label} at t{top.point.threads}"))
         else:
+            # A neighbour of the measured peak is measured unless the model puts it clearly below the
+            # peak (more than the target): the true peak may lie beside the highest measured count.
+            predicted = {v.point.point_key: v.mean for v in values}
             for nb in curve.neighbours(top.point):
-                if nb.point_key in unmeasured:
+                guess = predicted.get(nb.point_key)
+                if nb.point_key in unmeasured and (
+                    guess is None or guess * (1 + rule.target_rel) >= top.mean
+                ):
                     wants.append((nb, PEAK, f"beside the measured peak of {label} (t{top.point.threads})"))
     # Crossings: two designs' curves of one workload whose order changes between two thread counts.
     workloads: dict[tuple[Any, ...], list[Curve]] = {}
@@ -308,7 +314,11 @@ def _point_wants(
                 for t0, t1 in itertools.pairwise(common):
                     d0 = va[t0].mean - vb[t0].mean
                     d1 = va[t1].mean - vb[t1].mean
-                    if d0 * d1 >= 0:
+                    # A crossing is the order changing by more than the target at both counts: curves
+                    # within the target of each other (noise) do not cross, they overlap.
+                    tol0 = rule.target_rel * max(va[t0].mean, vb[t0].mean)
+                    tol1 = rule.target_rel * max(va[t1].mean, vb[t1].mean)
+                    if d0 * d1 >= 0 or abs(d0) <= tol0 or abs(d1) <= tol1:
                         continue
                     why = (
                         f"{a.points[0].pattern}/{a.points[0].notifier} and {b.points[0].pattern}/"
@@ -354,9 +364,9 @@ def next_round(
     repeat_wants = _repeat_wants(design, st, ans)
     point_wants, misses = _point_wants(design, st, shapes or {})
     if stable and not misses and not repeat_wants:
-        return Round(
-            index, (), st.spent_s, ans, stable, tuple(misses), 0, _converged("the answer is unchanged")
-        )
+        stop = "converged: the answer is the previous round's, the model agrees with every measured point "
+        stop += "and every interval is within target or at the maximum repeats"
+        return Round(index, (), st.spent_s, ans, stable, tuple(misses), 0, stop)
     # Each point once, for the first reason in the budget's order.
     order = {k: i for i, k in enumerate(KINDS)}
     chosen: dict[str, tuple[Point, str, str]] = {}
@@ -381,14 +391,16 @@ def next_round(
             f"budget spent: {st.spent_s / 3600:.3g} of {design.budget_s / 3600:.3g} run-hours, "
             f"{dropped} runs asked for left out"
             if dropped
-            else _converged("nothing left that could change it")
+            else "converged: no point left where the answer could change"
+            + ("" if stable else " (the answer changed in the last round)")
+            + (
+                f"; the model still misses {len(misses)} measured point(s) with no point left between"
+                if misses
+                else ""
+            )
         )
         return Round(index, (), st.spent_s, ans, stable, tuple(misses), dropped, stop)
     return Round(index, _ordered(design, reqs), st.spent_s, ans, stable, tuple(misses), dropped)
-
-
-def _converged(why: str) -> str:
-    return f"converged: {why}; every interval within target or at the maximum repeats; the model agrees"
 
 
 def design_of(spec: Spec, settings: Adaptive | None = None) -> Design:

@@ -33,3 +33,35 @@ def read_decisions(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("grid"), list):
         raise DemuxlabError(f"{path}: not the output of `demuxlab adaptive decisions` (format {FORMAT})")
     return doc
+
+
+def store_decisions(spec_name: str, spec_sha256: str, doc: dict[str, Any], url: str | None = None) -> int:
+    """Store an adaptive experiment's decisions in the database (table ``adaptive_decisions``), replacing
+    what was stored for it; the experiment must be there (its runs ingested). Returns its id."""
+    from sqlalchemy import func, select
+    from sqlalchemy.dialects.postgresql import insert
+
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import AdaptiveDecisions, Experiment
+
+    if doc.get("experiment") != spec_name or doc.get("spec_sha256") != spec_sha256:
+        raise DemuxlabError(
+            f"adaptive decisions of {doc.get('experiment')!r} (spec {str(doc.get('spec_sha256'))[:12]}) "
+            f"are not this spec's ({spec_name!r}, {spec_sha256[:12]})"
+        )
+    with session(url) as s:
+        exp_id = s.scalar(
+            select(Experiment.id).where(Experiment.name == spec_name, Experiment.spec_sha256 == spec_sha256)
+        )
+        if exp_id is None:
+            raise DemuxlabError(
+                f"experiment {spec_name!r} (spec {spec_sha256[:12]}) has no runs in the database "
+                "(ingest first)"
+            )
+        stmt = insert(AdaptiveDecisions).values(experiment_id=exp_id, decisions=doc)
+        s.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["experiment_id"], set_={"decisions": doc, "stored_at": func.now()}
+            )
+        )
+    return int(exp_id)

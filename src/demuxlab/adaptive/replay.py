@@ -246,9 +246,19 @@ def replay(
 
     ``models``: fit the CTMC models from the calibration runs to guide the points (else the measurements
     alone guide them)."""
+    import dataclasses
+
     from demuxlab.adaptive.models import model_shapes
 
     index = RunIndex(runs)
+    # A calibration point the records have no run of was not part of the full design they recorded (made
+    # before its pattern had a model): it is left out of both designs, as the full design left it out.
+    recorded = tuple(
+        p
+        for p in design.calibration
+        if all((p.point_key, r) in index.runs for r in range(design.calibration_repeats))
+    )
+    design = dataclasses.replace(design, calibration=recorded)
 
     def shapes_of(calibration: Sequence[Observed]) -> Shapes:
         if not models:

@@ -36,6 +36,8 @@ class Observed:
     source: str = ""  # the record it came from
     server_result: Mapping[str, Any] | None = None  # the server's exit JSON (calibration runs' timings)
     run_id: str = ""
+    client_result: Mapping[str, Any] | None = None  # the client's JSON (the models' client turnaround)
+    client_cpus: int | None = None  # CPUs the client was pinned to
 
     @property
     def run_s(self) -> float:
@@ -106,6 +108,7 @@ def observe(record: Mapping[str, Any], source: str) -> Observed:
     pinning = record.get("pinning") if isinstance(record.get("pinning"), Mapping) else {}
     assert isinstance(pinning, Mapping)
     cpus = pinning.get("server_cpus")
+    client_cpus = pinning.get("client_cpus")
     steady = record.get("steady_stop")
     server_result = record.get("server")
     return Observed(
@@ -123,6 +126,8 @@ def observe(record: Mapping[str, Any], source: str) -> Observed:
         source=source,
         server_result=server_result if isinstance(server_result, Mapping) else None,
         run_id=str(record.get("run_id") or ""),
+        client_result=client if client else None,
+        client_cpus=len(client_cpus) if isinstance(client_cpus, list) and client_cpus else None,
     )
 
 

@@ -333,7 +333,7 @@ def create(opts: Options) -> dict[str, Any]:
                     images.add(str(art["image"]))
         col.add(f"{base}/pinning.json", layout.canonical_json(pinning))
         results = opts.workdir / "results" / name
-        for sub in ("failures", "model", "report"):
+        for sub in ("failures", "model", "report", "adaptive"):
             folder = results / sub
             for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
                 rel = f"{base}/{sub}/{path.relative_to(folder).as_posix()}"
@@ -363,6 +363,12 @@ def create(opts: Options) -> dict[str, Any]:
     col.describe(
         "experiments/<name>/report/", "tables (CSV) and figures exactly as the workflow produced them"
     )
+    if any("/adaptive/" in rel for rel in col.files):
+        col.describe(
+            "experiments/<name>/adaptive/",
+            "an adaptive experiment's rounds and decisions (docs/adaptive.md); its runs/ replay them: "
+            "`demuxlab adaptive decisions spec.yaml --records runs`",
+        )
 
     for host in dumped.rows["hosts"]:
         rel = f"hosts/{host['hostname']}-{host['facts_sha256'][:12]}.json"

@@ -206,11 +206,24 @@ def _regenerate(b: Opened, url: str, out: Path, tmp: Path) -> None:
             name = exp["name"]
             spec = _spec(b, name, pairs, tmp)
             report = out / name / "report"
-            write_report(spec, report)
+            decisions, notes = _adaptive(b, name)
+            write_report(spec, report, decisions)
             if f"experiments/{name}/report/validation.csv" in b.digests:
                 write_validation(spec, report, method, url)
             if f"experiments/{name}/report/claims.csv" in b.digests:
-                write_claims(spec, report, method, url)
+                write_claims(spec, report, method, url, extra_notes=notes)
+
+
+def _adaptive(b: Opened, name: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """An adaptive experiment's decisions as the bundle holds them (docs/adaptive.md), and the lines they
+    add to claims.md; (None, []) for a fixed design."""
+    rel = f"experiments/{name}/adaptive/decisions.json"
+    if rel not in b.digests:
+        return None, []
+    from demuxlab.adaptive.text import decisions_notes
+
+    doc = json.loads(b.read(rel))
+    return doc, decisions_notes(doc)
 
 
 def _compare(b: Opened, out: Path, max_rms: float) -> list[Check]:

@@ -124,3 +124,21 @@ def decisions(spec: str, records: str, out: str) -> None:
         f"{spent / 60:.1f} of the fixed design's {full / 60:.1f} run-minutes; {doc['stop']}",
         err=True,
     )
+
+
+@adaptive.command("store")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--decisions", required=True, type=click.Path(dir_okay=False), help="Its decisions.json.")
+@click.option("--done", type=click.Path(dir_okay=False), help="Touch this file once stored.")
+def store(spec: str, decisions: str, done: str | None) -> None:
+    """Store an adaptive experiment's decisions in the database (the dashboard draws its model-only points
+    from them)."""
+    from demuxlab.adaptive.records import read_decisions, store_decisions
+    from demuxlab.jsonio import write_json_atomic
+    from demuxlab.spec import load_spec
+
+    loaded = load_spec(Path(spec))
+    exp_id = store_decisions(loaded.name, loaded.sha256, read_decisions(Path(decisions)))
+    click.echo(f"{loaded.name}: adaptive decisions stored (experiment id {exp_id})", err=True)
+    if done:
+        write_json_atomic(Path(done), {"experiment_id": exp_id, "decisions": decisions})

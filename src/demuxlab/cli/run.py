@@ -73,7 +73,11 @@ def plan(spec: str, out: str | None, server_pairs: str | None = None) -> None:
         "spec_sha256": loaded.sha256,
         "launcher": loaded.launcher,
         "modelled_patterns": modelled,
-        "runs": runs,
+        # An adaptive experiment's runs are decided round by round (`demuxlab adaptive next`): none is
+        # planned here; `fixed_design_runs` is how many its fixed design would have.
+        "adaptive": loaded.adaptive is not None,
+        "fixed_design_runs": len(runs),
+        "runs": [] if loaded.adaptive is not None else runs,
     }
     emit_json(doc, out)
 

@@ -1,9 +1,10 @@
 """Schema v1 as SQLAlchemy 2 typed models.
 
 The Alembic migrations (``0001_initial``, ``0002_point_instrument``, ``0003_bundles``,
-``0004_cluster``, ``0005_runs_history``, ``0006_slurm``) create exactly these tables; ``demuxlab db check``
-(``alembic check``) fails if the two drift apart. Documents (facts, pinning, artifacts, raw binary outputs,
-rates) are JSONB; every table that is written by a single actor has a server-side creation timestamp.
+``0004_cluster``, ``0005_runs_history``, ``0006_slurm``, ``0007_adaptive``) create exactly these tables;
+``demuxlab db check`` (``alembic check``) fails if the two drift apart. Documents (facts, pinning,
+artifacts, raw binary outputs, rates) are JSONB; every table that is written by a single actor has a
+server-side creation timestamp.
 """
 
 from __future__ import annotations
@@ -276,6 +277,21 @@ class Calibration(Base):
     artifacts: Mapped[JSONDoc]
     method: Mapped[str]
     created_at: Mapped[created_ts]
+
+
+class AdaptiveDecisions(Base):
+    """What an adaptive experiment decided (``demuxlab adaptive decisions``, docs/adaptive.md): its rounds
+    and every point of its grid, measured (and why) or model-only, as the document ``decisions.json``
+    (CONTRACTS.md §7a). One row per experiment (spec version), replaced when stored again; readers (the
+    dashboard) draw model-only points from it, never as measured."""
+
+    __tablename__ = "adaptive_decisions"
+
+    experiment_id: Mapped[int] = mapped_column(
+        ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True
+    )
+    decisions: Mapped[JSONDoc]
+    stored_at: Mapped[created_ts]
 
 
 class Prediction(Base):

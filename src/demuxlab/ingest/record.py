@@ -183,12 +183,28 @@ def _check_evidence(source: str, record: dict[str, Any], per_second: Sequence[fl
         raise _fail(source, "phases.measure_s", f"{measure_s!r}, but status ok claims a measured run (> 0 s)")
     if not isinstance(record.get("client"), dict):
         raise _fail(source, "client", "missing, but status ok claims the client's result and its samples")
+    over = f"measure_s {measure_s:g}"
+    steady = record.get("steady_stop")
+    if isinstance(steady, dict) and steady.get("stopped_early") is True:
+        # An adaptive run that ended when steady (docs/adaptive.md) measured fewer seconds than its phase.
+        measured = steady.get("measured_s")
+        if (
+            isinstance(measured, bool)
+            or not isinstance(measured, int | float)
+            or not 1 <= measured <= measure_s
+        ):
+            raise _fail(
+                source,
+                "steady_stop.measured_s",
+                f"{_short(measured)}, but a run that stopped early measured 1 to measure_s {measure_s:g} s",
+            )
+        measure_s, over = measured, f"steady_stop.measured_s {measured:g}"
     expected = expected_samples(measure_s)
     if len(per_second) != expected:
         raise _fail(
             source,
             "client.per_second",
-            f"{len(per_second)} samples, but status ok over measure_s {measure_s:g} claims {expected} "
+            f"{len(per_second)} samples, but status ok over {over} claims {expected} "
             "(one per second measured)",
         )
     stats: dict[str, Any] = record.get("stats") or {}

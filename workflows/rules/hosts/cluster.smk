@@ -74,7 +74,8 @@ def sweep_doc(plans, pairs):
     for path in plans:
         with open(path) as f:
             plan = json.load(f)
-        experiments[plan["experiment"]] = len(plan["runs"])
+        # An adaptive experiment plans no run: at most its fixed design's (rules/adaptive.smk).
+        experiments[plan["experiment"]] = plan["fixed_design_runs"] if plan["adaptive"] else len(plan["runs"])
     return {"experiments": experiments, "pairs": inventory["pairs"], "inventory": INVENTORY}
 
 

@@ -8,6 +8,8 @@ statistics (mean, confidence interval, tests) are computed from those values by 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 from sqlalchemy import Connection, text
 
@@ -121,3 +123,11 @@ def host_pairs_and_builds(conn: Connection, exp: ExperimentRef) -> tuple[list[st
     pairs = sorted({r.host_pair for r in rows if r.host_pair})
     builds = sorted({r.build for r in rows if r.build})
     return pairs, builds
+
+
+def adaptive_decisions(conn: Connection, exp: ExperimentRef) -> dict[str, Any] | None:
+    """An adaptive experiment's stored decisions (``adaptive_decisions``, docs/adaptive.md), or None."""
+    row = conn.execute(
+        text("SELECT decisions FROM adaptive_decisions WHERE experiment_id = :id"), {"id": exp.id}
+    ).first()
+    return dict(row.decisions) if row is not None else None

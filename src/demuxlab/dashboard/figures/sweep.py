@@ -28,7 +28,7 @@ import pandas as pd
 
 from demuxlab.dashboard import fields, style
 from demuxlab.dashboard.fields import PARAMS
-from demuxlab.dashboard.figures import base
+from demuxlab.dashboard.figures import adaptive, base
 from demuxlab.dashboard.figures.summary import (
     MIN_REPEATS_FOR_BAND,
     listed,
@@ -119,11 +119,14 @@ def sweep_figure(
     sources: Sequence[str] = SOURCES,
     residuals: bool = True,
     title: str = "",
+    model_only: Sequence[dict[str, Any]] = (),
 ) -> FigureDict:
     """Throughput vs ``x`` from :func:`demuxlab.dashboard.data.points.measured` rows: per series the mean,
     its 95 % CI (band, or error bars for a single x), every repeat as a faint marker (click: its run), the
     models' predictions per source (SSA CI as error bars) and a residual panel (model − measured, % of
-    measured) under it. One column per value of ``facet``.
+    measured) under it. One column per value of ``facet``. ``model_only``: an adaptive experiment's points
+    it never measured (:mod:`demuxlab.dashboard.figures.adaptive`), drawn dashed without an interval; a
+    ``why`` column in ``points`` says in each hover why the point was measured.
 
     Grouping is done in plain Python over records (a sweep has hundreds of points, not millions): per-group
     pandas operations would cost more than the rest of the request."""
@@ -240,7 +243,12 @@ def sweep_figure(
                         "color": c,
                     },
                     customdata=[
-                        [int(r["n"]), base.f(r["half"]) or 0.0, int(r["n_failed"]), interval_note(r)]
+                        [
+                            int(r["n"]),
+                            base.f(r["half"]) or 0.0,
+                            int(r["n_failed"]),
+                            interval_note(r) + (f"<br>measured: {r['why']}" if r.get("why") else ""),
+                        ]
                         for r in grp
                     ],
                     hovertemplate=(
@@ -327,6 +335,20 @@ def sweep_figure(
                         row=2,
                         col=col,
                     )
+    if model_only:
+        top = max(
+            top,
+            adaptive.add_model_only(
+                fig,
+                model_only,
+                x=x,
+                colour=colour,
+                facet=facet,
+                facet_values=facet_values,
+                colour_order=colour_order,
+                label_keys=label_keys,
+            ),
+        )
     notes = []
     if narrow:
         shown_narrow = ", ".join(narrow[:4]) + (f" and {len(narrow) - 4} more" if len(narrow) > 4 else "")

@@ -10,7 +10,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from demuxlab.dashboard import common, data, fields
 from demuxlab.dashboard.data import points as queries
-from demuxlab.dashboard.figures import base
+from demuxlab.dashboard.figures import adaptive, base
 from demuxlab.dashboard.figures import sweep as figs
 from demuxlab.vocab import NOTIFIERS, PATTERNS
 
@@ -153,10 +153,11 @@ common.url_sync(
 )
 
 
-def load(experiment: str) -> tuple[data.ExperimentRef, pd.DataFrame, pd.DataFrame]:
+def load(experiment: str) -> tuple[data.ExperimentRef, pd.DataFrame, pd.DataFrame, dict[str, Any] | None]:
     with common.store().connect() as conn:
         exp = data.resolve_experiment(conn, experiment)
-        return exp, queries.measured(conn, exp), queries.predictions(conn, exp)
+        decisions = queries.adaptive_decisions(conn, exp)
+        return exp, queries.measured(conn, exp), queries.predictions(conn, exp), decisions
 
 
 def select(points: pd.DataFrame, patterns: list[str] | None, notifiers: list[str] | None) -> pd.DataFrame:
@@ -218,13 +219,16 @@ def update(
 ) -> tuple[Any, ...]:
     show = show or []
     try:
-        exp, pts, preds = load(experiment)
+        exp, pts, preds, decisions = load(experiment)
     except data.DataUnavailable as exc:
         return (base.empty_figure("database unavailable"), [], [], [], [], common.unavailable_panel(exc))
     except data.NotFound as exc:
         return (base.empty_figure(str(exc)), [], [], [], [], common.not_found_panel(exc, "experiment"))
     x, colour, facet_ = view(x, colour, facet)
     sel = select(pts, patterns, notifiers)
+    if decisions and not sel.empty:  # an adaptive experiment: why each point was measured (its hover)
+        why = adaptive.why_measured(decisions)
+        sel = sel.assign(why=[why.get(k, "") for k in sel["point_key"]])
     sources = [s for s in figs.SOURCES if s in show]
     shown_preds = preds[preds["point_id"].isin(sel["point_id"])] if not preds.empty else preds
     fig = figs.sweep_figure(
@@ -236,6 +240,7 @@ def update(
         sources=sources,
         residuals="residuals" in show,
         title=f"{exp.name} @{exp.spec_sha256[:8]}: throughput vs {fields.label(x)}",
+        model_only=adaptive.model_only(decisions, patterns, notifiers),
     )
     table = figs.sweep_table(sel, preds)
     errors = figs.error_summary(table)
@@ -275,7 +280,7 @@ def pdf(
     notifiers: list[str] | None,
     show: list[str] | None,
 ) -> Any:
-    exp, pts, preds = load(experiment)
+    exp, pts, preds, _decisions = load(experiment)
     x, colour, facet_ = view(x, colour, facet)
     sel = select(pts, patterns, notifiers)
     payload = figs.sweep_pdf(
