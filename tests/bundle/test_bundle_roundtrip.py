@@ -27,7 +27,7 @@ SPECS = Path(__file__).with_name("specs")
 BIN = Path(sys.executable).parent
 EXP = "paper"
 NAME = f"{EXP}.bundle.tar.zst"
-RUNS = 3  # 2 points + 1 calibration run
+RUNS = 4  # 2 points + 2 calibration runs (every pattern has a model, so each is calibrated)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -331,6 +331,7 @@ def test_failed_run_is_retried_then_recorded_with_reason(tmp_path: Path, databas
     # 1 s of work per message against a 0.5 s stall timeout: the client must give up, every attempt.
     (specs / "stall.yaml").write_text(
         "name: stall\nreproduces: none\nrepeats: 1\nphases: {warmup_s: 0, measure_s: 1}\n"
+        "calibration: {repeats: 0}\n"
         "designs:\n  - {pattern: reactor, notifiers: [epoll-lt]}\n"
         "matrix: {threads: [1], work_us: [1000000], connections: [1], msg_size: [1]}\n"
     )
