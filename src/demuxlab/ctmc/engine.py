@@ -37,7 +37,7 @@ import textwrap
 import threading
 import types
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,94 @@ def share(runnable: float, cores: float, load: float) -> float:
 
 
 _HELPERS: tuple[Callable[..., float], ...] = (H, safe_div, cmin, share)
+
+# What a rate expression may call (and nothing else: no builtins).
+_EXPR_NAMES: dict[str, Any] = {"__builtins__": {}, "H": H, "cmin": cmin, "safe_div": safe_div}
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A declarative φ (or pool runnable count): one Python expression over the state ``x`` and the
+    parameters ``r``, subscripted by constant integers, calling only ``H``, ``cmin`` and ``safe_div``, e.g.
+    ``Expr("r[4] * x[6]")``. The constructors below (:func:`mass`, :func:`total`, :func:`present`,
+    :func:`absent`) write it; ``*`` composes two expressions as Python would (``a * b``, the right operand
+    in parentheses when it is itself a sum or a product: ``mass(RT, A) * present(C)`` is
+    ``r[3] * x[5] * H(x[2])``, computed in that order).
+
+    Why not a function made by a factory: the kernel generator writes the expression itself into the
+    generated module (``def phi_k(x, r): return float(<text>)``), so the on-disk kernel cache is keyed by
+    it through the module's source, and :func:`dependencies` reads the populations it uses from its
+    syntax tree; a closure has neither a source of its own nor a cacheable identity. Calling it evaluates
+    the same text in Python (the reference implementation): the kernel and the reference compute the
+    same operations in the same order."""
+
+    text: str
+    _fn: Callable[[FloatArray, FloatArray], Any] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        try:
+            tree = ast.parse(self.text, mode="eval")
+        except SyntaxError as exc:
+            raise DemuxlabError(f"rate expression {self.text!r}: {exc.msg}") from None
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        unknown = sorted(names - {"x", "r", *_EXPR_NAMES})
+        if unknown:
+            raise DemuxlabError(f"rate expression {self.text!r}: unknown name {unknown[0]!r}")
+        fn = eval(compile(f"lambda x, r: {self.text}", f"<rate {self.text}>", "eval"), dict(_EXPR_NAMES))
+        object.__setattr__(self, "_fn", fn)
+
+    def __call__(self, x: FloatArray, r: FloatArray) -> float:
+        return float(self._fn(x, r))
+
+    def __mul__(self, other: Expr) -> Expr:
+        return Expr(f"{operand(self, left=True)} * {operand(other, left=False)}")
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def operand(e: Expr, *, left: bool) -> str:
+    """``e``'s text as the left or right operand of ``*`` (or ``/``): as it is where Python's precedence
+    and left-to-right order keep its meaning (a call, a subscript, a constant; a product or quotient on the
+    left), else in parentheses."""
+    node = ast.parse(e.text, mode="eval").body
+    if not isinstance(node, ast.BinOp) or (left and isinstance(node.op, ast.Mult | ast.Div)):
+        return e.text
+    return f"({e.text})"
+
+
+def _summand(term: int | Expr, *, first: bool) -> str:
+    """A population index or an expression as a term of a left-to-right sum."""
+    if isinstance(term, int):
+        return f"x[{term}]"
+    node = ast.parse(term.text, mode="eval").body
+    if not first and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
+        return f"({term.text})"
+    return term.text
+
+
+def mass(rate: int | Expr, *species: int) -> Expr:
+    """Mass action: ``r[rate]`` (or a rate expression) times the populations, left to right:
+    ``mass(RL, M3, S2)`` is r_l·x_m3·x_s2."""
+    head = f"r[{rate}]" if isinstance(rate, int) else operand(rate, left=True)
+    return Expr(" * ".join([head, *(f"x[{i}]" for i in species)]))
+
+
+def total(*terms: int | Expr) -> Expr:
+    """The sum of the populations (indices) and expressions, left to right: a pool's runnable count."""
+    if not terms:
+        raise DemuxlabError("total() of nothing")
+    return Expr(" + ".join(_summand(t, first=k == 0) for k, t in enumerate(terms)))
+
+
+def present(*species: int) -> Expr:
+    """H(x_i + x_j + …): 1 while any of the populations is non-empty (clipped-linear on the reals)."""
+    return Expr(f"H({total(*species).text})")
+
+
+def absent(*species: int) -> Expr:
+    """1 − H(x_i + x_j + …): 1 while all of the populations are empty."""
+    return Expr(f"1.0 - {present(*species).text}")
 
 
 @dataclass(frozen=True)
@@ -174,6 +262,13 @@ class ModelStructure:
         if not self.pools:
             return 0.0
         return float(self.pools[pool].runnable(x, r))
+
+    def state(self, **populations: float) -> FloatArray:
+        """A state vector: the named populations, every other one 0 (``st.state(c1=512, a1=1)``)."""
+        x = np.zeros(len(self.species), dtype=np.float64)
+        for sp, v in populations.items():
+            x[self.index(sp)] = v
+        return x
 
     def index(self, species: str) -> int:
         try:
@@ -326,7 +421,12 @@ def _constant_index(node: ast.expr, env: dict[str, Any], size: int) -> int | Non
 def subscripts(fn: Callable[..., Any], param: int, size: int) -> frozenset[int] | None:
     """The constant indices at which ``fn`` subscripts its parameter number ``param`` (reads or writes),
     or None where the parameter is used in any other way (passed on, aliased, indexed by a variable) or
-    the source is not available: then every index has to be assumed."""
+    the source is not available: then every index has to be assumed. An :class:`Expr` is read from its
+    own text (parameters ``x``, ``r``)."""
+    if isinstance(fn, Expr):
+        if param > 1:
+            return None
+        return _subscripts_in(ast.parse(fn.text, mode="eval"), ("x", "r")[param], {}, size)
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
@@ -338,16 +438,21 @@ def subscripts(fn: Callable[..., Any], param: int, size: int) -> frozenset[int] 
     a = fdef.args
     if a.posonlyargs or a.vararg or a.kwonlyargs or a.kwarg or len(a.args) <= param:
         return None
-    name = a.args[param].arg
     env: dict[str, Any] = dict(getattr(fn, "__globals__", {}))
     try:
         env.update(inspect.getclosurevars(fn).nonlocals)
     except (TypeError, ValueError):
         return None
+    return _subscripts_in(fdef, a.args[param].arg, env, size)
+
+
+def _subscripts_in(root: ast.AST, name: str, env: dict[str, Any], size: int) -> frozenset[int] | None:
+    """The constant indices at which the code under ``root`` subscripts ``name``, or None (see
+    :func:`subscripts`)."""
     found: set[int] = set()
     allowed: set[int] = set()
-    for node in ast.walk(fdef):
-        if node is not fdef and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+    for node in ast.walk(root):
+        if node is not root and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
             return None  # a nested scope could shadow or capture the parameter
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
             idx = _constant_index(node.slice, env, size)
@@ -355,7 +460,7 @@ def subscripts(fn: Callable[..., Any], param: int, size: int) -> frozenset[int] 
                 return None
             found.add(idx)
             allowed.add(id(node.value))
-    for node in ast.walk(fdef):
+    for node in ast.walk(root):
         if isinstance(node, ast.Name) and node.id == name and id(node) not in allowed:
             return None
     return frozenset(found)
@@ -704,8 +809,15 @@ def _generate_source(st: ModelStructure, deps: Dependencies | None = None) -> st
         f"_GEN_NP = {max(1, len(st.pools))}",
         "",
         "",
-        "def _gen_pools(x, r, fs, rs):",
     ]
+    # Declarative rates (Expr) are written here as functions; the others are put into the module by _compile.
+    for p, pool in enumerate(st.pools):
+        if isinstance(pool.runnable, Expr):
+            lines += [f"def run_{p}(x, r):", f"    return float({pool.runnable.text})", "", ""]
+    for k, tr in enumerate(st.transitions):
+        if isinstance(tr.rate, Expr):
+            lines += [f"def phi_{k}(x, r):", f"    return float({tr.rate.text})", "", ""]
+    lines += ["def _gen_pools(x, r, fs, rs):"]
     for p, pool in enumerate(st.pools):
         lines += [
             f"    rs[{p}] = run_{p}(x, r)",
@@ -847,9 +959,10 @@ def _cache_key(st: ModelStructure, source: str) -> str | None:
     h = hashlib.sha256()
     h.update(f"{numba.__version__}|{sys.version}|{np.__version__}|".encode())
     files = {Path(__file__).resolve()}
-    fns: list[Callable[..., Any]] = [tr.rate for tr in st.transitions]
+    # An Expr is in the generated source itself (hashed below); a function by its file.
+    fns: list[Callable[..., Any]] = [tr.rate for tr in st.transitions if not isinstance(tr.rate, Expr)]
     fns += [tr.jump for tr in st.transitions if callable(tr.jump)]
-    fns += [pool.runnable for pool in st.pools]
+    fns += [pool.runnable for pool in st.pools if not isinstance(pool.runnable, Expr)]
     for fn in fns:
         if getattr(fn, "__closure__", None):
             return None
@@ -910,12 +1023,16 @@ def _compile(st: ModelStructure) -> Kernel:
     module.__dict__["np"] = np
     module.__dict__["H"] = numba.njit(H)
     module.__dict__["share"] = numba.njit(share)
+    module.__dict__["cmin"] = cmin  # registered as jitable above, as safe_div
+    module.__dict__["safe_div"] = safe_div
     for p, pool in enumerate(st.pools):
-        module.__dict__[f"run_{p}"] = numba.njit(pool.runnable)
+        if not isinstance(pool.runnable, Expr):
+            module.__dict__[f"run_{p}"] = numba.njit(pool.runnable)
     # φ and the jumps are plain calls: LLVM inlines them (numba's IR-level inlining is no faster and
-    # doubles the compile time).
+    # doubles the compile time). An Expr's φ is defined in the generated source itself.
     for k, tr in enumerate(st.transitions):
-        module.__dict__[f"phi_{k}"] = numba.njit(tr.rate)
+        if not isinstance(tr.rate, Expr):
+            module.__dict__[f"phi_{k}"] = numba.njit(tr.rate)
         if callable(tr.jump):
             module.__dict__[f"jump_{k}"] = numba.njit(tr.jump)
     filename = str(path) if path is not None else f"<demuxlab.ctmc kernel {st.name}>"

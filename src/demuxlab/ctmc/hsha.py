@@ -39,25 +39,31 @@ sends the next request after 1/r_z (k_z messages at once) instead of at once.
 from __future__ import annotations
 
 from demuxlab.ctmc.engine import (
-    KZ,
     RA,
     RC,
-    RE,
     RG,
     RI,
     RL,
-    RN,
     RO,
     RP,
     RX,
-    RZ,
     FloatArray,
     H,
     ModelStructure,
     Pool,
-    TransitionClass,
-    cmin,
-    safe_div,
+    mass,
+    present,
+    total,
+)
+from demuxlab.ctmc.parts import (
+    SERVER,
+    calibrated,
+    client_step,
+    contended,
+    notifier_call,
+    paired,
+    paper_notifier,
+    step,
 )
 
 SPECIES: tuple[str, ...] = (
@@ -75,10 +81,6 @@ C1, C2, C3, C4, M1, M2, M3, M4, M5, M6, Q1, Q2 = range(12)
 T1, T2, T3, T4, T5, T6, T7, T8, T9, S1, S2, B1, B2 = range(12, 25)
 
 
-def phi1(x: FloatArray, r: FloatArray) -> float:
-    return safe_div(r[RL] * x[M1] * x[S1], x[M1] + x[T5]) * H(x[M1] + x[T5]) * H(x[C1])
-
-
 def jump1(x: FloatArray, d: FloatArray) -> None:
     d[C1] = -x[C1]
     d[C2] = x[C1]
@@ -86,26 +88,6 @@ def jump1(x: FloatArray, d: FloatArray) -> None:
     d[M2] = 1.0
     d[S1] = -1.0
     d[S2] = 1.0
-
-
-def phi2(x: FloatArray, r: FloatArray) -> float:
-    return float(safe_div(r[RE], x[C2]) * x[M2] * x[S2] * H(x[C2]))
-
-
-def phi3(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * x[M3] * x[S2])
-
-
-def phi4(x: FloatArray, r: FloatArray) -> float:
-    return safe_div(r[RL] * x[M4] * x[B1], x[M4] + x[T1]) * H(x[M4])
-
-
-def phi5(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RP] * x[M5] * x[B2])
-
-
-def phi6(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * x[M6] * x[B2])
 
 
 def jump6(x: FloatArray, d: FloatArray) -> None:
@@ -117,91 +99,75 @@ def jump6(x: FloatArray, d: FloatArray) -> None:
     d[M4] = H(x[C2])
 
 
-def phi7(x: FloatArray, r: FloatArray) -> float:
-    return safe_div(r[RL] * x[T1] * x[B1], x[M4] + x[T1]) * H(x[Q2])
+# Threads of the pool that want a CPU: monitor in m2, m3, m5, m6; workers in t2–t4, t6–t9.
+RUNNABLE = (M2, M3, M5, M6, T2, T3, T4, T6, T7, T8, T9)
 
-
-def phi8(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RG] * x[T2] * x[B2])
-
-
-def phi9(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * x[T3] * x[B2])
-
-
-def phi10(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RI] * cmin(x[C3], x[T4]))
-
-
-def phi11(x: FloatArray, r: FloatArray) -> float:
-    return safe_div(r[RL] * x[T5] * x[S1], x[M1] + x[T5]) * H(x[M1] + x[T5])
-
-
-def phi12(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RA] * x[T6] * x[S2])
-
-
-def phi13(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * x[T7] * x[S2])
-
-
-def phi14(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RC] * x[T8])
-
-
-def phi15(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RO] * cmin(x[C4], x[T9]))
-
-
-def runnable(x: FloatArray, r: FloatArray) -> float:
-    """Threads of the pool that want a CPU: monitor in m2, m3, m5, m6; workers in t2–t4, t6–t9."""
-    return float(x[M2] + x[M3] + x[M5] + x[M6] + x[T2] + x[T3] + x[T4] + x[T6] + x[T7] + x[T8] + x[T9])
-
-
-SERVER = (Pool("server", runnable),)
-
-_PAPER = ModelStructure(
-    name="hsha",
-    species=SPECIES,
-    throughput="phi15",
-    pools=SERVER,
-    transitions=(
-        TransitionClass("phi1", "monitor acquires epoll lock, freezes the ready list", phi1, jump1),
-        TransitionClass("phi2", "monitor calls epoll_wait", phi2, {"m2": -1, "m3": 1}),
-        TransitionClass("phi3", "monitor releases epoll lock", phi3, {"m3": -1, "m4": 1, "s2": -1, "s1": 1}),
-        TransitionClass("phi4", "monitor acquires queue lock", phi4, {"m4": -1, "m5": 1, "b1": -1, "b2": 1}),
-        TransitionClass(
-            "phi5",
-            "monitor puts a descriptor into the queue",
-            phi5,
-            {"c2": -1, "c3": 1, "m5": -1, "m6": 1, "q1": -1, "q2": 1},
-        ),
-        TransitionClass("phi6", "monitor releases queue lock", phi6, jump6),
-        TransitionClass("phi7", "worker acquires queue lock", phi7, {"t1": -1, "t2": 1, "b1": -1, "b2": 1}),
-        TransitionClass("phi8", "worker pops a descriptor", phi8, {"t2": -1, "t3": 1, "q1": 1, "q2": -1}),
-        TransitionClass("phi9", "worker releases queue lock", phi9, {"t3": -1, "t4": 1, "b1": 1, "b2": -1}),
-        TransitionClass(
-            "phi10", "worker receives the request", phi10, {"c3": -1, "c4": 1, "t4": -1, "t5": 1}
-        ),
-        TransitionClass("phi11", "worker acquires epoll lock", phi11, {"t5": -1, "t6": 1, "s1": -1, "s2": 1}),
-        TransitionClass("phi12", "worker reactivates the descriptor", phi12, {"t6": -1, "t7": 1}),
-        TransitionClass("phi13", "worker releases epoll lock", phi13, {"t7": -1, "t8": 1, "s1": 1, "s2": -1}),
-        TransitionClass("phi14", "worker computes", phi14, {"t8": -1, "t9": 1}),
-        TransitionClass(
-            "phi15", "worker responds to the client", phi15, {"c1": 1, "c4": -1, "t1": 1, "t9": -1}
-        ),
-    ),
-)
-
+# The epoll lock's competitors (the monitor in m1, workers in t5) and the queue lock's (m4, t1).
+EPOLL_LOCK = (M1, T5)
+QUEUE_LOCK = (M4, T1)
 
 # Every step is a server thread's: all in the pool.
 STRUCTURE = ModelStructure(
-    name=_PAPER.name,
-    species=_PAPER.species,
-    throughput=_PAPER.throughput,
-    pools=_PAPER.pools,
-    transitions=tuple(
-        TransitionClass(tr.name, tr.doc, tr.rate, tr.jump, "server") for tr in _PAPER.transitions
+    name="hsha",
+    species=SPECIES,
+    throughput="phi15",
+    pools=(Pool(SERVER, total(*RUNNABLE)),),
+    transitions=(
+        step(
+            "phi1",
+            "monitor acquires epoll lock, freezes the ready list",
+            contended(RL, (M1, S1), EPOLL_LOCK) * present(*EPOLL_LOCK) * present(C1),
+            jump1,
+        ),
+        step(
+            "phi2",
+            "monitor calls epoll_wait",
+            mass(paper_notifier(C2), M2, S2) * present(C2),
+            {"m2": -1, "m3": 1},
+        ),
+        step("phi3", "monitor releases epoll lock", mass(RL, M3, S2), {"m3": -1, "m4": 1, "s2": -1, "s1": 1}),
+        step(
+            "phi4",
+            "monitor acquires queue lock",
+            contended(RL, (M4, B1), QUEUE_LOCK) * present(M4),
+            {"m4": -1, "m5": 1, "b1": -1, "b2": 1},
+        ),
+        step(
+            "phi5",
+            "monitor puts a descriptor into the queue",
+            mass(RP, M5, B2),
+            {"c2": -1, "c3": 1, "m5": -1, "m6": 1, "q1": -1, "q2": 1},
+        ),
+        step("phi6", "monitor releases queue lock", mass(RL, M6, B2), jump6),
+        step(
+            "phi7",
+            "worker acquires queue lock",
+            contended(RL, (T1, B1), QUEUE_LOCK) * present(Q2),
+            {"t1": -1, "t2": 1, "b1": -1, "b2": 1},
+        ),
+        step("phi8", "worker pops a descriptor", mass(RG, T2, B2), {"t2": -1, "t3": 1, "q1": 1, "q2": -1}),
+        step("phi9", "worker releases queue lock", mass(RL, T3, B2), {"t3": -1, "t4": 1, "b1": 1, "b2": -1}),
+        step(
+            "phi10",
+            "worker receives the request",
+            paired(RI, C3, T4),
+            {"c3": -1, "c4": 1, "t4": -1, "t5": 1},
+        ),
+        step(
+            "phi11",
+            "worker acquires epoll lock",
+            contended(RL, (T5, S1), EPOLL_LOCK) * present(*EPOLL_LOCK),
+            {"t5": -1, "t6": 1, "s1": -1, "s2": 1},
+        ),
+        step("phi12", "worker reactivates the descriptor", mass(RA, T6, S2), {"t6": -1, "t7": 1}),
+        step("phi13", "worker releases epoll lock", mass(RL, T7, S2), {"t7": -1, "t8": 1, "s1": 1, "s2": -1}),
+        step("phi14", "worker computes", mass(RC, T8), {"t8": -1, "t9": 1}),
+        step(
+            "phi15",
+            "worker responds to the client",
+            paired(RO, C4, T9),
+            {"c1": 1, "c4": -1, "t1": 1, "t9": -1},
+        ),
     ),
 )
 
@@ -210,69 +176,34 @@ STRUCTURE = ModelStructure(
 FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t10")
 C0, T10 = 25, 26
 
-
-def full_phi2(x: FloatArray, r: FloatArray) -> float:
-    """epoll_wait over the frozen batch of h = x_{c,2} descriptors: α + h/r_e."""
-    return float(safe_div(1.0, 1.0 / r[RN] + x[C2] / r[RE]) * x[M2] * x[S2] * H(x[C2]))
-
-
-def full_phi15(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RO] * cmin(x[C4], x[T9]))
-
-
-def full_runnable(x: FloatArray, r: FloatArray) -> float:
-    return float(
-        x[M2] + x[M3] + x[M5] + x[M6] + x[T2] + x[T3] + x[T4] + x[T6] + x[T7] + x[T8] + x[T9] + x[T10]
-    )
-
-
-def overhead(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RX] * x[T10])
-
-
-def client(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RZ] * cmin(x[C0], r[KZ]))
-
-
-def _full_transitions() -> tuple[TransitionClass, ...]:
-    out: list[TransitionClass] = []
-    for tr in STRUCTURE.transitions:
-        if tr.name == "phi2":
-            tr = TransitionClass(
-                tr.name, "monitor calls epoll_wait (α + h/r_e)", full_phi2, tr.jump, "server"
-            )
-        elif tr.name == "phi15":
-            jump = {"c4": -1, "c0": 1, "t9": -1, "t10": 1}
-            tr = TransitionClass(
-                tr.name, "worker responds; the client has the connection", full_phi15, jump, "server"
-            )
-        out.append(tr)
-    out.append(
-        TransitionClass(
-            "overhead", "worker's untimed CPU per message", overhead, {"t10": -1, "t1": 1}, "server"
-        )
-    )
-    out.append(TransitionClass("client", "the client sends the next request", client, {"c0": -1, "c1": 1}))
-    return tuple(out)
-
-
-FULL = ModelStructure(
-    name="hsha-full",
-    species=FULL_SPECIES,
-    throughput="phi15",
-    pools=(Pool("server", full_runnable),),
-    transitions=_full_transitions(),
+FULL = calibrated(
+    STRUCTURE,
+    "hsha-full",
+    FULL_SPECIES,
+    total(*RUNNABLE, T10),
+    changed=(
+        # epoll_wait over the frozen batch of h = x_{c,2} descriptors: α + h/r_e.
+        step(
+            "phi2",
+            "monitor calls epoll_wait (α + h/r_e)",
+            mass(notifier_call(total(C2)), M2, S2) * present(C2),
+            {"m2": -1, "m3": 1},
+        ),
+        step(
+            "phi15",
+            "worker responds; the client has the connection",
+            paired(RO, C4, T9),
+            {"c4": -1, "c0": 1, "t9": -1, "t10": 1},
+        ),
+    ),
+    added=(
+        step("overhead", "worker's untimed CPU per message", mass(RX, T10), {"t10": -1, "t1": 1}),
+        client_step(FULL_SPECIES, "c1"),
+    ),
 )
 
 
 def initial_state(threads: int, connections: int, full: bool = False) -> FloatArray:
-    import numpy as np
-
-    x = np.zeros(len(FULL_SPECIES if full else SPECIES), dtype=np.float64)
-    x[C1] = connections
-    x[M1] = 1
-    x[Q1] = connections
-    x[T1] = threads - 1
-    x[S1] = 1
-    x[B1] = 1
-    return x
+    return (FULL if full else STRUCTURE).state(
+        c1=connections, m1=1, q1=connections, t1=threads - 1, s1=1, b1=1
+    )

@@ -35,24 +35,31 @@ from __future__ import annotations
 
 from demuxlab.ctmc.engine import (
     CACHE_SIZE,
-    KZ,
     RA,
     RC,
-    RE,
     RI,
     RL,
-    RN,
     RO,
     RT,
     RX,
-    RZ,
     FloatArray,
-    H,
     ModelStructure,
     Pool,
-    TransitionClass,
-    cmin,
-    safe_div,
+    absent,
+    mass,
+    present,
+    total,
+)
+from demuxlab.ctmc.parts import (
+    SERVER,
+    cached,
+    calibrated,
+    client_step,
+    contended,
+    notifier_call,
+    paired,
+    paper_notifier,
+    step,
 )
 
 SPECIES: tuple[str, ...] = (
@@ -68,24 +75,6 @@ T1, T2, T3, T4, T5, T6, T7, T8, T9, T10, T11 = range(4, 15)
 S1, S2, L1, L2 = range(15, 19)
 
 
-def phi1(y: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * y[L1] * H(y[T1]))
-
-
-def phi2(y: FloatArray, r: FloatArray) -> float:
-    # "if y_{c,1} > 0, y_{c,2} = 0, y_{t,2} + y_{t,7} > 0": H(c1)·(1 − H(c2))·H(t2 + t7).
-    guard = H(y[C1]) * (1.0 - H(y[C2])) * H(y[T2] + y[T7])
-    return safe_div(r[RL] * y[T2] * y[L2] * y[S1], y[T2] + y[T7]) * guard
-
-
-def phi3(y: FloatArray, r: FloatArray) -> float:
-    return float(r[RT] * y[T2] * y[L2] * H(y[C2]))
-
-
-def phi4(y: FloatArray, r: FloatArray) -> float:
-    return float(safe_div(r[RE], y[C1]) * y[T3] * y[S2] * y[L2] * H(y[C1]))
-
-
 def jump4(y: FloatArray, d: FloatArray) -> None:
     d[C1] = -y[C1]
     d[C2] = y[C1] - 1.0
@@ -94,80 +83,64 @@ def jump4(y: FloatArray, d: FloatArray) -> None:
     d[T4] = 1.0
 
 
-def phi5(y: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * y[T4] * y[S2] * y[L2])
+# Threads that want a CPU: t3–t6, t8–t11.
+RUNNABLE = (T3, T4, T5, T6, T8, T9, T10, T11)
+# The epoll lock's competitors: the leader in t2, threads in t7.
+EPOLL_LOCK = (T2, T7)
 
-
-def phi6(y: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * y[T5] * y[L2])
-
-
-def phi7(y: FloatArray, r: FloatArray) -> float:
-    return float(r[RI] * cmin(y[C3], y[T6]))
-
-
-def phi8(y: FloatArray, r: FloatArray) -> float:
-    return safe_div(r[RL] * y[T7] * y[S1], y[T2] + y[T7]) * H(y[T2] + y[T7])
-
-
-def phi9(y: FloatArray, r: FloatArray) -> float:
-    return float(r[RA] * y[T8] * y[S2])
-
-
-def phi10(y: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * y[T9] * y[S2])
-
-
-def phi11(y: FloatArray, r: FloatArray) -> float:
-    return float(r[RC] * y[T10])
-
-
-def phi12(y: FloatArray, r: FloatArray) -> float:
-    return float(r[RO] * cmin(y[C4], y[T11]))
-
-
-def runnable(y: FloatArray, r: FloatArray) -> float:
-    """Threads that want a CPU: t3–t6, t8–t11."""
-    return float(y[T3] + y[T4] + y[T5] + y[T6] + y[T8] + y[T9] + y[T10] + y[T11])
-
-
-_PAPER = ModelStructure(
+STRUCTURE = ModelStructure(
     name="lf",
     species=SPECIES,
     throughput="phi12",
-    pools=(Pool("server", runnable),),
+    pools=(Pool(SERVER, total(*RUNNABLE)),),
     transitions=(
-        TransitionClass(
-            "phi1", "idle thread acquires leader lock", phi1, {"t1": -1, "t2": 1, "l1": -1, "l2": 1}
+        step(
+            "phi1",
+            "idle thread acquires leader lock",
+            mass(RL, L1) * present(T1),
+            {"t1": -1, "t2": 1, "l1": -1, "l2": 1},
         ),
-        TransitionClass("phi2", "leader acquires epoll lock", phi2, {"t2": -1, "t3": 1, "s1": -1, "s2": 1}),
-        TransitionClass(
-            "phi3", "leader takes a cached descriptor", phi3, {"c2": -1, "c3": 1, "t2": -1, "t5": 1}
+        step(
+            "phi2",
+            "leader acquires epoll lock",
+            # "if y_{c,1} > 0, y_{c,2} = 0, y_{t,2} + y_{t,7} > 0": H(c1)·(1 − H(c2))·H(t2 + t7).
+            contended(RL, (T2, L2, S1), EPOLL_LOCK) * (present(C1) * absent(C2) * present(*EPOLL_LOCK)),
+            {"t2": -1, "t3": 1, "s1": -1, "s2": 1},
         ),
-        TransitionClass("phi4", "leader calls epoll_wait", phi4, jump4),
-        TransitionClass("phi5", "leader releases epoll lock", phi5, {"t4": -1, "t5": 1, "s1": 1, "s2": -1}),
-        TransitionClass("phi6", "thread releases leader lock", phi6, {"t5": -1, "t6": 1, "l1": 1, "l2": -1}),
-        TransitionClass("phi7", "thread receives the request", phi7, {"c3": -1, "c4": 1, "t6": -1, "t7": 1}),
-        TransitionClass("phi8", "thread acquires epoll lock", phi8, {"t7": -1, "t8": 1, "s1": -1, "s2": 1}),
-        TransitionClass("phi9", "thread reactivates the descriptor", phi9, {"t8": -1, "t9": 1}),
-        TransitionClass(
-            "phi10", "thread releases epoll lock", phi10, {"t9": -1, "t10": 1, "s1": 1, "s2": -1}
+        step(
+            "phi3",
+            "leader takes a cached descriptor",
+            mass(RT, T2, L2) * present(C2),
+            {"c2": -1, "c3": 1, "t2": -1, "t5": 1},
         ),
-        TransitionClass("phi11", "thread computes", phi11, {"t10": -1, "t11": 1}),
-        TransitionClass(
-            "phi12", "thread responds to the client", phi12, {"c1": 1, "c4": -1, "t1": 1, "t11": -1}
+        step("phi4", "leader calls epoll_wait", mass(paper_notifier(C1), T3, S2, L2) * present(C1), jump4),
+        step(
+            "phi5",
+            "leader releases epoll lock",
+            mass(RL, T4, S2, L2),
+            {"t4": -1, "t5": 1, "s1": 1, "s2": -1},
         ),
-    ),
-)
-
-
-STRUCTURE = ModelStructure(
-    name=_PAPER.name,
-    species=_PAPER.species,
-    throughput=_PAPER.throughput,
-    pools=_PAPER.pools,
-    transitions=tuple(
-        TransitionClass(tr.name, tr.doc, tr.rate, tr.jump, "server") for tr in _PAPER.transitions
+        step("phi6", "thread releases leader lock", mass(RL, T5, L2), {"t5": -1, "t6": 1, "l1": 1, "l2": -1}),
+        step(
+            "phi7", "thread receives the request", paired(RI, C3, T6), {"c3": -1, "c4": 1, "t6": -1, "t7": 1}
+        ),
+        step(
+            "phi8",
+            "thread acquires epoll lock",
+            contended(RL, (T7, S1), EPOLL_LOCK) * present(*EPOLL_LOCK),
+            {"t7": -1, "t8": 1, "s1": -1, "s2": 1},
+        ),
+        step("phi9", "thread reactivates the descriptor", mass(RA, T8, S2), {"t8": -1, "t9": 1}),
+        step(
+            "phi10", "thread releases epoll lock", mass(RL, T9, S2), {"t9": -1, "t10": 1, "s1": 1, "s2": -1}
+        ),
+        step("phi11", "thread computes", mass(RC, T10), {"t10": -1, "t11": 1}),
+        step(
+            "phi12",
+            "thread responds to the client",
+            paired(RO, C4, T11),
+            {"c1": 1, "c4": -1, "t1": 1, "t11": -1},
+        ),
     ),
 )
 
@@ -175,12 +148,6 @@ STRUCTURE = ModelStructure(
 
 FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t12")
 C0, T12 = 19, 20
-
-
-def full_phi4(y: FloatArray, r: FloatArray) -> float:
-    """epoll_wait returning h = min(y_{c,1}, cache) descriptors: α + h/r_e."""
-    h = cmin(y[C1], CACHE_SIZE)
-    return float(safe_div(1.0, 1.0 / r[RN] + h / r[RE]) * y[T3] * y[S2] * y[L2] * H(y[C1]))
 
 
 def full_jump4(y: FloatArray, d: FloatArray) -> None:
@@ -192,55 +159,32 @@ def full_jump4(y: FloatArray, d: FloatArray) -> None:
     d[T4] = 1.0
 
 
-def full_runnable(y: FloatArray, r: FloatArray) -> float:
-    return float(y[T3] + y[T4] + y[T5] + y[T6] + y[T8] + y[T9] + y[T10] + y[T11] + y[T12])
-
-
-def overhead(y: FloatArray, r: FloatArray) -> float:
-    return float(r[RX] * y[T12])
-
-
-def client(y: FloatArray, r: FloatArray) -> float:
-    return float(r[RZ] * cmin(y[C0], r[KZ]))
-
-
-def _full_transitions() -> tuple[TransitionClass, ...]:
-    out: list[TransitionClass] = []
-    for tr in STRUCTURE.transitions:
-        if tr.name == "phi4":
-            tr = TransitionClass(
-                tr.name, "leader calls epoll_wait (α + h/r_e)", full_phi4, full_jump4, "server"
-            )
-        elif tr.name == "phi12":
-            jump = {"c4": -1, "c0": 1, "t11": -1, "t12": 1}
-            tr = TransitionClass(
-                tr.name, "thread responds; the client has the connection", phi12, jump, "server"
-            )
-        out.append(tr)
-    out.append(
-        TransitionClass(
-            "overhead", "thread's untimed CPU per message", overhead, {"t12": -1, "t1": 1}, "server"
-        )
-    )
-    out.append(TransitionClass("client", "the client sends the next request", client, {"c0": -1, "c1": 1}))
-    return tuple(out)
-
-
-FULL = ModelStructure(
-    name="lf-full",
-    species=FULL_SPECIES,
-    throughput="phi12",
-    pools=(Pool("server", full_runnable),),
-    transitions=_full_transitions(),
+FULL = calibrated(
+    STRUCTURE,
+    "lf-full",
+    FULL_SPECIES,
+    total(*RUNNABLE, T12),
+    changed=(
+        # epoll_wait returning h = min(y_{c,1}, cache) descriptors: α + h/r_e.
+        step(
+            "phi4",
+            "leader calls epoll_wait (α + h/r_e)",
+            mass(notifier_call(cached(C1)), T3, S2, L2) * present(C1),
+            full_jump4,
+        ),
+        step(
+            "phi12",
+            "thread responds; the client has the connection",
+            paired(RO, C4, T11),
+            {"c4": -1, "c0": 1, "t11": -1, "t12": 1},
+        ),
+    ),
+    added=(
+        step("overhead", "thread's untimed CPU per message", mass(RX, T12), {"t12": -1, "t1": 1}),
+        client_step(FULL_SPECIES, "c1"),
+    ),
 )
 
 
 def initial_state(threads: int, connections: int, full: bool = False) -> FloatArray:
-    import numpy as np
-
-    y = np.zeros(len(FULL_SPECIES if full else SPECIES), dtype=np.float64)
-    y[C1] = connections
-    y[T1] = threads
-    y[S1] = 1
-    y[L1] = 1
-    return y
+    return (FULL if full else STRUCTURE).state(c1=connections, t1=threads, s1=1, l1=1)

@@ -44,30 +44,25 @@ lock-competition denominators are seed 001's (HSHA φ1, φ4, φ7, φ11).
 
 from __future__ import annotations
 
-import numpy as np
-
 from demuxlab.ctmc.engine import (
     CACHE_SIZE,
-    KZ,
     RA,
     RC,
-    RE,
     RG,
     RI,
     RL,
-    RN,
     RO,
     RP,
     RX,
-    RZ,
     FloatArray,
     H,
     ModelStructure,
     Pool,
-    TransitionClass,
-    cmin,
-    safe_div,
+    mass,
+    present,
+    total,
 )
+from demuxlab.ctmc.parts import SERVER, client_step, contended, notifier_call, step
 
 SPECIES: tuple[str, ...] = (
     "c0",
@@ -87,10 +82,6 @@ C0, C1, C2, C3, M1, M2, M3, M4, M5, M6, M7, Q1, Q2 = range(13)
 T1, T2, T3, T4, T5, T6, T7, T8, T9, S1, S2, B1, B2 = range(13, 26)
 
 
-def lock_wait(x: FloatArray, r: FloatArray) -> float:
-    return safe_div(r[RL] * x[M1] * x[S1], x[M1] + x[T6]) * H(x[M1] + x[T6]) * H(x[C1])
-
-
 def lock_wait_jump(x: FloatArray, d: FloatArray) -> None:
     h = min(x[C1], CACHE_SIZE)
     d[C1] = -h
@@ -101,30 +92,6 @@ def lock_wait_jump(x: FloatArray, d: FloatArray) -> None:
     d[S2] = 1.0
 
 
-def notify(x: FloatArray, r: FloatArray) -> float:
-    return float(safe_div(1.0, 1.0 / r[RN] + x[C2] / r[RE]) * x[M2] * x[S2] * H(x[C2]))
-
-
-def unlock_n(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * x[M3] * x[S2])
-
-
-def recv(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RI] * x[M4] * H(x[C2]))
-
-
-def lock_q(x: FloatArray, r: FloatArray) -> float:
-    return safe_div(r[RL] * x[M5] * x[B1], x[M5] + x[T1]) * H(x[M5])
-
-
-def put(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RP] * x[M6] * x[B2])
-
-
-def unlock_q(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * x[M7] * x[B2])
-
-
 def unlock_q_jump(x: FloatArray, d: FloatArray) -> None:
     d[M7] = -1.0
     d[B1] = 1.0
@@ -133,120 +100,86 @@ def unlock_q_jump(x: FloatArray, d: FloatArray) -> None:
     d[M1] = 1.0 - H(x[C2])
 
 
-def get_lock(x: FloatArray, r: FloatArray) -> float:
-    return safe_div(r[RL] * x[T1] * x[B1], x[M5] + x[T1]) * H(x[Q2])
-
-
-def get(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RG] * x[T2] * x[B2])
-
-
-def get_unlock(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * x[T3] * x[B2])
-
-
-def work(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RC] * x[T4])
-
-
-def send(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RO] * x[T5])
-
-
-def rearm_lock(x: FloatArray, r: FloatArray) -> float:
-    return safe_div(r[RL] * x[T6] * x[S1], x[M1] + x[T6]) * H(x[M1] + x[T6])
-
-
-def rearm(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RA] * x[T7] * x[S2])
-
-
-def rearm_unlock(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RL] * x[T8] * x[S2])
-
-
-def overhead(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RX] * x[T9])
-
-
-def client(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RZ] * cmin(x[C0], r[KZ]))
-
-
-def runnable(x: FloatArray, r: FloatArray) -> float:
-    return float(
-        x[M2] + x[M3] + x[M4] + x[M6] + x[M7] + x[T2] + x[T3] + x[T4] + x[T5] + x[T7] + x[T8] + x[T9]
-    )
-
-
-def _t(name: str, doc: str, rate: object, jump: object) -> TransitionClass:
-    return TransitionClass(name, doc, rate, jump, "server")  # type: ignore[arg-type]
-
+NOTIFIER_LOCK = (M1, T6)  # its competitors: the demultiplexer in m1, handlers re-arming in t6
+QUEUE_LOCK = (M5, T1)
 
 STRUCTURE = ModelStructure(
     name="proactor",
     species=SPECIES,
     throughput="send",
-    pools=(Pool("server", runnable),),
+    pools=(Pool(SERVER, total(M2, M3, M4, M6, M7, T2, T3, T4, T5, T7, T8, T9)),),
     transitions=(
-        _t(
+        step(
             "lock_wait",
             "demultiplexer takes the notifier lock, freezes the ready list",
-            lock_wait,
+            contended(RL, (M1, S1), NOTIFIER_LOCK) * present(*NOTIFIER_LOCK) * present(C1),
             lock_wait_jump,
         ),
-        _t("notify", "demultiplexer's notifier call", notify, {"m2": -1, "m3": 1}),
-        _t(
+        step(
+            "notify",
+            "demultiplexer's notifier call",
+            mass(notifier_call(total(C2)), M2, S2) * present(C2),
+            {"m2": -1, "m3": 1},
+        ),
+        step(
             "unlock_n",
             "demultiplexer releases the notifier lock",
-            unlock_n,
+            mass(RL, M3, S2),
             {"m3": -1, "m4": 1, "s2": -1, "s1": 1},
         ),
-        _t("recv", "demultiplexer receives a cached message", recv, {"c2": -1, "c3": 1, "m4": -1, "m5": 1}),
-        _t("lock_q", "demultiplexer takes the queue lock", lock_q, {"m5": -1, "m6": 1, "b1": -1, "b2": 1}),
-        _t(
+        step(
+            "recv",
+            "demultiplexer receives a cached message",
+            mass(RI, M4) * present(C2),
+            {"c2": -1, "c3": 1, "m4": -1, "m5": 1},
+        ),
+        step(
+            "lock_q",
+            "demultiplexer takes the queue lock",
+            contended(RL, (M5, B1), QUEUE_LOCK) * present(M5),
+            {"m5": -1, "m6": 1, "b1": -1, "b2": 1},
+        ),
+        step(
             "put",
             "demultiplexer queues the read-completed message",
-            put,
+            mass(RP, M6, B2),
             {"m6": -1, "m7": 1, "q1": -1, "q2": 1},
         ),
-        _t("unlock_q", "demultiplexer releases the queue lock", unlock_q, unlock_q_jump),
-        _t("get_lock", "handler takes the queue lock", get_lock, {"t1": -1, "t2": 1, "b1": -1, "b2": 1}),
-        _t("get", "handler takes a message", get, {"t2": -1, "t3": 1, "q2": -1, "q1": 1}),
-        _t(
+        step("unlock_q", "demultiplexer releases the queue lock", mass(RL, M7, B2), unlock_q_jump),
+        step(
+            "get_lock",
+            "handler takes the queue lock",
+            contended(RL, (T1, B1), QUEUE_LOCK) * present(Q2),
+            {"t1": -1, "t2": 1, "b1": -1, "b2": 1},
+        ),
+        step("get", "handler takes a message", mass(RG, T2, B2), {"t2": -1, "t3": 1, "q2": -1, "q1": 1}),
+        step(
             "get_unlock",
             "handler releases the queue lock",
-            get_unlock,
+            mass(RL, T3, B2),
             {"t3": -1, "t4": 1, "b2": -1, "b1": 1},
         ),
-        _t("work", "handler works", work, {"t4": -1, "t5": 1}),
-        _t("send", "handler sends the response", send, {"c3": -1, "c0": 1, "t5": -1, "t6": 1}),
-        _t(
+        step("work", "handler works", mass(RC, T4), {"t4": -1, "t5": 1}),
+        step("send", "handler sends the response", mass(RO, T5), {"c3": -1, "c0": 1, "t5": -1, "t6": 1}),
+        step(
             "rearm_lock",
             "handler takes the notifier lock",
-            rearm_lock,
+            contended(RL, (T6, S1), NOTIFIER_LOCK) * present(*NOTIFIER_LOCK),
             {"t6": -1, "t7": 1, "s1": -1, "s2": 1},
         ),
-        _t("rearm", "handler re-arms the descriptor", rearm, {"t7": -1, "t8": 1}),
-        _t(
+        step("rearm", "handler re-arms the descriptor", mass(RA, T7, S2), {"t7": -1, "t8": 1}),
+        step(
             "rearm_unlock",
             "handler releases the notifier lock",
-            rearm_unlock,
+            mass(RL, T8, S2),
             {"t8": -1, "t9": 1, "s2": -1, "s1": 1},
         ),
-        _t("overhead", "handler's untimed CPU per message", overhead, {"t9": -1, "t1": 1}),
-        TransitionClass("client", "the client sends the next request", client, {"c0": -1, "c1": 1}),
+        step("overhead", "handler's untimed CPU per message", mass(RX, T9), {"t9": -1, "t1": 1}),
+        client_step(SPECIES, "c1"),
     ),
 )
 
 
 def initial_state(threads: int, connections: int) -> FloatArray:
     """1 demultiplexer and ``threads`` − 1 handlers."""
-    x = np.zeros(len(SPECIES), dtype=np.float64)
-    x[C1] = connections
-    x[Q1] = connections
-    x[M1] = 1
-    x[T1] = threads - 1
-    x[S1] = 1
-    x[B1] = 1
-    return x
+    return STRUCTURE.state(c1=connections, q1=connections, m1=1, t1=threads - 1, s1=1, b1=1)

@@ -36,36 +36,26 @@ of them, the others in the pool's ``load``.
 
 from __future__ import annotations
 
-import numpy as np
-
 from demuxlab.ctmc.engine import (
     CACHE_SIZE,
-    KZ,
     RA,
     RC,
-    RE,
     RI,
-    RN,
     RO,
     RT,
     RX,
-    RZ,
     FloatArray,
     H,
     ModelStructure,
     Pool,
-    TransitionClass,
-    cmin,
-    safe_div,
+    mass,
+    present,
+    total,
 )
+from demuxlab.ctmc.parts import SERVER, awake, cached, client_step, notifier_call, step
 
 SPECIES: tuple[str, ...] = ("c0", "c1", "c2", "c3", "a1", "a2", "a3", "a4", "a5", "a6", "a7")
 C0, C1, C2, C3, A1, A2, A3, A4, A5, A6, A7 = range(11)
-
-
-def notify(x: FloatArray, r: FloatArray) -> float:
-    h = cmin(x[C1], CACHE_SIZE)
-    return float(safe_div(1.0, 1.0 / r[RN] + h / r[RE]) * x[A1] * H(x[C1]))
 
 
 def notify_jump(x: FloatArray, d: FloatArray) -> None:
@@ -76,30 +66,6 @@ def notify_jump(x: FloatArray, d: FloatArray) -> None:
     d[A2] = 1.0
 
 
-def take(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RT] * x[A2] * H(x[C2]))
-
-
-def recv(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RI] * x[A3])
-
-
-def work(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RC] * x[A4])
-
-
-def send(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RO] * x[A5])
-
-
-def rearm(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RA] * x[A6])
-
-
-def overhead(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RX] * x[A7])
-
-
 def overhead_jump(x: FloatArray, d: FloatArray) -> None:
     d[A7] = -1.0
     # "a2 if c2 > 0, else a1", written with H so that it is also defined on the reals (as HSHA's l6).
@@ -107,39 +73,34 @@ def overhead_jump(x: FloatArray, d: FloatArray) -> None:
     d[A1] = 1.0 - H(x[C2])
 
 
-def client(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RZ] * cmin(x[C0], r[KZ]))
-
-
-def runnable(x: FloatArray, r: FloatArray) -> float:
-    return float(x[A1] * H(x[C1]) + x[A2] + x[A3] + x[A4] + x[A5] + x[A6] + x[A7])
-
-
 STRUCTURE = ModelStructure(
     name="reactor",
     species=SPECIES,
     throughput="send",
-    pools=(Pool("server", runnable),),
+    pools=(Pool(SERVER, total(awake(A1, C1), A2, A3, A4, A5, A6, A7)),),
     transitions=(
-        TransitionClass(
-            "notify", "waits on the notifier, caches what it returns", notify, notify_jump, "server"
+        step(
+            "notify",
+            "waits on the notifier, caches what it returns",
+            mass(notifier_call(cached(C1)), A1) * present(C1),
+            notify_jump,
         ),
-        TransitionClass(
-            "take", "takes the next cached descriptor", take, {"c2": -1, "c3": 1, "a2": -1, "a3": 1}, "server"
+        step(
+            "take",
+            "takes the next cached descriptor",
+            mass(RT, A2) * present(C2),
+            {"c2": -1, "c3": 1, "a2": -1, "a3": 1},
         ),
-        TransitionClass("recv", "receives the request", recv, {"a3": -1, "a4": 1}, "server"),
-        TransitionClass("work", "works", work, {"a4": -1, "a5": 1}, "server"),
-        TransitionClass("send", "sends the response", send, {"c3": -1, "c0": 1, "a5": -1, "a6": 1}, "server"),
-        TransitionClass("rearm", "re-arms the descriptor", rearm, {"a6": -1, "a7": 1}, "server"),
-        TransitionClass("overhead", "untimed CPU per message", overhead, overhead_jump, "server"),
-        TransitionClass("client", "the client sends the next request", client, {"c0": -1, "c1": 1}),
+        step("recv", "receives the request", mass(RI, A3), {"a3": -1, "a4": 1}),
+        step("work", "works", mass(RC, A4), {"a4": -1, "a5": 1}),
+        step("send", "sends the response", mass(RO, A5), {"c3": -1, "c0": 1, "a5": -1, "a6": 1}),
+        step("rearm", "re-arms the descriptor", mass(RA, A6), {"a6": -1, "a7": 1}),
+        step("overhead", "untimed CPU per message", mass(RX, A7), overhead_jump),
+        client_step(SPECIES, "c1"),
     ),
 )
 
 
 def initial_state(threads: int, connections: int) -> FloatArray:
     """One reactor thread with ``connections`` connections (``threads`` must be 1: one reactor)."""
-    x = np.zeros(len(SPECIES), dtype=np.float64)
-    x[C1] = connections
-    x[A1] = 1
-    return x
+    return STRUCTURE.state(c1=connections, a1=1)

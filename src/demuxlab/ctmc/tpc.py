@@ -24,69 +24,27 @@ With the paper's rates (recv, send of seed 001 §V-A) the wake-up and the client
 
 from __future__ import annotations
 
-import numpy as np
-
-from demuxlab.ctmc.engine import (
-    KZ,
-    RC,
-    RI,
-    RO,
-    RX,
-    RZ,
-    FloatArray,
-    ModelStructure,
-    Pool,
-    TransitionClass,
-    cmin,
-)
+from demuxlab.ctmc.engine import RC, RI, RO, RX, FloatArray, ModelStructure, Pool, mass, total
+from demuxlab.ctmc.parts import SERVER, client_step, step
 
 SPECIES: tuple[str, ...] = ("c0", "k1", "k2", "k3", "k4")
 C0, K1, K2, K3, K4 = range(5)
-
-
-def wake(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RX] * x[K1])
-
-
-def recv(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RI] * x[K2])
-
-
-def work(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RC] * x[K3])
-
-
-def send(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RO] * x[K4])
-
-
-def client(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RZ] * cmin(x[C0], r[KZ]))
-
-
-def runnable(x: FloatArray, r: FloatArray) -> float:
-    return float(x[K1] + x[K2] + x[K3] + x[K4])
-
 
 STRUCTURE = ModelStructure(
     name="tpc",
     species=SPECIES,
     throughput="send",
-    pools=(Pool("server", runnable),),
+    pools=(Pool(SERVER, total(K1, K2, K3, K4)),),
     transitions=(
-        TransitionClass(
-            "wake", "the connection's thread is woken and scheduled", wake, {"k1": -1, "k2": 1}, "server"
-        ),
-        TransitionClass("recv", "receives the request", recv, {"k2": -1, "k3": 1}, "server"),
-        TransitionClass("work", "works", work, {"k3": -1, "k4": 1}, "server"),
-        TransitionClass("send", "sends the response", send, {"k4": -1, "c0": 1}, "server"),
-        TransitionClass("client", "the client sends the next request", client, {"c0": -1, "k1": 1}),
+        step("wake", "the connection's thread is woken and scheduled", mass(RX, K1), {"k1": -1, "k2": 1}),
+        step("recv", "receives the request", mass(RI, K2), {"k2": -1, "k3": 1}),
+        step("work", "works", mass(RC, K3), {"k3": -1, "k4": 1}),
+        step("send", "sends the response", mass(RO, K4), {"k4": -1, "c0": 1}),
+        client_step(SPECIES, "k1"),
     ),
 )
 
 
 def initial_state(threads: int, connections: int) -> FloatArray:
     """``connections`` threads, every request just arrived (``threads`` are CPU slots: see cores)."""
-    x = np.zeros(len(SPECIES), dtype=np.float64)
-    x[K1] = connections
-    return x
+    return STRUCTURE.state(k1=connections)

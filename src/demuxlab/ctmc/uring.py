@@ -36,34 +36,23 @@ distributed ring's other threads are the pool's ``load``.
 
 from __future__ import annotations
 
-import numpy as np
-
 from demuxlab.ctmc.engine import (
     CACHE_SIZE,
-    KZ,
     RC,
-    RE,
-    RN,
     RT,
     RX,
-    RZ,
     FloatArray,
-    H,
     ModelStructure,
     Pool,
-    TransitionClass,
-    cmin,
-    safe_div,
+    absent,
+    mass,
+    present,
+    total,
 )
+from demuxlab.ctmc.parts import SERVER, awake, client_step, notifier_call, ring_batch, step
 
 SPECIES: tuple[str, ...] = ("c0", "u1", "u2", "u3", "u4", "e1", "e2", "g1", "g2", "g3", "g4")
 C0, U1, U2, U3, U4, E1, E2, G1, G2, G3, G4 = range(11)
-
-
-def reap(x: FloatArray, r: FloatArray) -> float:
-    he = cmin(x[E1] + x[U4], CACHE_SIZE)
-    h = he + cmin(x[U1], CACHE_SIZE - he)
-    return float(safe_div(1.0, 1.0 / r[RN] + h / r[RE]) * x[G1] * H(x[U1] + x[E1] + x[U4]))
 
 
 def reap_jump(x: FloatArray, d: FloatArray) -> None:
@@ -81,64 +70,44 @@ def reap_jump(x: FloatArray, d: FloatArray) -> None:
     d[G2] = 1.0
 
 
-def take_send(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RT] * x[G2] * H(x[E2]))
-
-
-def take_recv(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RT] * x[G2] * H(x[U2]) * (1.0 - H(x[E2])))
-
-
-def idle(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RT] * x[G2] * (1.0 - H(x[E2])) * (1.0 - H(x[U2])))
-
-
-def work(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RC] * x[G3])
-
-
-def prepare(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RX] * x[G4])
-
-
-def client(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RZ] * cmin(x[C0], r[KZ]))
-
-
-def runnable(x: FloatArray, r: FloatArray) -> float:
-    return float(x[G1] * H(x[U1] + x[E1] + x[U4]) + x[G2] + x[G3] + x[G4])
-
+# The thread sleeps in the submit-and-reap call while no completion is ready and nothing is prepared.
+READY = (U1, E1, U4)
 
 STRUCTURE = ModelStructure(
     name="uring",
     species=SPECIES,
     throughput="work",
-    pools=(Pool("server", runnable),),
+    pools=(Pool(SERVER, total(awake(G1, *READY), G2, G3, G4)),),
     transitions=(
-        TransitionClass("reap", "submits what is prepared, reaps completions", reap, reap_jump, "server"),
-        TransitionClass(
-            "take_send", "a send completion: prepares the next receive", take_send, {"e2": -1}, "server"
+        step(
+            "reap",
+            "submits what is prepared, reaps completions",
+            # the prepared sends run at the submit: their completions are reaped with the ready ones
+            mass(notifier_call(ring_batch((E1, U4), U1)), G1) * present(*READY),
+            reap_jump,
         ),
-        TransitionClass(
+        step(
+            "take_send",
+            "a send completion: prepares the next receive",
+            mass(RT, G2) * present(E2),
+            {"e2": -1},
+        ),
+        step(
             "take_recv",
             "a receive completion: the request",
-            take_recv,
+            mass(RT, G2) * present(U2) * absent(E2),
             {"u2": -1, "u3": 1, "g2": -1, "g3": 1},
-            "server",
         ),
-        TransitionClass("idle", "no cached completion left", idle, {"g2": -1, "g1": 1}, "server"),
-        TransitionClass("work", "works", work, {"g3": -1, "g4": 1}, "server"),
-        TransitionClass(
-            "prepare", "prepares the send", prepare, {"u3": -1, "u4": 1, "g4": -1, "g2": 1}, "server"
+        step(
+            "idle", "no cached completion left", mass(RT, G2) * absent(E2) * absent(U2), {"g2": -1, "g1": 1}
         ),
-        TransitionClass("client", "the client sends the next request", client, {"c0": -1, "u1": 1}),
+        step("work", "works", mass(RC, G3), {"g3": -1, "g4": 1}),
+        step("prepare", "prepares the send", mass(RX, G4), {"u3": -1, "u4": 1, "g4": -1, "g2": 1}),
+        client_step(SPECIES, "u1"),
     ),
 )
 
 
 def initial_state(threads: int, connections: int) -> FloatArray:
     """One ring thread with ``connections`` connections."""
-    x = np.zeros(len(SPECIES), dtype=np.float64)
-    x[U1] = connections
-    x[G1] = 1
-    return x
+    return STRUCTURE.state(u1=connections, g1=1)

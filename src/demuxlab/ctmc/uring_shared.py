@@ -34,40 +34,29 @@ w2 + w3 + w4 + h2 + h3 + h4.
 
 from __future__ import annotations
 
-import numpy as np
-
 from demuxlab.ctmc.engine import (
     CACHE_SIZE,
-    KZ,
     RA,
     RC,
-    RE,
     RG,
-    RN,
     RO,
     RP,
     RT,
     RX,
-    RZ,
     FloatArray,
-    H,
     ModelStructure,
     Pool,
-    TransitionClass,
-    cmin,
-    safe_div,
+    absent,
+    mass,
+    present,
+    total,
 )
+from demuxlab.ctmc.parts import SERVER, awake, client_step, notifier_call, ring_batch, step
 
 SPECIES: tuple[str, ...] = (
     "c0", "u1", "u2", "u3", "e1", "e2", "q1", "q2", "w1", "w2", "w3", "w4", "h1", "h2", "h3", "h4",
 )  # fmt: skip
 C0, U1, U2, U3, E1, E2, Q1, Q2, W1, W2, W3, W4, H1, H2, H3, H4 = range(16)
-
-
-def reap(x: FloatArray, r: FloatArray) -> float:
-    he = cmin(x[E1], CACHE_SIZE)
-    h = he + cmin(x[U1], CACHE_SIZE - he)
-    return float(safe_div(1.0, 1.0 / r[RN] + h / r[RE]) * x[W1] * H(x[U1] + x[E1]))
 
 
 def reap_jump(x: FloatArray, d: FloatArray) -> None:
@@ -81,90 +70,49 @@ def reap_jump(x: FloatArray, d: FloatArray) -> None:
     d[W2] = 1.0
 
 
-def take_send(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RT] * x[W2] * H(x[E2]))
-
-
-def rearm(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RA] * x[W4])
-
-
-def take_recv(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RT] * x[W2] * H(x[U2]) * (1.0 - H(x[E2])))
-
-
-def put(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RP] * x[W3])
-
-
-def idle(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RT] * x[W2] * (1.0 - H(x[E2])) * (1.0 - H(x[U2])))
-
-
-def get(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RG] * x[H1] * H(x[Q2]))
-
-
-def work(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RC] * x[H2])
-
-
-def send(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RO] * x[H3])
-
-
-def overhead(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RX] * x[H4])
-
-
-def client(x: FloatArray, r: FloatArray) -> float:
-    return float(r[RZ] * cmin(x[C0], r[KZ]))
-
-
-def runnable(x: FloatArray, r: FloatArray) -> float:
-    return float(x[W1] * H(x[U1] + x[E1]) + x[W2] + x[W3] + x[W4] + x[H2] + x[H3] + x[H4])
-
-
-def _t(name: str, doc: str, rate: object, jump: object) -> TransitionClass:
-    return TransitionClass(name, doc, rate, jump, "server")  # type: ignore[arg-type]
-
-
 STRUCTURE = ModelStructure(
     name="uring-shared",
     species=SPECIES,
     throughput="send",
-    pools=(Pool("server", runnable),),
+    pools=(Pool(SERVER, total(awake(W1, U1, E1), W2, W3, W4, H2, H3, H4)),),
     transitions=(
-        _t("reap", "completion thread reaps completions", reap, reap_jump),
-        _t("take_send", "a send completion", take_send, {"e2": -1, "w2": -1, "w4": 1}),
-        _t("rearm", "prepares the connection's next receive", rearm, {"w4": -1, "w2": 1}),
-        _t(
+        step(
+            "reap",
+            "completion thread reaps completions",
+            mass(notifier_call(ring_batch((E1,), U1)), W1) * present(U1, E1),
+            reap_jump,
+        ),
+        step("take_send", "a send completion", mass(RT, W2) * present(E2), {"e2": -1, "w2": -1, "w4": 1}),
+        step("rearm", "prepares the connection's next receive", mass(RA, W4), {"w4": -1, "w2": 1}),
+        step(
             "take_recv",
             "a receive completion: the request",
-            take_recv,
+            mass(RT, W2) * present(U2) * absent(E2),
             {"u2": -1, "u3": 1, "w2": -1, "w3": 1},
         ),
-        _t("put", "queues the message for a handler", put, {"q1": -1, "q2": 1, "w3": -1, "w2": 1}),
-        _t("idle", "no cached completion left", idle, {"w2": -1, "w1": 1}),
-        _t("get", "a handler takes a message", get, {"q2": -1, "q1": 1, "h1": -1, "h2": 1}),
-        _t("work", "handler works", work, {"h2": -1, "h3": 1}),
-        _t(
+        step("put", "queues the message for a handler", mass(RP, W3), {"q1": -1, "q2": 1, "w3": -1, "w2": 1}),
+        step(
+            "idle", "no cached completion left", mass(RT, W2) * absent(E2) * absent(U2), {"w2": -1, "w1": 1}
+        ),
+        step(
+            "get",
+            "a handler takes a message",
+            mass(RG, H1) * present(Q2),
+            {"q2": -1, "q1": 1, "h1": -1, "h2": 1},
+        ),
+        step("work", "handler works", mass(RC, H2), {"h2": -1, "h3": 1}),
+        step(
             "send",
             "handler submits the echo (the send runs inline)",
-            send,
+            mass(RO, H3),
             {"u3": -1, "c0": 1, "e1": 1, "h3": -1, "h4": 1},
         ),
-        _t("overhead", "handler's untimed CPU per message", overhead, {"h4": -1, "h1": 1}),
-        TransitionClass("client", "the client sends the next request", client, {"c0": -1, "u1": 1}),
+        step("overhead", "handler's untimed CPU per message", mass(RX, H4), {"h4": -1, "h1": 1}),
+        client_step(SPECIES, "u1"),
     ),
 )
 
 
 def initial_state(threads: int, connections: int) -> FloatArray:
     """1 completion thread and ``threads`` − 1 handlers (``threads`` ≥ 2)."""
-    x = np.zeros(len(SPECIES), dtype=np.float64)
-    x[U1] = connections
-    x[Q1] = connections
-    x[W1] = 1
-    x[H1] = threads - 1
-    return x
+    return STRUCTURE.state(u1=connections, q1=connections, w1=1, h1=threads - 1)

@@ -1,0 +1,106 @@
+"""What the chains share: the rates of steps several patterns take (a closed-loop client, a notifier call, a
+contended lock, a thread paired with a connection), the server's steps, and the calibrated chain's additions.
+
+Each rate is an :class:`~demuxlab.ctmc.engine.Expr` (one expression over ``x`` and ``r``), so a chain that
+uses one gets the same generated kernel, kernel cache and dependency analysis as if it had written the
+expression out; these functions only write the expression, with the indices the chain passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from demuxlab.ctmc.engine import (
+    CACHE_SIZE,
+    KZ,
+    RE,
+    RN,
+    RZ,
+    Expr,
+    JumpFn,
+    ModelStructure,
+    Pool,
+    RateFn,
+    TransitionClass,
+    mass,
+    operand,
+    total,
+)
+
+SERVER = "server"  # the processor-sharing pool of the server's threads: every chain has one
+
+
+def closed_client(c0: int) -> Expr:
+    """The closed-loop client: r_z · min(c0, k_z) (k_z messages turned around at once)."""
+    return Expr(f"r[{RZ}] * cmin(x[{c0}], r[{KZ}])")
+
+
+def paired(rate: int, connections: int, threads: int) -> Expr:
+    """A step a thread takes with its connection: r · min(connections, threads)."""
+    return Expr(f"r[{rate}] * cmin(x[{connections}], x[{threads}])")
+
+
+def contended(rate: int, holders: Sequence[int], among: Sequence[int]) -> Expr:
+    """A lock the populations ``among`` compete for, taken by the first of ``holders`` (the others: the lock
+    free, the thread's own guards): r · Π holders / Σ among, 0 where no one competes (seed 001's
+    lock-competition denominators)."""
+    return Expr(f"safe_div({mass(rate, *holders).text}, {total(*among).text})")
+
+
+def paper_notifier(batch: int) -> Expr:
+    """Seed 001's notifier rate for a batch of x[batch] descriptors: r_e / batch (0 for an empty one)."""
+    return Expr(f"safe_div(r[{RE}], x[{batch}])")
+
+
+def notifier_call(batch: Expr) -> Expr:
+    """The calibrated notifier call returning ``batch`` descriptors: 1 / (α + batch/r_e), α = 1/r_n."""
+    return Expr(f"safe_div(1.0, 1.0 / r[{RN}] + {operand(batch, left=True)} / r[{RE}])")
+
+
+def cached(*species: int) -> Expr:
+    """What one notifier call returns of the ready populations: min(Σ species, the server's 64)."""
+    return Expr(f"cmin({total(*species).text}, {CACHE_SIZE!r})")
+
+
+def ring_batch(sends: Sequence[int], receives: int) -> Expr:
+    """Completions one io_uring reap returns: the send completions first (he = min(Σ sends, 64)), then
+    receive completions up to the 64: he + min(x[receives], 64 − he)."""
+    he = cached(*sends).text
+    return Expr(f"{he} + cmin(x[{receives}], {CACHE_SIZE!r} - {he})")
+
+
+def awake(thread: int, *ready: int) -> Expr:
+    """A thread that sleeps in the notifier while nothing is ready: x[thread] · H(Σ ready)."""
+    return Expr(f"x[{thread}] * H({total(*ready).text})")
+
+
+def step(name: str, doc: str, rate: RateFn, jump: Mapping[str, int] | JumpFn) -> TransitionClass:
+    """A step of a server thread: in the pool :data:`SERVER`."""
+    return TransitionClass(name, doc, rate, jump, SERVER)
+
+
+def client_step(species: Sequence[str], to: str) -> TransitionClass:
+    """The client's step (not in the server's pool): c0 → ``to``, at :func:`closed_client`'s rate."""
+    return TransitionClass(
+        "client", "the client sends the next request", closed_client(species.index("c0")), {"c0": -1, to: 1}
+    )
+
+
+def calibrated(
+    paper: ModelStructure,
+    name: str,
+    species: tuple[str, ...],
+    runnable: RateFn,
+    changed: Sequence[TransitionClass],
+    added: Sequence[TransitionClass],
+) -> ModelStructure:
+    """A paper chain's calibrated chain (HSHA's, LF's FULL): more ``species``, the transitions ``changed``
+    (by name) in place of the paper's, the ``added`` ones after them, the server pool's new ``runnable``."""
+    by_name = {tr.name: tr for tr in changed}
+    return ModelStructure(
+        name=name,
+        species=species,
+        throughput=paper.throughput,
+        pools=(Pool(SERVER, runnable),),
+        transitions=(*(by_name.get(tr.name, tr) for tr in paper.transitions), *added),
+    )
