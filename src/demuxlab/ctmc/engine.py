@@ -1,19 +1,22 @@
 """Population CTMCs defined as data, and the compiled kernels generated from that data.
 
 A model is a :class:`ModelStructure`: named populations (the state vector) and transition classes, each a
-generating function φ_k(x, r) (plain Python on a float64 state vector ``x`` and a rate vector ``r``) and a
-jump l_k, either a constant ``{species: delta}`` mapping or a function ``fill(x, d)`` writing the
-(state-dependent) jump into a zeroed vector ``d``. Everything else is derived from that one definition:
+generating function φ_k(x, r) on a float64 state vector ``x`` and a rate vector ``r`` and a jump l_k,
+either a constant ``{species: delta}`` mapping or a function ``fill(x, d)`` writing the (state-dependent)
+jump into a zeroed vector ``d``. φ_k is an :class:`Expr` (one expression with constant indices, written by
+:func:`mass`, :func:`total`, :func:`present`, :func:`absent` and the chains' shared ``parts``), or plain
+Python. Everything else is derived from that one definition:
 
 * the Python-level reference (:meth:`ModelStructure.rates`, :meth:`ModelStructure.delta`), used by the
   exact solver and by the tests;
 * a numba kernel (:func:`compile_structure`): Python source is generated from the same transition list
-  (calls to the same φ functions, constant jumps written inline) and compiled with ``@njit``: the rates,
-  the jumps, the drift, Gillespie's direct method (``ssa_run``; after an event only the rates the jump can
-  change are recomputed, see :func:`dependencies`) and a stiff integrator for the fluid ODE
-  (``fluid_run``). The generic parts are the ``_ssa_run`` … ``_fluid_run`` templates below, copied into
-  each generated module. The module is cached on disk with numba's machine code (:func:`cache_dir`).
-  Tests check the kernel against the reference on random states and along simulated paths.
+  (an Expr written out as a function, calls to the same φ functions otherwise, constant jumps inline)
+  and compiled with ``@njit``: the rates, the jumps, the drift, Gillespie's direct method (``ssa_run``;
+  after an event only the rates the jump can change are recomputed, see :func:`dependencies`) and a stiff
+  integrator for the fluid ODE (``fluid_run``). The generic parts are the ``_ssa_run`` … ``_fluid_run``
+  templates below, copied into each generated module. The module is cached on disk with numba's machine
+  code (:func:`cache_dir`). Tests check the kernel against the reference on random states and along
+  simulated paths.
 
 States are float64 vectors holding integers for the CTMC and reals for the fluid approximation. The
 indicator ``H`` is ``min(max(v, 0), 1)``: it equals the paper's H(v) on every non-negative integer and is
