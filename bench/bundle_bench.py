@@ -24,12 +24,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
-from sqlalchemy import make_url
+from db_lib import scratch_databases
 
-from demuxlab.db.embedded import Cluster
-from demuxlab.db.engine import dispose_engines, external_url
+from demuxlab.db.engine import dispose_engines
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "tests" / "db" / "data" / "run_record.json"
@@ -77,83 +74,59 @@ def main() -> int:
 
     from demuxlab.bundle.create import Options, create
     from demuxlab.bundle.ops import import_bundle, verify
-    from demuxlab.db import migrations
     from demuxlab.ingest import ingest_files
     from demuxlab.report import write_report
     from demuxlab.spec import load_spec
 
-    cluster: Cluster | None = None
-    started_here = False
-    admin = external_url()
-    if admin is None:
-        cluster = Cluster.default()
-        started_here = cluster.ensure_running().started
-        admin = cluster.url("postgres")
-    conninfo = make_url(admin).set(drivername="postgresql").render_as_string(hide_password=False)
-    names = [f"bench_bundle_{uuid.uuid4().hex[:8]}" for _ in range(2)]
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        for name in names:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    source_url, target_url = (
-        make_url(admin).set(database=n).render_as_string(hide_password=False) for n in names
-    )
-    try:
-        from sqlalchemy import create_engine
+    with scratch_databases("bench_bundle", count=2) as (source_url, target_url):
+        try:
+            with tempfile.TemporaryDirectory(prefix="dlx-bundle-bench-") as tmp:
+                work = Path(tmp) / "work"
+                runs_dir = work / "results" / "msept12" / "runs"
+                runs_dir.mkdir(parents=True)
+                files = []
+                for rec in records(args.runs, args.seconds):
+                    path = runs_dir / f"{rec['run_id']}.json"
+                    path.write_text(json.dumps(rec, indent=1))
+                    files.append(path)
+                os.environ["DEMUXLAB_DATABASE_URL"] = source_url
+                t0 = time.perf_counter()
+                from demuxlab.db.engine import get_engine
 
-        for url in (source_url, target_url):
-            engine = create_engine(url)
-            migrations.upgrade("head", engine)
-            engine.dispose()
-        with tempfile.TemporaryDirectory(prefix="dlx-bundle-bench-") as tmp:
-            work = Path(tmp) / "work"
-            runs_dir = work / "results" / "msept12" / "runs"
-            runs_dir.mkdir(parents=True)
-            files = []
-            for rec in records(args.runs, args.seconds):
-                path = runs_dir / f"{rec['run_id']}.json"
-                path.write_text(json.dumps(rec, indent=1))
-                files.append(path)
-            os.environ["DEMUXLAB_DATABASE_URL"] = source_url
-            t0 = time.perf_counter()
-            from demuxlab.db.engine import get_engine
-
-            ingest_files(files, engine=get_engine(source_url))
-            t_ingest = time.perf_counter() - t0
-            write_report(load_spec(SPEC), work / "results" / "msept12" / "report")
-            out = Path(tmp) / f"msept12.bundle.tar.{args.compression}"
-            t0 = time.perf_counter()
-            create(Options(["msept12"], out, work, REPO / "experiments", url=source_url))
-            t_create = time.perf_counter() - t0
-            size = out.stat().st_size
-            t0 = time.perf_counter()
-            problems, n_files = verify(out)
-            t_verify = time.perf_counter() - t0
-            if problems:
-                print(f"bundle_bench: verify failed: {problems[0]}", file=sys.stderr)
-                return 1
-            t0 = time.perf_counter()
-            res = import_bundle(out, target_url)
-            t_import = time.perf_counter() - t0
-        samples = args.runs * args.seconds
-        print(
-            f"experiment: {args.runs} runs x {args.seconds} s = {samples:,} samples "
-            f"(ingested in {t_ingest:.1f} s)"
-        )
-        print(
-            f"create: {t_create:.1f} s (target <= 60 s), {n_files} files, "
-            f"{size / 1e6:.1f} MB (target <= 50 MB)"
-        )
-        print(f"verify: {t_verify:.1f} s")
-        print(f"import: {t_import:.1f} s ({res.runs} runs, {res.samples:,} samples into a fresh database)")
-        return 0
-    finally:
-        os.environ.pop("DEMUXLAB_DATABASE_URL", None)
-        dispose_engines()
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            for name in names:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        if cluster is not None and started_here:
-            cluster.stop()
+                ingest_files(files, engine=get_engine(source_url))
+                t_ingest = time.perf_counter() - t0
+                write_report(load_spec(SPEC), work / "results" / "msept12" / "report")
+                out = Path(tmp) / f"msept12.bundle.tar.{args.compression}"
+                t0 = time.perf_counter()
+                create(Options(["msept12"], out, work, REPO / "experiments", url=source_url))
+                t_create = time.perf_counter() - t0
+                size = out.stat().st_size
+                t0 = time.perf_counter()
+                problems, n_files = verify(out)
+                t_verify = time.perf_counter() - t0
+                if problems:
+                    print(f"bundle_bench: verify failed: {problems[0]}", file=sys.stderr)
+                    return 1
+                t0 = time.perf_counter()
+                res = import_bundle(out, target_url)
+                t_import = time.perf_counter() - t0
+            samples = args.runs * args.seconds
+            print(
+                f"experiment: {args.runs} runs x {args.seconds} s = {samples:,} samples "
+                f"(ingested in {t_ingest:.1f} s)"
+            )
+            print(
+                f"create: {t_create:.1f} s (target <= 60 s), {n_files} files, "
+                f"{size / 1e6:.1f} MB (target <= 50 MB)"
+            )
+            print(f"verify: {t_verify:.1f} s")
+            print(
+                f"import: {t_import:.1f} s ({res.runs} runs, {res.samples:,} samples into a fresh database)"
+            )
+            return 0
+        finally:
+            os.environ.pop("DEMUXLAB_DATABASE_URL", None)
+            dispose_engines()
 
 
 if __name__ == "__main__":

@@ -30,12 +30,9 @@ from typing import Any
 
 import numpy as np
 import psycopg
+from db_lib import scratch_databases
 from psycopg import sql
-from sqlalchemy import create_engine, make_url
-
-from demuxlab.db import migrations
-from demuxlab.db.embedded import Cluster
-from demuxlab.db.engine import external_url
+from sqlalchemy import make_url
 
 PATTERNS = ("hsha", "lf", "reactor", "tpc")
 NOTIFIERS = {
@@ -576,64 +573,49 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=20, help="timed requests per step")
     parser.add_argument("--keep", action="store_true", help="keep the generated database")
     args = parser.parse_args()
-    cluster: Cluster | None = None
-    started_here = False
-    admin = external_url()
-    if admin is None:
-        cluster = Cluster.default()
-        started_here = cluster.ensure_running().started
-        admin = cluster.admin_url("postgres")
-    name = f"dashbench_{uuid.uuid4().hex[:8]}"
-    conninfo_admin = make_url(admin).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo_admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = make_url(admin).set(database=name)
-    try:
-        engine = create_engine(url)
-        migrations.upgrade("head", engine)
-        engine.dispose()
-        t0 = time.perf_counter()
-        counts = generate(
-            url.set(drivername="postgresql").render_as_string(hide_password=False), args.runs, args.seconds
-        )
-        gen_s = time.perf_counter() - t0
-        print(f"generated in {gen_s:.1f} s: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
+    with scratch_databases("dashbench", keep=args.keep) as (url_text,):
+        url = make_url(url_text)
+        try:
+            conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
+            t0 = time.perf_counter()
+            counts = generate(conninfo, args.runs, args.seconds)
+            gen_s = time.perf_counter() - t0
+            print(f"generated in {gen_s:.1f} s: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
 
-        from demuxlab.dashboard.app import create_app
+            from demuxlab.dashboard.app import create_app
 
-        ro = url._replace(username="demuxlab_ro", password=None).render_as_string(hide_password=False)
-        app = create_app(ro)
-        client = Client(app)
-        with psycopg.connect(url.set(drivername="postgresql").render_as_string(hide_password=False)) as conn:
-            run_id = str(conn.execute("SELECT run_id FROM runs WHERE status = 'ok' LIMIT 1").fetchone()[0])  # type: ignore[index]
-            host_id = int(conn.execute("SELECT min(id) FROM hosts").fetchone()[0])  # type: ignore[index]
-        from demuxlab.dashboard.server import _warm_models
+            ro = url._replace(username="demuxlab_ro", password=None).render_as_string(hide_password=False)
+            app = create_app(ro)
+            client = Client(app)
+            with psycopg.connect(conninfo) as conn:
+                row = conn.execute("SELECT run_id FROM runs WHERE status = 'ok' LIMIT 1").fetchone()
+                host = conn.execute("SELECT min(id) FROM hosts").fetchone()
+            assert row is not None and host is not None
+            run_id, host_id = str(row[0]), int(host[0])
+            from demuxlab.dashboard.server import _warm_models
 
-        _warm_models()
-        print(f"load average before: {os.getloadavg()[0]:.1f} (1 min; {os.cpu_count()} CPUs)")
-        print(f"{'step':46} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
-        worst = 0.0
-        for label, step in steps(client, "bench-0", run_id, host_id):
-            step()  # warm: first-use imports and plans
-            export = "PDF" in label  # a download, not a render: fewer samples, not in the worst p95
-            times = sorted(step() * 1000 for _ in range(3 if export else args.repeat))
-            p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
-            worst = worst if export else max(worst, p95)
-            print(f"{label:46} {statistics.median(times):8.1f} {p95:8.1f} {times[-1]:8.1f}")
-        print(f"worst p95 {worst:.1f} ms (target 500 ms; {args.repeat} requests per step; shared machine)")
-        print(f"load average after: {os.getloadavg()[0]:.1f}")
-        if args.keep:
-            print(f"kept database: {url.render_as_string(hide_password=True)}")
-        return 0
-    finally:
-        from demuxlab.dashboard import common
+            _warm_models()
+            print(f"load average before: {os.getloadavg()[0]:.1f} (1 min; {os.cpu_count()} CPUs)")
+            print(f"{'step':46} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
+            worst = 0.0
+            for label, step in steps(client, "bench-0", run_id, host_id):
+                step()  # warm: first-use imports and plans
+                export = "PDF" in label  # a download, not a render: fewer samples, not in the worst p95
+                times = sorted(step() * 1000 for _ in range(3 if export else args.repeat))
+                p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+                worst = worst if export else max(worst, p95)
+                print(f"{label:46} {statistics.median(times):8.1f} {p95:8.1f} {times[-1]:8.1f}")
+            print(
+                f"worst p95 {worst:.1f} ms (target 500 ms; {args.repeat} requests per step; shared machine)"
+            )
+            print(f"load average after: {os.getloadavg()[0]:.1f}")
+            if args.keep:
+                print(f"kept database: {url.render_as_string(hide_password=True)}")
+            return 0
+        finally:
+            from demuxlab.dashboard import common
 
-        common.store().dispose()
-        if not args.keep:
-            with psycopg.connect(conninfo_admin, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        if cluster is not None and started_here:
-            cluster.stop()
+            common.store().dispose()
 
 
 if __name__ == "__main__":

@@ -706,40 +706,18 @@ def _base_rows(rows: dict[str, list[str]], run_id: str) -> dict[str, list[str]]:
 @contextlib.contextmanager
 def scratch_database() -> Iterator[str]:
     """A new database at schema head holding the base record's run; dropped at the end."""
-    import psycopg
-    from psycopg import sql
-    from sqlalchemy import create_engine, make_url
+    from db_lib import scratch_databases
+    from sqlalchemy import create_engine
 
-    from demuxlab.db import migrations
-    from demuxlab.db.embedded import Cluster
-    from demuxlab.db.engine import external_url
     from demuxlab.ingest import ingest_run_record
 
-    cluster: Cluster | None = None
-    started_here = False
-    admin = external_url()
-    if admin is None:
-        cluster = Cluster.default()
-        started_here = cluster.ensure_running().started
-        admin = cluster.admin_url("postgres")
-    name = f"fuzz_{uuid.uuid4().hex[:10]}"
-    conninfo = make_url(admin).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = make_url(admin).set(database=name).render_as_string(hide_password=False)
-    try:
+    with scratch_databases("fuzz") as (url,):
         engine = create_engine(url)
         try:
-            migrations.upgrade("head", engine)
             ingest_run_record(engine, base_record(), source="base.json")
         finally:
             engine.dispose()  # no connection crosses a fork
         yield url
-    finally:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        if cluster is not None and started_here:
-            cluster.stop()
 
 
 # -- classification ------------------------------------------------------------------------------------------

@@ -17,17 +17,12 @@ import random
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import psycopg
-from psycopg import sql
-from sqlalchemy import create_engine, func, make_url, select
+from db_lib import scratch_databases
+from sqlalchemy import create_engine, func, select
 
-from demuxlab.db import migrations
-from demuxlab.db.embedded import Cluster
-from demuxlab.db.engine import external_url
 from demuxlab.db.models import Sample
 from demuxlab.ingest import ingest_files, ingest_run_record
 from demuxlab.spec import run_id_of
@@ -62,55 +57,45 @@ def main() -> int:
     if args.runs < 1 or args.seconds < 1:
         parser.error("--runs and --seconds must be >= 1")
 
-    cluster: Cluster | None = None
-    started_here = False
-    admin = external_url()
-    if admin is None:
-        cluster = Cluster.default()
-        started_here = cluster.ensure_running().started
-        admin = cluster.admin_url("postgres")
-    name = f"bench_{uuid.uuid4().hex[:10]}"
-    conninfo = make_url(admin).set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    engine = create_engine(make_url(admin).set(database=name))
-    try:
-        migrations.upgrade("head", engine)
-        base = json.loads(TEMPLATE.read_text())
-        rng = random.Random(1)
-        records = [make_record(base, i, args.seconds, rng) for i in range(args.runs)]
-        total = args.runs * args.seconds
-        with tempfile.TemporaryDirectory() as tmp:
-            if args.files:
-                files = []
-                for i, rec in enumerate(records):
-                    path = Path(tmp) / f"run-{i}.json"
-                    path.write_text(json.dumps(rec))
-                    files.append(path)
-                t0 = time.perf_counter()
-                ingest_files(files, engine=engine)
-            else:
-                t0 = time.perf_counter()
-                for rec in records:
-                    ingest_run_record(engine, rec)
-            elapsed = time.perf_counter() - t0
-        with engine.connect() as conn:
-            stored = conn.execute(select(func.count()).select_from(Sample)).scalar_one()
-        if stored != total:
-            print(f"ingest_bench: stored {stored} samples, expected {total}", file=sys.stderr)
-            return 1
-        mode = "files" if args.files else "records"
-        print(
-            f"ingested {total} samples ({args.runs} runs x {args.seconds} s, {mode}) in {elapsed:.2f} s: "
-            f"{total / elapsed:,.0f} samples/s"
-        )
-        return 0
-    finally:
-        engine.dispose()
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        if cluster is not None and started_here:
-            cluster.stop()
+    with scratch_databases("bench") as (url,):
+        engine = create_engine(url)
+        try:
+            return measure(engine, args.runs, args.seconds, args.files)
+        finally:
+            engine.dispose()
+
+
+def measure(engine: Any, runs: int, seconds: int, files_mode: bool) -> int:
+    """Ingest ``runs`` generated records of ``seconds`` samples each and print samples per second."""
+    base = json.loads(TEMPLATE.read_text())
+    rng = random.Random(1)
+    records = [make_record(base, i, seconds, rng) for i in range(runs)]
+    total = runs * seconds
+    with tempfile.TemporaryDirectory() as tmp:
+        if files_mode:
+            files = []
+            for i, rec in enumerate(records):
+                path = Path(tmp) / f"run-{i}.json"
+                path.write_text(json.dumps(rec))
+                files.append(path)
+            t0 = time.perf_counter()
+            ingest_files(files, engine=engine)
+        else:
+            t0 = time.perf_counter()
+            for rec in records:
+                ingest_run_record(engine, rec)
+        elapsed = time.perf_counter() - t0
+    with engine.connect() as conn:
+        stored = conn.execute(select(func.count()).select_from(Sample)).scalar_one()
+    if stored != total:
+        print(f"ingest_bench: stored {stored} samples, expected {total}", file=sys.stderr)
+        return 1
+    mode = "files" if files_mode else "records"
+    print(
+        f"ingested {total} samples ({runs} runs x {seconds} s, {mode}) in {elapsed:.2f} s: "
+        f"{total / elapsed:,.0f} samples/s"
+    )
+    return 0
 
 
 if __name__ == "__main__":

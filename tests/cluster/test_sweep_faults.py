@@ -28,7 +28,9 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from cluster_helpers import ROOT, Testbed
+from cluster_helpers import Testbed
+
+from helpers.workflow_process import WorkflowProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.cluster, pytest.mark.timeout(900)]
 
@@ -47,7 +49,7 @@ matrix: {{threads: [1], work_us: [0], connections: [8], msg_size: [1]}}
 QUARANTINE_AFTER = 2
 
 
-class Sweep:
+class Sweep(WorkflowProcess):
     """One experiment of the module's work folder, run as the README types the command."""
 
     def __init__(self, base: Path, testbed: Testbed, db: str, name: str) -> None:
@@ -68,41 +70,11 @@ class Sweep:
             "host_pair: cluster\n"
             f"cluster: {{quarantine_after: {QUARANTINE_AFTER}, noise_wait_s: 0, pair_wait_s: 600}}\n"
         )
-        self.cmd = [
+        self.argv = [
             str(BIN / "snakemake"), "--profile", "cluster", "all", "--directory", str(self.work),
             "--configfile", str(conf), "--config", f"experiments=[{name}]", f"experiments_dir={specs}",
         ]  # fmt: skip
         self.log = base / f"{name}.log"
-
-    def start(self) -> subprocess.Popen[bytes]:
-        # Its own session: killing its process group kills the controller and every job it started.
-        with self.log.open("ab") as log:
-            return subprocess.Popen(
-                self.cmd,
-                cwd=ROOT / "workflows",
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def finish(self, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            pytest.fail(f"sweep {self.name} did not finish within {timeout:g} s:\n{self.tail()}")
-        assert rc == 0, self.tail()
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:]
-
-    def planned(self) -> list[str]:
-        out = subprocess.run(
-            [str(BIN / "demuxlab"), "plan", str(self.spec)], capture_output=True, text=True, check=True
-        ).stdout
-        return [r["run_id"] for r in json.loads(out)["runs"]]
 
     @property
     def results(self) -> Path:

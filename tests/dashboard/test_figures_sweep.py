@@ -180,6 +180,17 @@ def test_sweep_pdf_is_a_pdf() -> None:
     assert payload.startswith(b"%PDF") and len(payload) > 2000
 
 
+@pytest.mark.parametrize("which", ["no rows", "no ok runs"])
+def test_sweep_pdf_of_an_empty_selection_says_so(which: str) -> None:
+    """A filter that matches nothing gave the PDF button an HTTP 500 (zero columns of panels)."""
+    pts = points()
+    pts = pts.iloc[0:0] if which == "no rows" else pts.assign(values=[[] for _ in range(len(pts))])
+    payload = sweep.sweep_pdf(pts, None)
+    assert payload.startswith(b"%PDF")
+    fig = sweep.sweep_figure(pts, None)
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["no ok runs to plot for this selection"]
+
+
 def test_summaries_and_tests_are_the_platforms_own() -> None:
     """The fast paths give demuxlab.stats.point_summary's intervals and scipy's Welch p-values."""
     import numpy as np

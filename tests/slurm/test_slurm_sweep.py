@@ -28,6 +28,8 @@ import pytest
 import sqlalchemy as sa
 from slurm_helpers import SlurmBed
 
+from helpers.workflow_process import WorkflowProcess
+
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.slurm, pytest.mark.timeout(1500)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +55,10 @@ def readme_commands() -> list[str]:
     return [line.strip() for line in block.splitlines() if line.strip().startswith("../.venv/bin/snakemake")]
 
 
-class Sweep:
+class Sweep(WorkflowProcess):
+    tail_chars = 5000
+    timeout_s = 1200.0
+
     def __init__(
         self,
         bed: SlurmBed,
@@ -77,38 +82,6 @@ class Sweep:
         self.argv = argv + extra if "--config" in argv else [*argv, "--config", *extra]
         self.env = {**bed.env(), "DEMUXLAB_DATABASE_URL": db}
         self.log = bed.work / f"{name}.log"
-
-    def start(self) -> subprocess.Popen[bytes]:
-        with self.log.open("ab") as log:
-            return subprocess.Popen(
-                self.argv,
-                cwd=ROOT / "workflows",
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # killing its process group kills the controller and its jobs' sbatch
-            )
-
-    def run(self, timeout: float = 1200) -> None:
-        self.finish(self.start(), timeout)
-
-    def finish(self, proc: subprocess.Popen[bytes], timeout: float = 1200) -> None:
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            pytest.fail(f"sweep {self.name} did not finish within {timeout:g} s:\n{self.tail()}")
-        assert rc == 0, self.tail()
-
-    def tail(self) -> str:
-        return self.log.read_text(errors="replace")[-5000:]
-
-    def planned(self) -> list[str]:
-        out = subprocess.run(
-            [str(BIN / "demuxlab"), "plan", str(self.spec)], capture_output=True, text=True, check=True
-        ).stdout
-        return sorted(r["run_id"] for r in json.loads(out)["runs"])
 
     @property
     def state(self) -> Path:

@@ -33,10 +33,10 @@ def _warm_models() -> None:
         import scipy.stats  # noqa: F401  (the CIs; its first import takes seconds)
 
         from demuxlab.ctmc.predict import predict
-        from demuxlab.ctmc.rates import PATTERNS
+        from demuxlab.ctmc.rates import PATTERNS, calibration_threads
 
         for pattern in PATTERNS:
-            predict(pattern, 2, 10.0, method="fluid", connections=64)
+            predict(pattern, calibration_threads(pattern), 10.0, method="fluid", connections=64)
     except Exception as exc:  # a warm-up is an optimisation: report, do not die
         logging.getLogger("demuxlab.dashboard").warning("model warm-up failed: %s", exc)
 

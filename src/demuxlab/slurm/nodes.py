@@ -225,8 +225,9 @@ def slurm_job_state(job_id: int) -> str | None:
     return lines[0].split()[0] if proc.returncode == 0 and lines else None
 
 
-def bad_nodes(nodes: Sequence[str]) -> dict[str, str]:
-    """Of ``nodes``, those Slurm now reports unusable, with their state (``sinfo -N``)."""
+def node_states(nodes: Sequence[str]) -> dict[str, str]:
+    """Of ``nodes``, each one's state as Slurm reports it now (``sinfo -N``, lower case); none when sinfo
+    cannot be asked."""
     if not nodes:
         return {}
     try:
@@ -239,12 +240,12 @@ def bad_nodes(nodes: Sequence[str]) -> dict[str, str]:
         )
     except (OSError, subprocess.SubprocessError):
         return {}
-    out: dict[str, str] = {}
-    for line in proc.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and any(b in parts[1].lower() for b in BAD_STATES):
-            out[parts[0]] = parts[1].lower()
-    return out
+    return {p[0]: p[1].lower() for p in (line.split() for line in proc.stdout.splitlines()) if len(p) == 2}
+
+
+def bad_nodes(nodes: Sequence[str]) -> dict[str, str]:
+    """Of ``nodes``, those Slurm now reports unusable, with their state."""
+    return {n: st for n, st in node_states(nodes).items() if any(b in st for b in BAD_STATES)}
 
 
 LIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED")

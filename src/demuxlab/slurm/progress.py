@@ -69,7 +69,7 @@ def progress_doc(state: Path) -> dict[str, Any]:
                 row(str(a.get("partition") or ""))["done"] += 1
             elif outcome in ("failed", "died"):
                 row(str(a.get("partition") or ""))["failed"] += 1
-    states = _slurm_states([n.name for n in health.all_nodes(state)])
+    states = health.node_states([n.name for n in health.all_nodes(state)])
     nodes = [
         {
             "node": n.name,
@@ -99,22 +99,6 @@ def progress_doc(state: Path) -> dict[str, Any]:
         "partitions": [{"partition": k, **v} for k, v in sorted(partitions.items())],
         "nodes": nodes,
     }
-
-
-def _slurm_states(names: list[str]) -> dict[str, str]:
-    if not names:
-        return {}
-    try:
-        proc = subprocess.run(
-            ["sinfo", "-h", "-N", "-n", ",".join(names), "-o", "%N %T"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    return {p[0]: p[1].lower() for p in (line.split() for line in proc.stdout.splitlines()) if len(p) == 2}
 
 
 def write_progress(state: Path, doc: dict[str, Any]) -> Path:

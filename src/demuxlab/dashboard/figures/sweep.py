@@ -512,7 +512,11 @@ def sweep_pdf(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pts = summarise(points)
+    pts = summarise(points) if not points.empty else points
+    if pts.empty or pts["mean"].notna().sum() == 0:  # as sweep_figure: say so, on a page of its own
+        fig = plt.figure(figsize=(4.2, 3.8))
+        fig.text(0.5, 0.5, "no ok runs to plot for this selection", ha="center", va="center")
+        return _pdf_bytes(fig, plt)
     pts = pts[pts["n"] > 0]
     facet = facet if facet and facet != x and facet in pts else None
     facet_values = sorted({base.key(v) for v in pts[facet]}, key=str) if facet else [None]
@@ -587,6 +591,10 @@ def sweep_pdf(
         fig.suptitle(title, fontsize=11)
     rows_of_legend = math.ceil(len(labels) / 3)
     fig.tight_layout(rect=(0, min(0.45, 0.05 + 0.035 * rows_of_legend), 1, 1))
+    return _pdf_bytes(fig, plt)
+
+
+def _pdf_bytes(fig: Any, plt: Any) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="pdf")
     plt.close(fig)
