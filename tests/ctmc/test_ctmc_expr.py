@@ -4,6 +4,7 @@ exactly the populations a rate depends on, for every chain."""
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import replace
 
 import numpy as np
@@ -41,6 +42,7 @@ from demuxlab.ctmc.parts import (
     paper_notifier,
     ring_batch,
 )
+from demuxlab.ctmc.rates import build
 from demuxlab.errors import DemuxlabError
 
 STRUCTURES: tuple[ModelStructure, ...] = (
@@ -116,6 +118,14 @@ def test_products_keep_their_order_and_grouping() -> None:
 def test_a_bad_expression_is_refused(text: str, message: str) -> None:
     with pytest.raises(DemuxlabError, match=message):
         Expr(text)
+
+
+def test_a_model_instance_still_pickles() -> None:
+    m = build("hsha", 3, 10.0, 4)
+    back = pickle.loads(pickle.dumps(m))
+    assert back.structure == m.structure
+    x = m.initial
+    np.testing.assert_array_equal(back.structure.rates(x, m.r), m.structure.rates(x, m.r))
 
 
 def test_a_state_names_its_populations() -> None:

@@ -151,6 +151,10 @@ class Expr:
     def __str__(self) -> str:
         return self.text
 
+    def __reduce__(self) -> tuple[type[Expr], tuple[str]]:
+        # Pickled as its text (a structure, a model instance stay picklable as with module-level φ).
+        return (Expr, (self.text,))
+
 
 def operand(e: Expr, *, left: bool) -> str:
     """``e``'s text as the left or right operand of ``*`` (or ``/``): as it is where Python's precedence
