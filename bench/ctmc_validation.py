@@ -31,6 +31,7 @@ Without --spec the old manual sweep runs (--patterns, --notifier, --work, --thre
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -51,22 +52,17 @@ from demuxlab.ctmc.predict import PredictRequest, predict_many
 from demuxlab.ctmc.rates import DESIGNS, Host, Rates, calibration_threads
 from demuxlab.errors import DemuxlabError
 from demuxlab.plan import plan_pinning
+from demuxlab.point import Point as SpecPoint
 from demuxlab.topology import collect_facts
 
 TARGETS = {"2-core": (0.10, 0.25), "16-core": (0.06, 0.15)}
 
 
 @dataclass(frozen=True)
-class Point:
-    spec: str
-    pattern: str
-    notifier: str
-    threads: int
-    work_us: float
-    connections: int
-    msg_size: int
-    client_threads: int
-    instrument: bool = False
+class Point(SpecPoint):
+    """A spec's point (``demuxlab.point.Point``, closed loop here) and the spec it came from."""
+
+    spec: str = ""
 
     @property
     def workload(self) -> tuple[str, str, str, int, int]:
@@ -107,28 +103,20 @@ def spec_points(
             continue
         if threads_filter is not None and p.threads not in threads_filter:
             continue
-        measured.append(
-            Point(
-                spec.name,
-                p.pattern,
-                p.notifier,
-                p.threads,
-                p.work_us,
-                p.connections,
-                p.msg_size,
-                p.client_threads,
-            )
-        )
+        measured.append(Point(**{**dataclasses.asdict(p), "instrument": False}, spec=spec.name))
     calib = sorted(
-        {
-            Point(m.spec, m.pattern, m.notifier, calibration_threads(m.pattern), m.work_us, m.connections,
-                  m.msg_size, m.client_threads, instrument=True)
-            for m in measured
-        },
+        {dataclasses.replace(m, threads=calibration_threads(m.pattern), instrument=True) for m in measured},
         key=lambda p: p.label(),
-    )  # fmt: skip
+    )
     phases = {"warmup": spec.phases.warmup_s, "duration": spec.phases.measure_s, "repeats": spec.repeats}
     return calib + measured, phases
+
+
+def manual(
+    pattern: str, notifier: str, threads: int, work: float, conns: int, instrument: bool = False
+) -> Point:
+    """A point of the command line's grid: 1-byte messages, closed loop."""
+    return Point(pattern, notifier, threads, work, conns, 1, 0, None, instrument, spec="manual")
 
 
 def manual_points(a: Any) -> list[Point]:
@@ -136,11 +124,11 @@ def manual_points(a: Any) -> list[Point]:
     for pattern in a.patterns.split(","):
         for work in (float(w) for w in a.work.split(",")):
             lo = calibration_threads(pattern)
-            pts.append(Point("manual", pattern, a.notifier, lo, work, a.connections, 1, 0, instrument=True))
+            pts.append(manual(pattern, a.notifier, lo, work, a.connections, instrument=True))
             d = DESIGNS[pattern]
             for t in int_list(a.threads):
                 if t >= d.min_threads and (d.max_threads is None or t <= d.max_threads):
-                    pts.append(Point("manual", pattern, a.notifier, t, work, a.connections, 1, 0))
+                    pts.append(manual(pattern, a.notifier, t, work, a.connections))
     return pts
 
 
