@@ -157,7 +157,9 @@ def point_summary(values: Sequence[float], confidence: float = 0.95) -> Summary:
     """Mean and Student-t confidence interval (:func:`ci_halfwidth`) of repeated measurements (n = 1: no
     interval)."""
     _check_confidence(confidence)
-    data = _as_array(values, "values")
+    # Sorted: the repeats' order (the order their records were read in) must not change the last bits of
+    # the mean, or a bundle's reproduce would find its tables differing from the workflow's.
+    data = np.sort(_as_array(values, "values"))
     n = len(data)
     if n == 0:
         raise ValueError("point_summary: no values")

@@ -22,6 +22,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import threading
@@ -33,6 +34,7 @@ from demuxlab.errors import LaunchError
 from demuxlab.launch.base import Launcher, RunRequest, cpu_list
 from demuxlab.launch.docker import IMAGES, PAIR_LABEL  # the images both docker launchers run
 from demuxlab.remote.hostpairs import ClusterPair, Host
+from demuxlab.remote.peers import peer_addresses, ss_established
 from demuxlab.remote.ssh import SshSetup, env_for_docker, ssh, write_config
 
 LABEL_RUN = "org.demuxlab.run_id"
@@ -289,19 +291,11 @@ class RemoteLauncher(Launcher):
 
     def server_peers(self, port: int) -> list[str] | None:
         """The remote addresses of the server's established connections, seen on the server host."""
-        host = self.pair.server
         try:
-            res = ssh(self.setup(), host, f"ss -Htn state established '( sport = :{port} )'", timeout=20)
+            res = ssh(self.setup(), self.pair.server, shlex.join(ss_established(port)), timeout=20)
         except subprocess.TimeoutExpired:
             return None
-        if res.returncode != 0:
-            return None
-        peers = set()
-        for line in res.stdout.splitlines():
-            fields = line.split()
-            if len(fields) >= 4:
-                peers.add(fields[-1].rsplit(":", 1)[0].strip("[]"))
-        return sorted(peers)
+        return peer_addresses(res.stdout) if res.returncode == 0 else None
 
     def _client(self, req: RunRequest, port: int, out: Any) -> None:
         # While the client measures, look at the server's peers once: the record shows the traffic came

@@ -10,9 +10,12 @@ one JSON line per node (``python -m demuxlab.slurm.agent [--noise] [--cache DIR]
   (:data:`demuxlab.launch.remote.NOISE_SCRIPT`: governor, load, other containers, heavy processes);
 * ``--cache DIR``: the facts are also kept per node by their digest, ``DIR/<node>/<sha256>.json`` (written
   once per digest; ingest stores them in ``hosts`` by the same digest, and the Slurm report lists which
-  facts each node had).
+  facts each node had);
+* ``--out DIR``: the line is also written to ``DIR/<node>.json``, which the job reads: the two tasks' lines
+  on the step's one stdout can interleave, and then neither parses.
 
-Only the standard library and :mod:`demuxlab.topology` are imported unless ``--noise`` is given.
+Only the standard library, :mod:`demuxlab.topology` and :mod:`demuxlab.jsonio` are imported unless
+``--noise`` is given.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from demuxlab.errors import ConfigError
+from demuxlab.jsonio import write_json_atomic
 
 
 def stable_digest(facts: dict[str, Any]) -> str:
@@ -66,24 +72,27 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m demuxlab.slurm.agent")
     ap.add_argument("--noise", action="store_true", help="Also sample the node's noise.")
     ap.add_argument("--cache", type=Path, help="Keep the facts per node by digest under this folder.")
+    ap.add_argument(
+        "--out", type=Path, help="Also write the line to <folder>/<node>.json (shared filesystem)."
+    )
     args = ap.parse_args(argv)
     facts = node_facts()
     host = str(facts.get("hostname") or os.uname().nodename)
     if args.cache is not None:
-        digest = stable_digest(facts)
-        path = args.cache / host / f"{digest}.json"
+        path = args.cache / host / f"{stable_digest(facts)}.json"
         if not path.exists():
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, ConfigError):
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-                tmp.write_text(json.dumps(facts, indent=1) + "\n")
-                os.replace(tmp, path)
+                write_json_atomic(path, facts)
     doc = {
         "host": host,
         "facts": facts,
         "noise": noise_sample() if args.noise else None,
         "cpus": facts.get("allowed_cpus"),
     }
+    if args.out is not None:
+        # A file per node: two tasks' lines on the step's one stdout can interleave (seen under load).
+        write_json_atomic(args.out / f"{host}.json", doc, indent=None)
     sys.stdout.write(json.dumps(doc) + "\n")
     sys.stdout.flush()
     return 0

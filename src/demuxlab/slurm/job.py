@@ -30,8 +30,10 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -43,6 +45,7 @@ from demuxlab.errors import LaunchError
 from demuxlab.jsonio import write_json_atomic
 from demuxlab.launch.base import Launcher, RunRequest, _utc_now, failed_record, sha256_file
 from demuxlab.plan import plan_pinning
+from demuxlab.remote.peers import peer_addresses, ss_established
 from demuxlab.slurm import nodes as health
 
 # How long the facts step may take (two Python start-ups on loaded nodes).
@@ -172,17 +175,25 @@ def step(node: str | Sequence[str], *cmd: str, cpu_bind: bool = True) -> list[st
 
 
 def look_at_nodes(job: SlurmJob, cache: Path, noise: bool) -> dict[str, dict[str, Any]]:
-    """Each node's facts (and noise sample): one step on both nodes running :mod:`demuxlab.slurm.agent`."""
-    cmd = [sys.executable, "-m", "demuxlab.slurm.agent", "--cache", str(cache)]
+    """Each node's facts (and noise sample): one step on both nodes running :mod:`demuxlab.slurm.agent`,
+    each node's answer a file in a folder of the shared filesystem beside ``cache``."""
+    (steps := cache.parent / "facts-steps").mkdir(parents=True, exist_ok=True)
+    answers = Path(tempfile.mkdtemp(prefix=f"{job.job_id}-", dir=steps))
+    cmd = [sys.executable, "-m", "demuxlab.slurm.agent", "--cache", str(cache), "--out", str(answers)]
     if noise:
         cmd.append("--noise")
-    out = _run(step(list(job.nodes), *cmd, cpu_bind=job.cpu_bind), "node facts step", timeout=FACTS_TIMEOUT_S)
-    seen: dict[str, dict[str, Any]] = {}
-    for line in out.splitlines():
-        with contextlib.suppress(json.JSONDecodeError):
-            doc = json.loads(line)
-            if isinstance(doc, dict) and doc.get("host"):
-                seen[str(doc["host"]).split(".")[0]] = doc
+    try:
+        out = _run(
+            step(list(job.nodes), *cmd, cpu_bind=job.cpu_bind), "node facts step", timeout=FACTS_TIMEOUT_S
+        )
+        seen: dict[str, dict[str, Any]] = {}
+        for path in answers.glob("*.json"):
+            with contextlib.suppress(OSError, json.JSONDecodeError):
+                doc = json.loads(path.read_text())
+                if isinstance(doc, dict) and doc.get("host"):
+                    seen[str(doc["host"]).split(".")[0]] = doc
+    finally:
+        shutil.rmtree(answers, ignore_errors=True)
     missing = [n for n in job.nodes if n not in seen]
     if missing:
         got = (out.strip().splitlines() or ["nothing"])[-1][:200]
@@ -274,23 +285,11 @@ class SlurmLauncher(Launcher):
     def server_peers(self, port: int) -> list[str] | None:
         """The remote addresses of the server's connections, seen on its node (one short step)."""
         try:
-            out = _run(
-                step(
-                    self.node("server"),
-                    *("ss", "-Htn", "state", "established", f"( sport = :{port} )"),
-                    cpu_bind=self.job.cpu_bind,
-                ),
-                "ss step",
-                timeout=30,
-            )
+            ss = step(self.node("server"), *ss_established(port), cpu_bind=self.job.cpu_bind)
+            out = _run(ss, "ss step", 30)
         except LaunchError:
             return None
-        peers = set()
-        for line in out.splitlines():
-            fields = line.split()
-            if len(fields) >= 4:
-                peers.add(fields[-1].rsplit(":", 1)[0].strip("[]"))
-        return sorted(peers)
+        return peer_addresses(out)
 
     def _client(self, req: RunRequest, port: int, out: Any) -> None:
         done = threading.Event()
