@@ -4,6 +4,7 @@ records of its full fixed design, each mechanism alone and all three together, a
 
     .venv/bin/python bench/adaptive_replay.py experiments/adaptive-grid.yaml --records DIR [--loads CSV]
         [--targets repeats=0.25,steady=0.1,points=0.2]
+    .venv/bin/python bench/adaptive_replay.py     # the shipped data set (bench/adaptive/adaptive-grid.tar.xz)
 
 Prints, per configuration: run-minutes (adaptive / full, and the saving), the claims' verdicts that agree,
 the best design per workload that agrees (exactly, and within the full design's statistical ties), and
@@ -22,9 +23,13 @@ import csv
 import dataclasses
 import statistics
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "bench" / "adaptive" / "adaptive-grid.tar.xz"
 CONFIGS = (
     ("repeats", ("repeats",)),
     ("steady", ("steady",)),
@@ -34,18 +39,27 @@ CONFIGS = (
 
 
 def main() -> int:
-    from demuxlab.adaptive.policy import design_of
-    from demuxlab.adaptive.records import read_runs
-    from demuxlab.adaptive.replay import Replay, replay
-    from demuxlab.spec import load_checked_spec
-
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("spec")
-    ap.add_argument("--records", required=True, type=Path)
+    ap.add_argument("spec", nargs="?", default=str(REPO / "experiments" / "adaptive-grid.yaml"))
+    ap.add_argument("--records", type=Path, help="default: the runs of bench/adaptive/adaptive-grid.tar.xz")
     ap.add_argument("--loads", type=Path, help="loads.csv of bench/adaptive_data.py")
     ap.add_argument("--no-models", action="store_true", help="guide the points by the measurements only")
     ap.add_argument("--targets", default="", help="e.g. repeats=0.25,steady=0.1,points=0.2")
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="dlx-replay-") as tmp:
+        if args.records is None:  # the shipped data set (`make bench`)
+            with tarfile.open(SHIPPED) as tar:
+                tar.extractall(tmp, filter="data")
+            args.records = Path(tmp) / "adaptive-grid" / "runs"
+            args.loads = args.loads or Path(tmp) / "adaptive-grid" / "loads.csv"
+        return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    from demuxlab.adaptive.policy import design_of
+    from demuxlab.adaptive.records import read_runs
+    from demuxlab.adaptive.replay import Replay, replay
+    from demuxlab.spec import load_checked_spec
 
     spec = load_checked_spec(args.spec)
     assert spec.adaptive is not None, "the spec has no adaptive block"
