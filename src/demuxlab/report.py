@@ -140,7 +140,9 @@ def point_summaries(
 
 
 def _mean(values: Sequence[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+    # fsum: exactly rounded, so the order the runs were read in cannot change the last bits (a bundle's
+    # reproduce compares its tables with the workflow's to the digit).
+    return math.fsum(values) / len(values) if values else None
 
 
 def by_class(points: Sequence[PointRows]) -> list[tuple[PointRows, str | None]]:
