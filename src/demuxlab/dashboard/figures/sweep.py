@@ -109,6 +109,15 @@ def _runs(grp: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return out
 
 
+NOTHING_TO_PLOT = "no ok runs to plot for this selection"
+
+
+def _plottable(points: pd.DataFrame) -> pd.DataFrame | None:
+    """The points summarised (:func:`summarise`), or None when no point has an ok run to draw."""
+    pts = summarise(points) if not points.empty else points
+    return None if pts.empty or pts["mean"].notna().sum() == 0 else pts
+
+
 def sweep_figure(
     points: pd.DataFrame,
     preds: pd.DataFrame | None = None,
@@ -130,9 +139,9 @@ def sweep_figure(
 
     Grouping is done in plain Python over records (a sweep has hundreds of points, not millions): per-group
     pandas operations would cost more than the rest of the request."""
-    pts = summarise(points) if not points.empty else points
-    if pts.empty or pts["mean"].notna().sum() == 0:
-        return base.empty_figure("no ok runs to plot for this selection")
+    pts = _plottable(points)
+    if pts is None:
+        return base.empty_figure(NOTHING_TO_PLOT)
     pts = pts[pts["n"] > 0]
     facet = facet if facet and facet != x and facet in pts else None
     facet_values = sorted({base.key(v) for v in pts[facet]}, key=str) if facet else [None]
@@ -512,10 +521,10 @@ def sweep_pdf(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pts = summarise(points) if not points.empty else points
-    if pts.empty or pts["mean"].notna().sum() == 0:  # as sweep_figure: say so, on a page of its own
+    pts = _plottable(points)
+    if pts is None:  # as sweep_figure: say so, on a page of its own
         fig = plt.figure(figsize=(4.2, 3.8))
-        fig.text(0.5, 0.5, "no ok runs to plot for this selection", ha="center", va="center")
+        fig.text(0.5, 0.5, NOTHING_TO_PLOT, ha="center", va="center")
         return _pdf_bytes(fig, plt)
     pts = pts[pts["n"] > 0]
     facet = facet if facet and facet != x and facet in pts else None
