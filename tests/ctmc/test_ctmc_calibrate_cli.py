@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ from click.testing import CliRunner
 from demuxlab.cli.model import model
 from demuxlab.ctmc.calibrate import INSTANT_RATE, CalibrationRefused, calibrate
 from demuxlab.ctmc.params import parse_int_list
-from demuxlab.ctmc.rates import Rates, paper_rates
+from demuxlab.ctmc.rates import Host, Rates, build, paper_rates
+from demuxlab.ctmc.ssa import simulate
 from demuxlab.errors import DemuxlabError
 from helpers.ctmc_runs import DEFAULT_US, SHAPES, op, server_json
 
@@ -61,7 +63,9 @@ def test_a_dispatching_roles_untimed_cpu_goes_to_its_notifier_calls() -> None:
     res["threads_detail"][0]["cpu_s"]["user"] += extra_s
     res["threads_detail"][0]["idle_s"] -= extra_s
     rates = calibrate([res], "hsha")
-    assert 1 / rates.r_n == pytest.approx(1.0 + 4.0, rel=1e-6)  # the fit's intercept + the untimed CPU
+    # The fit's intercept + the untimed CPU, per call the server made; charged in the chain's own calls.
+    assert 1 / rates.r_n == pytest.approx((1.0 + 4.0) * in_chain(rates), rel=5e-3)
+    assert rates.source["r_n"].startswith("fit:notify_by_events intercept + monitor cpu per call, in the")
     assert 1 / rates.r_e == pytest.approx(2.0, rel=1e-6)
 
 
@@ -97,8 +101,41 @@ def test_client_turnaround_from_the_client_cpu() -> None:
 def test_notifier_fit_has_an_intercept() -> None:
     rates = calibrate([server_json("lf", 0.5, alpha_us=3.0)], "lf")
     assert 1 / rates.r_e == pytest.approx(0.5, rel=1e-6)
-    assert 1 / rates.r_n == pytest.approx(3.0, rel=1e-6)
-    assert rates.source["r_n"] == "fit:notify_by_events intercept"
+    assert 1 / rates.r_n == pytest.approx(3.0 * in_chain(rates), rel=5e-3)
+    assert rates.source["r_n"].startswith("fit:notify_by_events intercept, in the chain's calls ×")
+
+
+def in_chain(rates: Rates) -> float:
+    """The factor c_real / c_model that r_n's source says α was scaled by (notifier_in_chain)."""
+    m = re.search(r"in the chain's calls ×([0-9.e+-]+)$", rates.source["r_n"])
+    assert m is not None, rates.source["r_n"]
+    return float(m.group(1))
+
+
+def test_the_notifier_is_charged_per_message_in_the_chains_descriptors() -> None:
+    """A server whose calls returned 3 descriptors per message (a message the kernel split) has its
+    per-descriptor cost charged 3 times per message of the chain (1 descriptor each)."""
+    res = server_json("lf", 0.5, alpha_us=3.0)
+    res["events_per_call"]["mean"] *= 3
+    rates = calibrate([res], "lf")
+    assert 1 / rates.r_e == pytest.approx(0.5 * 3, rel=1e-6)
+    assert rates.source["r_e"] == "fit:notify_by_events, per message ×3"
+    uring = server_json("uring", 0.5)
+    assert uring["events_per_call"]["mean"] * uring["events_per_call"]["calls"] == 2 * uring["messages"]
+    assert 1 / calibrate([uring], "uring").r_e == pytest.approx(0.5, rel=1e-6)  # 2 completions: the chain's
+
+
+def test_alpha_in_the_chains_calls_is_a_fixed_point() -> None:
+    """After the fit the chain, at the run's setting, makes c_model calls per message with c_real / c_model
+    the factor α was scaled by: α × c_model is the server's α × c_real."""
+    res = server_json("hsha", 2.0, alpha_us=1.0)
+    rates = calibrate([res], "hsha")
+    model = build("hsha", 2, res["work_us"], res["connections_accepted"], rates, host=Host())
+    msgs = simulate(model, rel_ci=0.01).throughput_per_us
+    calls = simulate(model, rel_ci=0.01, transition="phi2").throughput_per_us
+    c_real = res["events_per_call"]["calls"] / res["messages"]
+    assert in_chain(rates) == pytest.approx(c_real / (calls / msgs), rel=0.08)
+    assert in_chain(rates) != pytest.approx(1.0, abs=0.05)  # the synthetic server batches unlike the chain
 
 
 def test_full_cache_bucket_carries_the_fit() -> None:

@@ -32,9 +32,12 @@ r_g    ``queue_get`` / message                       HSHA, proactor, uring-share
 r_i    ``recv`` / message                            two calls per message under epoll-et (EAGAIN)
 r_o    ``send`` / message                            a large message takes several calls
 r_a    ``rearm`` / message                           epoll-et never re-arms: instant
-r_e    ``notify_by_events``                          slope τ of call time against descriptors
+r_e    ``notify_by_events``                          slope τ of call time against descriptors; then
+                                                     per the chain's descriptors per message
 r_n    ``notify_by_events`` + overhead per call      intercept α (≥ 0), plus a dispatching role's
-                                                     untimed CPU per notifier call
+                                                     untimed CPU per notifier call (the runs with the
+                                                     least work); then charged in the chain's own
+                                                     calls (:func:`notifier_in_chain`)
 r_x    CPU − timed operations, per message           the handling role's untimed CPU
 r_z    client CPU per message × its CPU share        the client's turnaround (``clients=``; its share
                                                      from its ``wait_s``, else the server's speed)
@@ -77,6 +80,7 @@ from demuxlab.ctmc.rates import (
     calibration_threads,
     check_pattern,
     paper_rates,
+    structure,
     workload_key,
 )
 from demuxlab.errors import DemuxlabError
@@ -86,6 +90,9 @@ MAX_RATE_FACTOR = 100.0  # a fitted service time this many times the paper's (or
 MAX_OVERHEAD_US = 10_000.0  # an untimed CPU per message or per call beyond this is an artefact
 SELF_CHECK_TOLERANCE = 0.10  # |model − measured| / measured on the calibration runs themselves
 SELF_CHECK_REL_CI = 0.01
+PER_CALL_ITERATIONS = 4  # rounds of notifier_in_chain's fixed point
+PER_CALL_TOLERANCE = 0.02  # …until α changes by less than this share
+PER_CALL_REL_CI = 0.02  # the SSA's CI for the chain's calls and messages in those rounds
 SPIN_FLOOR = 0.02  # a handling role's CPU beyond its spin below this × the spin: see calibrate()
 
 
@@ -307,42 +314,13 @@ def _fit(
     measured_us: dict[str, float] = {}  # the operations' own times (before the CPU scaling), µs
     speed = _speed(names, server_results, pattern)
     # Per role: CPU demands per message, pooled over the runs (Σ over runs / Σ messages).
-    msgs = sum(_messages(n, r) for n, r in zip(names, server_results, strict=True))
     notifies = _roles(pattern)[0].notifies
     alpha_us, tau_us = _fit_notify_us(names, server_results, pattern) if notifies else (0.0, 0.0)
     mean_h = _mean_events(server_results) if notifies else 1.0
-    calls = sum(_calls(r) for r in server_results)
+    low = _lowest_work(server_results)
     for role in _roles(pattern):
-        cpu_us = sum(_role_cpu_s(r, role) for r in server_results) * 1e6 / msgs
-        work_us = (
-            sum(_work_spun_us(r) * _messages(n, r) for n, r in zip(names, server_results, strict=True)) / msgs
-        )
-        demand = max(cpu_us - (work_us if role.works else 0.0), 0.0)
-        walls: dict[str, float] = {}
-        for op, rate in role.ops:
-            if rate in INSTANT.get(pattern, {}) or (rate == "r_a" and notifier in NO_REARM_NOTIFIERS):
-                continue
-            walls[rate] = (
-                sum(_op_total_ns(n, r, op) for n, r in zip(names, server_results, strict=True)) / msgs / 1000
-            )
-        notify_per_msg = 0.0
-        if role.notifies:
-            notify_per_msg = (
-                sum(
-                    _op_total_ns(n, r, "notify", required=False)
-                    for n, r in zip(names, server_results, strict=True)
-                )
-                / msgs
-                / 1000
-            )
-        timed = sum(walls.values()) + notify_per_msg
-        if role.works and work_us > 0 and demand < SPIN_FLOOR * work_us:
-            # The CPU per message is (nearly) all spin: the spin was cut short by preemption (it ends on
-            # the wall clock) and the role's other CPU cannot be told from it; its operations are taken
-            # at the server's speed instead.
-            demand = speed * timed
-        scale = min(1.0, demand / timed) if timed > 0 else 1.0
-        overhead = max(demand - timed * scale, 0.0)
+        d = _demand(role, pattern, notifier, names, server_results, speed)
+        walls, scale, overhead = d.walls, d.scale, d.overhead
         for rate, wall in walls.items():
             op = dict((b, a) for a, b in role.ops)[rate]
             measured_us[rate] = wall
@@ -356,8 +334,14 @@ def _fit(
             source["r_e"] = "fit:notify_by_events" + _scaled(scale)
             alpha = alpha_us * scale
             if role.overhead == "r_n":
-                per_call = overhead * msgs / max(calls, 1)
-                alpha += per_call
+                # Per call where the notifier's share of a message is largest, the runs with the least
+                # work (a spinning worker that the dispatcher preempts makes its calls dearer; in the
+                # throughput there they hardly count).
+                at = _demand(
+                    role, pattern, notifier, [names[i] for i in low], [server_results[i] for i in low], speed
+                )
+                per_call = at.overhead * at.messages / max(at.calls, 1)
+                alpha = alpha_us * at.scale + per_call
                 if per_call > MAX_OVERHEAD_US:
                     raise CalibrationRefused(
                         f"{what}: refused: {role.names[0]}'s untimed CPU is {per_call:.4g} µs per notifier "
@@ -406,6 +390,10 @@ def _fit(
                 "measurement artefact, not the host)"
             )
     rates = Rates(**values, speed=speed, source=source)
+    if notifies:
+        rates = notifier_in_chain(
+            rates, pattern, server_results, connections, clients=clients, client_cores=client_cores
+        )
     if measured is not None:
         got = self_check(
             rates, pattern, server_results, measured, connections, clients=clients, client_cores=client_cores
@@ -445,24 +433,15 @@ def self_check(
         connections is not None and len(connections) != len(measured)
     ):
         raise DemuxlabError("calibrate: measured/connections and server results differ in number")
-    groups: dict[tuple[float, int, int | None, int | None, int | None], list[tuple[float, float]]] = {}
+    groups: dict[Workload, list[tuple[float, float]]] = {}
     for i, res in enumerate(server_results):
         m = measured[i]
-        work = res.get("work_us")
-        conns = connections[i] if connections is not None else None
-        conns = conns if conns is not None else res.get("connections_accepted")
-        if m is None or not isinstance(work, int | float) or work < 0:
+        where = _workload(pattern, i, res, connections, clients, client_cores)
+        if m is None or where is None:
             continue
         if not isinstance(m, int | float) or not m > 0:
             raise DemuxlabError(f"calibrate {pattern}: measured throughput #{i} must be positive, got {m!r}")
-        if not isinstance(conns, int) or conns < 1:
-            raise DemuxlabError(f"calibrate {pattern}: connections of run #{i} unknown ({conns!r})")
-        client = clients[i] if clients is not None else None
-        cthreads = client.get("threads") if isinstance(client, dict) else None
-        ccores = client_cores[i] if client_cores is not None else None
-        groups.setdefault((float(work), conns, server_cores(res), cthreads, ccores), []).append(
-            (float(m), _work_spun_us(res))
-        )
+        groups.setdefault(where, []).append((float(m), _work_spun_us(res)))
     threads = calibration_threads(pattern)
     out: list[SelfCheck] = []
     for (work, conns, cores, cthreads, ccores), runs in sorted(groups.items(), key=lambda kv: str(kv[0])):
@@ -474,6 +453,169 @@ def self_check(
         spun = sum(s for _, s in runs) / len(runs)
         out.append(SelfCheck(work, spun, conns, threads, len(runs), mean, p.throughput_msgs_per_s, cores))
     return out
+
+
+# A calibration run's setting: (work µs, connections, the server's cores, the client's threads and cores).
+Workload = tuple[float, int, int | None, int | None, int | None]
+
+
+def _workload(
+    pattern: str,
+    i: int,
+    res: dict[str, Any],
+    connections: Sequence[int | None] | None,
+    clients: Sequence[dict[str, Any] | None] | None,
+    client_cores: Sequence[int | None] | None,
+) -> Workload | None:
+    """Run i's setting, or None where its work is not a non-negative number."""
+    work = res.get("work_us")
+    conns = connections[i] if connections is not None else None
+    conns = conns if conns is not None else res.get("connections_accepted")
+    if not isinstance(work, int | float) or work < 0:
+        return None
+    if not isinstance(conns, int) or conns < 1:
+        raise DemuxlabError(f"calibrate {pattern}: connections of run #{i} unknown ({conns!r})")
+    client = clients[i] if clients is not None else None
+    cthreads = client.get("threads") if isinstance(client, dict) else None
+    ccores = client_cores[i] if client_cores is not None else None
+    return (float(work), conns, server_cores(res), cthreads, ccores)
+
+
+def notifier_in_chain(
+    rates: Rates,
+    pattern: str,
+    server_results: Sequence[dict[str, Any]],
+    connections: Sequence[int | None] | None = None,
+    *,
+    clients: Sequence[dict[str, Any] | None] | None = None,
+    client_cores: Sequence[int | None] | None = None,
+    rel_ci: float = PER_CALL_REL_CI,
+) -> Rates:
+    """``rates`` with the notifier's costs charged in the chain's own descriptors and calls.
+
+    The fit gives the notifier's cost per descriptor (τ = 1/r_e) and per call (α = 1/r_n) as the *server*
+    made them, over the calibration runs with the least work (where α was fitted):
+
+    1. **Per descriptor.** The server's calls returned e_real descriptors per message (``events_per_call``
+       mean × calls / messages); the chain's return ``ModelStructure.events_per_message`` (1 for a
+       readiness notifier, 2 for io_uring: a receive and a send completion). They differ where the kernel
+       splits a message: a 16 KiB message over io_uring is about 15 completions (the receives come in
+       buffer-ring pieces). τ is scaled by e_real / e_model, so a message costs the chain the notifier
+       time per message it cost the server.
+    2. **Per call.** The chain makes its own number of calls per message, c_model; how many messages one
+       call finds depends on how long its thread is kept from the CPU, and the chain's processor sharing is
+       not the kernel's scheduler (on a shared core the kernel lets a worker run on and the dispatcher find
+       bigger batches: HSHA at 2 threads on 1 core makes 0.55 calls per message, its chain 0.78). With α
+       unchanged the chain would charge the thread c_model/c_real times the CPU per message it measured, so
+       α is scaled by c_real / c_model at those runs' settings (messages-weighted SSA at ``rel_ci``) until it
+       changes by less than :data:`PER_CALL_TOLERANCE` (c_model depends on α; at most
+       :data:`PER_CALL_ITERATIONS` rounds).
+
+    The thread's notifier CPU per message in the chain is then the measured one. Rates of a chain without a
+    notifier call, or runs without call counts, are returned as they are."""
+    from demuxlab.ctmc.rates import build
+    from demuxlab.ctmc.ssa import simulate
+
+    threads = calibration_threads(pattern)
+    chain = structure(pattern, threads, full=True)
+    low = _lowest_work(server_results)
+    calls = sum(_calls(server_results[i]) for i in low)
+    events = sum(_calls(server_results[i]) * _events_mean(server_results[i]) for i in low)
+    msgs = sum(int(server_results[i].get("messages") or 0) for i in low)
+    if chain.calls is None or calls <= 0 or msgs <= 0:
+        return rates
+    fitted = rates
+    e_real = events / msgs
+    if events > 0 and rates.r_e < INSTANT_RATE and abs(e_real / chain.events_per_message - 1.0) > 0.005:
+        why = f"{rates.source.get('r_e', '')}, per message ×{e_real / chain.events_per_message:.3g}"
+        fitted = replace(
+            fitted, r_e=rates.r_e * chain.events_per_message / e_real, source={**fitted.source, "r_e": why}
+        )
+    if fitted.r_n >= INSTANT_RATE:
+        return fitted
+    weights: dict[Workload, int] = {}
+    for i in low:
+        res = server_results[i]
+        where = _workload(pattern, i, res, connections, clients, client_cores)
+        if where is not None:
+            weights[where] = weights.get(where, 0) + int(res.get("messages") or 0)
+    if not weights:
+        return fitted
+    base = fitted
+    alpha = 1.0 / base.r_n
+    c_real = calls / msgs
+    for _round in range(PER_CALL_ITERATIONS):
+        per_msg = 0.0
+        for (work, conns, cores, cthreads, ccores), n in sorted(weights.items(), key=lambda kv: str(kv[0])):
+            client = cthreads if rates.has_client else None
+            host = Host(cores=cores, client_threads=client, client_cores=ccores)
+            model = build(pattern, threads, work, conns, fitted, host=host)
+            name = model.structure.calls
+            assert name is not None
+            msgs_rate = simulate(model, rel_ci=rel_ci).throughput_per_us
+            calls_rate = simulate(model, rel_ci=rel_ci, transition=name).throughput_per_us
+            if msgs_rate <= 0.0 or calls_rate <= 0.0:
+                return fitted
+            per_msg += n * calls_rate / msgs_rate
+        c_model = per_msg / sum(weights.values())
+        now = 1.0 / fitted.r_n
+        new = alpha * c_real / c_model
+        why = f"{base.source.get('r_n', '')}, in the chain's calls ×{c_real / c_model:.3g}"
+        fitted = replace(base, r_n=1.0 / new, source={**base.source, "r_n": why})
+        if abs(new - now) <= PER_CALL_TOLERANCE * now:
+            break
+    return fitted
+
+
+@dataclass(frozen=True)
+class _Demand:
+    """A role's CPU per message over some runs: its operations' wall times per message (``walls``, by
+    rate), the scale that makes them CPU, and the CPU no operation covers (``overhead``, per message)."""
+
+    walls: dict[str, float]
+    scale: float
+    overhead: float
+    messages: int
+    calls: int
+
+
+def _demand(
+    role: Role,
+    pattern: str,
+    notifier: str,
+    names: Sequence[str],
+    results: Sequence[dict[str, Any]],
+    speed: float,
+) -> _Demand:
+    """Steps 1–3 of the module's fit for one role over ``results`` (pooled: Σ over runs / Σ messages)."""
+    runs = list(zip(names, results, strict=True))
+    msgs = sum(_messages(n, r) for n, r in runs)
+    cpu_us = sum(_role_cpu_s(r, role) for r in results) * 1e6 / msgs
+    work_us = sum(_work_spun_us(r) * _messages(n, r) for n, r in runs) / msgs
+    demand = max(cpu_us - (work_us if role.works else 0.0), 0.0)
+    walls: dict[str, float] = {}
+    for op, rate in role.ops:
+        if rate in INSTANT.get(pattern, {}) or (rate == "r_a" and notifier in NO_REARM_NOTIFIERS):
+            continue
+        walls[rate] = sum(_op_total_ns(n, r, op) for n, r in runs) / msgs / 1000
+    notify_per_msg = 0.0
+    if role.notifies:
+        notify_per_msg = sum(_op_total_ns(n, r, "notify", required=False) for n, r in runs) / msgs / 1000
+    timed = sum(walls.values()) + notify_per_msg
+    if role.works and work_us > 0 and demand < SPIN_FLOOR * work_us:
+        # The CPU per message is (nearly) all spin: the spin was cut short by preemption (it ends on the
+        # wall clock) and the role's other CPU cannot be told from it; its operations are taken at the
+        # server's speed instead.
+        demand = speed * timed
+    scale = min(1.0, demand / timed) if timed > 0 else 1.0
+    overhead = max(demand - timed * scale, 0.0)
+    return _Demand(walls, scale, overhead, msgs, sum(_calls(r) for r in results))
+
+
+def _lowest_work(results: Sequence[dict[str, Any]]) -> list[int]:
+    """The indices of the runs with the least work per message."""
+    least = min(_work_spun_us(r) for r in results)
+    return [i for i, r in enumerate(results) if _work_spun_us(r) == least]
 
 
 def _scaled(scale: float) -> str:
@@ -543,6 +685,13 @@ def _messages(name: str, res: dict[str, Any]) -> int:
             f"calibrate {res.get('pattern')}: {name}: messages must be a positive integer, got {m!r}"
         )
     return m
+
+
+def _events_mean(res: dict[str, Any]) -> float:
+    """The descriptors (completions) one notifier call returned on average (``events_per_call.mean``)."""
+    epc = res.get("events_per_call")
+    mean = epc.get("mean") if isinstance(epc, dict) else None
+    return float(mean) if isinstance(mean, int | float) and not isinstance(mean, bool) and mean > 0 else 0.0
 
 
 def _calls(res: dict[str, Any]) -> int:

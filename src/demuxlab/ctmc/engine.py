@@ -236,19 +236,28 @@ class ModelStructure:
     """A population CTMC's structure: species and transition classes; ``throughput`` names the φ whose
     steady-state expectation is the model's message throughput; ``pools`` the processor-sharing pools
     the transitions' ``pool`` names refer to (the first one's runnable count is also averaged by the
-    simulation: :attr:`SimulationResult.runnable`)."""
+    simulation: :attr:`SimulationResult.runnable`); ``calls`` the transition whose firing is one call of
+    the notifier that charges the per-call cost α = 1/r_n (None: the chain has none), so that a
+    calibration can count the chain's own calls per message (calibrate.py); ``events_per_message`` what
+    the notifier returns per message in the chain (a readiness notifier 1 descriptor; io_uring 2
+    completions, a receive and a send)."""
 
     name: str
     species: tuple[str, ...]
     transitions: tuple[TransitionClass, ...]
     throughput: str
     pools: tuple[Pool, ...] = ()
+    calls: str | None = None
+    events_per_message: int = 1
 
     def __post_init__(self) -> None:
         names = [p.name for p in self.pools]
         for tr in self.transitions:
             if tr.pool is not None and tr.pool not in names:
                 raise DemuxlabError(f"model {self.name}: transition {tr.name} names unknown pool {tr.pool!r}")
+        for named in (self.throughput, self.calls):
+            if named is not None:
+                self.transition_index(named)
 
     def pool_index(self, k: int) -> int | None:
         """The index of transition k's pool, or None."""

@@ -111,6 +111,7 @@ STRUCTURE = ModelStructure(
     name="hsha",
     species=SPECIES,
     throughput="phi15",
+    calls="phi2",
     pools=(Pool(SERVER, total(*RUNNABLE)),),
     transitions=(
         step(

@@ -92,6 +92,7 @@ STRUCTURE = ModelStructure(
     name="lf",
     species=SPECIES,
     throughput="phi12",
+    calls="phi4",
     pools=(Pool(SERVER, total(*RUNNABLE)),),
     transitions=(
         step(

@@ -101,6 +101,8 @@ def calibrated(
         name=name,
         species=species,
         throughput=paper.throughput,
+        calls=paper.calls,
+        events_per_message=paper.events_per_message,
         pools=(Pool(SERVER, runnable),),
         transitions=(*(by_name.get(tr.name, tr) for tr in paper.transitions), *added),
     )

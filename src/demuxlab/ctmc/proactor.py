@@ -107,6 +107,7 @@ STRUCTURE = ModelStructure(
     name="proactor",
     species=SPECIES,
     throughput="send",
+    calls="notify",
     pools=(Pool(SERVER, total(M2, M3, M4, M6, M7, T2, T3, T4, T5, T7, T8, T9)),),
     transitions=(
         step(

@@ -77,6 +77,7 @@ STRUCTURE = ModelStructure(
     name="reactor",
     species=SPECIES,
     throughput="send",
+    calls="notify",
     pools=(Pool(SERVER, total(awake(A1, C1), A2, A3, A4, A5, A6, A7)),),
     transitions=(
         step(

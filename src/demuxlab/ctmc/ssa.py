@@ -71,14 +71,19 @@ def simulate(
     warmup_events: int = 50_000,
     min_events: int = 200_000,
     max_events: int = 200_000_000,
+    transition: str | None = None,
 ) -> SimulationResult:
-    """Simulate ``model`` until the batch-means CI of the throughput is below ``rel_ci`` (relative)."""
+    """Simulate ``model`` until the batch-means CI of the throughput is below ``rel_ci`` (relative).
+
+    ``transition`` names another transition to estimate the rate of in place of the throughput's (the
+    result's ``throughput_per_us`` is then that transition's rate: e.g. the notifier calls, ``calls``)."""
     if not (0.0 < rel_ci < 1.0):
         raise DemuxlabError(f"rel_ci: must be in (0, 1), got {rel_ci!r}")
     if warmup_events < 0 or min_events < 1 or max_events < min_events:
         raise DemuxlabError("simulate: need warmup_events >= 0 and 1 <= min_events <= max_events")
     kernel = compile_structure(model.structure)
-    thr = model.structure.throughput_index
+    st = model.structure
+    thr = st.throughput_index if transition is None else st.transition_index(transition)
     rng = np.random.Generator(np.random.PCG64(seed))
     x = model.initial.copy()
     scratch = np.zeros(1)

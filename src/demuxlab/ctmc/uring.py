@@ -77,6 +77,8 @@ STRUCTURE = ModelStructure(
     name="uring",
     species=SPECIES,
     throughput="work",
+    calls="reap",
+    events_per_message=2,
     pools=(Pool(SERVER, total(awake(G1, *READY), G2, G3, G4)),),
     transitions=(
         step(

@@ -74,6 +74,8 @@ STRUCTURE = ModelStructure(
     name="uring-shared",
     species=SPECIES,
     throughput="send",
+    calls="reap",
+    events_per_message=2,
     pools=(Pool(SERVER, total(awake(W1, U1, E1), W2, W3, W4, H2, H3, H4)),),
     transitions=(
         step(
