@@ -15,7 +15,9 @@ from demuxlab.ctmc.engine import (
     KZ,
     LOAD,
     RATE_NAMES,
+    RN,
     RZ,
+    Expr,
     ModelInstance,
     ModelStructure,
     compile_structure,
@@ -283,3 +285,23 @@ def test_rates_round_trip_and_old_calibrations_load() -> None:
     }
     back = Rates.from_dict(old)  # stored before issue 19: the rest instant, speed 1
     assert back == paper_rates("lf") and not back.extended
+
+
+def test_every_notifying_chain_names_its_notifier_call() -> None:
+    """``calls`` (the calibration counts the chain's calls per message by it) is a transition of the chain
+    that reads the per-call cost; a name that is not a transition is refused where the chain is made."""
+    for st_ in (
+        hsha.FULL,
+        lf.FULL,
+        reactor.STRUCTURE,
+        proactor.STRUCTURE,
+        uring.STRUCTURE,
+        uring_shared.STRUCTURE,
+    ):
+        assert st_.calls is not None, st_.name
+        rate = st_.transitions[st_.transition_index(st_.calls)].rate
+        assert isinstance(rate, Expr) and f"r[{RN}]" in rate.text, st_.name  # it charges α = 1/r_n
+    assert tpc.STRUCTURE.calls is None  # no notifier
+    assert uring.STRUCTURE.events_per_message == 2 and reactor.STRUCTURE.events_per_message == 1
+    with pytest.raises(DemuxlabError, match="unknown transition 'nope'"):
+        replace(reactor.STRUCTURE, calls="nope")
