@@ -231,7 +231,9 @@ def test_orders_of_magnitude_refused_on_a_real_run(runs: dict[str, Any]) -> None
         calibrate([bad], "lf")
 
 
-@pytest.mark.parametrize("pattern", ("hsha", "proactor", "uring-shared", "reactor"))
+# uring-shared's fit is refused as an artefact on these runs here (its r_e, 0.0014 µs per completion, is
+# 1/2000 of the paper's), so it would never reach the assertion: uring stands for the io_uring chains.
+@pytest.mark.parametrize("pattern", ("hsha", "proactor", "uring", "reactor"))
 def test_the_chain_spends_the_measured_cpu_per_call(runs: dict[str, Any], pattern: str) -> None:
     """α (the notifier's per-call CPU) is fitted per call the server made; the chain makes its own number
     of calls per message. After the fit, α × the chain's calls per message (at the run's setting) is the

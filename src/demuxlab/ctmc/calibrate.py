@@ -77,12 +77,14 @@ from demuxlab.ctmc.rates import (
     NO_REARM_NOTIFIERS,
     Host,
     Rates,
+    build,
     calibration_threads,
     check_pattern,
     paper_rates,
     structure,
     workload_key,
 )
+from demuxlab.ctmc.ssa import simulate
 from demuxlab.errors import DemuxlabError
 
 CACHE_SIZE = 64  # the server's MAX_EVENTS: no notifier call returns more
@@ -337,8 +339,17 @@ def _fit(
                 # Per call where the notifier's share of a message is largest, the runs with the least
                 # work (a spinning worker that the dispatcher preempts makes its calls dearer; in the
                 # throughput there they hardly count).
-                at = _demand(
-                    role, pattern, notifier, [names[i] for i in low], [server_results[i] for i in low], speed
+                at = (
+                    d
+                    if len(low) == len(server_results)
+                    else _demand(
+                        role,
+                        pattern,
+                        notifier,
+                        [names[i] for i in low],
+                        [server_results[i] for i in low],
+                        speed,
+                    )
                 )
                 per_call = at.overhead * at.messages / max(at.calls, 1)
                 alpha = alpha_us * at.scale + per_call
@@ -489,7 +500,6 @@ def notifier_in_chain(
     *,
     clients: Sequence[dict[str, Any] | None] | None = None,
     client_cores: Sequence[int | None] | None = None,
-    rel_ci: float = PER_CALL_REL_CI,
 ) -> Rates:
     """``rates`` with the notifier's costs charged in the chain's own descriptors and calls.
 
@@ -507,21 +517,19 @@ def notifier_in_chain(
        not the kernel's scheduler (on a shared core the kernel lets a worker run on and the dispatcher find
        bigger batches: HSHA at 2 threads on 1 core makes 0.55 calls per message, its chain 0.78). With α
        unchanged the chain would charge the thread c_model/c_real times the CPU per message it measured, so
-       α is scaled by c_real / c_model at those runs' settings (messages-weighted SSA at ``rel_ci``) until it
+       α is scaled by c_real / c_model at those runs' settings (messages-weighted SSA at
+       :data:`PER_CALL_REL_CI`) until it
        changes by less than :data:`PER_CALL_TOLERANCE` (c_model depends on α; at most
        :data:`PER_CALL_ITERATIONS` rounds).
 
     The thread's notifier CPU per message in the chain is then the measured one. Rates of a chain without a
     notifier call, or runs without call counts, are returned as they are."""
-    from demuxlab.ctmc.rates import build
-    from demuxlab.ctmc.ssa import simulate
-
     threads = calibration_threads(pattern)
     chain = structure(pattern, threads, full=True)
     low = _lowest_work(server_results)
     calls = sum(_calls(server_results[i]) for i in low)
     events = sum(_calls(server_results[i]) * _events_mean(server_results[i]) for i in low)
-    msgs = sum(int(server_results[i].get("messages") or 0) for i in low)
+    msgs = sum(_messages(f"server result #{i}", server_results[i]) for i in low)
     if chain.calls is None or calls <= 0 or msgs <= 0:
         return rates
     fitted = rates
@@ -538,7 +546,7 @@ def notifier_in_chain(
         res = server_results[i]
         where = _workload(pattern, i, res, connections, clients, client_cores)
         if where is not None:
-            weights[where] = weights.get(where, 0) + int(res.get("messages") or 0)
+            weights[where] = weights.get(where, 0) + _messages(f"server result #{i}", res)
     if not weights:
         return fitted
     base = fitted
@@ -550,10 +558,8 @@ def notifier_in_chain(
             client = cthreads if rates.has_client else None
             host = Host(cores=cores, client_threads=client, client_cores=ccores)
             model = build(pattern, threads, work, conns, fitted, host=host)
-            name = model.structure.calls
-            assert name is not None
-            msgs_rate = simulate(model, rel_ci=rel_ci).throughput_per_us
-            calls_rate = simulate(model, rel_ci=rel_ci, transition=name).throughput_per_us
+            msgs_rate = simulate(model, rel_ci=PER_CALL_REL_CI).throughput_per_us
+            calls_rate = simulate(model, rel_ci=PER_CALL_REL_CI, transition=chain.calls).throughput_per_us
             if msgs_rate <= 0.0 or calls_rate <= 0.0:
                 return fitted
             per_msg += n * calls_rate / msgs_rate
