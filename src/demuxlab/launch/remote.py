@@ -25,7 +25,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -34,7 +33,7 @@ from demuxlab.errors import LaunchError
 from demuxlab.launch.base import Launcher, RunRequest, cpu_list
 from demuxlab.launch.docker import IMAGES, PAIR_LABEL  # the images both docker launchers run
 from demuxlab.remote.hostpairs import ClusterPair, Host
-from demuxlab.remote.peers import peer_addresses, ss_established
+from demuxlab.remote.peers import PeerWatch, peer_addresses, ss_established
 from demuxlab.remote.ssh import SshSetup, env_for_docker, ssh, write_config
 
 LABEL_RUN = "org.demuxlab.run_id"
@@ -118,7 +117,7 @@ class RemoteLauncher(Launcher):
         self.images = dict(images or IMAGES)
         self._ssh: SshSetup | None = None
         self._nofile = 0
-        self._peers: dict[str, list[str] | None] = {}
+        self._peers: list[str] | None = None
 
     def host(self, role: str) -> Host:
         return self.pair.server if role == "server" else self.pair.client
@@ -298,38 +297,23 @@ class RemoteLauncher(Launcher):
         return peer_addresses(res.stdout) if res.returncode == 0 else None
 
     def _client(self, req: RunRequest, port: int, out: Any) -> None:
-        # While the client measures, look at the server's peers once: the record shows the traffic came
-        # over the pair network from the client host, not over loopback.
-        # The client container takes a moment to start over SSH: look until its connections show.
-        done = threading.Event()
-
-        def watch() -> None:
-            while not done.wait(0.5):
-                peers = self.server_peers(port)
-                if peers:
-                    self._peers["peers"] = peers
-                    return
-                self._peers.setdefault("peers", peers)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        try:
+        # While the client measures, look at the server's peers: the record shows the traffic came over the
+        # pair network from the client host, not over loopback.
+        with PeerWatch(lambda: self.server_peers(port), every_s=0.5) as watch:
             super()._client(req, port, out)
-        finally:
-            done.set()
-            watcher.join(timeout=30)
+        self._peers = watch.peers
 
     def run(self, req: RunRequest) -> dict[str, Any]:
         self.check()
         conns = req.point.connections
         self._nofile = conns + 256 if conns > 768 else 0
         noise = self.wait_quiet()
-        self._peers.clear()
+        self._peers = None
         record = super().run(req)
         record["noise"] = noise
         record["network"] = {
             "server_address": req.server_addr,
-            "server_peers": self._peers.get("peers"),
+            "server_peers": self._peers,
             "client_address": self.pair.client.address,
         }
         return record

@@ -34,7 +34,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +44,7 @@ from demuxlab.errors import LaunchError
 from demuxlab.jsonio import write_json_atomic
 from demuxlab.launch.base import Launcher, RunRequest, _utc_now, failed_record, sha256_file
 from demuxlab.plan import plan_pinning
-from demuxlab.remote.peers import peer_addresses, ss_established
+from demuxlab.remote.peers import PeerWatch, peer_addresses, ss_established
 from demuxlab.slurm import nodes as health
 
 # How long the facts step may take (two Python start-ups on loaded nodes).
@@ -292,22 +291,10 @@ class SlurmLauncher(Launcher):
         return peer_addresses(out)
 
     def _client(self, req: RunRequest, port: int, out: Any) -> None:
-        done = threading.Event()
-
-        def watch() -> None:  # once the client's connections show on the server's node
-            while not done.wait(1.0):
-                peers = self.server_peers(port)
-                if peers:
-                    self._peers = peers
-                    return
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        try:
+        # Once the client's step has connected, its connections show on the server's node.
+        with PeerWatch(lambda: self.server_peers(port), every_s=1.0) as watch:
             super()._client(req, port, out)
-        finally:
-            done.set()
-            watcher.join(timeout=30)
+        self._peers = watch.peers
 
 
 def stage_binaries(job: SlurmJob, stage: str) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
