@@ -175,3 +175,41 @@ def test_a_point_without_measurement_keeps_its_row() -> None:
         None,
         "fluid",
     )
+
+
+def test_equal_lines_of_a_panel_are_drawn_apart(tmp_path: Any) -> None:
+    """One pattern's paper-rate lines are the same for every notifier: drawn at the same x they hide each
+    other. Each line is drawn at its own offset, within ±DODGE_SPAN/2 of its thread count, in both rows."""
+    from demuxlab.validation.plot import DODGE_SPAN, draw_validation, plot_validation
+
+    rows = [
+        {
+            "pattern": "lf",
+            "notifier": notifier,
+            "hardware_class": None,
+            "work_us": 10.0,
+            "connections": 8,
+            "threads": threads,
+            "measured_msgs_per_s": 50_000.0 * threads,
+            "measured_ci_halfwidth_rel": 0.02,
+            "paper_msgs_per_s": 60_000.0 * threads,
+            "paper_rel_error": 0.2,
+            "calibration_msgs_per_s": None,
+            "calibration_rel_error": None,
+        }
+        for notifier in ("epoll-lt", "poll", "select")
+        for threads in (1, 2, 4)
+    ]
+    fig = draw_validation(rows, "dodge")
+    top, bottom = fig.axes[0], fig.axes[1]
+    for ax in (top, bottom):
+        lines = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+        assert len(lines) == 3  # one paper line per notifier, none dropped
+        xs = [tuple(float(v) for v in ln.get_xdata()) for ln in lines]
+        assert len(set(xs)) == 3  # equal values, three distinct positions
+        for pos in xs:
+            for x, threads in zip(pos, (1, 2, 4), strict=True):
+                assert abs(x - threads) <= DODGE_SPAN / 2 + 1e-12
+    path = tmp_path / "validation.png"
+    plot_validation(rows, "dodge", path)
+    assert path.stat().st_size > 10_000

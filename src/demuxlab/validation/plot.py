@@ -14,18 +14,36 @@ from demuxlab.vocab import SOURCE_CALIBRATION, SOURCE_PAPER
 # How the figure draws each rates source's model: line style and marker.
 MODEL_STYLES: tuple[tuple[str, str, str], ...] = ((SOURCE_CALIBRATION, "-", "s"), (SOURCE_PAPER, "--", "^"))
 
+# The widest spread, in threads, of one thread count's points across a panel's lines.
+DODGE_SPAN = 0.36
+
+
+def dodge(labels: Sequence[str]) -> dict[str, float]:
+    """Each line's x offset in threads: the lines of a panel side by side around the thread count, so that
+    equal values (one pattern's paper-rate lines are the same for every notifier) stay visible apart."""
+    n = len(labels)
+    step = DODGE_SPAN / (n - 1) if n > 1 else 0.0
+    return {label: (i - (n - 1) / 2) * step for i, label in enumerate(sorted(labels))}
+
 
 def plot_validation(rows: Sequence[Mapping[str, Any]], title: str, path: Path) -> None:
+    """Seed 001 Fig. 3 (:func:`draw_validation`) saved to ``path``."""
+    from demuxlab.report import save_figure
+
+    save_figure(draw_validation(rows, title), path)
+
+
+def draw_validation(rows: Sequence[Mapping[str, Any]], title: str) -> Any:
     """Seed 001 Fig. 3: per workload, measured throughput (95 % CI) and the models' predictions against
     threads (top), and the relative error of each prediction (bottom). One colour per pattern/notifier;
-    solid: calibrated rates, dashed: the paper's rates."""
+    solid: calibrated rates, dashed: the paper's rates. A panel's lines are drawn side by side
+    (:func:`dodge`), each thread count's points within ±DODGE_SPAN/2 of it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
-
-    from demuxlab.report import save_figure
 
     panels: dict[tuple[float, int], dict[str, list[Mapping[str, Any]]]] = defaultdict(
         lambda: defaultdict(list)
@@ -43,12 +61,14 @@ def plot_validation(rows: Sequence[Mapping[str, Any]], title: str, path: Path) -
     colour_of = {label: colours[i % len(colours)] for i, label in enumerate(labels)}
     for col, key in enumerate(keys):
         top, bottom = axes[0][col], axes[1][col]
+        offset = dodge(list(panels[key]))
         for label, pts in sorted(panels[key].items()):
             pts = sorted(pts, key=lambda r: r["threads"])
             c = colour_of[label]
+            dx = offset[label]
             meas = [r for r in pts if r["measured_msgs_per_s"] is not None]
             top.errorbar(
-                [r["threads"] for r in meas],
+                [r["threads"] + dx for r in meas],
                 [r["measured_msgs_per_s"] / 1e3 for r in meas],
                 yerr=[r["measured_msgs_per_s"] * (r["measured_ci_halfwidth_rel"] or 0.0) / 1e3 for r in meas],
                 fmt="o",
@@ -60,7 +80,7 @@ def plot_validation(rows: Sequence[Mapping[str, Any]], title: str, path: Path) -
                 pred = [r for r in pts if r[f"{source}_msgs_per_s"] is not None]
                 if not pred:
                     continue
-                x = [r["threads"] for r in pred]
+                x = [r["threads"] + dx for r in pred]
                 top.plot(
                     x,
                     [r[f"{source}_msgs_per_s"] / 1e3 for r in pred],
@@ -72,7 +92,7 @@ def plot_validation(rows: Sequence[Mapping[str, Any]], title: str, path: Path) -
                     lw=1.2,
                 )
                 err = [
-                    (r["threads"], r[f"{source}_rel_error"])
+                    (r["threads"] + dx, r[f"{source}_rel_error"])
                     for r in pred
                     if r[f"{source}_rel_error"] is not None
                 ]
@@ -98,9 +118,8 @@ def plot_validation(rows: Sequence[Mapping[str, Any]], title: str, path: Path) -
         bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
         bottom.grid(alpha=0.3)
     if not keys:
-        axes[0][0].text(0.5, 0.5, "no HSHA or LF points", ha="center", va="center")
+        axes[0][0].text(0.5, 0.5, "no points", ha="center", va="center")
         axes[1][0].set_visible(False)
-    from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=colour_of[label], marker="o", ls="", label=label) for label in labels]
     handles.append(Line2D([], [], color="grey", marker="o", ls="", label="measured (95% CI)"))
@@ -114,4 +133,4 @@ def plot_validation(rows: Sequence[Mapping[str, Any]], title: str, path: Path) -
     fig.legend(handles=handles, loc="lower center", ncol=min(4, len(handles)), fontsize=7, frameon=False)
     fig.suptitle(f"{title}\nCTMC model vs measurement", fontsize=10)
     fig.tight_layout(rect=(0.0, 0.03 * legend_rows + 0.02, 1.0, 1.0))
-    save_figure(fig, path)
+    return fig
