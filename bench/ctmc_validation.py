@@ -22,6 +22,10 @@ launcher runs each pair, bench/images_lib.py) — no database, no network. Per s
 4. ``predict_many()`` for every measured point from the paper's and the calibrated rates, on the host the
    runs had: the server's cores (the planner's CPUs), the client's threads and cores.
 
+--runs-out keeps every run (server and client JSON) and --replay calibrates and predicts them again, a
+model change against the same measurements; --probe adds one instrumented run of every point beyond the
+calibration concurrency to them (what the server did there: calls per message, each role's CPU and waits).
+
 Prints one row per point, then mean and max |error| per pattern × notifier × rates source, per pattern
 and overall, with the host, the load average before and after, and the measured background CPU. Targets
 (issue 19): on a 2-core host calibrated mean |error| ≤ 10 %, max ≤ 25 %; on ≥ 16 cores ≤ 6 % / ≤ 15 %.
@@ -32,6 +36,7 @@ Without --spec the old manual sweep runs (--patterns, --notifier, --work, --thre
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 import random
@@ -55,6 +60,9 @@ from demuxlab.plan import plan_pinning
 from demuxlab.point import Point as SpecPoint
 from demuxlab.topology import collect_facts
 
+# The options that decide the points: a replay takes them from the runs' file.
+POINT_ARGS = ("spec", "patterns", "only", "patterns_of_smoke", "notifier", "work", "threads", "connections")
+POINT_ARGS += ("client_threads",)
 TARGETS = {"2-core": (0.10, 0.25), "16-core": (0.06, 0.15)}
 
 
@@ -63,6 +71,11 @@ class Point(SpecPoint):
     """A spec's point (``demuxlab.point.Point``, closed loop here) and the spec it came from."""
 
     spec: str = ""
+
+    @property
+    def calibrates(self) -> bool:
+        """An instrumented run at the pattern's calibration concurrency (a --probe run is at another)."""
+        return self.instrument and self.threads == calibration_threads(self.pattern)
 
     @property
     def workload(self) -> tuple[str, str, str, int, int]:
@@ -161,6 +174,39 @@ def background_share(
     return max(busy - ours_cpu_s, 0.0) / (ncpu * wall)
 
 
+def save_runs(
+    path: str,
+    a: Any,
+    facts: dict[str, Any],
+    load_before: tuple[float, ...],
+    results: dict[Point, list[tuple[Result, float]]],
+) -> None:
+    """Every run as measured (gzip JSON): what --replay calibrates and predicts again."""
+    doc = {
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "args": vars(a),
+        "host": facts,
+        "load_before": list(load_before),
+        "load_after": list(os.getloadavg()),
+        "runs": [
+            {"point": dataclasses.asdict(p), "server": r.server, "client": r.client, "background": bg}
+            for p, rs in results.items()
+            for r, bg in rs
+        ],
+    }
+    with gzip.open(path, "wt") as f:
+        json.dump(doc, f)
+
+
+def load_runs(path: str) -> dict[str, Any]:
+    try:
+        with gzip.open(path, "rt") as f:
+            doc: dict[str, Any] = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise BenchError(f"--replay {path}: not a --runs-out file ({exc})") from None
+    return doc
+
+
 def main() -> None:
     ap = load_parser(__doc__, duration=5.0)
     ap.add_argument("--spec", action="append", default=[], help="an experiment spec (repeatable)")
@@ -188,7 +234,24 @@ def main() -> None:
     ap.add_argument("--rel-ci", type=float, default=0.01, help="SSA target relative CI")
     ap.add_argument("--jobs", type=int, default=0, help="prediction processes (0: one per CPU)")
     ap.add_argument("--json", dest="json_out", help="write every figure here as JSON")
+    ap.add_argument(
+        "--probe",
+        action="store_true",
+        help="also one instrumented run of every measured point beyond the calibration concurrency (its "
+        "operations and scheduling, for --runs-out; not calibrated from, not predicted)",
+    )
+    ap.add_argument("--runs-out", help="write every run (point, server and client JSON, background) here")
+    ap.add_argument(
+        "--replay",
+        help="calibrate and predict the runs a --runs-out file holds instead of measuring (a model change "
+        "against the same measurements)",
+    )
     a = ap.parse_args()
+    replay_doc: dict[str, Any] = {}
+    if a.replay:
+        replay_doc = load_runs(a.replay)
+        for name in POINT_ARGS:  # the points are the measured ones
+            setattr(a, name, replay_doc["args"][name])
 
     threads_filter = set(int_list(a.threads)) if a.threads else None
     points: list[Point] = []
@@ -207,7 +270,7 @@ def main() -> None:
     if not points:
         raise BenchError("no points: check --spec, --only and --threads")
 
-    facts = collect_facts()
+    facts = replay_doc["host"] if a.replay else collect_facts()
     biggest = max(p.threads for p in points)
     spec_clients = max((p.client_threads for p in points), default=0)
     plan = plan_pinning(facts, facts, biggest, max(spec_clients, 1), True)
@@ -216,18 +279,28 @@ def main() -> None:
         f"{facts.get('hostname')}: {facts.get('cpu_model')}, {facts.get('cores')} cores, "
         f"{len(facts.get('numa_nodes') or [])} NUMA node(s), kernel {facts.get('kernel')}"
     )
-    load_before = os.getloadavg()
+    load_before = tuple(replay_doc["load_before"]) if a.replay else os.getloadavg()
     print(f"# host {host}", flush=True)
     print(
         f"# load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True
     )
     print(f"# server CPUs {cpu_list(server_cpus)}, client CPUs {cpu_list(client_cpus)}", flush=True)
 
+    if a.probe:
+        points += [
+            dataclasses.replace(p, instrument=True)
+            for p in points
+            if not p.instrument and p.threads != calibration_threads(p.pattern)
+        ]
     rng = random.Random(a.seed)
     jobs: list[tuple[Point, int]] = []
     for p in points:
         ph = phases.get(p.spec, {})
-        reps = a.calib_repeats if p.instrument else (a.repeats or ph.get("repeats") or 1)
+        reps = (
+            (a.calib_repeats if p.calibrates else 1)
+            if p.instrument
+            else (a.repeats or ph.get("repeats") or 1)
+        )
         jobs += [(p, i) for i in range(reps)]
     rng.shuffle(jobs)
 
@@ -239,6 +312,14 @@ def main() -> None:
 
     results: dict[Point, list[tuple[Result, float]]] = defaultdict(list)
     t0 = time.monotonic()
+    if a.replay:
+        jobs = []
+        for run in replay_doc["runs"]:
+            results[Point(**run["point"])].append((Result(run["server"], run["client"]), run["background"]))
+        print(
+            f"# replay of {a.replay}: {len(replay_doc['runs'])} runs measured {replay_doc['when']}",
+            flush=True,
+        )
     for n, (p, _rep) in enumerate(jobs, 1):
         warm, dur = timing(p)
         ct = p.client_threads or len(client_cpus)
@@ -274,11 +355,13 @@ def main() -> None:
             flush=True,
         )
     measure_s = time.monotonic() - t0
+    if a.runs_out and not a.replay:
+        save_runs(a.runs_out, a, facts, load_before, results)
 
     # Calibrations: per (spec, pattern, notifier, connections, size), the work values pooled.
     cal_runs: dict[tuple[str, str, str, int, int], list[Result]] = defaultdict(list)
     for p, rs in results.items():
-        if p.instrument:
+        if p.calibrates:
             cal_runs[p.workload] += [r for r, _ in rs]
     rates: dict[tuple[str, str, str, int, int], Rates | None] = {}
     refused: dict[tuple[str, str, str, int, int], str] = {}
@@ -336,7 +419,7 @@ def main() -> None:
     preds = predict_many(reqs, jobs=a.jobs)
     predict_s = time.monotonic() - t1
     model = {slot: pr.throughput_msgs_per_s for slot, pr in zip(slots, preds, strict=True)}
-    load_after = os.getloadavg()
+    load_after = tuple(replay_doc["load_after"]) if a.replay else os.getloadavg()
 
     rows = []
     per: dict[tuple[str, str, str], list[float]] = defaultdict(list)
