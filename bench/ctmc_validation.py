@@ -500,7 +500,10 @@ def main() -> None:
         f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min); other processes' "
         f"share of the CPUs during the runs: mean {statistics.mean(bgs):.0%}, max {max(bgs):.0%}"
     )
-    print(f"measured in {measure_s:.0f} s, predicted in {predict_s:.0f} s")
+    measured_how = (
+        f"replayed the runs measured {replay_doc['when']}" if a.replay else f"measured in {measure_s:.0f} s"
+    )
+    print(f"{measured_how}, predicted in {predict_s:.0f} s")
     if a.json_out:
         doc = {
             "host": facts,

@@ -485,3 +485,63 @@ def test_speed_from_the_kernels_run_delay_or_without_it() -> None:
     for t, other in zip(two["threads_detail"], reversed(cpus), strict=True):
         t["wait_s"] = other + t["cpu_s"]["user"] + t["cpu_s"]["sys"]  # … and as long again for others
     assert calibrate([two], "hsha").speed == pytest.approx(0.5, rel=1e-6)
+
+
+def on_one_core(res: dict[str, Any], wait_per_call_us: float) -> dict[str, Any]:
+    """``res`` with both threads on CPU 0, the monitor waiting ``wait_per_call_us`` per notifier call for it
+    and the worker as long as the monitor ran: each waited for the other's CPU, not for the host's load
+    (the speed stays 1 while the monitor's wait is at most the worker's CPU time)."""
+    calls = res["events_per_call"]["calls"]
+    monitor, worker = res["threads_detail"]
+    for t in (monitor, worker):
+        t["cpu"] = 0
+    monitor["wait_s"] = wait_per_call_us * calls / 1e6
+    worker["wait_s"] = monitor["cpu_s"]["user"] + monitor["cpu_s"]["sys"]
+    assert monitor["wait_s"] <= worker["cpu_s"]["user"] + worker["cpu_s"]["sys"]
+    return res
+
+
+def monitor_wait_per_call_us(rates: Rates, res: dict[str, Any]) -> float:
+    """What the chain with ``rates`` at ``res``'s setting (one core) makes its monitor wait per call."""
+    m = build("hsha", 2, res["work_us"], res["connections_accepted"], rates, host=Host(cores=1))
+    calls = simulate(m, rel_ci=0.01, seed=2, transition="phi2")
+    return calls.waiting(0) / calls.throughput_per_us
+
+
+def test_the_wake_up_is_fitted_where_the_runs_had_more_threads_than_cores() -> None:
+    """HSHA at 2 threads on one core: r_w makes the chain's monitor wait, per notifier call, what the
+    server's waited (wait_s); the chain then takes the core by run to block (sched.py)."""
+    res = on_one_core(server_json("hsha", 0.3, alpha_us=1.0, work_us=4.0), 3.0)
+    rates = calibrate([res], "hsha")
+    assert rates.scheduled and rates.source["r_w"].startswith(
+        "fit:monitor wait_s per call 3 µs, in the chain's"
+    )
+    assert monitor_wait_per_call_us(rates, res) == pytest.approx(3.0, rel=0.1)
+    assert build("hsha", 2, 4.0, 16, rates, host=Host(cores=1)).structure.name == "hsha-full-scheduled"
+    # a core per thread: nothing to fit (the chain shares cores if a prediction has fewer)
+    both = on_one_core(server_json("hsha", 0.3, alpha_us=1.0, work_us=4.0), 3.0)
+    both["threads_detail"][1]["cpu"] = 1
+    assert not calibrate([both], "hsha").scheduled
+    # a server without wait_s: not measured either
+    for t in res["threads_detail"]:
+        del t["wait_s"]
+    unmeasured = calibrate([res], "hsha")
+    assert not unmeasured.scheduled and unmeasured.source["r_w"].startswith("instant:")
+
+
+def test_a_wait_run_to_block_cannot_explain_keeps_processor_sharing() -> None:
+    """One connection, and a monitor that waited, per call, all the CPU its worker used (54 µs). In the
+    chain the one connection is ready again only once the worker has sent its response, and the worker
+    then blocks and frees the core: run to block would need a wake-up many times that wait to match it, so
+    the wait had another cause, and r_w is not kept."""
+    res = server_json("hsha", 0.3, alpha_us=1.0, work_us=4.0, connections_accepted=1, connections_closed=1)
+    worker_cpu = res["threads_detail"][1]["cpu_s"]
+    per_call = (worker_cpu["user"] + worker_cpu["sys"]) * 1e6 / res["events_per_call"]["calls"]
+    rates = calibrate([on_one_core(res, per_call)], "hsha")
+    assert rates.speed == pytest.approx(1.0)
+    assert not rates.scheduled
+    assert re.fullmatch(
+        rf"instant:monitor waited {per_call:.3g} µs per call, which run to block explains only with a "
+        r"wake-up of [0-9.e+]+ µs \(more than 2×\): processor sharing",
+        rates.source["r_w"],
+    )

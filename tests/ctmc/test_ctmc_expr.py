@@ -5,6 +5,7 @@ exactly the populations a rate depends on, for every chain."""
 from __future__ import annotations
 
 import pickle
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -55,6 +56,9 @@ STRUCTURES: tuple[ModelStructure, ...] = (
     proactor.STRUCTURE,
     uring.STRUCTURE,
     uring_shared.STRUCTURE,
+    hsha.SCHEDULED,
+    proactor.SCHEDULED,
+    uring_shared.SCHEDULED,
 )
 
 
@@ -160,12 +164,16 @@ def test_every_rate_is_declarative_and_the_kernel_computes_it(st: ModelStructure
         np.testing.assert_array_equal(a, want)
 
 
-def _depends_on(fn: Expr, n: int, rng: np.random.Generator) -> frozenset[int]:
+def _depends_on(fn: Expr, n: int, rng: np.random.Generator, wide: Sequence[int] = ()) -> frozenset[int]:
     """The populations whose change changes ``fn`` on some of a few hundred random states: each one
-    raised by 1, and set to 0."""
+    raised by 1, and set to 0. The populations ``wide`` (a run-to-block pool's holders) are drawn from 0–40
+    on every other state (a release fires only where they exceed the runnable threads), else from 0–1 (a
+    grant only where cores are free)."""
     found: set[int] = set()
-    for _ in range(300):
+    for j in range(600 if wide else 300):
         x = rng.integers(0, 5, size=n).astype(np.float64)
+        for i in wide:
+            x[i] = float(rng.integers(0, 41 if j % 2 else 2))
         r = _random_rates(rng)
         base = fn(x, r)
         for i in set(range(n)) - found:
@@ -185,12 +193,16 @@ def test_dependencies_are_the_populations_each_rate_reads(st: ModelStructure) ->
     deps = dependencies(st)
     rng = np.random.default_rng(11)
     n = len(st.species)
+    holders = [p.holders for p in st.pools if p.holders is not None]
     for k, tr in enumerate(st.transitions):
         assert isinstance(tr.rate, Expr)
-        assert deps.reads[k] == _depends_on(tr.rate, n, rng), tr.name
+        assert deps.reads[k] == _depends_on(tr.rate, n, rng, holders), tr.name
     for p, pool in enumerate(st.pools):
         assert isinstance(pool.runnable, Expr)
-        assert deps.pool_reads[p] == _depends_on(pool.runnable, n, rng), pool.name
+        held = (
+            {pool.holders} if pool.holders is not None else set()
+        )  # a run-to-block pool's factor reads them
+        assert deps.pool_reads[p] == _depends_on(pool.runnable, n, rng) | held, pool.name
 
 
 def test_the_kernel_cache_key_follows_the_expressions() -> None:

@@ -47,31 +47,41 @@ CALIBRATED = dict(r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0)
 
 
 @pytest.mark.parametrize(
-    ("pattern", "threads", "conns", "work", "cores"),
+    ("pattern", "threads", "conns", "work", "cores", "r_w"),
     [
-        ("reactor", 1, 4, 10.0, 1),
-        ("multireactor", 3, 6, 5.0, 1),
-        ("multireactor", 2, 4, 0.0, None),
-        ("tpc", 2, 4, 10.0, 1),
-        ("tpc", 3, 5, 20.0, 2),
-        ("proactor", 3, 3, 10.0, 1),
-        ("proactor", 2, 3, 0.0, None),
-        ("uring", 1, 4, 10.0, None),
-        ("uring", 3, 6, 5.0, 1),
-        ("uring-shared", 1, 3, 10.0, 1),
-        ("uring-shared", 3, 3, 10.0, 2),
-        ("hsha", 3, 3, 10.0, 1),
-        ("lf", 3, 3, 5.0, 2),
+        ("reactor", 1, 4, 10.0, 1, None),
+        ("multireactor", 3, 6, 5.0, 1, None),
+        ("multireactor", 2, 4, 0.0, None, None),
+        ("tpc", 2, 4, 10.0, 1, None),
+        ("tpc", 3, 5, 20.0, 2, None),
+        ("proactor", 3, 3, 10.0, 1, None),
+        ("proactor", 2, 3, 0.0, None, None),
+        ("uring", 1, 4, 10.0, None, None),
+        ("uring", 3, 6, 5.0, 1, None),
+        ("uring-shared", 1, 3, 10.0, 1, None),
+        ("uring-shared", 3, 3, 10.0, 2, None),
+        ("hsha", 3, 3, 10.0, 1, None),
+        ("lf", 3, 3, 5.0, 2, None),
+        # run to block (sched.py): a measured wake-up, more threads than cores
+        ("hsha", 3, 3, 10.0, 1, 1 / 4.0),
+        ("hsha", 3, 3, 0.0, 2, 1 / 4.0),
+        ("proactor", 3, 3, 5.0, 1, 1 / 2.0),
+        ("uring-shared", 3, 3, 10.0, 1, 1 / 6.0),
     ],
 )
 def test_every_chain_simulation_matches_exact_solution(
-    pattern: str, threads: int, conns: int, work: float, cores: int | None
+    pattern: str, threads: int, conns: int, work: float, cores: int | None, r_w: float | None
 ) -> None:
     from dataclasses import replace
 
-    from demuxlab.ctmc.rates import Host, paper_rates
+    from demuxlab.ctmc.rates import SCHEDULED, Host, paper_rates, structure
 
     rates = replace(paper_rates(pattern), **CALIBRATED)
+    if r_w is not None:
+        rates = replace(rates, r_w=r_w)
+        assert build(pattern, threads, work, conns, rates, host=Host(cores)).structure is SCHEDULED[pattern]
+    else:
+        assert structure(pattern, threads) is not SCHEDULED.get(pattern)
     host = Host(cores=cores, client_threads=1)
     exact = predict(pattern, threads, work, method="exact", connections=conns, rates=rates, host=host)
     sim = predict(

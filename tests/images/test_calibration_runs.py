@@ -256,3 +256,28 @@ def test_the_chain_spends_the_measured_cpu_per_call(runs: dict[str, Any], patter
     calls = simulate(model, rel_ci=0.01, transition=model.structure.calls).throughput_per_us
     c_model = calls / msgs
     assert factor == pytest.approx(c_real / c_model, rel=0.08)  # two SSAs at 2 %, the 2 % tolerance
+
+
+@pytest.mark.parametrize("pattern", ("hsha", "proactor"))
+def test_the_wake_up_matches_the_dispatchers_measured_wait(runs: dict[str, Any], pattern: str) -> None:
+    """At 2 threads on one core the dispatcher waits for the CPU its handler holds (threads_detail's
+    wait_s). Either r_w makes the chain's dispatcher wait as long per notifier call (it then takes the
+    core by run to block), or the source says why the chain keeps processor sharing."""
+    server, client = runs[pattern]
+    rates = fit_or_refusal(server, pattern, client)
+    if rates is None:
+        return
+    role = "monitor" if pattern == "hsha" else "demultiplexer"
+    waited = sum(t["wait_s"] for t in server["threads_detail"] if t["role"] == role)
+    per_call = waited * 1e6 / server["events_per_call"]["calls"]
+    if not rates.scheduled:
+        assert rates.source["r_w"].startswith(f"instant:{role} waited {per_call:.3g} µs per call"), (
+            rates.source
+        )
+        return
+    assert rates.source["r_w"].startswith(f"fit:{role} wait_s per call {per_call:.3g} µs")
+    host = Host(cores=1, client_threads=client["threads"], client_cores=1)
+    model = build(pattern, 2, WORK_US, CONNECTIONS.get(pattern, 64), rates, host=host)
+    assert model.structure.name.endswith("-scheduled")
+    calls = simulate(model, rel_ci=0.01, transition=model.structure.calls)
+    assert calls.waiting(0) / calls.throughput_per_us == pytest.approx(per_call, rel=0.1)

@@ -41,6 +41,11 @@ r_n    ``notify_by_events`` + overhead per call      intercept α (≥ 0), plus 
 r_x    CPU − timed operations, per message           the handling role's untimed CPU
 r_z    client CPU per message × its CPU share        the client's turnaround (``clients=``; its share
                                                      from its ``wait_s``, else the server's speed)
+r_w    the dispatching role's ``wait_s`` per call    where the runs had more threads than cores (HSHA,
+                                                     proactor, uring-shared): the scheduler's wake-up,
+                                                     matched in the chain's own waits with α
+                                                     (:func:`notifier_in_chain`, sched.py); kept only
+                                                     where run to block explains the wait
 r_t    —                                             paper (10 ns: a cached descriptor)
 =====  ============================================  ===========================================
 
@@ -71,10 +76,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from demuxlab.ctmc.engine import ModelStructure
 from demuxlab.ctmc.rates import (
     ALL_RATE_FIELDS,
     INSTANT_RATE,
     NO_REARM_NOTIFIERS,
+    SCHEDULED,
     Host,
     Rates,
     build,
@@ -92,9 +99,11 @@ MAX_RATE_FACTOR = 100.0  # a fitted service time this many times the paper's (or
 MAX_OVERHEAD_US = 10_000.0  # an untimed CPU per message or per call beyond this is an artefact
 SELF_CHECK_TOLERANCE = 0.10  # |model − measured| / measured on the calibration runs themselves
 SELF_CHECK_REL_CI = 0.01
-PER_CALL_ITERATIONS = 4  # rounds of notifier_in_chain's fixed point
+PER_CALL_ITERATIONS = 6  # rounds of notifier_in_chain's fixed point (α, and r_w where it is fitted)
 PER_CALL_TOLERANCE = 0.02  # …until α changes by less than this share
 PER_CALL_REL_CI = 0.02  # the SSA's CI for the chain's calls and messages in those rounds
+# r_w is kept where the chain's wake-up delay (1/r_w) is at most this many times the measured wait per call
+WAKE_LIMIT = 2.0
 SPIN_FLOOR = 0.02  # a handling role's CPU beyond its spin below this × the spin: see calibrate()
 
 
@@ -549,28 +558,105 @@ def notifier_in_chain(
             weights[where] = weights.get(where, 0) + _messages(f"server result #{i}", res)
     if not weights:
         return fitted
-    base = fitted
-    alpha = 1.0 / base.r_n
     c_real = calls / msgs
+    # The scheduler's wake-up (sched.py), where the runs had more threads than cores: the dispatching
+    # role's wait for a CPU per notifier call, as measured, is the chain's to match.
+    wait_real = _dispatcher_wait_per_call_us(pattern, [server_results[i] for i in low], threads)
+    if wait_real is None:
+        return _in_chain(fitted, pattern, chain, weights, c_real, None)
+    scheduled = _in_chain(fitted, pattern, chain, weights, c_real, wait_real)
+    if scheduled.r_w * wait_real >= 1.0 / WAKE_LIMIT:
+        return scheduled
+    # Run to block explains the measured wait only with a far longer wake-up than the wait itself: the
+    # dispatcher waited for something else (the client, the host), and the chain keeps processor sharing.
+    why = (
+        f"instant:{ROLES[pattern][0].names[0]} waited {wait_real:.3g} µs per call, which run to block "
+        f"explains only with a wake-up of {1.0 / scheduled.r_w:.3g} µs (more than {WAKE_LIMIT:g}×): "
+        "processor sharing"
+    )
+    shared = _in_chain(fitted, pattern, chain, weights, c_real, None)
+    return replace(shared, source={**shared.source, "r_w": why})
+
+
+def _in_chain(
+    base: Rates,
+    pattern: str,
+    chain: ModelStructure,
+    weights: dict[Workload, int],
+    c_real: float,
+    wait_real: float | None,
+) -> Rates:
+    """notifier_in_chain's fixed point: α scaled until the chain makes the server's calls per message
+    (``c_real``) at the least-work runs' settings (``weights``: messages per setting), and, with
+    ``wait_real`` (µs per notifier call), r_w until the chain's dispatching role waits that long for a CPU
+    per call too (the chain then takes cores by run to block, sched.py)."""
+    alpha = 1.0 / base.r_n
+    fitted = base if wait_real is None else replace(base, r_w=1.0 / wait_real)
+    role = ROLES[pattern][0].names[0]
+    threads = calibration_threads(pattern)
     for _round in range(PER_CALL_ITERATIONS):
-        per_msg = 0.0
+        per_msg = waited = 0.0
         for (work, conns, cores, cthreads, ccores), n in sorted(weights.items(), key=lambda kv: str(kv[0])):
-            client = cthreads if rates.has_client else None
+            client = cthreads if base.has_client else None
             host = Host(cores=cores, client_threads=client, client_cores=ccores)
             model = build(pattern, threads, work, conns, fitted, host=host)
             msgs_rate = simulate(model, rel_ci=PER_CALL_REL_CI).throughput_per_us
-            calls_rate = simulate(model, rel_ci=PER_CALL_REL_CI, transition=chain.calls).throughput_per_us
+            by_calls = simulate(model, rel_ci=PER_CALL_REL_CI, transition=chain.calls)
+            calls_rate = by_calls.throughput_per_us
             if msgs_rate <= 0.0 or calls_rate <= 0.0:
                 return fitted
             per_msg += n * calls_rate / msgs_rate
+            if model.structure.pools and model.structure.pools[0].holders is not None:
+                waited += n * by_calls.waiting(0) / calls_rate
         c_model = per_msg / sum(weights.values())
         now = 1.0 / fitted.r_n
         new = alpha * c_real / c_model
         why = f"{base.source.get('r_n', '')}, in the chain's calls ×{c_real / c_model:.3g}"
-        fitted = replace(base, r_n=1.0 / new, source={**base.source, "r_n": why})
-        if abs(new - now) <= PER_CALL_TOLERANCE * now:
+        moved = abs(new - now) > PER_CALL_TOLERANCE * now
+        fitted = replace(fitted, r_n=1.0 / new, source={**fitted.source, "r_n": why})
+        if wait_real is not None:
+            # The chain's wait per call falls as r_w grows (a woken dispatcher preempts sooner).
+            wait_model = waited / sum(weights.values())
+            r_w = fitted.r_w * max(wait_model, 1e-3 * wait_real) / wait_real
+            moved = moved or abs(r_w / fitted.r_w - 1.0) > PER_CALL_TOLERANCE
+            how = f"fit:{role} wait_s per call {wait_real:.3g} µs, in the chain's ×{wait_real * r_w:.3g}"
+            fitted = replace(fitted, r_w=r_w, source={**fitted.source, "r_w": how})
+        if not moved:
             break
     return fitted
+
+
+def _dispatcher_wait_per_call_us(
+    pattern: str, results: Sequence[dict[str, Any]], threads: int
+) -> float | None:
+    """The dispatching role's wait for a CPU per notifier call (µs: its threads' ``wait_s`` over the
+    server's calls), where the runs had more threads than cores and the pattern's chain can be scheduled
+    (rates.SCHEDULED); None otherwise (no ``wait_s``, a core per thread, no wait)."""
+    if pattern not in SCHEDULED:
+        return None
+    role = ROLES[pattern][0]
+    wait = 0.0
+    calls = 0
+    for res in results:
+        cores = server_cores(res)
+        if cores is None or cores >= threads:
+            return None
+        for t in res["threads_detail"]:
+            if t.get("role") in role.names:
+                w = t.get("wait_s")
+                if not isinstance(w, int | float) or isinstance(w, bool):
+                    return None
+                wait += float(w)
+        calls += _calls(res)
+    if calls <= 0 or wait <= 0.0:
+        return None
+    per_call = wait * 1e6 / calls
+    if per_call > MAX_OVERHEAD_US:
+        raise CalibrationRefused(
+            f"calibrate {pattern}: refused: the {role.names[0]} waited {per_call:.4g} µs for a CPU per "
+            f"notifier call (more than {MAX_OVERHEAD_US:g} µs: an artefact)"
+        )
+    return per_call
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 A model is a :class:`ModelStructure`: named populations (the state vector) and transition classes, each a
 generating function φ_k(x, r) on a float64 state vector ``x`` and a rate vector ``r`` and a jump l_k,
 either a constant ``{species: delta}`` mapping or a function ``fill(x, d)`` writing the (state-dependent)
-jump into a zeroed vector ``d``. φ_k is an :class:`Expr` (one expression with constant indices, written by
+jump into a zeroed vector ``d``. A transition of a :class:`Pool` (threads sharing the server's cores: by
+processor sharing, or by run to block with a population of holders, sched.py) is scaled by the pool's
+factor. φ_k is an :class:`Expr` (one expression with constant indices, written by
 :func:`mass`, :func:`total`, :func:`present`, :func:`absent` and the chains' shared ``parts``), or plain
 Python. Everything else is derived from that one definition:
 
@@ -72,9 +74,10 @@ RATE_NAMES: tuple[str, ...] = (
     "k_z",  # how many messages the client turns around at once (its threads, at most its cores)
     "cores",  # the server's cores: runnable server threads beyond it share them
     "load",  # runnable threads besides the chain's own on those cores (e.g. a multireactor's others)
+    "r_w",  # a woken thread's preemption of a busy core, per µs, per other runnable thread (sched.py)
 )
 RL, RP, RG, RT, RI, RO, RA, RE, RC = range(9)
-RN, RX, RZ, KZ, CORES, LOAD = range(9, 15)
+RN, RX, RZ, KZ, CORES, LOAD, RW = range(9, 16)
 # The most descriptors (io_uring: completions) one notifier call returns: the server's MAX_EVENTS.
 CACHE_SIZE = 64.0
 
@@ -105,7 +108,15 @@ def share(runnable: float, cores: float, load: float) -> float:
     return cores / total
 
 
-_HELPERS: tuple[Callable[..., float], ...] = (H, safe_div, cmin, share)
+def held(holders: float, runnable: float) -> float:
+    """Run to block: the speed of each of ``runnable`` threads when ``holders`` of them hold a core (the
+    holders spread over the runnable threads): min(holders, runnable) / runnable, 0 with none runnable."""
+    if runnable <= 0.0:
+        return 0.0
+    return min(holders, runnable) / runnable
+
+
+_HELPERS: tuple[Callable[..., float], ...] = (H, safe_div, cmin, share, held)
 
 # What a rate expression may call (and nothing else: no builtins).
 _EXPR_NAMES: dict[str, Any] = {"__builtins__": {}, "H": H, "cmin": cmin, "safe_div": safe_div}
@@ -217,18 +228,34 @@ class TransitionClass:
 
 @dataclass(frozen=True)
 class Pool:
-    """Processor sharing: threads of the chain that run on the same cores.
+    """Threads of the chain that run on the same cores, and how they get them.
 
     ``runnable(x, r)`` counts the pool's threads that want a CPU in state x (a φ-like function, compiled
-    the same way); with ``r[cores]`` cores and ``r[load]`` other runnable threads on them, each runnable
-    thread runs at :func:`share` (1 while they fit, else cores / (runnable + load)), and every transition of
-    the pool is scaled by it. With a core per thread the factor is 1 in every state and the chain is the
-    chain without the pool."""
+    the same way). Processor sharing (``holders`` None): with ``r[cores]`` cores and ``r[load]`` other
+    runnable threads on them, each runnable thread runs at :func:`share` (1 while they fit, else cores /
+    (runnable + load)), and every transition of the pool is scaled by it; with a core per thread the factor
+    is 1 in every state and the chain is the chain without the pool. Run to block (``holders``: the index
+    of the population counting the pool's threads that hold a core): each runnable thread runs at
+    :func:`held`, min(holders, runnable) / runnable; the chain's own transitions move cores between pools
+    (sched.py)."""
 
     name: str
     runnable: RateFn
     cores: int = CORES
     load: int = LOAD
+    holders: int | None = None
+
+    def factor(self, x: FloatArray, r: FloatArray) -> float:
+        """This pool's factor in state x (reference implementation)."""
+        if self.holders is not None:
+            return held(float(x[self.holders]), float(self.runnable(x, r)))
+        return share(float(self.runnable(x, r)), float(r[self.cores]), float(r[self.load]))
+
+    def factor_source(self, runnable: str, x: str = "x") -> str:
+        """The factor as generated code, given the runnable count's expression ``runnable``."""
+        if self.holders is not None:
+            return f"held({x}[{self.holders}], {runnable})"
+        return f"share({runnable}, r[{self.cores}], r[{self.load}])"
 
 
 @dataclass(frozen=True)
@@ -268,10 +295,7 @@ class ModelStructure:
 
     def factors(self, x: FloatArray, r: FloatArray) -> FloatArray:
         """Each pool's share factor in state x (reference implementation)."""
-        return np.array(
-            [share(p.runnable(x, r), float(r[p.cores]), float(r[p.load])) for p in self.pools],
-            dtype=np.float64,
-        )
+        return np.array([p.factor(x, r) for p in self.pools], dtype=np.float64)
 
     def runnable(self, x: FloatArray, r: FloatArray, pool: int = 0) -> float:
         """The runnable count of pool ``pool`` in state x (0 without pools)."""
@@ -482,6 +506,14 @@ def _subscripts_in(root: ast.AST, name: str, env: dict[str, Any], size: int) -> 
     return frozenset(found)
 
 
+def _pool_reads(pool: Pool, size: int) -> frozenset[int] | None:
+    """The populations a pool's factor reads: its runnable count's, and its holders."""
+    reads = subscripts(pool.runnable, 0, size)
+    if reads is None or pool.holders is None:
+        return reads
+    return reads | {pool.holders}
+
+
 def dependencies(st: ModelStructure) -> Dependencies:
     ns = len(st.species)
     reads = tuple(subscripts(tr.rate, 0, ns) for tr in st.transitions)
@@ -491,7 +523,7 @@ def dependencies(st: ModelStructure) -> Dependencies:
             changes.append(subscripts(tr.jump, 1, ns))
         else:
             changes.append(frozenset(st.index(sp) for sp, v in tr.jump.items() if v != 0))
-    pool_reads = tuple(subscripts(p.runnable, 0, ns) for p in st.pools)
+    pool_reads = tuple(_pool_reads(p, ns) for p in st.pools)
     return Dependencies(reads=reads, changes=tuple(changes), pool_reads=pool_reads)
 
 
@@ -544,9 +576,11 @@ def _ssa_run(
     Returns (acc, events, status): acc[b] = ∫ φ_thr dt over bin b, for the bins completed; status 0 when
     every bin is done, 1 on an absorbing state, 2 when ``max_events`` events have been simulated (the bin
     it stopped in is left out). ``obs[0]`` is increased by ∫ (the first pool's runnable count) dt over the
-    same bins. Direct method: an exponential holding time, then a uniform draw picks the transition by
-    cumulative sums of the rates; only the rates the fired jump can change are recomputed (all of a pool's
-    when its share factor changed).
+    same bins; where ``obs`` has room (1 + 2 × pools), ``obs[1 + 2p]`` by ∫ (pool p's runnable count) dt and
+    ``obs[2 + 2p]`` by ∫ (its runnable count × its factor) dt: the threads of the pool on a CPU. Direct
+    method: an exponential holding time, then a uniform draw picks the transition by cumulative sums of the
+    rates; only the rates the fired jump can change are recomputed (all of a pool's when its factor
+    changed).
     """
     acc = np.zeros(nbins)
     a = np.empty(_GEN_NK)
@@ -555,11 +589,14 @@ def _ssa_run(
     rs = np.zeros(_GEN_NP)
     _gen_pools(x, r, fs, rs)
     _gen_all_rates(x, r, a)
+    per_pool = obs.shape[0] >= 1 + 2 * _GEN_NP
+    po = np.zeros(2 * _GEN_NP)  # this bin's ∫ runnable and ∫ running dt per pool
     events = 0
     for b in range(nbins):
         left = binlen
         s = 0.0
         so = 0.0
+        po[:] = 0.0
         while True:
             a0 = 0.0
             for k in range(_GEN_NK):
@@ -568,6 +605,11 @@ def _ssa_run(
                 return acc[:b], events, 1
             tau = rng.exponential(1.0 / a0)
             # Exponential holding times are memoryless: cutting at the bin edge and redrawing is exact.
+            dt = min(tau, left)
+            if per_pool:
+                for p in range(_GEN_NP):
+                    po[2 * p] += rs[p] * dt
+                    po[2 * p + 1] += rs[p] * fs[p] * dt
             if tau >= left:
                 s += a[thr] * left
                 so += rs[0] * left
@@ -581,6 +623,9 @@ def _ssa_run(
                 return acc[:b], events, 2
         acc[b] = s
         obs[0] += so
+        if per_pool:
+            for i in range(2 * _GEN_NP):
+                obs[1 + i] += po[i]
     return acc, events, 0
 
 
@@ -802,10 +847,7 @@ def _factor_suffix(st: ModelStructure, k: int, names: Sequence[str]) -> str:
 
 def _pool_locals(st: ModelStructure, indent: str) -> tuple[list[str], list[str]]:
     """Statements computing each pool's factor into a local ``f<p>``, and those names."""
-    lines = [
-        f"{indent}f{p} = share(run_{p}(x, r), r[{pool.cores}], r[{pool.load}])"
-        for p, pool in enumerate(st.pools)
-    ]
+    lines = [f"{indent}f{p} = {pool.factor_source(f'run_{p}(x, r)')}" for p, pool in enumerate(st.pools)]
     return lines, [f"f{p}" for p in range(len(st.pools))]
 
 
@@ -837,7 +879,7 @@ def _generate_source(st: ModelStructure, deps: Dependencies | None = None) -> st
     for p, pool in enumerate(st.pools):
         lines += [
             f"    rs[{p}] = run_{p}(x, r)",
-            f"    fs[{p}] = share(rs[{p}], r[{pool.cores}], r[{pool.load}])",
+            f"    fs[{p}] = {pool.factor_source(f'rs[{p}]')}",
         ]
     if not st.pools:
         lines += ["    rs[0] = 0.0", "    fs[0] = 1.0"]
@@ -919,11 +961,13 @@ def _select_fire_source(st: ModelStructure, deps: Dependencies, indent: str) -> 
         affected = deps.affected(k)
         for p in deps.pools_touched(k):
             pool = st.pools[p]
+            # A run-to-block pool's factor also changes with its holders, not only with its runnable count.
+            changed = "True" if pool.holders is not None else f"rn != rs[{p}]"
             out += [
                 f"{body}rn = run_{p}(x, r)",
-                f"{body}if rn != rs[{p}]:",
+                f"{body}if {changed}:",
                 f"{body}    rs[{p}] = rn",
-                f"{body}    fn = share(rn, r[{pool.cores}], r[{pool.load}])",
+                f"{body}    fn = {pool.factor_source('rn')}",
                 f"{body}    if fn != fs[{p}]:",
                 f"{body}        fs[{p}] = fn",
             ]
@@ -1039,6 +1083,7 @@ def _compile(st: ModelStructure) -> Kernel:
     module.__dict__["np"] = np
     module.__dict__["H"] = numba.njit(H)
     module.__dict__["share"] = numba.njit(share)
+    module.__dict__["held"] = numba.njit(held)
     module.__dict__["cmin"] = cmin  # registered as jitable above, as safe_div
     module.__dict__["safe_div"] = safe_div
     for p, pool in enumerate(st.pools):

@@ -34,6 +34,9 @@ out and a calibration measures (docs/ctmc.md): the notifier call costs α + h/r_
 (α = 1/r_n, the per-call part: a call that found nothing sleeps and is woken), each worker spends 1/r_x
 more per message (CPU its timed operations do not cover), and a response goes to the client (c0), which
 sends the next request after 1/r_z (k_z messages at once) instead of at once.
+
+:data:`SCHEDULED` is :data:`FULL` on fewer cores than threads with the scheduler's wake-up measured (r_w):
+run to block (sched.py), its roles the monitor and the workers (:data:`ROLES`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from demuxlab.ctmc.engine import (
     RO,
     RP,
     RX,
+    Expr,
     FloatArray,
     H,
     ModelStructure,
@@ -57,14 +61,18 @@ from demuxlab.ctmc.engine import (
 )
 from demuxlab.ctmc.parts import (
     SERVER,
+    awake,
     calibrated,
     client_step,
     contended,
+    free,
     notifier_call,
+    one_per_item,
     paired,
     paper_notifier,
     step,
 )
+from demuxlab.ctmc.sched import Role, scheduled
 
 SPECIES: tuple[str, ...] = (
     *(f"c{i}" for i in range(1, 5)),
@@ -202,6 +210,27 @@ FULL = calibrated(
         client_step(FULL_SPECIES, "c1"),
     ),
 )
+
+
+# -- the calibrated chain on fewer cores than threads: run to block (sched.py) -----------------------------
+
+# The threads that want a CPU, woken ones included: the monitor once a connection is ready and the epoll
+# lock free (m1) or the queue lock free (m4), and in m2, m3, m5, m6; an idle worker once an item is queued
+# for it and the queue lock is free (t1, one per item), a worker whose epoll lock came free (t5), and
+# t2–t4, t6–t10.
+ROLES: tuple[Role, ...] = (
+    Role(
+        "monitor",
+        total(awake(M1, C1) * free(S1), M2, M3, Expr(f"x[{M4}]") * free(B1), M5, M6),
+        ("phi1", "phi2", "phi3", "phi4", "phi5", "phi6"),
+    ),
+    Role(
+        "worker",
+        total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, Expr(f"x[{T5}]") * free(S1), T6, T7, T8, T9, T10),
+        ("phi7", "phi8", "phi9", "phi10", "phi11", "phi12", "phi13", "phi14", "phi15", "overhead"),
+    ),
+)
+SCHEDULED = scheduled(FULL, ROLES)
 
 
 def initial_state(threads: int, connections: int, full: bool = False) -> FloatArray:

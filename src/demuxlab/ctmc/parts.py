@@ -74,6 +74,16 @@ def awake(thread: int, *ready: int) -> Expr:
     return Expr(f"x[{thread}] * H({total(*ready).text})")
 
 
+def free(lock: int) -> Expr:
+    """1 while a lock is free (its free population x[lock] is 1): a thread waiting for it is woken."""
+    return Expr(f"x[{lock}]")
+
+
+def one_per_item(idle: int, items: int) -> Expr:
+    """Idle threads woken by queued items, one per item (a put signals one waiter): min(x[idle], x[items])."""
+    return Expr(f"cmin(x[{idle}], x[{items}])")
+
+
 def step(name: str, doc: str, rate: RateFn, jump: Mapping[str, int] | JumpFn) -> TransitionClass:
     """A step of a server thread: in the pool :data:`SERVER`."""
     return TransitionClass(name, doc, rate, jump, SERVER)

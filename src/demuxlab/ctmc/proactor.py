@@ -40,6 +40,9 @@ client      r_z · min(c0, k_z)               c0 → c1                  client 
 
 h = min(c1, 64) (the server's cache). Runnable (pool ``server``): m2, m3, m4, m6, m7, t2–t5, t7–t9. The
 lock-competition denominators are seed 001's (HSHA φ1, φ4, φ7, φ11).
+
+:data:`SCHEDULED` is this chain on fewer cores than threads with the scheduler's wake-up measured (r_w): run
+to block (sched.py), its roles the demultiplexer and the handlers (:data:`ROLES`).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from demuxlab.ctmc.engine import (
     RO,
     RP,
     RX,
+    Expr,
     FloatArray,
     H,
     ModelStructure,
@@ -62,7 +66,8 @@ from demuxlab.ctmc.engine import (
     present,
     total,
 )
-from demuxlab.ctmc.parts import SERVER, client_step, contended, notifier_call, step
+from demuxlab.ctmc.parts import SERVER, awake, client_step, contended, free, notifier_call, one_per_item, step
+from demuxlab.ctmc.sched import Role, scheduled
 
 SPECIES: tuple[str, ...] = (
     "c0",
@@ -179,6 +184,25 @@ STRUCTURE = ModelStructure(
         client_step(SPECIES, "c1"),
     ),
 )
+
+
+# On fewer cores than threads: run to block (sched.py). The threads that want a CPU, woken ones included:
+# the demultiplexer once a connection is ready and the notifier lock free (m1) or the queue lock free
+# (m5), and in m2–m4, m6, m7; an idle handler once a message is queued for it and the queue lock is free
+# (t1, one per message), a handler whose notifier lock came free (t6), and t2–t5, t7–t9.
+ROLES: tuple[Role, ...] = (
+    Role(
+        "demultiplexer",
+        total(awake(M1, C1) * free(S1), M2, M3, M4, Expr(f"x[{M5}]") * free(B1), M6, M7),
+        ("lock_wait", "notify", "unlock_n", "recv", "lock_q", "put", "unlock_q"),
+    ),
+    Role(
+        "handler",
+        total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, T5, Expr(f"x[{T6}]") * free(S1), T7, T8, T9),
+        ("get_lock", "get", "get_unlock", "work", "send", "rearm_lock", "rearm", "rearm_unlock", "overhead"),
+    ),
+)
+SCHEDULED = scheduled(STRUCTURE, ROLES)
 
 
 def initial_state(threads: int, connections: int) -> FloatArray:

@@ -15,7 +15,7 @@ from demuxlab.errors import DemuxlabError
 PATTERNS: tuple[str, ...] = vocab.PATTERNS
 # Seed 001 §V-A's eight rates, then those the other chains and a calibration add (module docstrings).
 RATE_FIELDS: tuple[str, ...] = ("r_l", "r_p", "r_g", "r_t", "r_i", "r_o", "r_a", "r_e")
-EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z")
+EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z", "r_w")
 ALL_RATE_FIELDS: tuple[str, ...] = RATE_FIELDS + EXTRA_FIELDS
 INSTANT_RATE = 1000.0  # per µs: a step of 1 ns, for model steps that cost (next to) nothing
 NO_REARM_NOTIFIERS = frozenset({"epoll-et"})
@@ -27,11 +27,14 @@ class Rates:
     """The service rates, per µs. r_c (work) is an input of each prediction.
 
     The first eight are seed 001 §V-A's; ``r_n`` (the notifier's per-call cost α = 1/r_n), ``r_x`` (a
-    handler's CPU per message that no timed operation covers) and ``r_z`` (the client's turnaround of one
-    message) are instant (1 ns) unless a calibration measured them. ``speed`` is the share of its CPUs the
-    server got while the calibration runs ran (1 on a quiet host): every server rate, work included, is
-    multiplied by it (``r_z`` is the client's own and already includes its share). ``source`` says, per
-    rate, where the value came from (``paper``, ``instant:…`` or what it was measured from).
+    handler's CPU per message that no timed operation covers), ``r_z`` (the client's turnaround of one
+    message) and ``r_w`` (how soon a woken thread preempts a busy core, per other runnable thread: the
+    scheduler of sched.py) are instant (1 ns) unless a calibration measured them; an instant r_w means
+    "not measured": a chain with more threads than cores then shares them (processor sharing). ``speed``
+    is the share of its CPUs the server got while the calibration runs ran (1 on a quiet host): every
+    server rate, work included, is multiplied by it (``r_z`` is the client's own and already includes its
+    share). ``source`` says, per rate, where the value came from (``paper``, ``instant:…`` or what it was
+    measured from).
     """
 
     r_l: float
@@ -45,6 +48,7 @@ class Rates:
     r_n: float = INSTANT_RATE
     r_x: float = INSTANT_RATE
     r_z: float = INSTANT_RATE
+    r_w: float = INSTANT_RATE
     speed: float = 1.0
     source: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     # A calibration from runs of several workloads: each workload's own rates (workload_key()); these
@@ -63,6 +67,12 @@ class Rates:
     def has_client(self) -> bool:
         """Whether the client's turnaround was measured (the chains then model the client)."""
         return self.r_z != INSTANT_RATE
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether the scheduler's wake-up was measured (sched.py: run to block on fewer cores than
+        threads)."""
+        return self.r_w != INSTANT_RATE
 
     @property
     def extended(self) -> bool:
@@ -117,6 +127,7 @@ class Rates:
         v += [r_c * s, self.r_n * s, self.r_x * s, self.r_z]
         v += [h.client_parallelism if self.has_client else UNBOUNDED]
         v += [float(h.cores) if h.cores is not None else UNBOUNDED, float(h.load)]
+        v += [self.r_w * s]
         out = np.array(v, dtype=np.float64)
         assert len(out) == len(RATE_NAMES)
         return out
@@ -194,6 +205,7 @@ def paper_rates(pattern: str, notifier: str | None = None) -> Rates:
     source = {k: "paper" for k in ALL_RATE_FIELDS}
     for k in EXTRA_FIELDS:
         source[k] = "instant:not in seed 001"
+    source["r_w"] = "instant:not in seed 001 (more threads than cores share them: processor sharing)"
     r_a = 1 / 0.589
     if notifier in NO_REARM_NOTIFIERS:
         r_a = INSTANT_RATE
@@ -216,10 +228,24 @@ def check_pattern(pattern: str) -> None:
         raise DemuxlabError(f"pattern: must be one of {', '.join(PATTERNS)}, got {pattern!r}")
 
 
-def structure(pattern: str, threads: int | None = None, full: bool = False) -> ModelStructure:
+# The patterns whose threads are of several kinds (a dispatcher and its handlers): on fewer cores than
+# threads, with a measured r_w, their chains take cores by run to block (sched.py).
+SCHEDULED: dict[str, ModelStructure] = {
+    "hsha": hsha.SCHEDULED,
+    "proactor": proactor.SCHEDULED,
+    "uring-shared": uring_shared.SCHEDULED,
+}
+
+
+def structure(
+    pattern: str, threads: int | None = None, full: bool = False, scheduled: bool = False
+) -> ModelStructure:
     """The chain of ``pattern`` (at ``threads``, where the structure depends on it; ``full``: HSHA's and
-    LF's calibrated chains instead of seed 001's)."""
+    LF's calibrated chains instead of seed 001's; ``scheduled``: the run-to-block chain of a pattern of
+    :data:`SCHEDULED`, for more threads than cores)."""
     check_pattern(pattern)
+    if scheduled and pattern in SCHEDULED and not (pattern == "uring-shared" and threads == 1):
+        return SCHEDULED[pattern]
     if pattern == "hsha":
         return hsha.FULL if full else hsha.STRUCTURE
     if pattern == "lf":
@@ -240,8 +266,8 @@ def structures(pattern: str) -> tuple[ModelStructure, ...]:
     if pattern in ("hsha", "lf"):
         return (structure(pattern), structure(pattern, full=True))
     if pattern == "uring-shared":
-        return (structure(pattern, 1), structure(pattern, 2))
-    return (structure(pattern),)
+        return (structure(pattern, 1), structure(pattern, 2), SCHEDULED[pattern])
+    return (structure(pattern), *((SCHEDULED[pattern],) if pattern in SCHEDULED else ()))
 
 
 def min_threads(pattern: str) -> int:
@@ -315,6 +341,11 @@ def build(
         init = uring.initial_state(1, n)
     else:
         init = uring_shared.initial_state(threads, n)
+    if rates.scheduled and cores is not None and threads > cores:
+        # Run to block where the threads outnumber the cores and the scheduler's wake-up was measured: the
+        # same state, no core held yet (they are granted at once).
+        st = structure(pattern, threads, full=full, scheduled=True)
+        init = np.concatenate([init, np.zeros(len(st.species) - len(init))])
     r = rates.vector(work_us, Host(cores, h.client_threads, h.client_cores, h.load))
     r[KZ] *= kz_scale
     r[LOAD] += float(others)

@@ -48,6 +48,14 @@ class SimulationResult:
     converged: bool
     final_state: FloatArray
     runnable: float = 0.0  # time average of the first pool's runnable count over the batches (0: no pool)
+    # Per pool (the structure's order), time averages over the batches: its runnable threads, and those of
+    # them on a CPU (runnable × the pool's factor). Their difference is the pool's threads waiting for a CPU.
+    pool_runnable: tuple[float, ...] = ()
+    pool_running: tuple[float, ...] = ()
+
+    def waiting(self, pool: int = 0) -> float:
+        """The mean number of pool ``pool``'s threads that wanted a CPU and had none."""
+        return max(self.pool_runnable[pool] - self.pool_running[pool], 0.0)
 
     @property
     def throughput_msgs_per_s(self) -> float:
@@ -100,7 +108,8 @@ def simulate(
             if status == 0:
                 step *= 2.0
     pace_us = _pace(kernel, x, model, thr, rng)
-    obs = np.zeros(1)  # ∫ runnable dt over the bins below
+    npools = max(1, len(st.pools))
+    obs = np.zeros(1 + 2 * npools)  # ∫ runnable dt, then per pool ∫ runnable and ∫ running dt, over the bins
     bin_us = pace_us * min_events / PLAN_BATCHES
 
     acc: list[FloatArray] = []
@@ -131,6 +140,7 @@ def simulate(
         raise DemuxlabError(f"simulate {_name(model)}: max_events={max_events} too small for one batch")
     means = _batch_means(bins[:usable], N_BATCHES, bin_us)
     mean, rel = batch_ci(means)
+    span = bin_us * len(bins)
     return SimulationResult(
         throughput_per_us=mean,
         ci_halfwidth_rel=rel,
@@ -139,7 +149,9 @@ def simulate(
         simulated_us=bin_us * len(bins),
         converged=converged,
         final_state=x,
-        runnable=float(obs[0]) / (bin_us * len(bins)) if len(bins) else 0.0,
+        runnable=float(obs[0]) / span if span else 0.0,
+        pool_runnable=tuple(float(obs[1 + 2 * q]) / span if span else 0.0 for q in range(len(st.pools))),
+        pool_running=tuple(float(obs[2 + 2 * q]) / span if span else 0.0 for q in range(len(st.pools))),
     )
 
 

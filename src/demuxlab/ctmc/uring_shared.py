@@ -30,6 +30,9 @@ client      r_z · min(c0, k_z)                              c0 → u1
 The queue lock and the submission lock are not modelled (their hold times, tens of ns, are far below the
 steps here; HSHA's and the proactor's chains model theirs). Runnable (pool ``server``): w1·H(u1 + e1) +
 w2 + w3 + w4 + h2 + h3 + h4.
+
+:data:`SCHEDULED` is this chain on fewer cores than threads with the scheduler's wake-up measured (r_w): run
+to block (sched.py), its roles the completion thread and the handlers (:data:`ROLES`).
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ from demuxlab.ctmc.engine import (
     present,
     total,
 )
-from demuxlab.ctmc.parts import SERVER, awake, client_step, notifier_call, ring_batch, step
+from demuxlab.ctmc.parts import SERVER, awake, client_step, notifier_call, one_per_item, ring_batch, step
+from demuxlab.ctmc.sched import Role, scheduled
 
 SPECIES: tuple[str, ...] = (
     "c0", "u1", "u2", "u3", "e1", "e2", "q1", "q2", "w1", "w2", "w3", "w4", "h1", "h2", "h3", "h4",
@@ -113,6 +117,20 @@ STRUCTURE = ModelStructure(
         client_step(SPECIES, "u1"),
     ),
 )
+
+
+# On fewer cores than threads: run to block (sched.py). The completion thread wants a CPU once a completion
+# is ready (w1) and in w2–w4; an idle handler once a message is queued for it (h1, one per message), and in
+# h2–h4.
+ROLES: tuple[Role, ...] = (
+    Role(
+        "completion",
+        total(awake(W1, U1, E1), W2, W3, W4),
+        ("reap", "take_send", "rearm", "take_recv", "put", "idle"),
+    ),
+    Role("handler", total(one_per_item(H1, Q2), H2, H3, H4), ("get", "work", "send", "overhead")),
+)
+SCHEDULED = scheduled(STRUCTURE, ROLES)
 
 
 def initial_state(threads: int, connections: int) -> FloatArray:
