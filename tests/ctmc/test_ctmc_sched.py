@@ -12,7 +12,7 @@ import pytest
 from demuxlab.ctmc import hsha, proactor
 from demuxlab.ctmc.engine import CORES, held
 from demuxlab.ctmc.exact import explore
-from demuxlab.ctmc.rates import Host, Rates, build, paper_rates
+from demuxlab.ctmc.rates import SCHEDULED, Host, Rates, build, paper_rates, structures
 from demuxlab.ctmc.sched import Role, scheduled
 from demuxlab.ctmc.ssa import simulate
 from demuxlab.errors import DemuxlabError
@@ -43,6 +43,9 @@ def test_a_prediction_schedules_only_more_threads_than_cores_with_a_measured_wak
     # the chain's own start, no core held yet
     np.testing.assert_array_equal(m.initial[: len(proactor.STRUCTURE.species)], proactor.initial_state(4, 16))
     assert m.initial[len(proactor.STRUCTURE.species) :].tolist() == [0.0, 0.0]
+    # compiled ahead with the pattern's other chains (predict_many's warm-up)
+    for pattern, chain in SCHEDULED.items():
+        assert chain in structures(pattern)
 
 
 @pytest.mark.parametrize("cores", [1, 2])

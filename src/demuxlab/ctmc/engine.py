@@ -251,10 +251,10 @@ class Pool:
             return held(float(x[self.holders]), float(self.runnable(x, r)))
         return share(float(self.runnable(x, r)), float(r[self.cores]), float(r[self.load]))
 
-    def factor_source(self, runnable: str, x: str = "x") -> str:
+    def factor_source(self, runnable: str) -> str:
         """The factor as generated code, given the runnable count's expression ``runnable``."""
         if self.holders is not None:
-            return f"held({x}[{self.holders}], {runnable})"
+            return f"held(x[{self.holders}], {runnable})"
         return f"share({runnable}, r[{self.cores}], r[{self.load}])"
 
 

@@ -263,11 +263,12 @@ def structure(
 
 def structures(pattern: str) -> tuple[ModelStructure, ...]:
     """Every chain ``pattern`` may use (to compile them ahead)."""
+    scheduled = (SCHEDULED[pattern],) if pattern in SCHEDULED else ()
     if pattern in ("hsha", "lf"):
-        return (structure(pattern), structure(pattern, full=True))
+        return (structure(pattern), structure(pattern, full=True), *scheduled)
     if pattern == "uring-shared":
-        return (structure(pattern, 1), structure(pattern, 2), SCHEDULED[pattern])
-    return (structure(pattern), *((SCHEDULED[pattern],) if pattern in SCHEDULED else ()))
+        return (structure(pattern, 1), structure(pattern, 2), *scheduled)
+    return (structure(pattern), *scheduled)
 
 
 def min_threads(pattern: str) -> int:
