@@ -213,3 +213,15 @@ def test_the_kernel_cache_key_follows_the_expressions() -> None:
     trs[2] = replace(trs[2], rate=mass(RL, tpc.K3))  # another rate constant, all else the same
     other = replace(st, transitions=tuple(trs))
     assert _cache_key(other, _generate_source(other)) not in (None, key)
+
+
+def test_every_state_dependent_jump_is_analysed() -> None:
+    """The populations each jump function writes are read from its source (checked against its bytecode):
+    none of the chains' falls back to "every population", which would recompute every rate after it."""
+    from demuxlab.ctmc.rates import PATTERNS, structures
+
+    for pattern in PATTERNS:
+        for st in structures(pattern):
+            deps = dependencies(st)
+            unread = [st.transitions[k].name for k, c in enumerate(deps.changes) if c is None]
+            assert unread == [], (st.name, unread)

@@ -391,3 +391,36 @@ def test_kernel_cache_is_reused_by_a_new_process(tmp_path: Path) -> None:
     assert first[0] == second[0] and Path(first[0]).parent == tmp_path
     assert first[1:] == ["0", "1"]  # compiled and stored
     assert second[1:] == ["1", "0"]  # loaded
+
+
+def _one(x: np.ndarray, r: np.ndarray) -> float:
+    return 1.0
+
+
+def test_a_source_file_edited_after_import_is_not_read_for_another_function(tmp_path: Path) -> None:
+    """inspect.getsource reads a function's file as it is now, at the line where the function began when it
+    was imported. A long run whose package is edited meanwhile would take the indices of whatever text is
+    there now for the jump's own (it made every proactor calibration of a running benchmark predict 0
+    msg/s): the analysis checks the text against the function's bytecode and falls back to everything, and
+    the kernel cache key follows the code the process runs."""
+    import importlib.util
+
+    from demuxlab.ctmc.engine import ModelStructure, TransitionClass, _cache_key, _generate_source
+
+    path = tmp_path / "edited_chain.py"
+    body = "def jump(x, d):\n    d[0] = -1.0\n    d[1] = 1.0\n\n\ndef other(x, d):\n    d[2] = 1.0\n"
+    path.write_text(body)
+    spec = importlib.util.spec_from_file_location("edited_chain", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert subscripts(module.jump, 1, 3) == frozenset({0, 1})
+    st = ModelStructure("edited", ("a", "b", "c"), (TransitionClass("t", "", _one, module.jump),), "t")
+    before = _cache_key(st, _generate_source(st))
+    # Lines shifted (`jump`'s first line now holds a comment), the body changed.
+    path.write_text("# a comment\n# another\n\n" + body.replace("d[1] = 1.0", "d[2] = 1.0"))
+    assert subscripts(module.jump, 1, 3) is None
+    # the same code in the process, another file: another key; and the process's own code counts too
+    assert _cache_key(st, _generate_source(st)) != before
+    path.write_text(body)
+    assert _cache_key(st, _generate_source(st)) == before

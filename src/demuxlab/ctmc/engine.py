@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import marshal
 import os
 import re
 import sys
@@ -472,7 +473,7 @@ def subscripts(fn: Callable[..., Any], param: int, size: int) -> frozenset[int] 
     except (OSError, TypeError, SyntaxError):
         return None
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    if len(defs) != 1:
+    if len(defs) != 1 or not _is_source_of(defs[0], fn):
         return None
     fdef = defs[0]
     a = fdef.args
@@ -484,6 +485,44 @@ def subscripts(fn: Callable[..., Any], param: int, size: int) -> frozenset[int] 
     except (TypeError, ValueError):
         return None
     return _subscripts_in(fdef, a.args[param].arg, env, size)
+
+
+def _is_source_of(fdef: ast.FunctionDef, fn: Callable[..., Any]) -> bool:
+    """Whether ``fdef`` compiles to ``fn``'s own bytecode. inspect.getsource reads the file as it is now, at
+    the line the function started when it was imported: a file edited since (a long run while its source
+    changes) gives another function's text, whose indices would be taken for this one's."""
+    code = getattr(fn, "__code__", None)
+    if code is None or fdef.name != fn.__name__:
+        return False
+    body: list[ast.stmt] = [fdef]
+    if code.co_freevars:  # a closure: its free variables are the enclosing function's locals
+        free: list[ast.stmt] = [
+            ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())], value=ast.Constant(value=None))
+            for v in code.co_freevars
+        ]
+        no_args = ast.arguments(
+            posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[]
+        )
+        body = [ast.FunctionDef(name="_enclosing", args=no_args, body=[*free, fdef], decorator_list=[])]
+    try:
+        tree = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
+        consts = compile(tree, "<source check>", "exec").co_consts
+    except (SyntaxError, ValueError, TypeError):
+        return False
+    if code.co_freevars:
+        consts = next(c for c in consts if isinstance(c, types.CodeType)).co_consts
+    made = [c for c in consts if isinstance(c, types.CodeType) and c.co_name == fdef.name]
+    return len(made) == 1 and _same_code(made[0], code)
+
+
+def _same_code(a: types.CodeType, b: types.CodeType) -> bool:
+    """The same instructions, names and constants (an index such as d[1] is a constant), whatever the file
+    and lines they came from."""
+
+    def plain(c: types.CodeType) -> tuple[Any, ...]:
+        return tuple(k for k in c.co_consts if not isinstance(k, types.CodeType))
+
+    return a.co_code == b.co_code and a.co_names == b.co_names and plain(a) == plain(b)
 
 
 def _subscripts_in(root: ast.AST, name: str, env: dict[str, Any], size: int) -> frozenset[int] | None:
@@ -1013,7 +1052,8 @@ def cache_dir() -> Path | None:
 
 def _cache_key(st: ModelStructure, source: str) -> str | None:
     """A hash of everything the compiled code depends on, or None if some of it cannot be pinned down (a
-    φ without a source file, or one that closes over values)."""
+    φ or jump without a source file, or one that closes over values): the generated source, the φ and jump
+    functions' files and bytecode, this file, and the numba, numpy and Python versions."""
     import numba
 
     h = hashlib.sha256()
@@ -1024,7 +1064,8 @@ def _cache_key(st: ModelStructure, source: str) -> str | None:
     fns += [tr.jump for tr in st.transitions if callable(tr.jump)]
     fns += [pool.runnable for pool in st.pools if not isinstance(pool.runnable, Expr)]
     for fn in fns:
-        if getattr(fn, "__closure__", None):
+        code = getattr(fn, "__code__", None)
+        if getattr(fn, "__closure__", None) or code is None:
             return None
         try:
             src = inspect.getsourcefile(fn)
@@ -1034,6 +1075,8 @@ def _cache_key(st: ModelStructure, source: str) -> str | None:
             return None
         files.add(Path(src).resolve())
         h.update(f"{fn.__module__}.{fn.__qualname__}|".encode())
+        # The code this process runs, too: its file may have been edited since it was imported.
+        h.update(marshal.dumps(code))
     for f in sorted(files):
         h.update(str(f).encode())
         h.update(f.read_bytes())

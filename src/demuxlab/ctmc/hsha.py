@@ -50,7 +50,6 @@ from demuxlab.ctmc.engine import (
     RO,
     RP,
     RX,
-    Expr,
     FloatArray,
     H,
     ModelStructure,
@@ -71,6 +70,7 @@ from demuxlab.ctmc.parts import (
     paired,
     paper_notifier,
     step,
+    waiting_for,
 )
 from demuxlab.ctmc.sched import Role, scheduled
 
@@ -221,12 +221,12 @@ FULL = calibrated(
 ROLES: tuple[Role, ...] = (
     Role(
         "monitor",
-        total(awake(M1, C1) * free(S1), M2, M3, Expr(f"x[{M4}]") * free(B1), M5, M6),
+        total(awake(M1, C1) * free(S1), M2, M3, waiting_for(M4, B1), M5, M6),
         ("phi1", "phi2", "phi3", "phi4", "phi5", "phi6"),
     ),
     Role(
         "worker",
-        total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, Expr(f"x[{T5}]") * free(S1), T6, T7, T8, T9, T10),
+        total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, waiting_for(T5, S1), T6, T7, T8, T9, T10),
         ("phi7", "phi8", "phi9", "phi10", "phi11", "phi12", "phi13", "phi14", "phi15", "overhead"),
     ),
 )

@@ -79,6 +79,11 @@ def free(lock: int) -> Expr:
     return Expr(f"x[{lock}]")
 
 
+def waiting_for(thread: int, lock: int) -> Expr:
+    """Threads in x[thread] waiting for a lock, as threads that want a CPU: all of them while it is free."""
+    return Expr(f"x[{thread}]") * free(lock)
+
+
 def one_per_item(idle: int, items: int) -> Expr:
     """Idle threads woken by queued items, one per item (a put signals one waiter): min(x[idle], x[items])."""
     return Expr(f"cmin(x[{idle}], x[{items}])")

@@ -57,7 +57,6 @@ from demuxlab.ctmc.engine import (
     RO,
     RP,
     RX,
-    Expr,
     FloatArray,
     H,
     ModelStructure,
@@ -66,7 +65,17 @@ from demuxlab.ctmc.engine import (
     present,
     total,
 )
-from demuxlab.ctmc.parts import SERVER, awake, client_step, contended, free, notifier_call, one_per_item, step
+from demuxlab.ctmc.parts import (
+    SERVER,
+    awake,
+    client_step,
+    contended,
+    free,
+    notifier_call,
+    one_per_item,
+    step,
+    waiting_for,
+)
 from demuxlab.ctmc.sched import Role, scheduled
 
 SPECIES: tuple[str, ...] = (
@@ -193,12 +202,12 @@ STRUCTURE = ModelStructure(
 ROLES: tuple[Role, ...] = (
     Role(
         "demultiplexer",
-        total(awake(M1, C1) * free(S1), M2, M3, M4, Expr(f"x[{M5}]") * free(B1), M6, M7),
+        total(awake(M1, C1) * free(S1), M2, M3, M4, waiting_for(M5, B1), M6, M7),
         ("lock_wait", "notify", "unlock_n", "recv", "lock_q", "put", "unlock_q"),
     ),
     Role(
         "handler",
-        total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, T5, Expr(f"x[{T6}]") * free(S1), T7, T8, T9),
+        total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, T5, waiting_for(T6, S1), T7, T8, T9),
         ("get_lock", "get", "get_unlock", "work", "send", "rearm_lock", "rearm", "rearm_unlock", "overhead"),
     ),
 )
