@@ -4,6 +4,7 @@ browser); the plotting grid and the one look every page shares."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 import pandas as pd
 import pytest
@@ -305,3 +306,18 @@ def test_progress_shows_ok_runs_in_time_order_and_failures_at_zero() -> None:
     assert ok["y"] == [100.0, 200.0] and ok["text"] == ["a", "b"]  # by the time each finished
     assert failed["y"] == [0, 0] and failed["text"] == ["client stall", "server crashed"]  # no finish: ingest
     assert experiments.progress_figure(latest.iloc[0:0])["layout"]["annotations"][0]["text"] == "no runs yet"
+
+
+def test_rates_the_paper_does_not_measure_have_no_paper_value() -> None:
+    """α, the untimed CPU, the client and the scheduler's wake-up are instant in paper_rates (not measured in
+    seed 001): the table shows no paper time for them (no 0.001 µs bar, no ratio of thousands)."""
+    from demuxlab.dashboard.whatif import paper
+
+    rates = {"r_e": 2.0, "r_n": 0.1, "r_w": 0.09, "speed": 1.0, "source": {"r_w": "fit:monitor wait_s"}}
+    cals = pd.DataFrame([{"id": 3, "pattern": "hsha", "notifier": "select", "rates": rates}])
+    table = model.rates_table(cals, paper(), ("r_e",))
+    by_rate = {row["rate"]: row for _, row in table.iterrows()}
+    assert by_rate["r_e"]["paper_us"] == 2.9 and by_rate["r_e"]["ratio"] == pytest.approx(0.5 / 2.9, abs=1e-3)
+    for k in ("r_n", "r_w"):
+        assert math.isnan(by_rate[k]["paper_us"]) and pd.isna(by_rate[k]["ratio"])
+    assert by_rate["r_w"]["calibrated_us"] == pytest.approx(11.1111, abs=1e-4)
