@@ -151,10 +151,14 @@ def test_rates_table_against_the_paper_named_by_operation() -> None:
     fig = model.rates_figure(table[table["rate"] != "r_n"])
     assert fig["data"][0]["name"] == "paper: lf"
     assert fig["data"][0]["x"] == [
-        "lock acquire/release<br>(r_l)",
-        "event notification,<br>per descriptor<br>(r_e)",
+        "lock<br>acquire/<br>release<br>(r_l)",
+        "event<br>notification,<br>per<br>descriptor<br>(r_e)",
     ]
-    assert model.rate_name("r_z") == "r_z"  # a rate without a name here: its own
+    for rate in model.RATE_NAMES:  # no line of a name wider than its bars, but for a single longer word
+        lines = model._tick(rate).split("<br>")[:-1]
+        assert all(len(line) <= model.TICK_WIDTH or " " not in line for line in lines), rate
+    assert model.rate_name("r_q") == "r_q"  # a rate without a name here: its own
+    assert model.rate_name("r_w") == "wake-up, per other thread (r_w)"
 
 
 def test_whatif_flags_fluid_outside_the_ssa_interval() -> None:
@@ -313,7 +317,14 @@ def test_rates_the_paper_does_not_measure_have_no_paper_value() -> None:
     seed 001): the table shows no paper time for them (no 0.001 µs bar, no ratio of thousands)."""
     from demuxlab.dashboard.whatif import paper
 
-    rates = {"r_e": 2.0, "r_n": 0.1, "r_w": 0.09, "speed": 1.0, "source": {"r_w": "fit:monitor wait_s"}}
+    rates = {
+        "r_e": 2.0,
+        "r_n": 0.1,
+        "r_w": 0.09,
+        "r_x": 1000.0,
+        "speed": 1.0,
+        "source": {"r_w": "fit:monitor wait_s", "r_x": "instant:not in seed 001"},
+    }
     cals = pd.DataFrame([{"id": 3, "pattern": "hsha", "notifier": "select", "rates": rates}])
     table = model.rates_table(cals, paper(), ("r_e",))
     by_rate = {row["rate"]: row for _, row in table.iterrows()}
@@ -321,3 +332,8 @@ def test_rates_the_paper_does_not_measure_have_no_paper_value() -> None:
     for k in ("r_n", "r_w"):
         assert math.isnan(by_rate[k]["paper_us"]) and pd.isna(by_rate[k]["ratio"])
     assert by_rate["r_w"]["calibrated_us"] == pytest.approx(11.1111, abs=1e-4)
+    # left instant by the calibration: no time (the 1 ns placeholder is not a measurement), the reason kept;
+    # and no empty place for it among the bars
+    assert math.isnan(by_rate["r_x"]["calibrated_us"]) and by_rate["r_x"]["from"] == "instant:not in seed 001"
+    ticks = model.rates_figure(table)["layout"]["xaxis"]["categoryarray"]
+    assert ticks == [model._tick(r) for r in ("r_e", "r_n", "r_w")]

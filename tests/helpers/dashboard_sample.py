@@ -257,7 +257,8 @@ def store_model(spec: Any, url: str) -> None:
     engine.dispose()
     from dataclasses import replace
 
-    rates = replace(paper_rates("lf"), r_e=1 / 0.9, r_a=1 / 0.7, source={"r_e": "notify", "r_a": "rearm"})
+    base = paper_rates("lf")
+    rates = replace(base, r_e=1 / 0.9, r_a=1 / 0.7, source={**base.source, "r_e": "notify", "r_a": "rearm"})
     cal_id = save_calibration(
         rates,
         "lf",

@@ -15,8 +15,8 @@ from demuxlab.dashboard import style
 from demuxlab.dashboard.figures import base
 from demuxlab.dashboard.plot import Fig, FigureDict, bar, scatter
 
-# What each rate of seed 001 §V-A stands for (docs/ctmc.md); a rate a model adds without an entry here is
-# shown by its own name.
+# What each rate stands for (docs/ctmc.md): seed 001 §V-A's, then what a calibration adds; a rate a model
+# adds without an entry here is shown by its own name.
 RATE_NAMES: dict[str, str] = {
     "r_l": "lock acquire/release",
     "r_p": "queue put",
@@ -27,6 +27,11 @@ RATE_NAMES: dict[str, str] = {
     "r_a": "re-arm",
     "r_e": "event notification, per descriptor",
     "r_c": "work (the request's service)",
+    # what a calibration adds to seed 001's (docs/ctmc.md)
+    "r_n": "notifier, per call",
+    "r_x": "untimed CPU, per message",
+    "r_z": "client turnaround",
+    "r_w": "wake-up, per other thread",
 }
 _PAPER_GREYS: tuple[str, ...] = ("#BBBBBB", "#888888", "#DDDDDD", "#666666")
 
@@ -37,10 +42,24 @@ def rate_name(rate: str) -> str:
     return f"{name} ({rate})" if name else rate
 
 
+TICK_WIDTH = 12  # characters per line of a rate's name under its bars (wider ones run into the next name)
+
+
 def _tick(rate: str) -> str:
-    """A rate's name on a category axis: the operation over its symbol, on two lines."""
+    """A rate's name on a category axis: the operation, wrapped to lines of at most TICK_WIDTH characters
+    (at spaces, and after a '/'), over its symbol."""
     name = RATE_NAMES.get(rate)
-    return f"{name.replace(', ', ',<br>')}<br>({rate})" if name else rate
+    if not name:
+        return rate
+    words = name.replace("/", "/ ").split()
+    lines: list[str] = []
+    for word in words:
+        glue = "" if lines and lines[-1].endswith("/") else " "
+        if lines and len(lines[-1]) + len(glue) + len(word) <= TICK_WIDTH:
+            lines[-1] += glue + word
+        else:
+            lines.append(word)
+    return "<br>".join([*lines, f"({rate})"])
 
 
 def rates_table(
@@ -48,7 +67,9 @@ def rates_table(
 ) -> pd.DataFrame:
     """Per calibration: each rate it stores (``r_*``: the models' rates in ``rate_fields``' order, then any
     other it holds) as mean time per operation (µs = 1/rate), next to the paper's for the calibration's
-    pattern, with the ratio and where the value came from; ``paper`` is {pattern: {rate: per µs}}."""
+    pattern, with the ratio and where the value came from; ``paper`` is {pattern: {rate: per µs}}. A rate
+    the calibration left instant (its source ``instant:…``: not measured, or a step the pattern does not
+    take) has no time: its 1 ns placeholder is not a measurement, and its row says why."""
     cols = ["calibration", "pattern", "notifier", "operation", "rate", "calibrated_us", "paper_us", "ratio"]
     rows = []
     for c in base.records(calibrations):
@@ -56,7 +77,8 @@ def rates_table(
         source = rates.get("source") or {}
         stored = [k for k in rates if k.startswith("r_") and isinstance(rates[k], int | float)]
         for k in [*(f for f in rate_fields if f in stored), *sorted(set(stored) - set(rate_fields))]:
-            cal_us = 1.0 / float(rates[k]) if float(rates[k]) > 0 else math.nan
+            instant = str(source.get(k, "")).startswith("instant:")
+            cal_us = 1.0 / float(rates[k]) if float(rates[k]) > 0 and not instant else math.nan
             ref = paper.get(str(c["pattern"]), {}).get(k)
             paper_us = 1.0 / ref if ref else math.nan
             rows.append(
@@ -78,6 +100,8 @@ def rates_table(
 def rates_figure(table: pd.DataFrame) -> FigureDict:
     """Calibrated time per operation vs the paper's (log scale), one group per rate: a grey bar per
     pattern's paper values, then each calibration in its pattern's colour, hatched by notifier."""
+    # A rate no calibration measured (every one left it instant) and the paper has no time for: no bars.
+    table = table[table["calibrated_us"].notna() | table["paper_us"].notna()]
     if table.empty:
         return base.empty_figure("no calibrations yet (experiments with calibration runs make them)", 300)
     fig = Fig()
@@ -113,7 +137,7 @@ def rates_figure(table: pd.DataFrame) -> FigureDict:
             yaxis_type="log",
             yaxis_title="µs per operation (1/rate)",
             xaxis={"categoryorder": "array", "categoryarray": ops, "tickangle": 0},
-            margin={"l": 60, "r": 20, "t": 50, "b": 80},
+            margin={"l": 60, "r": 20, "t": 50, "b": 110},
         )
     )
     return fig.to_dict()
