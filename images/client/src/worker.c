@@ -321,7 +321,9 @@ static int on_readable(struct worker *w, struct conn *c, uint64_t now, double ra
 
     uint64_t t = now_ns();
     record(w, c, t);
-    if (rate_per_ns > 0.0 && in_measure(w->run, c->start_ns))
+    /* Served: an arrival of the measure phase echoed before the run ended (the last loop turn can
+     * finish one just after the end; with no cool-down that one is outside the window, not served). */
+    if (rate_per_ns > 0.0 && in_measure(w->run, c->start_ns) && t < w->run->end)
         w->served++;
     c->busy = 0;
     c->seq++;
