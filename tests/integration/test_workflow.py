@@ -284,6 +284,12 @@ def test_docker_launcher_end_to_end(tmp_path: Path, database_url: str, docker_en
         assert r["throughput_msgs_per_s"] > 0
 
 
+def default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default action (an ignored signal stays ignored
+    across exec; a default one becomes Python's KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_interrupted_workflow_resumes_without_duplicates(tmp_path: Path, database_url: str) -> None:
     runs_dir = tmp_path / "results" / "tiny" / "runs"
     log = tmp_path / "first.log"
@@ -293,6 +299,10 @@ def test_interrupted_workflow_resumes_without_duplicates(tmp_path: Path, databas
             stdout=log_file,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            # Ctrl-C as in a terminal: a suite started in the background of a non-interactive shell
+            # inherits SIGINT ignored (POSIX), Python then installs no KeyboardInterrupt, and Snakemake
+            # would run the workflow to the end, exit 0 (CI saw it).
+            preexec_fn=default_sigint,
         )
     try:
         # A run counts as finished once its ingest job has started: Snakemake registers a job's
@@ -308,7 +318,7 @@ def test_interrupted_workflow_resumes_without_duplicates(tmp_path: Path, databas
         # handler swallows a KeyboardInterrupt that lands while it writes a line (snakemake/logging.py:
         # `except (KeyboardInterrupt, SystemExit): pass`), and the first ingest is just when it logs: a
         # Ctrl-C it did not take (no "Terminating processes" within half a second) is pressed again, as a
-        # user would.  CI once saw the whole workflow finish, exit 0, after a single one.
+        # user would.
         os.killpg(proc.pid, signal.SIGINT)
         deadline = time.monotonic() + 120
         while proc.poll() is None and time.monotonic() < deadline:
