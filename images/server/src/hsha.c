@@ -25,7 +25,7 @@ static void *monitor_loop(void *arg)
     struct notifier *nt = H.nt;
     int cache[MAX_EVENTS];
     while (!stopping(s)) {
-        int n = notifier_wait_timed(nt, cache, MAX_EVENTS);
+        int n = notifier_wait_timed(nt, cache, MAX_EVENTS, &s->ct.stop);
         for (int i = 0; i < n && !stopping(s); i++) {
             if (cache[i] == s->ct.lfd) {
                 accept_all(&s->ct, place, NULL);

@@ -12,6 +12,7 @@
 #define DEMUX_INSTR_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -120,8 +121,12 @@ void tstat_merge(struct tstat *dst, const struct tstat *src);
  * With --instrument, waiting is kept apart from the notifier's service time: a non-blocking call
  * first; if it returns descriptors (the hot path under load: still one call) its time is `notify`,
  * bucketed by the exact count; if it returns none, the thread blocks in a second call, and the time
- * from the first call to the second's return is `idle` (CONTRACTS.md §1). */
-static inline int notifier_wait_timed(struct notifier *nt, int *fds, int max)
+ * from the first call to the second's return is `idle` (CONTRACTS.md §1).
+ *
+ * `stop` is the server's stop flag: the stop's wake() comes after it is set, and the first call can
+ * take that wake-up (every back-end drains its kick, or reaps its no-op, in any wait); the second would
+ * then block for good.  So a stop seen between the two calls returns 0, as a woken wait does. */
+static inline int notifier_wait_timed(struct notifier *nt, int *fds, int max, const atomic_bool *stop)
 {
     if (max > MAX_EVENTS)
         max = MAX_EVENTS;
@@ -139,6 +144,8 @@ static inline int notifier_wait_timed(struct notifier *nt, int *fds, int max)
         instr_notify(t0, n);
         return n;
     }
+    if (atomic_load(stop))
+        return 0;
     n = nt->ops->wait(nt, fds, max, true);
     if (n < 0)
         die("%s wait failed", notifier_name(nt->ops));

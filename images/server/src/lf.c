@@ -40,7 +40,7 @@ static void *lf_loop(void *arg)
                 fd = -1;
                 continue;
             }
-            int n = notifier_wait_timed(nt, L.cache, MAX_EVENTS);
+            int n = notifier_wait_timed(nt, L.cache, MAX_EVENTS, &s->ct.stop);
             L.cached = n;
             L.next = 0;
         }

@@ -60,7 +60,7 @@ static void *demux_loop(void *arg)
     struct notifier *nt = P.nt;
     int fds[MAX_EVENTS];
     while (!stopping(s)) {
-        int n = notifier_wait_timed(nt, fds, MAX_EVENTS);
+        int n = notifier_wait_timed(nt, fds, MAX_EVENTS, &s->ct.stop);
         int queued = 0;
         for (int i = 0; i < n && !stopping(s); i++) {
             if (fds[i] == s->ct.lfd) {

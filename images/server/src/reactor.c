@@ -19,7 +19,7 @@ static void *reactor_loop(void *arg)
     struct notifier *nt = R.nt;
     int fds[MAX_EVENTS];
     while (!stopping(s)) {
-        int n = notifier_wait_timed(nt, fds, MAX_EVENTS);
+        int n = notifier_wait_timed(nt, fds, MAX_EVENTS, &s->ct.stop);
         for (int i = 0; i < n && !stopping(s); i++) {
             if (fds[i] == s->ct.lfd) {
                 accept_all(&s->ct, place, nt);
