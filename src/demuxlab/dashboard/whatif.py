@@ -57,14 +57,16 @@ def max_threads(pattern: str) -> int:
 
 
 def paper() -> dict[str, dict[str, float]]:
-    """Seed 001's rates per pattern. Not the placeholders of what the paper does not measure (the per-call
-    notifier cost, untimed CPU, the client, the scheduler's wake-up: instant there), which a table or a
-    bar would show as a paper value of 0.001 µs."""
-    from demuxlab.ctmc.rates import RATE_FIELDS, paper_rates
+    """Seed 001's rates per pattern: those whose source is the paper. Not the placeholders of what it does
+    not measure (the per-call notifier cost, untimed CPU, the client, the scheduler's wake-up: instant
+    there), which a table or a bar would show as a paper value of 0.001 µs."""
+    from demuxlab.ctmc.rates import paper_rates
 
-    return {
-        p: {k: v for k, v in paper_rates(p).as_dict().items() if k in RATE_FIELDS} for p in model_patterns()
-    }
+    def measured(pattern: str) -> dict[str, float]:
+        rates = paper_rates(pattern)
+        return {k: v for k, v in rates.as_dict().items() if rates.source.get(k) == "paper"}
+
+    return {p: measured(p) for p in model_patterns()}
 
 
 # -- inputs ----------------------------------------------------------------------------------------------

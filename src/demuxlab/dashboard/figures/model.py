@@ -6,6 +6,7 @@ patterns and rates :mod:`demuxlab.ctmc` models come in through the frames: nothi
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -51,15 +52,8 @@ def _tick(rate: str) -> str:
     name = RATE_NAMES.get(rate)
     if not name:
         return rate
-    words = name.replace("/", "/ ").split()
-    lines: list[str] = []
-    for word in words:
-        glue = "" if lines and lines[-1].endswith("/") else " "
-        if lines and len(lines[-1]) + len(glue) + len(word) <= TICK_WIDTH:
-            lines[-1] += glue + word
-        else:
-            lines.append(word)
-    return "<br>".join([*lines, f"({rate})"])
+    wrap = textwrap.wrap(name.replace("/", "/ "), TICK_WIDTH, break_long_words=False, break_on_hyphens=False)
+    return "<br>".join([*(line.replace("/ ", "/") for line in wrap), f"({rate})"])
 
 
 def rates_table(
