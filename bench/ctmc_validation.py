@@ -4,13 +4,14 @@ for every pattern × notifier of one or more experiment specs, and the error tab
     .venv/bin/python bench/ctmc_validation.py --spec bench/specs/embedded-multicore-short.yaml \\
         --spec bench/specs/proactor-echo-short.yaml --spec experiments/smoke.yaml --patterns-of-smoke hsha,lf
 
-It needs the static binaries (build/bin, or $DEMUXLAB_BIN_DIR) and the demuxlab package (its native
+It needs the static binaries (build/bin, or $DEMUXLAB_BIN) and the demuxlab package (its native
 launcher runs each pair, bench/images_lib.py) — no database, no network. Per spec:
 
 1. the points: every design × notifier × threads (cut to the pair's range, and to --threads) × work ×
    connections × size of the spec, and per (pattern, notifier, connections, size, work) one calibration
    point at the pattern's calibration concurrency (rates.calibration_threads), instrumented;
-2. every run, in a random order (seeded), server and client pinned by the project's planner
+2. every run, in rounds (round i: the i-th run of every point, in a seeded random order), server and
+   client pinned by the project's planner
    (``demuxlab.plan``: halves of the NUMA nodes, else of the physical cores; the client gets the spec's
    client threads); with --max-background, a run during which other processes used more than that share
    of the host's CPUs (from /proc/stat, less the server's and the client's own CPU time) is run again, up
@@ -25,6 +26,9 @@ launcher runs each pair, bench/images_lib.py) — no database, no network. Per s
 --runs-out keeps every run (server and client JSON) and --replay calibrates and predicts them again, a
 model change against the same measurements; --probe adds one instrumented run of every point beyond the
 calibration concurrency to them (what the server did there: calls per message, each role's CPU and waits).
+On a lent machine with little time: --measure-only stops after the runs (--replay predicts them elsewhere),
+--time-limit S starts no run after S seconds (the --runs-out file is rewritten after every run, so it holds
+what ran), --keep-going reports a failed run and goes on (docs/ctmc.md, "On 16 cores").
 
 Prints one row per point, then mean and max |error| per pattern × notifier × rates source, per pattern
 and overall, with the host, the load average before and after, and the measured background CPU. Targets
@@ -194,8 +198,10 @@ def save_runs(
             for r, bg in rs
         ],
     }
-    with gzip.open(path, "wt") as f:
+    tmp = f"{path}.tmp"
+    with gzip.open(tmp, "wt") as f:
         json.dump(doc, f)
+    os.replace(tmp, path)  # never a half-written file, also when the bench is killed while writing
 
 
 def load_runs(path: str) -> dict[str, Any]:
@@ -242,11 +248,33 @@ def main() -> None:
     )
     ap.add_argument("--runs-out", help="write every run (point, server and client JSON, background) here")
     ap.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        help="seconds of measuring after which no run starts (the runs are ordered in rounds of one run of "
+        "every point, so a cut drops later repeats first); with --runs-out, the file holds what was run",
+    )
+    ap.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="with --runs-out: stop after measuring (calibrate and predict later with --replay, e.g. on "
+        "another host: a lent machine's time goes to the runs alone)",
+    )
+    ap.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="a run that fails is reported and left out, and the others go on (default: the first stops all)",
+    )
+    ap.add_argument(
         "--replay",
         help="calibrate and predict the runs a --runs-out file holds instead of measuring (a model change "
         "against the same measurements)",
     )
     a = ap.parse_args()
+    if a.measure_only and (not a.runs_out or a.replay):
+        raise BenchError(
+            "--measure-only needs --runs-out (where the runs go for a later --replay), not --replay"
+        )
     replay_doc: dict[str, Any] = {}
     if a.replay:
         replay_doc = load_runs(a.replay)
@@ -293,7 +321,7 @@ def main() -> None:
             if not p.instrument and p.threads != calibration_threads(p.pattern)
         ]
     rng = random.Random(a.seed)
-    jobs: list[tuple[Point, int]] = []
+    rounds: dict[int, list[tuple[Point, int]]] = defaultdict(list)
     for p in points:
         ph = phases.get(p.spec, {})
         reps = (
@@ -301,8 +329,14 @@ def main() -> None:
             if p.instrument
             else (a.repeats or ph.get("repeats") or 1)
         )
-        jobs += [(p, i) for i in range(reps)]
-    rng.shuffle(jobs)
+        for i in range(reps):
+            rounds[i].append((p, i))
+    # Round i holds the i-th run of every point, in a random order: each round sees every point once (a
+    # host's drift spreads over all of them), and a --time-limit cut drops the last repeats first.
+    jobs: list[tuple[Point, int]] = []
+    for i in sorted(rounds):
+        rng.shuffle(rounds[i])
+        jobs += rounds[i]
 
     def timing(p: Point) -> tuple[float, float]:
         ph = phases.get(p.spec, {})
@@ -320,7 +354,14 @@ def main() -> None:
             f"# replay of {a.replay}: {len(replay_doc['runs'])} runs measured {replay_doc['when']}",
             flush=True,
         )
+    failed: list[tuple[Point, str]] = []
     for n, (p, _rep) in enumerate(jobs, 1):
+        if a.time_limit is not None and time.monotonic() - t0 > a.time_limit:
+            print(
+                f"# --time-limit {a.time_limit:g} s: {len(jobs) - n + 1} of {len(jobs)} runs not run",
+                flush=True,
+            )
+            break
         warm, dur = timing(p)
         ct = p.client_threads or len(client_cpus)
         best: tuple[Result, float] | None = None
@@ -336,8 +377,16 @@ def main() -> None:
                 work_us=p.work_us,
             )
             before, start = _stat(), time.monotonic()
-            r = run_pair(cmd, connections=p.connections, warmup=warm, duration=dur, client_threads=ct,
-                         msg_size=p.msg_size, client_cpu=cpu_list(client_cpus))  # fmt: skip
+            try:
+                r = run_pair(cmd, connections=p.connections, warmup=warm, duration=dur, client_threads=ct,
+                             msg_size=p.msg_size, client_cpu=cpu_list(client_cpus))  # fmt: skip
+            except BenchError as exc:
+                if not a.keep_going:
+                    raise
+                if best is None:  # a retry that fails keeps the earlier attempt
+                    failed.append((p, str(exc)))
+                    print(f"# [{n}/{len(jobs)}] {p.label()}: failed: {exc}", flush=True)
+                break
             wall = time.monotonic() - start
             cli = r.client["cpu_s"]
             ours = (
@@ -348,15 +397,26 @@ def main() -> None:
                 best = (r, bg)
             if a.max_background is None or bg <= a.max_background:
                 break
-        assert best is not None
+        if best is None:
+            continue
         results[p].append(best)
         print(
             f"# [{n}/{len(jobs)}] {p.label()}: {best[0].throughput:,.0f} msg/s, background {best[1]:.0%}",
             flush=True,
         )
+        if a.runs_out:  # after every run: a bench stopped part way keeps what it measured
+            save_runs(a.runs_out, a, facts, load_before, results)
     measure_s = time.monotonic() - t0
+    for p, why in failed:
+        print(f"# failed: {p.label()}: {why}", flush=True)
     if a.runs_out and not a.replay:
         save_runs(a.runs_out, a, facts, load_before, results)
+    if a.measure_only:
+        print(
+            f"# measured {sum(map(len, results.values()))} runs in {measure_s:.0f} s: {a.runs_out}",
+            flush=True,
+        )
+        return
 
     # Calibrations: per (spec, pattern, notifier, connections, size), the work values pooled.
     cal_runs: dict[tuple[str, str, str, int, int], list[Result]] = defaultdict(list)

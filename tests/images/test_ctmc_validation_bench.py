@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +23,7 @@ runpy.run_path({script!r}, run_name="__main__")
 """
 
 
-def bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def bench(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Runs the bench with the database, CLI and spec libraries unimportable."""
     code = RUNNER.format(
         blocked=BLOCKED,
@@ -30,7 +32,13 @@ def bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         script=str(REPO / "bench" / "ctmc_validation.py"),
     )
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -88,3 +96,74 @@ def test_replay_of_a_file_that_is_not_runs_is_one_line(tmp_path: Path) -> None:
     assert res.stderr.strip().splitlines() == [
         f"ctmc_validation.py: error: --replay {bad}: not a --runs-out file (Not a gzipped file (b'no'))"
     ]
+
+
+def run_lines(stdout: str) -> list[str]:
+    """The label of every run, in the order they ran ("# [n/N] label: ...")."""
+    return re.findall(r"^# \[\d+/\d+\] (.+?): ", stdout, flags=re.M)
+
+
+def test_measure_only_runs_in_rounds_and_keeps_every_run(tmp_path: Path, server_bin: Path) -> None:
+    """--measure-only measures and writes the runs, nothing else; the runs go in rounds, each point once per
+    round, so a cut drops the last repeats first; --replay predicts them later."""
+    runs = tmp_path / "runs.json.gz"
+    res = bench(
+        tmp_path,
+        "--patterns", "lf", "--work", "10", "--threads", "1-2", "--connections", "8", "--repeats", "2",
+        "--calib-repeats", "2", "--duration", "0.3", "--warmup", "0.1", "--runs-out", str(runs),
+        "--measure-only",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    order = run_lines(res.stdout)
+    points = {"lf/epoll-lt t1 w10 c8 b1 instr", "lf/epoll-lt t1 w10 c8 b1", "lf/epoll-lt t2 w10 c8 b1"}
+    assert len(order) == 6 and set(order[:3]) == points and set(order[3:]) == points
+    assert "mean |error|" not in res.stdout and "# measured 6 runs in" in res.stdout
+    kept = json.loads(gzip.decompress(runs.read_bytes()))["runs"]
+    assert len(kept) == 6 and not list(tmp_path.glob("*.tmp"))
+    res = bench(tmp_path, "--replay", str(runs), "--method", "fluid", "--jobs", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "mean |error|" in res.stdout
+
+
+def test_time_limit_stops_starting_runs(tmp_path: Path, server_bin: Path) -> None:
+    runs = tmp_path / "runs.json.gz"
+    res = bench(
+        tmp_path,
+        "--patterns", "lf", "--work", "10", "--threads", "1-2", "--connections", "8", "--repeats", "3",
+        "--duration", "0.3", "--warmup", "0.1", "--runs-out", str(runs), "--measure-only",
+        "--time-limit", "0.5",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    done = run_lines(res.stdout)
+    assert 1 <= len(done) < 7, res.stdout
+    assert f"# --time-limit 0.5 s: {7 - len(done)} of 7 runs not run" in res.stdout
+    assert len(json.loads(gzip.decompress(runs.read_bytes()))["runs"]) == len(done)
+
+
+def test_keep_going_reports_a_failed_run_and_measures_the_others(tmp_path: Path, server_bin: Path) -> None:
+    """A server that fails for one pattern (here: a wrapper that refuses HSHA) loses that pattern's runs,
+    names each failure, and the other pattern is measured, calibrated and predicted; without --keep-going
+    the first failure stops the bench with one line."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "demux-client").symlink_to(server_bin.parent / "demux-client")
+    wrapper = bindir / "demux-server"
+    wrapper.write_text(
+        f'#!/bin/sh\ncase " $* " in *" hsha "*|*"=hsha "*) echo "no hsha here" >&2; exit 3;; esac\n'
+        f'exec {server_bin} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    args = ("--patterns", "lf,hsha", "--work", "10", "--threads", "1-2", "--connections", "8")
+    args += ("--duration", "0.3", "--warmup", "0.1", "--method", "fluid", "--jobs", "1")
+    env = {"DEMUXLAB_BIN": str(bindir)}
+    res = bench(tmp_path, *args, "--keep-going", env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    failed = sorted(re.findall(r"^# failed: (.+?): ", res.stdout, flags=re.M))
+    assert failed == ["hsha/epoll-lt t2 w10 c8 b1", "hsha/epoll-lt t2 w10 c8 b1 instr"], res.stdout
+    assert sorted(run_lines(res.stdout)) == sorted(
+        [*failed, "lf/epoll-lt t1 w10 c8 b1", "lf/epoll-lt t1 w10 c8 b1 instr", "lf/epoll-lt t2 w10 c8 b1"]
+    )
+    assert "mean |error|" in res.stdout
+    res = bench(tmp_path, *args, env=env)
+    assert res.returncode == 1
+    assert res.stderr.startswith("ctmc_validation.py: error: ") and len(res.stderr.strip().splitlines()) == 1

@@ -498,7 +498,7 @@ def _workload(
     client = clients[i] if clients is not None else None
     cthreads = client.get("threads") if isinstance(client, dict) else None
     ccores = client_cores[i] if client_cores is not None else None
-    return (float(work), conns, server_cores(res), cthreads, ccores)
+    return (float(work), conns, server_cores(res, pattern), cthreads, ccores)
 
 
 def notifier_in_chain(
@@ -638,7 +638,7 @@ def _dispatcher_wait_per_call_us(
     wait = 0.0
     calls = 0
     for res in results:
-        cores = server_cores(res)
+        cores = server_cores(res, pattern)
         if cores is None or cores >= threads:
             return None
         for t in res["threads_detail"]:
@@ -715,13 +715,19 @@ def _scaled(scale: float) -> str:
     return f" ×{scale:.3g} (cpu)" if scale < 0.995 else ""
 
 
-def server_cores(res: dict[str, Any]) -> int | None:
-    """The number of distinct CPUs the server's threads were pinned to (``threads_detail[].cpu``), or
-    None where any thread was not pinned."""
+def server_cores(res: dict[str, Any], pattern: str) -> int | None:
+    """The number of distinct CPUs the threads of the pattern's chain roles were pinned to
+    (``threads_detail[].cpu``), or None where any of them was not pinned. A thread the chain leaves out
+    (tpc's acceptor) can sit on a CPU none of the modelled threads uses (tpc at one thread: its connection
+    threads on one CPU, the acceptor on the next); counting that CPU would give them a core they never
+    had."""
     detail = res.get("threads_detail")
     if not isinstance(detail, list) or not detail:
         return None
-    cpus = [t.get("cpu") for t in detail if isinstance(t, dict)]
+    names = {n for r in _roles(pattern) for n in r.names}
+    cpus = [t.get("cpu") for t in detail if isinstance(t, dict) and t.get("role") in names]
+    if not cpus:
+        return None
     if any(not isinstance(c, int) or isinstance(c, bool) for c in cpus):
         return None
     return len(set(cpus))
@@ -878,7 +884,7 @@ def _speed(names: Sequence[str], results: Sequence[dict[str, Any]], pattern: str
             w = t.get("wait_s")
             wait = float(w) / n if isinstance(w, int | float) and not isinstance(w, bool) else None
             each += [(c / n, float(idle) / n, wait)] * n
-        cores = server_cores(res) or len(each)
+        cores = server_cores(res, pattern) or len(each)
         total = sum(c for c, _, _ in each)
         if all(w is not None for _, _, w in each):
             crowded = len(each) > cores
