@@ -65,8 +65,30 @@ def test_a_dispatching_roles_untimed_cpu_goes_to_its_notifier_calls() -> None:
     rates = calibrate([res], "hsha")
     # The fit's intercept + the untimed CPU, per call the server made; charged in the chain's own calls.
     assert 1 / rates.r_n == pytest.approx((1.0 + 4.0) * in_chain(rates), rel=5e-3)
-    assert rates.source["r_n"].startswith("fit:notify_by_events intercept + monitor cpu per call, in the")
+    assert rates.source["r_n"].startswith(
+        "fit:monitor notify + untimed cpu per call − τ per descriptor, in the chain's calls ×"
+    )
     assert 1 / rates.r_e == pytest.approx(2.0, rel=1e-6)
+
+
+def test_a_dispatching_roles_blocking_calls_are_charged_what_they_cost() -> None:
+    """Most of a dispatcher's calls blocked (a monitor with a core of its own: 98 % on a 16-core host): their
+    CPU is in its untimed CPU, and the timed calls' intercept is not charged to them again. α is the
+    role's notifier CPU per call over all its calls, less τ per descriptor."""
+    res = server_json("hsha", 2.0, alpha_us=1.0)
+    timed_calls = res["events_per_call"]["calls"]
+    timed_events = sum(b["events"] * b["count"] for b in res["notify_by_events"])
+    blocked = 9 * timed_calls  # nine calls blocked for every one that found descriptors at once
+    res["events_per_call"]["calls"] = timed_calls + blocked
+    res["events_per_call"]["mean"] = (timed_events + blocked) / (timed_calls + blocked)  # one each
+    extra_s = (3.0 + 2.0) * blocked / 1e6  # a blocking call: 3 µs of per-call CPU + τ for its descriptor
+    res["threads_detail"][0]["cpu_s"]["user"] += extra_s
+    res["threads_detail"][0]["idle_s"] -= extra_s
+    rates = calibrate([res], "hsha")
+    # Per call: (timed calls: 1 µs each; blocked: 3 µs each) = 2.8 µs; the intercept + untimed would be 5.5.
+    assert 1 / rates.r_n == pytest.approx(
+        (1.0 * timed_calls + 3.0 * blocked) / (timed_calls + blocked) * in_chain(rates), rel=5e-3
+    )
 
 
 def test_operations_that_waited_for_a_cpu_are_scaled_to_the_cpu_they_used() -> None:
@@ -546,6 +568,22 @@ def test_the_wake_up_is_fitted_where_the_runs_had_more_threads_than_cores() -> N
         del t["wait_s"]
     unmeasured = calibrate([res], "hsha")
     assert not unmeasured.scheduled and unmeasured.source["r_w"].startswith("instant:")
+
+
+def test_a_wait_shorter_than_run_to_block_makes_keeps_processor_sharing() -> None:
+    """A monitor that waited 0.1 µs per call, less than run to block makes it wait with the soonest
+    wake-up (a woken thread takes a core no sooner than a free core's grant, 0.1 µs): the fit ends at that
+    wake-up without reaching the wait, its chain would not be the server's, and r_w is not kept."""
+    res = on_one_core(server_json("hsha", 0.3, alpha_us=1.0, work_us=4.0), 0.1)
+    rates = calibrate([res], "hsha")
+    assert not rates.scheduled
+    m = re.fullmatch(
+        r"instant:monitor waited 0.1 µs per call; run to block makes it wait ([0-9.e+-]+) µs even with a "
+        r"wake-up of 0.1 µs: processor sharing",
+        rates.source["r_w"],
+    )
+    assert m is not None, rates.source["r_w"]
+    assert float(m.group(1)) > 1.1 * 0.1
 
 
 def test_a_wait_run_to_block_cannot_explain_keeps_processor_sharing() -> None:

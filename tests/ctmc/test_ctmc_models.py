@@ -57,7 +57,7 @@ CONSERVED: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "hsha-full": (
         ("c0", "c1", "c2", "c3", "c4"),
-        tuple(f"m{i}" for i in range(1, 7)),
+        tuple(f"m{i}" for i in range(0, 7)),
         tuple(f"t{i}" for i in range(1, 11)),
         ("q1", "q2"),
         ("s1", "s2"),
@@ -74,7 +74,7 @@ CONSERVED: dict[str, tuple[tuple[str, ...], ...]] = {
     "tpc": (("c0", "k1", "k2", "k3", "k4"),),
     "proactor": (
         ("c0", "c1", "c2", "c3"),
-        tuple(f"m{i}" for i in range(1, 8)),
+        tuple(f"m{i}" for i in range(0, 8)),
         tuple(f"t{i}" for i in range(1, 10)),
         ("q1", "q2"),
         ("s1", "s2"),

@@ -31,7 +31,10 @@ pool's factor is 1 in every state, and the chain is the paper's.
 
 :data:`FULL` is the chain the calibrated rates drive: the same, plus what the paper's abstraction leaves
 out and a calibration measures (docs/ctmc.md): the notifier call costs α + h/r_e for h descriptors
-(α = 1/r_n, the per-call part: a call that found nothing sleeps and is woken), each worker spends 1/r_x
+(α = 1/r_n, the per-call part: a call that found nothing sleeps and is woken), the per-call part in a state
+of its own (m0 after it) that holds no lock, the epoll lock held for the h/r_e only (the kernel takes the
+lock epoll_ctl takes to hand the ready list over, not while epoll_wait sleeps or wakes; with α under the
+lock a monitor that calls all the time kept the workers' re-arms waiting), each worker spends 1/r_x
 more per message (CPU its timed operations do not cover), and a response goes to the client (c0), which
 sends the next request after 1/r_z (k_z messages at once) instead of at once.
 
@@ -47,6 +50,7 @@ from demuxlab.ctmc.engine import (
     RG,
     RI,
     RL,
+    RN,
     RO,
     RP,
     RX,
@@ -65,7 +69,6 @@ from demuxlab.ctmc.parts import (
     client_step,
     contended,
     free,
-    notifier_call,
     one_per_item,
     paired,
     paper_notifier,
@@ -182,21 +185,50 @@ STRUCTURE = ModelStructure(
 
 # -- the calibrated chain --------------------------------------------------------------------------------
 
-FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t10")
-C0, T10 = 25, 26
+FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t10", "m0")
+C0, T10, M0 = 25, 26, 27
+
+# The epoll lock's competitors in the calibrated chain: the monitor back from its call's per-call part
+# (m0), workers in t5.
+FULL_EPOLL_LOCK = (M0, T5)
+
+
+def full_jump1(x: FloatArray, d: FloatArray) -> None:
+    """φ1 of :data:`FULL`: jump1 with the monitor coming from m0 (a plain function as jump1 is: a model
+    instance is pickled for predict_many's processes, and a closure would not be)."""
+    d[C1] = -x[C1]
+    d[C2] = x[C1]
+    d[M0] = -1.0
+    d[M2] = 1.0
+    d[S1] = -1.0
+    d[S2] = 1.0
+
+
+def alpha_jump(x: FloatArray, d: FloatArray) -> None:
+    d[M1] = -1.0
+    d[M0] = 1.0
+
 
 FULL = calibrated(
     STRUCTURE,
     "hsha-full",
     FULL_SPECIES,
-    total(*RUNNABLE, T10),
+    total(*RUNNABLE, T10, awake(M1, C1)),
     changed=(
-        # epoll_wait over the frozen batch of h = x_{c,2} descriptors: α + h/r_e.
+        # The call's per-call part first (the monitor woken; α = 1/r_n), holding no lock, then the epoll
+        # lock for the h = x_{c,2} descriptors it returns (h/r_e, φ2 as printed): the kernel takes the
+        # lock epoll_ctl takes (ep->mtx) to hand the ready list over, not while epoll_wait sleeps or wakes.
         step(
-            "phi2",
-            "monitor calls epoll_wait (α + h/r_e)",
-            mass(notifier_call(total(C2)), M2, S2) * present(C2),
-            {"m2": -1, "m3": 1},
+            "phi1",
+            "monitor acquires epoll lock, freezes the ready list",
+            contended(RL, (M0, S1), FULL_EPOLL_LOCK) * present(*FULL_EPOLL_LOCK) * present(C1),
+            full_jump1,
+        ),
+        step(
+            "phi11",
+            "worker acquires epoll lock",
+            contended(RL, (T5, S1), FULL_EPOLL_LOCK) * present(*FULL_EPOLL_LOCK),
+            {"t5": -1, "t6": 1, "s1": -1, "s2": 1},
         ),
         step(
             "phi15",
@@ -208,21 +240,23 @@ FULL = calibrated(
     added=(
         step("overhead", "worker's untimed CPU per message", mass(RX, T10), {"t10": -1, "t1": 1}),
         client_step(FULL_SPECIES, "c1"),
+        step("alpha", "monitor's call, its per-call part (α)", mass(RN, M1) * present(C1), alpha_jump),
     ),
+    calls="alpha",  # once per call, as φ2; it is the step that charges α
 )
 
 
 # -- the calibrated chain on fewer cores than threads: run to block (sched.py) -----------------------------
 
-# The threads that want a CPU, woken ones included: the monitor once a connection is ready and the epoll
-# lock free (m1) or the queue lock free (m4), and in m2, m3, m5, m6; an idle worker once an item is queued
-# for it and the queue lock is free (t1, one per item), a worker whose epoll lock came free (t5), and
-# t2–t4, t6–t10.
+# The threads that want a CPU, woken ones included: the monitor once a connection is ready (m1: its call's
+# per-call part), back from it once the epoll lock is free (m0), once the queue lock is free (m4), and in
+# m2, m3, m5, m6; an idle worker once an item is queued for it and the queue lock is free (t1, one per
+# item), a worker whose epoll lock came free (t5), and t2–t4, t6–t10.
 ROLES: tuple[Role, ...] = (
     Role(
         "monitor",
-        total(awake(M1, C1) * free(S1), M2, M3, waiting_for(M4, B1), M5, M6),
-        ("phi1", "phi2", "phi3", "phi4", "phi5", "phi6"),
+        total(awake(M1, C1), waiting_for(M0, S1), M2, M3, waiting_for(M4, B1), M5, M6),
+        ("alpha", "phi1", "phi2", "phi3", "phi4", "phi5", "phi6"),
     ),
     Role(
         "worker",

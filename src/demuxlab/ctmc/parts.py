@@ -108,15 +108,17 @@ def calibrated(
     runnable: RateFn,
     changed: Sequence[TransitionClass],
     added: Sequence[TransitionClass],
+    calls: str | None = None,
 ) -> ModelStructure:
     """A paper chain's calibrated chain (HSHA's, LF's FULL): more ``species``, the transitions ``changed``
-    (by name) in place of the paper's, the ``added`` ones after them, the server pool's new ``runnable``."""
+    (by name) in place of the paper's, the ``added`` ones after them, the server pool's new ``runnable``;
+    ``calls``, the transition that fires once per notifier call, where it is not the paper chain's."""
     by_name = {tr.name: tr for tr in changed}
     return ModelStructure(
         name=name,
         species=species,
         throughput=paper.throughput,
-        calls=paper.calls,
+        calls=calls or paper.calls,
         events_per_message=paper.events_per_message,
         pools=(Pool(SERVER, runnable),),
         transitions=(*(by_name.get(tr.name, tr) for tr in paper.transitions), *added),

@@ -2,10 +2,11 @@
 writes HSHA, of which it is a variant: the demultiplexer does the receive itself and queues "read
 completed" messages; T − 1 handlers work, send and re-arm.
 
-State (31 populations): connections c0 (the client has it), c1 (ready), c2 (frozen batch of the pending
-notifier call, then cached), c3 (read completed: queued or with a handler); demultiplexer m1 (acquires the
-notifier lock, freezing the ready list), m2 (notifier call), m3 (releases the notifier lock), m4
-(receives one cached message), m5 (acquires the queue lock), m6 (puts it), m7 (releases the queue lock);
+State (27 populations): connections c0 (the client has it), c1 (ready), c2 (frozen batch of the pending
+notifier call, then cached), c3 (read completed: queued or with a handler); demultiplexer m1 (in its
+notifier call's per-call part once a connection is ready: woken, holding no lock), m0 (acquires the
+notifier lock, freezing the ready list), m2 (the call returns the batch), m3 (releases the notifier lock),
+m4 (receives one cached message), m5 (acquires the queue lock), m6 (puts it), m7 (releases the queue lock);
 queue places q1 (empty) q2 (busy); handlers t1 (idle: waiting for the queue), t2 (get, holding the queue
 lock), t3 (releases the queue lock), t4 (work), t5 (send), t6 (acquire the notifier lock), t7 (re-arm),
 t8 (release it), t9 (the per-message CPU the timed operations do not cover); the notifier lock s1 (free)
@@ -14,13 +15,17 @@ s1 = b1 = 1. Throughput = E[φ_send].
 
 The notifier lock is seed 001's epoll lock (§II: epoll_wait and epoll_ctl share it); for select and poll it
 is the interest-set lock the re-arm takes, and the notifier call's per-call cost α carries the wake-up of
-a monitor blocked in it (a re-arm kicks its eventfd). epoll-et has no re-arm: r_a is instant.
+a monitor blocked in it (a re-arm kicks its eventfd). The per-call part holds no lock (the kernel takes
+epoll's lock, the one epoll_ctl takes, to hand the ready list over, not while epoll_wait sleeps or wakes;
+the server's select and poll take theirs to copy the set and to read the result, not for the wait), the
+descriptors' part (c2/r_e) holds it. epoll-et has no re-arm: r_a is instant.
 
 ==========  ========================================================  ============================
 name        rate                                                      fitted from
 ==========  ========================================================  ============================
-lock_wait   r_l·m1·s1·H(c1) / (m1 + t6) · H(m1 + t6)  (freezes h)     lock (median)
-notify      m2·s2·H(c2) / (α + c2/r_e)                                notify_by_events, demux CPU
+alpha       r_n · m1 · H(c1)                 m1 → m0                  demux CPU per call (α)
+lock_wait   r_l·m0·s1·H(c1) / (m0 + t6) · H(m0 + t6)  (freezes h)     lock (median)
+notify      r_e / c2 · m2 · s2 · H(c2)                                notify_by_events (τ)
 unlock_n    r_l · m3 · s2                                             lock
 recv        r_i · m4 · H(c2)                 c2 → c3                  recv / message
 lock_q      r_l·m5·b1 / (m5 + t1) · H(m5)                             lock
@@ -31,15 +36,15 @@ get         r_g · t2 · b2                    q2 → q1                  queue_
 get_unlock  r_l · t3 · b2                                             lock
 work        r_c · t4                                                  input: 1/work
 send        r_o · t5                         c3 → c0                  send / message
-rearm_lock  r_l·t6·s1 / (m1 + t6) · H(m1 + t6)                        lock
+rearm_lock  r_l·t6·s1 / (m0 + t6) · H(m0 + t6)                        lock
 rearm       r_a · t7 · s2                                             rearm
 rearm_un    r_l · t8 · s2                                             lock
 overhead    r_x · t9                         t9 → t1                  handler CPU − timed ops
 client      r_z · min(c0, k_z)               c0 → c1                  client CPU
 ==========  ========================================================  ============================
 
-h = min(c1, 64) (the server's cache). Runnable (pool ``server``): m2, m3, m4, m6, m7, t2–t5, t7–t9. The
-lock-competition denominators are seed 001's (HSHA φ1, φ4, φ7, φ11).
+h = min(c1, 64) (the server's cache). Runnable (pool ``server``): m1 while c1 > 0, m2, m3, m4, m6, m7,
+t2–t5, t7–t9. The lock-competition denominators are seed 001's (HSHA φ1, φ4, φ7, φ11).
 
 :data:`SCHEDULED` is this chain on fewer cores than threads with the scheduler's wake-up measured (r_w): run
 to block (sched.py), its roles the demultiplexer and the handlers (:data:`ROLES`).
@@ -54,6 +59,7 @@ from demuxlab.ctmc.engine import (
     RG,
     RI,
     RL,
+    RN,
     RO,
     RP,
     RX,
@@ -71,8 +77,8 @@ from demuxlab.ctmc.parts import (
     client_step,
     contended,
     free,
-    notifier_call,
     one_per_item,
+    paper_notifier,
     step,
     waiting_for,
 )
@@ -91,19 +97,25 @@ SPECIES: tuple[str, ...] = (
     "s2",
     "b1",
     "b2",
+    "m0",
 )
 C0, C1, C2, C3, M1, M2, M3, M4, M5, M6, M7, Q1, Q2 = range(13)
-T1, T2, T3, T4, T5, T6, T7, T8, T9, S1, S2, B1, B2 = range(13, 26)
+T1, T2, T3, T4, T5, T6, T7, T8, T9, S1, S2, B1, B2, M0 = range(13, 27)
 
 
 def lock_wait_jump(x: FloatArray, d: FloatArray) -> None:
     h = min(x[C1], CACHE_SIZE)
     d[C1] = -h
     d[C2] = h
-    d[M1] = -1.0
+    d[M0] = -1.0
     d[M2] = 1.0
     d[S1] = -1.0
     d[S2] = 1.0
+
+
+def alpha_jump(x: FloatArray, d: FloatArray) -> None:
+    d[M1] = -1.0
+    d[M0] = 1.0
 
 
 def unlock_q_jump(x: FloatArray, d: FloatArray) -> None:
@@ -114,26 +126,28 @@ def unlock_q_jump(x: FloatArray, d: FloatArray) -> None:
     d[M1] = 1.0 - H(x[C2])
 
 
-NOTIFIER_LOCK = (M1, T6)  # its competitors: the demultiplexer in m1, handlers re-arming in t6
+# The notifier lock's competitors: the demultiplexer back from its call's per-call part (m0), handlers in t6.
+NOTIFIER_LOCK = (M0, T6)
 QUEUE_LOCK = (M5, T1)
 
 STRUCTURE = ModelStructure(
     name="proactor",
     species=SPECIES,
     throughput="send",
-    calls="notify",
-    pools=(Pool(SERVER, total(M2, M3, M4, M6, M7, T2, T3, T4, T5, T7, T8, T9)),),
+    calls="alpha",  # once per call, as notify; it is the step that charges α
+    pools=(Pool(SERVER, total(awake(M1, C1), M2, M3, M4, M6, M7, T2, T3, T4, T5, T7, T8, T9)),),
     transitions=(
+        step("alpha", "demultiplexer's call, its per-call part (α)", mass(RN, M1) * present(C1), alpha_jump),
         step(
             "lock_wait",
             "demultiplexer takes the notifier lock, freezes the ready list",
-            contended(RL, (M1, S1), NOTIFIER_LOCK) * present(*NOTIFIER_LOCK) * present(C1),
+            contended(RL, (M0, S1), NOTIFIER_LOCK) * present(*NOTIFIER_LOCK) * present(C1),
             lock_wait_jump,
         ),
         step(
             "notify",
-            "demultiplexer's notifier call",
-            mass(notifier_call(total(C2)), M2, S2) * present(C2),
+            "demultiplexer's notifier call: the descriptors it returns",
+            mass(paper_notifier(C2), M2, S2) * present(C2),
             {"m2": -1, "m3": 1},
         ),
         step(
@@ -202,8 +216,8 @@ STRUCTURE = ModelStructure(
 ROLES: tuple[Role, ...] = (
     Role(
         "demultiplexer",
-        total(awake(M1, C1) * free(S1), M2, M3, M4, waiting_for(M5, B1), M6, M7),
-        ("lock_wait", "notify", "unlock_n", "recv", "lock_q", "put", "unlock_q"),
+        total(awake(M1, C1), waiting_for(M0, S1), M2, M3, M4, waiting_for(M5, B1), M6, M7),
+        ("alpha", "lock_wait", "notify", "unlock_n", "recv", "lock_q", "put", "unlock_q"),
     ),
     Role(
         "handler",
