@@ -355,6 +355,9 @@ def main() -> None:
             flush=True,
         )
     failed: list[tuple[Point, str]] = []
+    keep = a.runs_out and not a.replay
+    if keep:  # before the runs, then after each: a bench stopped part way keeps what it measured
+        save_runs(a.runs_out, a, facts, load_before, results)
     for n, (p, _rep) in enumerate(jobs, 1):
         if a.time_limit is not None and time.monotonic() - t0 > a.time_limit:
             print(
@@ -404,13 +407,11 @@ def main() -> None:
             f"# [{n}/{len(jobs)}] {p.label()}: {best[0].throughput:,.0f} msg/s, background {best[1]:.0%}",
             flush=True,
         )
-        if a.runs_out:  # after every run: a bench stopped part way keeps what it measured
+        if keep:
             save_runs(a.runs_out, a, facts, load_before, results)
     measure_s = time.monotonic() - t0
     for p, why in failed:
         print(f"# failed: {p.label()}: {why}", flush=True)
-    if a.runs_out and not a.replay:
-        save_runs(a.runs_out, a, facts, load_before, results)
     if a.measure_only:
         print(
             f"# measured {sum(map(len, results.values()))} runs in {measure_s:.0f} s: {a.runs_out}",

@@ -7,23 +7,22 @@ warning flags and runs it.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from helpers.cbuild import base_cflags
+from helpers.cbuild import cc as find_cc
+
 REPO = Path(__file__).resolve().parents[2]
 COMMON = REPO / "images" / "common"
-CFLAGS = ["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-pthread"]
+CFLAGS = [*base_cflags(), "-pthread"]
 
 
 @pytest.fixture(scope="module")
 def cc() -> str:
-    found = shutil.which("cc") or shutil.which("gcc")
-    if found is None:
-        pytest.fail("no C compiler on PATH (cc/gcc): run `make setup`")
-    return found
+    return find_cc()
 
 
 def test_common_unit(cc: str, tmp_path: Path) -> None:

@@ -11,19 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cbuild import base_cflags, cc
+
 SRC = Path(__file__).resolve().parents[2] / "images" / "server" / "src"
 # What a back-end may include besides system headers: the contract, the eventfd kicks, and the epoll
 # back-ends' shared part (itself a back-end file).
 CONTRACT_HEADERS = ["notifier.h", "efd.h", "notify_epoll.h"]
 BACKENDS = sorted(p.name for p in SRC.glob("notify_*.c"))
-CFLAGS = ["-std=gnu11", "-O0", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE"]
-
-
-def cc() -> str:
-    found = shutil.which("cc") or shutil.which("gcc")
-    if found is None:
-        pytest.fail("no C compiler on PATH (cc/gcc): run `make setup`")
-    return found
+# The project's flags, without its include directories: a back-end sees only what a test passes with -I.
+CFLAGS = base_cflags(includes=False)
 
 
 def compile_object(src: Path, out: Path, *include: Path) -> None:

@@ -10,26 +10,23 @@ against every notifier back-end and runs it.
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from helpers.cbuild import base_cflags, cc
+
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "images" / "server" / "src"
 COMMON = REPO / "images" / "common"
 TEST_C = REPO / "images" / "server" / "tests" / "test_stop_wait.c"
-CFLAGS = ["-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-pthread"]
 READINESS = ["select", "poll", "epoll-lt", "epoll-et", "uring"]
 
 
 @pytest.fixture(scope="module")
 def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.fail("no C compiler on PATH (cc/gcc): run `make setup`")
     exe = tmp_path_factory.mktemp("stop-wait") / "test_stop_wait"
     sources = [
         TEST_C,
@@ -40,7 +37,7 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
         *sorted(COMMON.glob("*.c")),
     ]
     build = subprocess.run(
-        [cc, *CFLAGS, f"-I{SRC}", f"-I{COMMON}", *map(str, sources), "-o", str(exe), "-luring", "-lm"],
+        [cc(), *base_cflags(), "-pthread", f"-I{SRC}", *map(str, sources), "-o", str(exe), "-luring", "-lm"],
         capture_output=True,
         text=True,
         timeout=180,
