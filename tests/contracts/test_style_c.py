@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cbuild import base_cflags
+
 REPO = Path(__file__).resolve().parents[2]
 IMAGES = REPO / "images"
 SERVER = IMAGES / "server" / "src"
@@ -236,13 +238,27 @@ def test_every_c_build_treats_warnings_as_errors() -> None:
     the project's standard): the C compiled outside images/Makefile (peer servers of the benchmarks, the
     tests' own programs) is compiled with the same three flags."""
     python_files = [p for d in ("bench", "tests", "src", "scripts") for p in sorted((REPO / d).rglob("*.py"))]
+    # The tests' shared builder takes images/Makefile's BASE_CFLAGS: they must hold the three.
+    helper_flags = base_cflags()
+    assert not [f for f in MUST_HOLD if f not in helper_flags], helper_flags
     checked = 0
     for path in python_files:
         text = path.read_text()
-        # A C compile: the compiler's name, and an object or output to make (`cc --version` is none).
-        compiles = re.search(r"""["'](cc|gcc|clang)["']""", text) and re.search(r"""["'](-c|-o)["']""", text)
+        # A C compile: the compiler's name (or the shared builder's), and an object or output to make
+        # (`cc --version` is none).
+        helper = re.search(r"^from helpers\.cbuild import .*\bcc\b", text, flags=re.M)
+        compiles = (re.search(r"""["'](cc|gcc|clang)["']""", text) or helper) and re.search(
+            r"""["'](-c|-o)["']""", text
+        )
         lists = compiler_flag_lists(path)
         if path.name == Path(__file__).name:
+            continue
+        if helper:
+            # Built through helpers.cbuild: its flags are the Makefile's, checked above.
+            assert re.search(r"\bbase_cflags\(", text), (
+                f"{rel(path)} compiles with cc() but not base_cflags()"
+            )
+            checked += 1
             continue
         if compiles:
             assert lists, f"{rel(path)} runs a C compiler with no flag list this check can read"
