@@ -45,14 +45,25 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from images_lib import REPO, BenchError, Result, Server, load_parser, main_guard, print_table, run_pair
+from images_lib import (
+    REPO,
+    BenchError,
+    Result,
+    Server,
+    build_helper,
+    load_parser,
+    main_guard,
+    print_table,
+    run_pair,
+)
 
 sys.path.insert(0, str(REPO / "src"))
 
@@ -91,6 +102,41 @@ class Point(SpecPoint):
             f"{self.pattern}/{self.notifier} t{self.threads} w{self.work_us:g} c{self.connections} "
             f"b{self.msg_size}" + (" instr" if self.instrument else "")
         )
+
+
+class Kept(NamedTuple):
+    """A run as kept: both reports, the share of the CPUs other processes used, and the cross-CPU round
+    trip (ns) before and after it (None where not measured)."""
+
+    result: Result
+    background: float
+    round_trip: tuple[float, float] | None = None
+
+
+class RoundTrip:
+    """The round trip of a cache line between the server's and the client's first CPU (cpu-pingpong,
+    images/bench/cpu_pingpong.c): on a VM it shows where the hypervisor placed the two virtual CPUs, which
+    moves an echo pair's CPU per message by a third on the 2-core host (docs/ctmc.md)."""
+
+    def __init__(self, prog: Path, cpus: tuple[int, int]) -> None:
+        self.prog, self.cpus = prog, cpus
+
+    def measure(self, rounds: int = 50_000) -> float:
+        res = subprocess.run(
+            [str(self.prog), "--cpus", f"{self.cpus[0]},{self.cpus[1]}", "--rounds", str(rounds)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if res.returncode != 0:
+            raise BenchError(f"{self.prog.name}: {res.stderr.strip() or f'exit {res.returncode}'}")
+        return float(json.loads(res.stdout)["round_trip_ns"])
+
+    def wait_below(self, limit_ns: float, patience_s: float) -> None:
+        """Wait (at most ``patience_s``) until the round trip is at most ``limit_ns``."""
+        deadline = time.monotonic() + patience_s
+        while self.measure(10_000) > limit_ns and time.monotonic() < deadline:
+            time.sleep(1.0)
 
 
 def int_list(text: str) -> list[int]:
@@ -183,7 +229,7 @@ def save_runs(
     a: Any,
     facts: dict[str, Any],
     load_before: tuple[float, ...],
-    results: dict[Point, list[tuple[Result, float]]],
+    results: dict[Point, list[Kept]],
 ) -> None:
     """Every run as measured (gzip JSON): what --replay calibrates and predicts again."""
     doc = {
@@ -193,9 +239,15 @@ def save_runs(
         "load_before": list(load_before),
         "load_after": list(os.getloadavg()),
         "runs": [
-            {"point": dataclasses.asdict(p), "server": r.server, "client": r.client, "background": bg}
+            {
+                "point": dataclasses.asdict(p),
+                "server": k.result.server,
+                "client": k.result.client,
+                "background": k.background,
+                "round_trip_ns": list(k.round_trip) if k.round_trip else None,
+            }
             for p, rs in results.items()
-            for r, bg in rs
+            for k in rs
         ],
     }
     tmp = f"{path}.tmp"
@@ -213,6 +265,22 @@ def load_runs(path: str) -> dict[str, Any]:
     return doc
 
 
+def repeat_spread(runs: dict[Any, list[float]]) -> dict[str, float | int] | None:
+    """How far the repeats of one point fall apart on this host: per point with 2 or more runs, the fastest
+    over the slowest less 1; their count, median, 90th percentile (nearest rank) and max. A prediction of
+    the repeats' mean, however right, is off by up to about half a point's spread; None without repeats."""
+    spreads = sorted(max(v) / min(v) - 1.0 for v in runs.values() if len(v) >= 2 and min(v) > 0)
+    if not spreads:
+        return None
+    n = len(spreads)
+    return {
+        "points": n,
+        "median": spreads[(n - 1) // 2],
+        "p90": spreads[int(0.9 * (n - 1))],
+        "max": spreads[-1],
+    }
+
+
 def main() -> None:
     ap = load_parser(__doc__, duration=5.0)
     ap.add_argument("--spec", action="append", default=[], help="an experiment spec (repeatable)")
@@ -228,12 +296,25 @@ def main() -> None:
     ap.add_argument("--calib-repeats", type=int, default=1)
     ap.add_argument("--spec-phases", action="store_true", help="use the specs' warm-up and measure times")
     ap.add_argument("--max-background", type=float, default=None, help="rerun a run disturbed above this")
-    ap.add_argument("--retries", type=int, default=3, help="with --max-background: runs per point at most")
+    ap.add_argument(
+        "--max-round-trip",
+        type=float,
+        default=None,
+        help="rerun a run when a cache line's round trip between the server's and the client's first CPU, "
+        "measured before and after it, exceeded this many ns (a VM whose CPUs the hypervisor placed far "
+        "apart for a while: docs/ctmc.md)",
+    )
+    ap.add_argument(
+        "--retries",
+        type=int,
+        default=3,
+        help="with --max-background or --max-round-trip: runs per point at most",
+    )
     ap.add_argument(
         "--quiet-wait",
         type=float,
         default=30.0,
-        help="with --max-background: seconds to wait for a quiet host",
+        help="with --max-background or --max-round-trip: seconds to wait for a quiet host, or a near CPU",
     )
     ap.add_argument("--seed", type=int, default=19, help="the run order's seed")
     ap.add_argument("--method", default="ssa", choices=["ssa", "fluid", "exact"])
@@ -344,16 +425,31 @@ def main() -> None:
             return float(ph["warmup"]), float(ph["duration"])
         return a.warmup, a.duration
 
-    results: dict[Point, list[tuple[Result, float]]] = defaultdict(list)
+    results: dict[Point, list[Kept]] = defaultdict(list)
     t0 = time.monotonic()
     if a.replay:
         jobs = []
         for run in replay_doc["runs"]:
-            results[Point(**run["point"])].append((Result(run["server"], run["client"]), run["background"]))
+            rt = run.get("round_trip_ns")
+            results[Point(**run["point"])].append(
+                Kept(Result(run["server"], run["client"]), run["background"], tuple(rt) if rt else None)
+            )
         print(
             f"# replay of {a.replay}: {len(replay_doc['runs'])} runs measured {replay_doc['when']}",
             flush=True,
         )
+    crossing: RoundTrip | None = None
+    if jobs:
+        try:
+            crossing = RoundTrip(build_helper("cpu_pingpong"), (server_cpus[0], client_cpus[0]))
+            crossing.measure(1_000)
+        except (BenchError, OSError) as exc:
+            if a.max_round_trip is not None:
+                raise BenchError(f"--max-round-trip: the round trip cannot be measured: {exc}") from None
+            print(f"# the cross-CPU round trip is not measured: {exc}", flush=True)
+            crossing = None
+    gated = a.max_background is not None or a.max_round_trip is not None
+    far_runs = 0  # attempts whose round trip exceeded --max-round-trip
     failed: list[tuple[Point, str]] = []
     keep = a.runs_out and not a.replay
     if keep:  # before the runs, then after each: a bench stopped part way keeps what it measured
@@ -367,10 +463,14 @@ def main() -> None:
             break
         warm, dur = timing(p)
         ct = p.client_threads or len(client_cpus)
-        best: tuple[Result, float] | None = None
-        for _attempt in range(a.retries if a.max_background is not None else 1):
+        best: Kept | None = None
+        best_score = (True, 0.0)
+        for _attempt in range(a.retries if gated else 1):
             if a.max_background is not None:
                 wait_for_quiet(a.max_background, a.quiet_wait)
+            if crossing is not None and a.max_round_trip is not None:
+                crossing.wait_below(a.max_round_trip, a.quiet_wait)
+            rt_before = crossing.measure() if crossing is not None else None
             cmd = Server(
                 p.pattern,
                 p.notifier,
@@ -396,15 +496,21 @@ def main() -> None:
                 r.server["cpu_s"]["user"] + r.server["cpu_s"]["sys"] + (cli["user"] + cli["sys"]) * wall / dur
             )
             bg = background_share(before, _stat(), wall, ours)
-            if best is None or bg < best[1]:
-                best = (r, bg)
-            if a.max_background is None or bg <= a.max_background:
+            rt = (rt_before, crossing.measure()) if crossing is not None and rt_before is not None else None
+            far = a.max_round_trip is not None and rt is not None and max(rt) > a.max_round_trip
+            # Keep a run with near CPUs over one without, then the least disturbed.
+            if best is None or (far, bg) < best_score:
+                best, best_score = Kept(r, bg, rt), (far, bg)
+            if (a.max_background is None or bg <= a.max_background) and not far:
                 break
+            far_runs += far
         if best is None:
             continue
         results[p].append(best)
+        trip = f", round trip {best.round_trip[0]:.0f}/{best.round_trip[1]:.0f} ns" if best.round_trip else ""
         print(
-            f"# [{n}/{len(jobs)}] {p.label()}: {best[0].throughput:,.0f} msg/s, background {best[1]:.0%}",
+            f"# [{n}/{len(jobs)}] {p.label()}: {best.result.throughput:,.0f} msg/s, "
+            f"background {best.background:.0%}{trip}",
             flush=True,
         )
         if keep:
@@ -423,7 +529,7 @@ def main() -> None:
     cal_runs: dict[tuple[str, str, str, int, int], list[Result]] = defaultdict(list)
     for p, rs in results.items():
         if p.calibrates:
-            cal_runs[p.workload] += [r for r, _ in rs]
+            cal_runs[p.workload] += [k.result for k in rs]
     rates: dict[tuple[str, str, str, int, int], Rates | None] = {}
     refused: dict[tuple[str, str, str, int, int], str] = {}
     checks: dict[tuple[str, str, str, int, int], list[SelfCheck]] = {}
@@ -445,7 +551,7 @@ def main() -> None:
     server_host = Host(cores=len(server_cpus))
 
     measured = {
-        p: statistics.mean(r.throughput for r, _ in rs) for p, rs in results.items() if not p.instrument
+        p: statistics.mean(k.result.throughput for k in rs) for p, rs in results.items() if not p.instrument
     }
     keys = sorted(
         measured,
@@ -486,7 +592,7 @@ def main() -> None:
     per: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for p in keys:
         m = measured[p]
-        bg = statistics.mean(b for _, b in results[p])
+        bg = statistics.mean(k.background for k in results[p])
         row: list[object] = [
             p.spec,
             p.pattern,
@@ -556,7 +662,32 @@ def main() -> None:
             f"calibrated: mean |error| {statistics.mean(cal):.1%}, max {max(cal):.1%} "
             f"(target ≤ {target[0]:.0%} / ≤ {target[1]:.0%} on this host): {'met' if ok else 'NOT met'}"
         )
-    bgs = [b for rs in results.values() for _, b in rs]
+    plain = {p: [k.result.throughput for k in rs] for p, rs in results.items() if not p.instrument}
+    spread = repeat_spread(plain)
+    if spread:
+        print(
+            f"the repeats of one point differ by (fastest / slowest − 1, {spread['points']} points): median "
+            f"{spread['median']:.1%}, 90th percentile {spread['p90']:.1%}, max {spread['max']:.1%} "
+            "(the host's run-to-run noise, which no model removes)"
+        )
+    trips = sorted(t for rs in results.values() for k in rs if k.round_trip for t in k.round_trip)
+    if trips:
+        gate = ""
+        if a.max_round_trip is not None:
+            over = sum(
+                1
+                for rs in results.values()
+                for k in rs
+                if k.round_trip and max(k.round_trip) > a.max_round_trip
+            )
+            gate = f"; {far_runs} attempt(s) over --max-round-trip {a.max_round_trip:g} ns, {over} kept"
+        mid = trips[(len(trips) - 1) // 2]
+        print(
+            f"the cross-CPU round trip (a cache line between CPU {cpu_list(server_cpus[:1])} and CPU "
+            f"{cpu_list(client_cpus[:1])}, before and after each run): median {mid:.0f} ns, "
+            f"min {trips[0]:.0f}, max {trips[-1]:.0f}{gate}"
+        )
+    bgs = [k.background for rs in results.values() for k in rs]
     print(
         f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min); other processes' "
         f"share of the CPUs during the runs: mean {statistics.mean(bgs):.0%}, max {max(bgs):.0%}"
@@ -573,6 +704,7 @@ def main() -> None:
             "args": vars(a),
             "load_before": load_before,
             "load_after": load_after,
+            "repeat_spread": spread,
             "calibrations": [
                 {
                     "workload": list(k),
@@ -598,8 +730,9 @@ def main() -> None:
                         )
                     },
                     "measured": measured[p],
-                    "runs": [r.throughput for r, _ in results[p]],
-                    "background": [b for _, b in results[p]],
+                    "runs": [k.result.throughput for k in results[p]],
+                    "background": [k.background for k in results[p]],
+                    "round_trip_ns": [list(k.round_trip) if k.round_trip else None for k in results[p]],
                     "paper": model.get((p, "paper")),
                     "calibrated": model.get((p, "calibrated")),
                 }

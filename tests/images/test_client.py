@@ -109,6 +109,10 @@ def test_closed_loop_report(client_bin: Path, real_server: tuple[int, Callable[[
     assert lat["mean"] == pytest.approx(16 / rep["throughput_msgs_per_s"] * 1e6, rel=0.25)
     assert rep["cpu_s"]["user"] >= 0 and rep["cpu_s"]["sys"] >= 0
     assert rep["cpu_s"]["user"] + rep["cpu_s"]["sys"] > 0
+    # Every wait either finds bytes of an echo or times out at a stall check (every 100 ms per thread).
+    # This server frames 1-byte messages, so a 16-byte echo can come back in up to 16 pieces: at least
+    # one wait, and no more than the bytes echoed plus those timeouts.
+    assert 0 < rep["notify_calls"] <= rep["messages"] * 16 + 2 * (2 / 0.1 + 1)
     server = stop()
     # The server also counted warm-up and cool-down, so it saw at least the measured messages.
     assert server["messages"] >= rep["messages"]

@@ -1,5 +1,6 @@
 """The C helpers of the benchmarks (images/bench): they build warning-free, notify-scale reports exactly the
-ready descriptors for every notifier, and min-echo serves demux-client and accounts its messages."""
+ready descriptors for every notifier, min-echo serves demux-client and accounts its messages, and
+cpu-pingpong times a cache line's round trip between two CPUs."""
 
 from __future__ import annotations
 
@@ -50,6 +51,45 @@ def test_notify_scale_rejects_bad_input() -> None:
     ):
         res = subprocess.run([str(prog), *args], capture_output=True, text=True, timeout=30)
         assert res.returncode == 2 and res.stderr.startswith("notify-scale: ")
+
+
+def two_cpus() -> tuple[int, int]:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("cpu-pingpong needs two CPUs")
+    return cpus[0], cpus[1]
+
+
+def test_cpu_pingpong_times_the_round_trip() -> None:
+    """The two pinned threads pass the counter 1,000 times (5 batches of 200): a round trip takes some
+    nanoseconds, well under the 100 µs a round trip through the scheduler would (a side that never
+    answered would spin forever: the timeout)."""
+    prog = build("cpu_pingpong")
+    a, b = two_cpus()
+    res = subprocess.run(
+        [str(prog), "--cpus", f"{a},{b}", "--rounds", "1000"], capture_output=True, text=True, timeout=30
+    )
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["cpus"] == [a, b] and out["rounds"] == 1000
+    assert 0 < out["min_ns"] <= out["round_trip_ns"] < 100_000
+
+
+def test_cpu_pingpong_rejects_bad_input() -> None:
+    prog = build("cpu_pingpong")
+    a, b = two_cpus()
+    for args, why in (
+        (["--cpus", f"{a},{a}"], "--cpus needs two different CPUs, as A,B"),
+        (["--cpus", f"{a},{b},{a}"], "--cpus needs two different CPUs, as A,B"),
+        (["--cpus", f"{a},{b}", "--rounds", "4"], "--rounds needs a whole number from 5 to 2^32"),
+        ([], "--cpus is required"),
+    ):
+        res = subprocess.run([str(prog), *args], capture_output=True, text=True, timeout=30)
+        assert res.returncode == 2 and res.stderr.startswith(f"cpu-pingpong: {why} (usage: "), res.stderr
+    # A CPU this process may not run on: the second side cannot pin itself, and says so (no spinning on).
+    absent = max(os.sched_getaffinity(0)) + 1
+    res = subprocess.run([str(prog), "--cpus", f"{a},{absent}"], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 1 and res.stderr.startswith(f"cpu-pingpong: cannot pin to CPU {absent}: ")
 
 
 def test_min_echo_serves_client(tmp_path: Path) -> None:

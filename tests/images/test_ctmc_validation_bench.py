@@ -53,7 +53,13 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
     assert res.returncode == 0, res.stderr[-2000:]
     assert "mean |error|" in res.stdout and "calib err" in res.stdout
     assert "other processes' share of the CPUs during the runs" in res.stdout and "load average" in res.stdout
+    assert "the cross-CPU round trip (a cache line between CPU" in res.stdout
     doc = json.loads(out.read_text())
+    # Every run has the round trip between the server's and the client's CPU, before and after it.
+    trips = [t for p in doc["points"] for pair in p["round_trip_ns"] for t in pair]
+    assert len(trips) == 2 * sum(len(p["runs"]) for p in doc["points"]) and all(
+        0 < t < 100_000 for t in trips
+    )
     assert doc["server_cpus"] and doc["client_cpus"] and not set(doc["server_cpus"]) & set(doc["client_cpus"])
     points = {(p["pattern"], p["threads"]): p for p in doc["points"]}
     assert set(points) == {("lf", 1), ("lf", 2), ("hsha", 2)}  # HSHA needs 2 threads
@@ -120,9 +126,40 @@ def test_measure_only_runs_in_rounds_and_keeps_every_run(tmp_path: Path, server_
     assert "mean |error|" not in res.stdout and "# measured 6 runs in" in res.stdout
     kept = json.loads(gzip.decompress(runs.read_bytes()))["runs"]
     assert len(kept) == 6 and not list(tmp_path.glob("*.tmp"))
-    res = bench(tmp_path, "--replay", str(runs), "--method", "fluid", "--jobs", "1")
+    out = tmp_path / "val.json"
+    res = bench(tmp_path, "--replay", str(runs), "--method", "fluid", "--jobs", "1", "--json", str(out))
     assert res.returncode == 0, res.stderr[-2000:]
     assert "mean |error|" in res.stdout
+    # How far the two repeats of each plain point fell apart (the host's noise), from the runs themselves.
+    by_point: dict[str, list[float]] = {}
+    for r in kept:
+        if not r["point"]["instrument"]:
+            by_point.setdefault(json.dumps(r["point"], sort_keys=True), []).append(
+                r["client"]["throughput_msgs_per_s"]
+            )
+    spreads = sorted(max(v) / min(v) - 1 for v in by_point.values())
+    assert len(spreads) == 2
+    spread = json.loads(out.read_text())["repeat_spread"]
+    assert spread["points"] == 2 and spread["median"] == spreads[0] and spread["max"] == spreads[1]
+    line = f"the repeats of one point differ by (fastest / slowest − 1, 2 points): median {spreads[0]:.1%}"
+    assert line in res.stdout
+
+
+def test_max_round_trip_reruns_a_run_whose_cpus_were_far_apart(tmp_path: Path, server_bin: Path) -> None:
+    """--max-round-trip 1 ns (no two CPUs are that near): every run is measured --retries times, waiting
+    --quiet-wait for the CPUs to come near first, and the last kept with its round trip; the bench says
+    how many attempts were over and how many runs were kept so."""
+    runs = tmp_path / "runs.json.gz"
+    res = bench(
+        tmp_path,
+        "--patterns", "lf", "--work", "10", "--threads", "1", "--connections", "8", "--duration", "0.3",
+        "--warmup", "0.1", "--max-round-trip", "1", "--retries", "2", "--quiet-wait", "0",
+        "--method", "fluid", "--jobs", "1", "--runs-out", str(runs),
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "4 attempt(s) over --max-round-trip 1 ns, 2 kept" in res.stdout  # lf t1 and its calibration run
+    kept = json.loads(gzip.decompress(runs.read_bytes()))["runs"]
+    assert len(kept) == 2 and all(len(r["round_trip_ns"]) == 2 and min(r["round_trip_ns"]) > 1 for r in kept)
 
 
 def test_time_limit_stops_starting_runs(tmp_path: Path, server_bin: Path) -> None:

@@ -83,6 +83,7 @@ struct worker {
     uint64_t offered;   /* open loop: arrivals intended inside the measure phase */
     uint64_t served;    /* open loop: of those, echoed before the run ended */
     uint64_t *per_sec;  /* run->nseconds counters (written by the worker only, read live by --progress) */
+    uint64_t calls;     /* epoll waits begun inside the measure phase */
     double cpu_start_user, cpu_start_sys, cpu_end_user, cpu_end_sys;
     double wait_start, wait_end; /* runnable, waiting for a CPU (thread_wait_s; < 0: unknown) */
     int cpu_started, cpu_ended;

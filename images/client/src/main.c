@@ -204,7 +204,7 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
 {
     const struct options *opt = run->opt;
     static struct hist lat;
-    uint64_t messages = 0, offered = 0, served = 0;
+    uint64_t messages = 0, offered = 0, served = 0, calls = 0;
     double user = 0, sys = 0, wait = 0;
     /* Stopped early: the reported seconds only (completions between their end and the stop are out). */
     double duration = run->stopped_early ? (double)run->reported : opt->duration_s;
@@ -217,6 +217,7 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
         for (uint32_t s = 0; run->stopped_early && s < run->reported; s++)
             messages += ws[i].per_sec[s];
         offered += ws[i].offered;
+        calls += ws[i].calls;
         served += ws[i].served;
         user += ws[i].cpu_end_user - ws[i].cpu_start_user;
         sys += ws[i].cpu_end_sys - ws[i].cpu_start_sys;
@@ -259,6 +260,7 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
         fprintf(f, ", \"wait_s\": %.6f", wait);
     else
         fputs(", \"wait_s\": null", f);
+    fprintf(f, ", \"notify_calls\": %llu", (unsigned long long)calls);
     fprintf(f, ", \"errors\": 0, \"stopped_early\": %s}\n", run->stopped_early ? "true" : "false");
 }
 

@@ -423,6 +423,8 @@ static void drive(struct worker *w)
             wake = min_u64(wake, run->meas_end);
         if (w->heap_len > 0)
             wake = min_u64(wake, w->heap[0]->next_arrival);
+        if (in_measure(run, now))
+            w->calls++;
         int n = wait_events(w, evs, wake > now ? wake - now : 0);
         if (n < 0) {
             if (errno == EINTR)
