@@ -45,7 +45,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -57,6 +56,7 @@ from images_lib import (
     REPO,
     BenchError,
     Result,
+    RoundTrip,
     Server,
     build_helper,
     load_parser,
@@ -111,32 +111,6 @@ class Kept(NamedTuple):
     result: Result
     background: float
     round_trip: tuple[float, float] | None = None
-
-
-class RoundTrip:
-    """The round trip of a cache line between the server's and the client's first CPU (cpu-pingpong,
-    images/bench/cpu_pingpong.c): on a VM it shows where the hypervisor placed the two virtual CPUs, which
-    moves an echo pair's CPU per message by a third on the 2-core host (docs/ctmc.md)."""
-
-    def __init__(self, prog: Path, cpus: tuple[int, int]) -> None:
-        self.prog, self.cpus = prog, cpus
-
-    def measure(self, rounds: int = 50_000) -> float:
-        res = subprocess.run(
-            [str(self.prog), "--cpus", f"{self.cpus[0]},{self.cpus[1]}", "--rounds", str(rounds)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if res.returncode != 0:
-            raise BenchError(f"{self.prog.name}: {res.stderr.strip() or f'exit {res.returncode}'}")
-        return float(json.loads(res.stdout)["round_trip_ns"])
-
-    def wait_below(self, limit_ns: float, patience_s: float) -> None:
-        """Wait (at most ``patience_s``) until the round trip is at most ``limit_ns``."""
-        deadline = time.monotonic() + patience_s
-        while self.measure(10_000) > limit_ns and time.monotonic() < deadline:
-            time.sleep(1.0)
 
 
 def int_list(text: str) -> list[int]:

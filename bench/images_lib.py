@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -63,6 +64,32 @@ def build_helper(name: str) -> Path:
     if res.returncode != 0:
         raise BenchError(f"building {out} failed: {(res.stderr or res.stdout).strip()[-500:]}")
     return out
+
+
+class RoundTrip:
+    """The round trip of a cache line between the server's and the client's first CPU (cpu-pingpong,
+    images/bench/cpu_pingpong.c): on a VM it shows where the hypervisor placed the two virtual CPUs, which
+    moves an echo pair's CPU per message by a third on the 2-core host (docs/ctmc.md)."""
+
+    def __init__(self, prog: Path, cpus: tuple[int, int]) -> None:
+        self.prog, self.cpus = prog, cpus
+
+    def measure(self, rounds: int = 50_000) -> float:
+        res = subprocess.run(
+            [str(self.prog), "--cpus", f"{self.cpus[0]},{self.cpus[1]}", "--rounds", str(rounds)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if res.returncode != 0:
+            raise BenchError(f"{self.prog.name}: {res.stderr.strip() or f'exit {res.returncode}'}")
+        return float(json.loads(res.stdout)["round_trip_ns"])
+
+    def wait_below(self, limit_ns: float, patience_s: float) -> None:
+        """Wait (at most ``patience_s``) until the round trip is at most ``limit_ns``."""
+        deadline = time.monotonic() + patience_s
+        while self.measure(10_000) > limit_ns and time.monotonic() < deadline:
+            time.sleep(1.0)
 
 
 def traced(argv: Sequence[str], log: Path, *strace_args: str) -> tuple[str, ...]:

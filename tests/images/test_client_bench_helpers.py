@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,20 @@ def test_min_echo_serves_client(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=10)
+
+
+def test_cpu_placement_bench_groups_runs_by_round_trip() -> None:
+    """bench/cpu_placement.py runs a point again and again with the round trip around each run; with
+    --near far above any round trip every run is near, and there is no far group to compare."""
+    two_cpus()
+    res = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "cpu_placement.py"), "--runs", "2", "--duration", "0.3",
+         "--warmup", "0.1", "--connections", "8", "--near", "1e9"],
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-2000:]
+    runs = re.findall(r"^# run (\d)/2: ([\d,]+) msg/s, round trip (\d+)/(\d+) ns$", res.stdout, flags=re.M)
+    assert [r[0] for r in runs] == ["1", "2"] and all(int(r[2]) > 0 and int(r[3]) > 0 for r in runs)
+    near = re.search(r"^\s*near \(≤ 1e\+09 ns\)\s+(\d+)\s", res.stdout, flags=re.M)
+    assert near and near.group(1) == "2", res.stdout
+    assert "far (>" not in res.stdout and "far / near" not in res.stdout
