@@ -112,6 +112,10 @@ class Kept(NamedTuple):
     background: float
     round_trip: tuple[float, float] | None = None
 
+    def far(self, limit_ns: float | None) -> bool:
+        """Whether the CPUs were far apart: a round trip, before or after, above ``limit_ns``."""
+        return limit_ns is not None and self.round_trip is not None and max(self.round_trip) > limit_ns
+
 
 def int_list(text: str) -> list[int]:
     out: set[int] = set()
@@ -438,7 +442,6 @@ def main() -> None:
         warm, dur = timing(p)
         ct = p.client_threads or len(client_cpus)
         best: Kept | None = None
-        best_score = (True, 0.0)
         for _attempt in range(a.retries if gated else 1):
             if a.max_background is not None:
                 wait_for_quiet(a.max_background, a.quiet_wait)
@@ -471,10 +474,11 @@ def main() -> None:
             )
             bg = background_share(before, _stat(), wall, ours)
             rt = (rt_before, crossing.measure()) if crossing is not None and rt_before is not None else None
-            far = a.max_round_trip is not None and rt is not None and max(rt) > a.max_round_trip
+            got = Kept(r, bg, rt)
+            far = got.far(a.max_round_trip)
             # Keep a run with near CPUs over one without, then the least disturbed.
-            if best is None or (far, bg) < best_score:
-                best, best_score = Kept(r, bg, rt), (far, bg)
+            if best is None or (far, bg) < (best.far(a.max_round_trip), best.background):
+                best = got
             if (a.max_background is None or bg <= a.max_background) and not far:
                 break
             far_runs += far
@@ -648,12 +652,7 @@ def main() -> None:
     if trips:
         gate = ""
         if a.max_round_trip is not None:
-            over = sum(
-                1
-                for rs in results.values()
-                for k in rs
-                if k.round_trip and max(k.round_trip) > a.max_round_trip
-            )
+            over = sum(k.far(a.max_round_trip) for rs in results.values() for k in rs)
             gate = f"; {far_runs} attempt(s) over --max-round-trip {a.max_round_trip:g} ns, {over} kept"
         mid = trips[(len(trips) - 1) // 2]
         print(
