@@ -5,7 +5,8 @@ of a cache line between the server's and the client's CPU before and after it (c
     .venv/bin/python bench/cpu_placement.py [--runs 40] [--pattern reactor] [--notifier epoll-et] \\
         [--threads 1] [--connections 100] [--msg-size 64] [--near 250]
 
-Prints a row per run (throughput, the server's and the client's CPU per message, the round trips), then
+Prints a row per run (throughput, the server's and the client's CPU per message, the round trips, how busy
+the server's and the client's CPU were over the run and the share of it in softirq, /proc/stat), then
 the runs whose round trips both stayed at most --near ns against those with one above it: their count,
 mean throughput and CPU per message, and the ratio of the two groups' means.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import statistics
 
 from images_lib import (
+    CpuTimes,
     RoundTrip,
     Server,
     build_helper,
@@ -43,6 +45,7 @@ def main() -> None:
     groups: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
     for n in range(1, a.runs + 1):
         before = trip.measure()
+        start = CpuTimes()
         r = run_pair(
             Server(a.pattern, a.notifier, a.threads, cpus=cpus[0]),
             connections=a.connections,
@@ -52,11 +55,12 @@ def main() -> None:
             msg_size=a.msg_size,
             client_cpu=cpus[1],
         )
+        split = [start.split(CpuTimes(), cpu) for cpu in cpus[:2]]
         after = trip.measure()
         near = max(before, after) <= a.near
         groups[near].append((r.throughput, r.server_cpu_per_msg_us, r.client_cpu_per_msg_us))
         rows.append([n, r.throughput, r.server_cpu_per_msg_us, r.client_cpu_per_msg_us, before, after,
-                     "near" if near else "far"])  # fmt: skip
+                     "near" if near else "far", *(f"{b:.0%} ({s:.0%})" for b, s in split)])  # fmt: skip
         print(
             f"# run {n}/{a.runs}: {r.throughput:,.0f} msg/s, round trip {before:.0f}/{after:.0f} ns",
             flush=True,
@@ -66,8 +70,10 @@ def main() -> None:
         f"server CPU {cpus[0]}, client CPU {cpus[1]} ({a.client_threads} threads)"
     )
     print_table(
-        ["run", "msg/s", "server µs/msg", "client µs/msg", "trip before ns", "after ns", "CPUs"], rows
-    )
+        ["run", "msg/s", "server µs/msg", "client µs/msg", "trip before ns", "after ns", "CPUs",
+         "server CPU busy (softirq)", "client CPU busy (softirq)"],
+        rows,
+    )  # fmt: skip
     summary = []
     for near in (True, False):
         g = groups[near]

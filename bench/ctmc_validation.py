@@ -234,12 +234,15 @@ def save_runs(
     os.replace(tmp, path)  # never a half-written file, also when the bench is killed while writing
 
 
-def load_runs(path: str) -> dict[str, Any]:
+def load_runs(path: str, what: str = "--replay") -> dict[str, Any]:
+    """The --runs-out file ``path``; ``what`` names it in the error for a file that is not one."""
     try:
         with gzip.open(path, "rt") as f:
             doc: dict[str, Any] = json.load(f)
     except (OSError, ValueError) as exc:
-        raise BenchError(f"--replay {path}: not a --runs-out file ({exc})") from None
+        raise BenchError(f"{what} {path}: not a --runs-out file ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
+        raise BenchError(f"{what} {path}: not a --runs-out file (no list of runs)")
     return doc
 
 

@@ -92,6 +92,27 @@ class RoundTrip:
             time.sleep(1.0)
 
 
+class CpuTimes:
+    """Per-CPU times from /proc/stat (user … steal, in clock ticks), to split a run's time on one CPU into
+    busy (not idle or iowait) and softirq: on the 2-core host both the server's and the client's CPU are
+    busy ~99 % in an echo run, a third of it in softirq (the loopback's receive path runs in the sender's
+    softirq), docs/ctmc.md "What the client's CPU per message follows"."""
+
+    def __init__(self) -> None:
+        self.ticks: dict[int, list[int]] = {}
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *fields = line.split()
+                if name.startswith("cpu") and name[3:].isdigit():
+                    self.ticks[int(name[3:])] = [int(v) for v in fields[:8]]
+
+    def split(self, later: CpuTimes, cpu: int) -> tuple[float, float]:
+        """(busy, softirq) shares of ``cpu``'s time between this sample and ``later``."""
+        d = [b - a for a, b in zip(self.ticks[cpu], later.ticks[cpu], strict=True)]
+        total = max(sum(d), 1)
+        return 1.0 - (d[3] + d[4]) / total, d[6] / total
+
+
 def traced(argv: Sequence[str], log: Path, *strace_args: str) -> tuple[str, ...]:
     """``argv`` run under ``strace -f -o log strace_args...``, stoppable with SIGTERM like the server."""
     return ("sh", "-c", _TRACED, "traced", str(log), *strace_args, "--", *argv)

@@ -137,3 +137,11 @@ def test_cpu_placement_bench_groups_runs_by_round_trip() -> None:
     near = re.search(r"^\s*near \(≤ 1e\+09 ns\)\s+(\d+)\s", res.stdout, flags=re.M)
     assert near and near.group(1) == "2", res.stdout
     assert "far (>" not in res.stdout and "far / near" not in res.stdout
+    # Each run's row: how busy the server's and the client's CPU were (their softirq share in brackets):
+    # both ran, and the softirq is part of the busy time.
+    shares = re.findall(r"^\s*[12]\s.*\s(\d+)% \((\d+)%\)\s+(\d+)% \((\d+)%\)$", res.stdout, flags=re.M)
+    assert len(shares) == 2, res.stdout
+    for row in shares:
+        server_busy, server_soft, client_busy, client_soft = map(int, row)
+        assert 0 < server_busy <= 100 and 0 < client_busy <= 100
+        assert server_soft <= server_busy and client_soft <= client_busy

@@ -204,3 +204,98 @@ def test_keep_going_reports_a_failed_run_and_measures_the_others(tmp_path: Path,
     res = bench(tmp_path, *args, env=env)
     assert res.returncode == 1
     assert res.stderr.startswith("ctmc_validation.py: error: ") and len(res.stderr.strip().splitlines()) == 1
+
+
+def synthetic_run(
+    size: int,
+    sleeps: float,
+    waits: float,
+    cpu_us: float,
+    *,
+    work: float = 0.0,
+    instrument: bool = True,
+    round_trip: float = 90.0,
+) -> dict[str, object]:
+    """A --runs-out entry of 100,000 messages in 1 s with the client's and the server's counts as given."""
+    msgs = 100_000
+    return {
+        "point": {"msg_size": size, "work_us": work, "instrument": instrument},
+        "server": {
+            "messages": msgs, "elapsed_s": 1.0, "cpu_s": {"user": 0.1, "sys": 0.88},
+            "ops": {"idle": {"count": round(sleeps * msgs)}},
+        },
+        "client": {
+            "messages": msgs, "duration_s": 1.0, "notify_calls": round(waits * msgs),
+            "cpu_s": {"user": 0.0, "sys": cpu_us * msgs / 1e6},
+        },
+        "round_trip_ns": [round_trip, round_trip],
+    }  # fmt: skip
+
+
+def fit_bench(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO / "bench" / "client_cost_fit.py"), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_client_cost_fit_recovers_the_cost_per_server_sleep(tmp_path: Path) -> None:
+    """bench/client_cost_fit.py fits the client's CPU per message against the server's sleeps per message
+    (and the client's own waits) over the instrumented 0-work runs whose CPUs stayed near: a client that
+    costs 5 µs per message and 6 µs per server sleep comes back as that; the runs it must leave out (with
+    work, plain, CPUs far apart) would break the fit if it took them."""
+    sleeps = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4]
+    waits = [0.5, 0.1, 0.4, 0.2, 0.3, 0.05]
+    runs = [synthetic_run(64, s, w, 5.0 + 6.0 * s) for s, w in zip(sleeps, waits, strict=True)]
+    runs += [
+        synthetic_run(64, 0.1, 0.1, 40.0, work=10.0),
+        synthetic_run(64, 0.1, 0.1, 40.0, instrument=False),
+        synthetic_run(64, 0.1, 0.1, 40.0, round_trip=400.0),
+    ]
+    path, out = tmp_path / "runs.json.gz", tmp_path / "fit.json"
+    path.write_bytes(gzip.compress(json.dumps({"runs": runs}).encode()))
+    res = fit_bench(path, "--json", out)
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["runs"] == 6
+    fits = {tuple(f["against"]): f for f in doc["fits"]}
+    by_sleeps = fits[("server_sleeps",)]
+    assert (
+        abs(by_sleeps["intercept_us"] - 5.0) < 0.01
+        and abs(by_sleeps["slopes_us"]["server_sleeps"] - 6.0) < 0.05
+    )
+    assert by_sleeps["r2"] > 0.999 and fits[("client_waits",)]["r2"] < 0.9
+    assert abs(doc["busy_median"]["server"] - 0.98) < 1e-9
+    assert "CPU seconds per second, median: client" in res.stdout
+
+    # --near 500 takes the far run in, and its 40 µs breaks the fit.
+    res = fit_bench(path, "--near", "500", "--json", out)
+    assert res.returncode == 0
+    doc = json.loads(out.read_text())
+    assert doc["runs"] == 7
+    assert next(f for f in doc["fits"] if f["against"] == ["server_sleeps"])["r2"] < 0.9
+
+    # A file without a usable run: one line naming it.
+    empty = tmp_path / "empty.json.gz"
+    empty.write_bytes(gzip.compress(json.dumps({"runs": runs[6:]}).encode()))
+    res = fit_bench(empty)
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines() == [
+        f"client_cost_fit.py: error: {empty}: no instrumented run at 0 µs work with client and server counts"
+    ]
+    # A run without the client's CPU times: one line naming the file and the run, no traceback.
+    broken = tmp_path / "broken.json.gz"
+    no_cpu = synthetic_run(64, 0.1, 0.1, 5.0)
+    no_cpu["client"] = {"messages": 100_000, "duration_s": 1.0, "notify_calls": 10_000}
+    broken.write_bytes(gzip.compress(json.dumps({"runs": [runs[0], no_cpu]}).encode()))
+    res = fit_bench(broken)
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines() == [
+        f"client_cost_fit.py: error: {broken}: run #1: not a run of bench/ctmc_validation.py "
+        "(KeyError('cpu_s'))"
+    ]
+    res = fit_bench(bad := tmp_path / "bad.json.gz")
+    assert res.returncode == 1 and f"runs file {bad}: not a --runs-out file" in res.stderr

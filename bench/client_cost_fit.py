@@ -1,0 +1,131 @@
+"""What the load client's CPU per message follows, from the runs of bench/ctmc_validation.py (--runs-out):
+docs/ctmc.md, "What the client's CPU per message follows".
+
+    .venv/bin/python bench/client_cost_fit.py RUNS.json.gz [RUNS.json.gz ...] [--near 250] [--json OUT]
+
+Takes every instrumented run at 0 µs work with a client result (a run whose cross-CPU round trip exceeded
+--near ns is left out where the file has round trips: the host's slow spell, docs/ctmc.md) and, per message
+size, fits the client's CPU per message (µs) by least squares against, per message:
+
+- ``client waits``: the client's epoll waits (``notify_calls``, CONTRACTS §2);
+- ``server sleeps``: the server's threads' blocking waits (``ops.idle.count``: a notifier call that found
+  nothing and blocked, a worker waiting for work);
+- both.
+
+It prints each fit's intercept and slopes (µs per message, µs per wait or sleep), R² and the residual's
+standard deviation, and the client's and the server's CPU seconds per second of their run (their busy
+share on one CPU each): where both are near 1, the pair is saturated on both sides and the client's CPU per
+message is 1 / throughput, whatever the client does per message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from ctmc_validation import load_runs
+from images_lib import BenchError, main_guard, print_table
+
+FITS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("client waits", ("client_waits",)),
+    ("server sleeps", ("server_sleeps",)),
+    ("both", ("client_waits", "server_sleeps")),
+)
+
+
+def _cpu(doc: dict[str, Any]) -> float:
+    times = doc["cpu_s"]
+    return float(times["user"]) + float(times["sys"])
+
+
+def observation(run: dict[str, Any], near: float) -> dict[str, float] | None:
+    """One run's figures per message, or None for a run the fit leaves out (not instrumented, with work, no
+    client result or counts, or its CPUs far apart)."""
+    point, server, client = run.get("point") or {}, run.get("server"), run.get("client")
+    if not point.get("instrument") or point.get("work_us") != 0 or not server or not client:
+        return None
+    trips = run.get("round_trip_ns")
+    if trips and max(trips) > near:
+        return None
+    msgs, smsgs = client.get("messages"), server.get("messages")
+    idle = ((server.get("ops") or {}).get("idle") or {}).get("count")
+    if not msgs or not smsgs or client.get("notify_calls") is None or idle is None:
+        return None
+    return {
+        "size": float(point["msg_size"]),
+        "cpu_us": _cpu(client) * 1e6 / msgs,
+        "client_waits": client["notify_calls"] / msgs,
+        "server_sleeps": idle / smsgs,
+        "client_busy": _cpu(client) / float(client["duration_s"]),
+        "server_busy": _cpu(server) / float(server["elapsed_s"]),
+    }
+
+
+def fit(obs: Sequence[dict[str, float]], columns: Sequence[str]) -> dict[str, Any]:
+    """Least squares cpu_us = b0 + Σ b_i · column_i: the coefficients, R² and the residual's sd."""
+    y = np.array([o["cpu_us"] for o in obs])
+    x = np.column_stack([np.ones(len(obs)), *([o[c] for o in obs] for c in columns)])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    resid = y - x @ coef
+    spread = float(((y - y.mean()) ** 2).sum())
+    return {
+        "intercept_us": float(coef[0]),
+        "slopes_us": {c: float(b) for c, b in zip(columns, coef[1:], strict=True)},
+        "r2": 1.0 - float((resid**2).sum()) / spread if spread > 0 else 1.0,
+        "resid_sd_us": float(resid.std()),
+    }
+
+
+def observations(path: str, near: float) -> list[dict[str, float]]:
+    """Every run of the --runs-out file ``path`` the fit takes; a run that lacks a figure the fit reads is a
+    one-line error naming the file and the run."""
+    out = []
+    for i, run in enumerate(load_runs(path, "runs file")["runs"]):
+        try:
+            o = observation(run, near)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            raise BenchError(f"{path}: run #{i}: not a run of bench/ctmc_validation.py ({exc!r})") from None
+        if o is not None:
+            out.append(o)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="--runs-out files of bench/ctmc_validation.py")
+    ap.add_argument("--near", type=float, default=250.0, help="leave out runs with a round trip above (ns)")
+    ap.add_argument("--json", dest="json_out", help="write the fits here as JSON")
+    a = ap.parse_args()
+    obs = [o for path in a.runs for o in observations(path, a.near)]
+    if not obs:
+        raise BenchError(
+            f"{', '.join(a.runs)}: no instrumented run at 0 µs work with client and server counts"
+        )
+    rows: list[list[object]] = []
+    out: list[dict[str, Any]] = []
+    for size in sorted({o["size"] for o in obs}):
+        group = [o for o in obs if o["size"] == size]
+        if len(group) < 3:
+            continue
+        for name, columns in FITS:
+            f = fit(group, columns)
+            slopes = ", ".join(f"{f['slopes_us'][c]:.2f}" for c in columns)
+            rows.append([int(size), len(group), name, f["intercept_us"], slopes, f["r2"], f["resid_sd_us"]])
+            out.append({"msg_size": int(size), "runs": len(group), "against": list(columns), **f})
+    print_table(["bytes", "runs", "against", "µs/msg", "µs per wait/sleep", "R²", "resid sd µs"], rows)
+    busy = {side: statistics.median(o[f"{side}_busy"] for o in obs) for side in ("client", "server")}
+    print(
+        f"{len(obs)} runs; CPU seconds per second, median: client {busy['client']:.2f}, "
+        f"server {busy['server']:.2f}"
+    )
+    if a.json_out:
+        with open(a.json_out, "w") as fh:
+            json.dump({"runs": len(obs), "fits": out, "busy_median": busy}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main_guard(main)
