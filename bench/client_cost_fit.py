@@ -16,6 +16,15 @@ It prints each fit's intercept and slopes (µs per message, µs per wait or slee
 standard deviation, and the client's and the server's CPU seconds per second of their run (their busy
 share on one CPU each): where both are near 1, the pair is saturated on both sides and the client's CPU per
 message is 1 / throughput, whatever the client does per message.
+
+``--chain`` also asks the calibrated chains of the dispatching patterns (HSHA, the proactor) whether they
+see those sleeps: per workload (pattern, notifier, connections, size) it calibrates from the runs at the
+calibration concurrency (as the validation bench does) and, at every thread count the file has instrumented
+runs of (``--probe``), prints the chain's throughput and how often per message the client's request finds
+the dispatcher asleep in its notifier (m1 with nothing ready: the chain's client step split in two at the
+same rate, only to count), against the measured throughput and the server's notifier sleeps per message
+(``events_per_call.calls`` − ``ops.notify.count``). ``--only`` keeps the workloads whose label
+(``pattern/notifier c<connections> b<bytes>``) contains it.
 """
 
 from __future__ import annotations
@@ -24,11 +33,20 @@ import argparse
 import json
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from ctmc_validation import load_runs
 from images_lib import BenchError, main_guard, print_table
+
+from demuxlab.ctmc.calibrate import calibrate
+from demuxlab.ctmc.engine import Expr, ModelInstance, TransitionClass
+from demuxlab.ctmc.rates import Host, build, calibration_threads
+from demuxlab.ctmc.ssa import simulate
+from demuxlab.errors import DemuxlabError
+
+DISPATCHING = ("hsha", "proactor")  # the chains with a dispatcher asleep in its notifier: m1 while c1 = 0
 
 FITS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("client waits", ("client_waits",)),
@@ -94,11 +112,83 @@ def observations(path: str, near: float) -> list[dict[str, float]]:
     return out
 
 
+def counting_wakes(model: ModelInstance) -> ModelInstance:
+    """``model`` with its client step split in two at the same rate, the second (``client_wake``) where the
+    request finds the dispatcher asleep in its notifier (m1, nothing ready in c1): the chain is unchanged,
+    the split only counts."""
+    st = model.structure
+    m1, c1 = st.species.index("m1"), st.species.index("c1")
+    asleep = f"x[{m1}] * (1.0 - H(x[{c1}]))"
+    split: list[TransitionClass] = []
+    for tr in st.transitions:
+        if tr.name != "client" or not isinstance(tr.rate, Expr):
+            split.append(tr)
+            continue
+        rate = tr.rate.text
+        split.append(
+            TransitionClass("client", tr.doc, Expr(f"({rate}) * (1.0 - {asleep})"), tr.jump, tr.pool)
+        )
+        split.append(TransitionClass("client_wake", tr.doc, Expr(f"({rate}) * {asleep}"), tr.jump, tr.pool))
+    return replace(model, structure=replace(st, transitions=tuple(split)))
+
+
+def chain_rows(runs: Sequence[dict[str, Any]], only: str | None) -> list[list[object]]:
+    """--chain's rows: per dispatching workload and thread count, the chain's and the server's throughput
+    and sleeps (see the module's doc)."""
+    groups: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
+    for r in runs:
+        p = r.get("point") or {}
+        if p.get("pattern") in DISPATCHING and p.get("instrument") and r.get("server") and r.get("client"):
+            key = (p["pattern"], p["notifier"], p["connections"], p["msg_size"])
+            groups.setdefault(key, []).append(r)
+    rows: list[list[object]] = []
+    for (pattern, notifier, conns, size), group in sorted(groups.items()):
+        label = f"{pattern}/{notifier} c{conns} b{size}"
+        if only and only not in label:
+            continue
+        cal = [r for r in group if r["point"]["threads"] == calibration_threads(pattern)]
+        if not cal:
+            continue
+        try:
+            rates = calibrate(
+                [r["server"] for r in cal],
+                pattern,
+                clients=[r["client"] for r in cal],
+                client_cores=[1] * len(cal),
+            )
+        except DemuxlabError as exc:
+            print(f"# {label}: no chain: {exc.message}")
+            continue
+        for threads in sorted({r["point"]["threads"] for r in group}):
+            at = [r for r in group if r["point"]["threads"] == threads and r["point"]["work_us"] == 0]
+            if not at:
+                continue
+            cores = len({t.get("cpu") for t in at[0]["server"].get("threads_detail", [])}) or 1
+            host = Host(cores=cores, client_threads=int(at[0]["client"]["threads"]), client_cores=1)
+            model = counting_wakes(build(pattern, threads, 0.0, conns, rates, host=host))
+            msgs = simulate(model, rel_ci=0.02).throughput_per_us
+            wakes = simulate(
+                model, rel_ci=0.05, transition="client_wake", max_events=5_000_000
+            ).throughput_per_us
+            sleeps = [
+                (r["server"]["events_per_call"]["calls"] - r["server"]["ops"]["notify"]["count"])
+                / r["server"]["messages"]
+                for r in at
+            ]
+            measured = statistics.mean(r["client"]["throughput_msgs_per_s"] for r in at)
+            rows.append(
+                [label, threads, msgs * 1e6, measured, wakes / msgs, statistics.mean(sleeps), len(at)]
+            )
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="--runs-out files of bench/ctmc_validation.py")
     ap.add_argument("--near", type=float, default=250.0, help="leave out runs with a round trip above (ns)")
     ap.add_argument("--json", dest="json_out", help="write the fits here as JSON")
+    ap.add_argument("--chain", action="store_true", help="also the dispatching chains' sleeps (see above)")
+    ap.add_argument("--only", help="with --chain: the workloads whose label contains this")
     a = ap.parse_args()
     obs = [o for path in a.runs for o in observations(path, a.near)]
     if not obs:
@@ -122,9 +212,26 @@ def main() -> None:
         f"{len(obs)} runs; CPU seconds per second, median: client {busy['client']:.2f}, "
         f"server {busy['server']:.2f}"
     )
+    chain: list[list[object]] = []
+    if a.chain:
+        for path in a.runs:
+            try:
+                chain += chain_rows(load_runs(path, "runs file")["runs"], a.only)
+            except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+                raise BenchError(f"{path}: not runs of bench/ctmc_validation.py ({exc!r})") from None
+        print()
+        print_table(
+            ["workload", "threads", "chain msg/s", "measured msg/s", "chain: demux woken by client /msg",
+             "server: notifier sleeps /msg", "runs"],
+            chain,
+        )  # fmt: skip
     if a.json_out:
         with open(a.json_out, "w") as fh:
-            json.dump({"runs": len(obs), "fits": out, "busy_median": busy}, fh, indent=1)
+            doc = {"runs": len(obs), "fits": out, "busy_median": busy}
+            if a.chain:
+                keys = ("workload", "threads", "chain", "measured", "chain_wakes", "server_sleeps", "runs")
+                doc["chain"] = [dict(zip(keys, row, strict=True)) for row in chain]
+            json.dump(doc, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -299,3 +299,37 @@ def test_client_cost_fit_recovers_the_cost_per_server_sleep(tmp_path: Path) -> N
     ]
     res = fit_bench(bad := tmp_path / "bad.json.gz")
     assert res.returncode == 1 and f"runs file {bad}: not a --runs-out file" in res.stderr
+
+
+def test_client_cost_fit_asks_the_chain_for_the_dispatchers_sleeps(tmp_path: Path) -> None:
+    """--chain calibrates a dispatching workload from a runs file (here the fourth 2-core validation run's
+    proactor/epoll-et, 100 connections, 64 B) and prints, per thread count, how often the chain's client
+    finds the demultiplexer asleep, next to the server's measured notifier sleeps (taken here from the file
+    itself): the chain reproduces its calibration run, and its dispatcher sleeps less often as threads are
+    added, as the server's did."""
+    runs = REPO / "bench" / "ctmc" / "validation-2026-11-28b.json.gz"
+    out = tmp_path / "fit.json"
+    res = fit_bench(runs, "--chain", "--only", "proactor/epoll-et c100 b64", "--json", out)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = json.loads(out.read_text())["chain"]
+    assert [r["threads"] for r in rows] == [2, 3, 4] and {r["workload"] for r in rows} == {
+        "proactor/epoll-et c100 b64"
+    }
+    kept = json.loads(gzip.decompress(runs.read_bytes()))["runs"]
+    for row in rows:
+        servers = [
+            r["server"]
+            for r in kept
+            if r["point"]["instrument"]
+            and r["point"]["pattern"] == "proactor"
+            and r["point"]["notifier"] == "epoll-et"
+            and (r["point"]["connections"], r["point"]["msg_size"], r["point"]["threads"])
+            == (100, 64, row["threads"])
+        ]
+        sleeps = [
+            (s["events_per_call"]["calls"] - s["ops"]["notify"]["count"]) / s["messages"] for s in servers
+        ]
+        assert row["runs"] == len(servers) and abs(row["server_sleeps"] - sum(sleeps) / len(sleeps)) < 1e-9
+    assert abs(rows[0]["chain"] / rows[0]["measured"] - 1.0) < 0.10  # the calibration's own runs
+    assert rows[0]["chain_wakes"] > rows[2]["chain_wakes"] > 0.0
+    assert rows[0]["server_sleeps"] > rows[2]["server_sleeps"]
