@@ -17,7 +17,6 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -25,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "helper_args.h"
 #include "util.h"
 
 #define BATCHES 5
@@ -63,34 +63,14 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int usage(const char *what)
-{
-    fprintf(stderr, "cpu-pingpong: %s (usage: cpu-pingpong --cpus A,B [--rounds N])\n", what);
-    return 2;
-}
-
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {{"cpus", required_argument, NULL, 'c'},
-                                             {"rounds", required_argument, NULL, 'r'},
-                                             {NULL, 0, NULL, 0}};
-    int cpus[2], ncpus = 0, ch;
+    static const struct helper_args args = {"cpu-pingpong", "rounds", BATCHES, UINT64_C(1) << 32, "5 to 2^32"};
+    int cpus[2];
     uint64_t rounds = 100000;
-    opterr = 0;
-    while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        if (ch == 'c') {
-            ncpus = parse_cpu_list(optarg, cpus, 2);
-            if (ncpus != 2 || cpus[0] == cpus[1])
-                return usage("--cpus needs two different CPUs, as A,B");
-        } else if (ch == 'r') {
-            if (parse_u64(optarg, BATCHES, UINT64_C(1) << 32, &rounds) < 0)
-                return usage("--rounds needs a whole number from 5 to 2^32");
-        } else {
-            return usage("unknown option");
-        }
-    }
-    if (ncpus != 2)
-        return usage("--cpus is required");
+    int bad = parse_helper_args(&args, argc, argv, cpus, &rounds);
+    if (bad)
+        return bad;
     rounds_per_batch = rounds / BATCHES;
 
     struct side other = {.cpu = cpus[1], .err = 0};

@@ -1,6 +1,7 @@
 """The C helpers of the benchmarks (images/bench): they build warning-free, notify-scale reports exactly the
 ready descriptors for every notifier, min-echo serves demux-client and accounts its messages, and
-cpu-pingpong times a cache line's round trip between two CPUs."""
+cpu-pingpong times a cache line's round trip between two CPUs, wake-cost what waking a sleeping receiver costs
+a loopback send."""
 
 from __future__ import annotations
 
@@ -77,21 +78,60 @@ def test_cpu_pingpong_times_the_round_trip() -> None:
     assert 0 < out["min_ns"] <= out["round_trip_ns"] < 100_000
 
 
-def test_cpu_pingpong_rejects_bad_input() -> None:
-    prog = build("cpu_pingpong")
+def test_wake_cost_times_a_send_that_wakes_its_receiver() -> None:
+    """wake-cost times a one-byte loopback send in the sender's CPU time, with the receiver asleep in
+    epoll_wait (on an idle, then on a busy CPU) and awake (polling): a send that must wake its receiver
+    costs the sender more than one that finds it awake, and every figure is a send's, not a scheduler
+    delay's (well under a millisecond)."""
+    prog = build("wake_cost")
+    a, b = two_cpus()
+    res = subprocess.run(
+        [str(prog), "--cpus", f"{a},{b}", "--sends", "500"], capture_output=True, text=True, timeout=60
+    )
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["cpus"] == [a, b] and out["sends"] == 500
+    assert 0 < out["awake_ns"] < out["asleep_ns"] < 1_000_000 and out["awake_ns"] < out["busy_ns"] < 1_000_000
+    assert out["wake_ns"] == out["asleep_ns"] - out["awake_ns"]
+    assert out["busy_wake_ns"] == out["busy_ns"] - out["awake_ns"]
+
+
+@pytest.mark.parametrize(
+    ("name", "count", "low", "absent_cpu"),
+    [
+        ("cpu_pingpong", "--rounds", ("4", "5 to 2^32"), "cannot pin to CPU {cpu}: "),
+        (
+            "wake_cost",
+            "--sends",
+            ("0", "1 to 1000000"),
+            "cannot pin to the second CPU, or epoll failed there: ",
+        ),
+    ],
+)
+def test_two_cpu_helpers_reject_bad_input(
+    name: str, count: str, low: tuple[str, str], absent_cpu: str
+) -> None:
+    """cpu-pingpong and wake-cost share their command line (images/bench/helper_args.h): each bad option is
+    one line and exit 2; a CPU this process may not run on is exit 1, said, with no spinning on (the other
+    side cannot pin itself)."""
+    prog, tool = build(name), name.replace("_", "-")
     a, b = two_cpus()
     for args, why in (
         (["--cpus", f"{a},{a}"], "--cpus needs two different CPUs, as A,B"),
         (["--cpus", f"{a},{b},{a}"], "--cpus needs two different CPUs, as A,B"),
-        (["--cpus", f"{a},{b}", "--rounds", "4"], "--rounds needs a whole number from 5 to 2^32"),
+        (["--cpus", f"{a},{b}", count, low[0]], f"{count} needs a whole number from {low[1]}"),
+        (["--cpus", f"{a},{b}", "--bogus"], "unknown option"),
         ([], "--cpus is required"),
     ):
         res = subprocess.run([str(prog), *args], capture_output=True, text=True, timeout=30)
-        assert res.returncode == 2 and res.stderr.startswith(f"cpu-pingpong: {why} (usage: "), res.stderr
-    # A CPU this process may not run on: the second side cannot pin itself, and says so (no spinning on).
+        assert res.returncode == 2 and res.stderr.startswith(f"{tool}: {why} (usage: {tool} --cpus A,B ["), (
+            res.stderr
+        )
     absent = max(os.sched_getaffinity(0)) + 1
     res = subprocess.run([str(prog), "--cpus", f"{a},{absent}"], capture_output=True, text=True, timeout=30)
-    assert res.returncode == 1 and res.stderr.startswith(f"cpu-pingpong: cannot pin to CPU {absent}: ")
+    assert res.returncode == 1 and res.stderr.startswith(f"{tool}: " + absent_cpu.format(cpu=absent)), (
+        res.stderr
+    )
 
 
 def test_min_echo_serves_client(tmp_path: Path) -> None:
