@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 from ctmc_validation import load_runs
-from images_lib import BenchError, main_guard, print_table
+from images_lib import BenchError, Result, main_guard, print_table
 
 from demuxlab.ctmc.calibrate import calibrate
 from demuxlab.ctmc.engine import Expr, ModelInstance, TransitionClass
@@ -75,7 +75,7 @@ def observation(run: dict[str, Any], near: float) -> dict[str, float] | None:
         return None
     return {
         "size": float(point["msg_size"]),
-        "cpu_us": _cpu(client) * 1e6 / msgs,
+        "cpu_us": Result(server, client).client_cpu_per_msg_us,
         "client_waits": client["notify_calls"] / msgs,
         "server_sleeps": idle / smsgs,
         "client_busy": _cpu(client) / float(client["duration_s"]),

@@ -55,6 +55,7 @@ from typing import Any, NamedTuple
 from images_lib import (
     REPO,
     BenchError,
+    CpuTimes,
     Result,
     RoundTrip,
     Server,
@@ -173,33 +174,22 @@ def manual_points(a: Any) -> list[Point]:
     return pts
 
 
-def _stat() -> tuple[int, int]:
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:9]]
-    return sum(v), v[3] + v[4]
-
-
 def wait_for_quiet(limit: float, patience_s: float) -> None:
     """Wait (at most ``patience_s``) for half a second in which the host's CPUs were busy less than
     ``limit`` of the time (nothing of ours runs between the runs)."""
     deadline = time.monotonic() + patience_s
     while time.monotonic() < deadline:
-        a = _stat()
+        a = CpuTimes()
         time.sleep(0.5)
-        b = _stat()
-        if 1.0 - (b[1] - a[1]) / max(b[0] - a[0], 1) < limit:
+        if a.split(CpuTimes())[0] < limit:
             return
 
 
-def background_share(
-    before: tuple[int, int], after: tuple[int, int], wall: float, ours_cpu_s: float
-) -> float:
+def background_share(before: CpuTimes, after: CpuTimes, wall: float, ours_cpu_s: float) -> float:
     """The share of the host's CPUs other processes used over ``wall`` seconds: /proc/stat's busy time
     less the server's and the client's own CPU seconds."""
-    hz = os.sysconf("SC_CLK_TCK")
-    busy = ((after[0] - before[0]) - (after[1] - before[1])) / hz
     ncpu = os.cpu_count() or 1
-    return max(busy - ours_cpu_s, 0.0) / (ncpu * wall)
+    return max(before.busy_s(after) - ours_cpu_s, 0.0) / (ncpu * wall)
 
 
 def save_runs(
@@ -459,7 +449,7 @@ def main() -> None:
                 instrument=p.instrument,
                 work_us=p.work_us,
             )
-            before, start = _stat(), time.monotonic()
+            before, start = CpuTimes(), time.monotonic()
             try:
                 r = run_pair(cmd, connections=p.connections, warmup=warm, duration=dur, client_threads=ct,
                              msg_size=p.msg_size, client_cpu=cpu_list(client_cpus))  # fmt: skip
@@ -475,7 +465,7 @@ def main() -> None:
             ours = (
                 r.server["cpu_s"]["user"] + r.server["cpu_s"]["sys"] + (cli["user"] + cli["sys"]) * wall / dur
             )
-            bg = background_share(before, _stat(), wall, ours)
+            bg = background_share(before, CpuTimes(), wall, ours)
             rt = (rt_before, crossing.measure()) if crossing is not None and rt_before is not None else None
             got = Kept(r, bg, rt)
             far = got.far(a.max_round_trip)

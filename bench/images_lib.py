@@ -93,24 +93,37 @@ class RoundTrip:
 
 
 class CpuTimes:
-    """Per-CPU times from /proc/stat (user … steal, in clock ticks), to split a run's time on one CPU into
-    busy (not idle or iowait) and softirq: on the 2-core host both the server's and the client's CPU are
-    busy ~99 % in an echo run, a third of it in softirq (the loopback's receive path runs in the sender's
-    softirq), docs/ctmc.md "What the client's CPU per message follows"."""
+    """The CPUs' times from /proc/stat (user … steal, in clock ticks), per CPU and all together
+    (:data:`ALL`), to split the time between two samples into busy (not idle or iowait) and softirq: the
+    validation bench's share of the host's CPUs other processes used, cpu_placement's busy share of the
+    server's and the client's CPU (on the 2-core host ~99 % each in an echo run, a third of it softirq: the
+    loopback's receive path runs in the sender's softirq; docs/ctmc.md "What the client's CPU per message
+    follows")."""
+
+    ALL = -1  # the first line of /proc/stat: every CPU together
 
     def __init__(self) -> None:
         self.ticks: dict[int, list[int]] = {}
         with open("/proc/stat") as f:
             for line in f:
                 name, *fields = line.split()
-                if name.startswith("cpu") and name[3:].isdigit():
-                    self.ticks[int(name[3:])] = [int(v) for v in fields[:8]]
+                if name == "cpu" or (name.startswith("cpu") and name[3:].isdigit()):
+                    self.ticks[int(name[3:]) if name[3:] else self.ALL] = [int(v) for v in fields[:8]]
 
-    def split(self, later: CpuTimes, cpu: int) -> tuple[float, float]:
-        """(busy, softirq) shares of ``cpu``'s time between this sample and ``later``."""
-        d = [b - a for a, b in zip(self.ticks[cpu], later.ticks[cpu], strict=True)]
+    def _delta(self, later: CpuTimes, cpu: int) -> list[int]:
+        return [b - a for a, b in zip(self.ticks[cpu], later.ticks[cpu], strict=True)]
+
+    def split(self, later: CpuTimes, cpu: int = ALL) -> tuple[float, float]:
+        """(busy, softirq) shares of ``cpu``'s time (all CPUs': :data:`ALL`) between this sample and
+        ``later``."""
+        d = self._delta(later, cpu)
         total = max(sum(d), 1)
         return 1.0 - (d[3] + d[4]) / total, d[6] / total
+
+    def busy_s(self, later: CpuTimes) -> float:
+        """The CPU seconds all CPUs were busy between this sample and ``later``."""
+        d = self._delta(later, self.ALL)
+        return (sum(d) - d[3] - d[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def traced(argv: Sequence[str], log: Path, *strace_args: str) -> tuple[str, ...]:

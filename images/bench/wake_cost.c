@@ -41,7 +41,7 @@
 #include "helper_args.h"
 #include "util.h"
 
-#define SETTLE_NS 50000u /* the receiver's time to fall asleep again after a byte */
+#define SETTLE_US 50.0 /* the receiver's time to fall asleep again after a byte */
 
 struct receiver {
     int cpu;
@@ -128,9 +128,7 @@ static uint64_t measure(int fd, struct receiver *r, uint64_t sends, uint64_t *ti
         while (atomic_load(&r->taken) < want)
             if (atomic_load(&r->failed))
                 return 0;
-        uint64_t until = now_ns() + SETTLE_NS;
-        while (now_ns() < until)
-            ;
+        spin_us(SETTLE_US);
     }
     qsort(times, sends, sizeof(times[0]), cmp_u64);
     return times[sends / 2];
