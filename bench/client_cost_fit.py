@@ -17,14 +17,14 @@ standard deviation, and the client's and the server's CPU seconds per second of 
 share on one CPU each): where both are near 1, the pair is saturated on both sides and the client's CPU per
 message is 1 / throughput, whatever the client does per message.
 
-``--chain`` also asks the calibrated chains of the dispatching patterns (HSHA, the proactor) whether they
-see those sleeps: per workload (pattern, notifier, connections, size) it calibrates from the runs at the
+``--chain`` also asks the calibrated chains of the dispatching patterns (HSHA, the proactor) whether they see
+those sleeps: per workload (pattern, notifier, connections, size) it calibrates from the runs at the
 calibration concurrency (as the validation bench does) and, at every thread count the file has instrumented
-runs of (``--probe``), prints the chain's throughput and how often per message the client's request finds
-the dispatcher asleep in its notifier (m1 with nothing ready: the chain's client step split in two at the
-same rate, only to count), against the measured throughput and the server's notifier sleeps per message
-(``events_per_call.calls`` − ``ops.notify.count``). ``--only`` keeps the workloads whose label
-(``pattern/notifier c<connections> b<bytes>``) contains it.
+runs of (``--probe``), prints the chain's throughput and how often per message the client's request finds the
+dispatcher asleep in its notifier (m1 with nothing ready: the chain's ``client_wake`` step; the calibration
+charges it nothing here, so the chain is the one without the client's wake-ups), against the measured
+throughput and the server's notifier sleeps per message (``events_per_call.calls`` − ``ops.notify.count``).
+``--only`` keeps the workloads whose label (``pattern/notifier c<connections> b<bytes>``) contains it.
 """
 
 from __future__ import annotations
@@ -33,15 +33,13 @@ import argparse
 import json
 import statistics
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from ctmc_validation import load_runs
 from images_lib import BenchError, Result, main_guard, print_table
 
-from demuxlab.ctmc.calibrate import calibrate
-from demuxlab.ctmc.engine import Expr, ModelInstance, TransitionClass
+from demuxlab.ctmc.calibrate import WAKE, WAKE_MAX_EVENTS, WAKE_REL_CI, calibrate
 from demuxlab.ctmc.rates import Host, build, calibration_threads
 from demuxlab.ctmc.ssa import simulate
 from demuxlab.errors import DemuxlabError
@@ -112,26 +110,6 @@ def observations(path: str, near: float) -> list[dict[str, float]]:
     return out
 
 
-def counting_wakes(model: ModelInstance) -> ModelInstance:
-    """``model`` with its client step split in two at the same rate, the second (``client_wake``) where the
-    request finds the dispatcher asleep in its notifier (m1, nothing ready in c1): the chain is unchanged,
-    the split only counts."""
-    st = model.structure
-    m1, c1 = st.species.index("m1"), st.species.index("c1")
-    asleep = f"x[{m1}] * (1.0 - H(x[{c1}]))"
-    split: list[TransitionClass] = []
-    for tr in st.transitions:
-        if tr.name != "client" or not isinstance(tr.rate, Expr):
-            split.append(tr)
-            continue
-        rate = tr.rate.text
-        split.append(
-            TransitionClass("client", tr.doc, Expr(f"({rate}) * (1.0 - {asleep})"), tr.jump, tr.pool)
-        )
-        split.append(TransitionClass("client_wake", tr.doc, Expr(f"({rate}) * {asleep}"), tr.jump, tr.pool))
-    return replace(model, structure=replace(st, transitions=tuple(split)))
-
-
 def chain_rows(runs: Sequence[dict[str, Any]], only: str | None) -> list[list[object]]:
     """--chain's rows: per dispatching workload and thread count, the chain's and the server's throughput
     and sleeps (see the module's doc)."""
@@ -165,10 +143,10 @@ def chain_rows(runs: Sequence[dict[str, Any]], only: str | None) -> list[list[ob
                 continue
             cores = len({t.get("cpu") for t in at[0]["server"].get("threads_detail", [])}) or 1
             host = Host(cores=cores, client_threads=int(at[0]["client"]["threads"]), client_cores=1)
-            model = counting_wakes(build(pattern, threads, 0.0, conns, rates, host=host))
+            model = build(pattern, threads, 0.0, conns, rates, host=host)
             msgs = simulate(model, rel_ci=0.02).throughput_per_us
             wakes = simulate(
-                model, rel_ci=0.05, transition="client_wake", max_events=5_000_000
+                model, rel_ci=WAKE_REL_CI, transition=WAKE, max_events=WAKE_MAX_EVENTS
             ).throughput_per_us
             sleeps = [
                 (r["server"]["events_per_call"]["calls"] - r["server"]["ops"]["notify"]["count"])

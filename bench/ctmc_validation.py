@@ -19,7 +19,9 @@ launcher runs each pair, bench/images_lib.py) — no database, no network. Per s
    run is kept;
 3. ``calibrate()`` per (pattern, notifier, connections, size), pooling the work values, with the
    self-check against its own runs and the clients' CPU times (a refused fit is printed and leaves the
-   calibrated column empty);
+   calibrated column empty), and ω: what a request costs the client more when it wakes a dispatcher asleep
+   in its notifier (HSHA, proactor), measured by build/bench/wake-cost from the client's first CPU to the
+   server's before the runs and kept with them (--wake-us gives one, 0 charges none);
 4. ``predict_many()`` for every measured point from the paper's and the calibrated rates, on the host the
    runs had: the server's cores (the planner's CPUs), the client's threads and cores.
 
@@ -64,6 +66,7 @@ from images_lib import (
     main_guard,
     print_table,
     run_pair,
+    wake_cost_us,
 )
 
 sys.path.insert(0, str(REPO / "src"))
@@ -198,12 +201,14 @@ def save_runs(
     facts: dict[str, Any],
     load_before: tuple[float, ...],
     results: dict[Point, list[Kept]],
+    wake_us: float | None = None,
 ) -> None:
     """Every run as measured (gzip JSON): what --replay calibrates and predicts again."""
     doc = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "args": vars(a),
         "host": facts,
+        "wake_us": wake_us,
         "load_before": list(load_before),
         "load_after": list(os.getloadavg()),
         "runs": [
@@ -234,6 +239,30 @@ def load_runs(path: str, what: str = "--replay") -> dict[str, Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
         raise BenchError(f"{what} {path}: not a --runs-out file (no list of runs)")
     return doc
+
+
+def client_wake_us(
+    a: Any, replay_doc: dict[str, Any], sender: int, receiver: int
+) -> tuple[float | None, str]:
+    """(ω µs or None: the client's CPU to wake a dispatcher asleep in its notifier, which the calibrations
+    charge; how it was found): --wake-us, else a replayed file's, else measured by wake-cost from the
+    client's first CPU to the server's (None where it cannot be: the calibrations then do not charge it)."""
+    if a.wake_us is not None:
+        if not a.wake_us >= 0:
+            raise BenchError(f"--wake-us: must be a number of µs ≥ 0, got {a.wake_us!r}")
+        return a.wake_us, "--wake-us"
+    if a.replay:
+        got = replay_doc.get("wake_us")
+        if isinstance(got, int | float) and not isinstance(got, bool):
+            return float(got), f"measured with the runs, {replay_doc.get('when')}"
+        return None, f"{a.replay} holds none (measured before it was recorded): not charged; give --wake-us"
+    if sender == receiver:
+        return None, "the client and the server share a CPU: not measured, not charged"
+    try:
+        omega = wake_cost_us(build_helper("wake_cost"), sender, receiver)
+    except (BenchError, OSError, ValueError, KeyError) as exc:
+        return None, f"not measured ({exc}): not charged"
+    return omega, f"wake-cost from CPU {sender} to CPU {receiver}, median of 5"
 
 
 def repeat_spread(runs: dict[Any, list[float]]) -> dict[str, float | int] | None:
@@ -292,6 +321,14 @@ def main() -> None:
     ap.add_argument("--rel-ci", type=float, default=0.01, help="SSA target relative CI")
     ap.add_argument("--jobs", type=int, default=0, help="prediction processes (0: one per CPU)")
     ap.add_argument("--json", dest="json_out", help="write every figure here as JSON")
+    ap.add_argument(
+        "--wake-us",
+        type=float,
+        default=None,
+        help="ω, µs: what a request costs the client more when it wakes a dispatcher asleep in its "
+        "notifier (HSHA, proactor; docs/ctmc.md); default: measured by build/bench/wake-cost before the "
+        "runs (with --replay: the file's); 0: not charged",
+    )
     ap.add_argument(
         "--probe",
         action="store_true",
@@ -365,6 +402,9 @@ def main() -> None:
         f"# load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True
     )
     print(f"# server CPUs {cpu_list(server_cpus)}, client CPUs {cpu_list(client_cpus)}", flush=True)
+    wake_us, wake_how = client_wake_us(a, replay_doc, client_cpus[0], server_cpus[0])
+    omega = f"{wake_us:.2f} µs" if wake_us is not None else "-"
+    print(f"# the client's wake-up of a sleeping dispatcher (ω): {omega} ({wake_how})", flush=True)
 
     if a.probe:
         points += [
@@ -424,7 +464,7 @@ def main() -> None:
     failed: list[tuple[Point, str]] = []
     keep = a.runs_out and not a.replay
     if keep:  # before the runs, then after each: a bench stopped part way keeps what it measured
-        save_runs(a.runs_out, a, facts, load_before, results)
+        save_runs(a.runs_out, a, facts, load_before, results, wake_us)
     for n, (p, _rep) in enumerate(jobs, 1):
         if a.time_limit is not None and time.monotonic() - t0 > a.time_limit:
             print(
@@ -485,7 +525,7 @@ def main() -> None:
             flush=True,
         )
         if keep:
-            save_runs(a.runs_out, a, facts, load_before, results)
+            save_runs(a.runs_out, a, facts, load_before, results, wake_us)
     measure_s = time.monotonic() - t0
     for p, why in failed:
         print(f"# failed: {p.label()}: {why}", flush=True)
@@ -514,6 +554,7 @@ def main() -> None:
                 clients=[r.client for r in runs],
                 client_cores=[len(client_cpus)] * len(runs),
                 checks=got,
+                wake_us=wake_us,
             )
         except DemuxlabError as exc:
             rates[key] = None
@@ -587,7 +628,7 @@ def main() -> None:
     print()
     print(
         f"method {a.method}; host {host}; server CPUs {cpu_list(server_cpus)}, "
-        f"client CPUs {cpu_list(client_cpus)}"
+        f"client CPUs {cpu_list(client_cpus)}; ω {omega} ({wake_how})"
     )
     print_table(
         ["spec", "pattern", "notifier", "threads", "work µs", "conns", "size", "measured", "bg", "paper",
@@ -667,6 +708,7 @@ def main() -> None:
             "host": facts,
             "server_cpus": list(server_cpus),
             "client_cpus": list(client_cpus),
+            "wake_us": wake_us,
             "args": vars(a),
             "load_before": load_before,
             "load_after": load_after,

@@ -602,3 +602,51 @@ def test_a_wait_run_to_block_cannot_explain_keeps_processor_sharing() -> None:
         r"wake-up of [0-9.e+]+ µs \(more than 2×\): processor sharing",
         rates.source["r_w"],
     )
+
+
+# -- the client that wakes the dispatcher (wake_us: ω, r_v) ------------------------------------------------
+
+WAKING_CLIENT = {"threads": 1, "messages": 3000, "cpu_s": {"user": 0.012, "sys": 0.012}}  # 8 µs a message
+
+
+def chain_wakes_per_message(pattern: str, rates: Rates, res: dict[str, Any]) -> float:
+    """The chain's ``client_wake`` steps per message at the run's setting (its server's CPUs, one client
+    thread), simulated here."""
+    cores = len({t["cpu"] for t in res["threads_detail"]})
+    host = Host(cores=cores, client_threads=1)
+    model = build(pattern, 2, res["work_us"], res["connections_accepted"], rates, host=host)
+    msgs = simulate(model, rel_ci=0.01, seed=3).throughput_per_us
+    wakes = simulate(model, rel_ci=0.02, seed=3, transition="client_wake").throughput_per_us
+    return wakes / msgs
+
+
+@pytest.mark.parametrize("pattern", ["hsha", "proactor"])
+def test_the_clients_wake_ups_are_charged_in_the_chains_own(pattern: str) -> None:
+    """With ω (``wake_us``) the dispatching chains charge the client ω for every request that wakes the
+    dispatcher (r_v = 1/ω), and its turnaround without them is fitted so that at the calibration run's
+    setting the chain's client spends the CPU per message the client measured: T₀ + ω·f = T."""
+    res = server_json(pattern, 2.0, alpha_us=1.0, work_us=0.0, connections_accepted=2)
+    plain = calibrate([res], pattern, clients=[WAKING_CLIENT])
+    assert 1 / plain.r_z == pytest.approx(8.0, rel=1e-6) and not plain.wakes
+    rates = calibrate([res], pattern, clients=[WAKING_CLIENT], wake_us=4.0)
+    assert rates.wakes and 1 / rates.r_v == pytest.approx(4.0, rel=1e-6)  # the share is the server's, 1
+    assert rates.source["r_v"] == "wake-cost 4 µs at the client's share"
+    assert rates.source["r_z"].startswith("client cpu/message × its share 1.00, less ")
+    f = chain_wakes_per_message(pattern, rates, res)
+    assert f > 0.2  # 2 connections and a slow client: the dispatcher often sleeps
+    assert 1 / rates.r_z + 4.0 * f == pytest.approx(8.0, rel=0.04)
+    assert 1 / rates.r_z < 8.0 - 0.5 * 4.0 * 0.2
+
+
+def test_wake_ups_the_client_cannot_pay_for_are_refused_and_bad_omega_is_an_error() -> None:
+    res = server_json("proactor", 2.0, alpha_us=1.0, work_us=0.0, connections_accepted=2)
+    with pytest.raises(CalibrationRefused, match=r"turnaround, 8 µs per message, does not cover"):
+        calibrate([res], "proactor", clients=[WAKING_CLIENT], wake_us=200.0)
+    for bad in (-1.0, float("nan"), "8", True):
+        with pytest.raises(DemuxlabError, match=r"calibrate proactor: wake_us: must be a number of µs"):
+            calibrate([res], "proactor", clients=[WAKING_CLIENT], wake_us=bad)  # type: ignore[arg-type]
+    # A chain whose client wakes no dispatcher (LF's threads take turns), or rates without a client: as
+    # without ω.
+    lf = calibrate([server_json("lf", 2.0)], "lf", clients=[WAKING_CLIENT], wake_us=4.0)
+    assert not lf.wakes and 1 / lf.r_z == pytest.approx(8.0, rel=1e-6)
+    assert not calibrate([res], "proactor", wake_us=4.0).wakes

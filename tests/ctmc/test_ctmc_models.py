@@ -323,3 +323,28 @@ def test_every_notifying_chain_names_its_notifier_call() -> None:
     assert uring.STRUCTURE.events_per_message == 2 and reactor.STRUCTURE.events_per_message == 1
     with pytest.raises(DemuxlabError, match="unknown transition 'nope'"):
         replace(reactor.STRUCTURE, calls="nope")
+
+
+@pytest.mark.parametrize("pattern", ["hsha", "proactor"])
+def test_the_client_pays_omega_only_when_its_request_wakes_the_dispatcher(pattern: str) -> None:
+    """The client's step is split where the dispatcher sleeps in its notifier (m1, nothing ready in c1):
+    there it takes 1/r_z + 1/r_v, elsewhere 1/r_z; without a measured r_v the two add up to the one step."""
+    rates = replace(paper_rates(pattern), r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0)
+    host = Host(client_threads=1)
+    for r_v, asleep_rate in ((1 / 8.0, 1 / 12.0), (None, 1 / 4.0)):
+        m = build(pattern, 2, 10.0, 3, rates if r_v is None else replace(rates, r_v=r_v), host=host)
+        st_ = m.structure
+        sp = st_.species
+        client, wake = st_.transition_index("client"), st_.transition_index("client_wake")
+        asleep = m.initial.copy()
+        asleep[sp.index("c1")], asleep[sp.index("c0")] = 0.0, 3.0
+        a = st_.rates(asleep, m.r)
+        assert a[client] == 0.0 and a[wake] == pytest.approx(asleep_rate, rel=1e-6)
+        ready = asleep.copy()
+        ready[sp.index("c1")], ready[sp.index("c0")] = 1.0, 2.0
+        a = st_.rates(ready, m.r)
+        assert a[wake] == 0.0 and a[client] == pytest.approx(1 / 4.0)
+        busy = asleep.copy()  # the dispatcher is not in its notifier: nothing to wake
+        busy[sp.index("m1")], busy[sp.index("m2")] = 0.0, 1.0
+        a = st_.rates(busy, m.r)
+        assert a[wake] == 0.0 and a[client] == pytest.approx(1 / 4.0)

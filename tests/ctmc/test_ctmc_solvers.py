@@ -424,3 +424,29 @@ def test_a_source_file_edited_after_import_is_not_read_for_another_function(tmp_
     assert _cache_key(st, _generate_source(st)) != before
     path.write_text(body)
     assert _cache_key(st, _generate_source(st)) == before
+
+
+@pytest.mark.parametrize(
+    ("pattern", "threads", "conns", "cores"), [("hsha", 2, 2, None), ("hsha", 3, 3, 1), ("proactor", 3, 3, 2)]
+)
+def test_the_waking_client_matches_exact_solution_and_slows_the_pair(
+    pattern: str, threads: int, conns: int, cores: int | None
+) -> None:
+    """A client that pays ω = 8 µs per wake-up (r_v): SSA against the exact solution, and slower than
+    the same chain without it."""
+    from dataclasses import replace
+
+    from demuxlab.ctmc.rates import Host, paper_rates
+
+    rates = replace(paper_rates(pattern), **CALIBRATED)
+    woken = replace(rates, r_v=1 / 8.0)
+    host = Host(cores=cores, client_threads=1)
+    exact = predict(pattern, threads, 0.0, method="exact", connections=conns, rates=woken, host=host)
+    sim = predict(
+        pattern, threads, 0.0, method="ssa", connections=conns, rates=woken, host=host, rel_ci=0.005, seed=11
+    )
+    half = (sim.ci_halfwidth_rel or 0.0) * sim.throughput_msgs_per_s
+    # Within two of the 95 % CI's half-widths (about 4 standard errors): a wrong rate misses by far more.
+    assert abs(sim.throughput_msgs_per_s - exact.throughput_msgs_per_s) <= 2 * half, (sim, exact)
+    free = predict(pattern, threads, 0.0, method="exact", connections=conns, rates=rates, host=host)
+    assert exact.throughput_msgs_per_s < 0.97 * free.throughput_msgs_per_s

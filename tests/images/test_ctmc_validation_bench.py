@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 BLOCKED = ("sqlalchemy", "psycopg", "alembic", "click", "yaml", "jsonschema", "snakemake", "matplotlib")
 RUNNER = """
@@ -54,7 +56,16 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
     assert "mean |error|" in res.stdout and "calib err" in res.stdout
     assert "other processes' share of the CPUs during the runs" in res.stdout and "load average" in res.stdout
     assert "the cross-CPU round trip (a cache line between CPU" in res.stdout
+    # ω, the client's wake-up of a sleeping dispatcher, measured by wake-cost before the runs (client's CPU
+    # to the server's), kept with the runs and charged in HSHA's calibration.
+    omega = re.search(
+        r"^# the client's wake-up of a sleeping dispatcher \(ω\): ([0-9.]+) µs \(wake-cost from CPU",
+        res.stdout,
+        re.M,
+    )
+    assert omega is not None, res.stdout[:2000]
     doc = json.loads(out.read_text())
+    assert doc["wake_us"] == pytest.approx(float(omega.group(1)), abs=0.005) and 1.0 < doc["wake_us"] < 100.0
     # Every run has the round trip between the server's and the client's CPU, before and after it.
     trips = [t for p in doc["points"] for pair in p["round_trip_ns"] for t in pair]
     assert len(trips) == 2 * sum(len(p["runs"]) for p in doc["points"]) and all(
@@ -71,6 +82,9 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
         assert (p["calibrated"] is not None and p["calibrated"] > 0) or cals[p["pattern"]]["refused"]
     for c in cals.values():
         assert (c["rates_per_us"] is not None and c["self_check"]) or c["refused"]
+    if cals["hsha"]["source"]:
+        assert cals["hsha"]["source"]["r_v"].startswith("wake-cost ")
+    assert cals["lf"]["source"] is None or cals["lf"]["source"]["r_v"].startswith("instant:")
 
     # --probe: an instrumented run of LF at 2 threads (its calibration is at 1) is kept, not calibrated from.
     kept = json.loads(gzip.decompress(runs.read_bytes()))["runs"]
@@ -92,6 +106,26 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
     redo = json.loads(again.read_text())
     assert redo["points"] == doc["points"]
     assert redo["calibrations"] == doc["calibrations"]
+    assert redo["wake_us"] == json.loads(gzip.decompress(runs.read_bytes()))["wake_us"]
+    assert "(measured with the runs, " in res.stdout
+
+    # A runs file from before ω was kept: not charged, and said so; --wake-us charges one, a bad one is a
+    # one-line error.
+    old = tmp_path / "old.json.gz"
+    kept_doc = json.loads(gzip.decompress(runs.read_bytes()))
+    del kept_doc["wake_us"]
+    old.write_bytes(gzip.compress(json.dumps(kept_doc).encode()))
+    res = bench(tmp_path, "--replay", str(old), "--method", "exact", "--jobs", "1", "--json", str(again))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert f"(ω): - ({old} holds none (measured before it was recorded): not charged; give --wake-us)" in (
+        res.stdout
+    )
+    assert json.loads(again.read_text())["wake_us"] is None
+    res = bench(tmp_path, "--replay", str(old), "--wake-us", "-1")
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines() == [
+        "ctmc_validation.py: error: --wake-us: must be a number of µs ≥ 0, got -1.0"
+    ]
 
 
 def test_replay_of_a_file_that_is_not_runs_is_one_line(tmp_path: Path) -> None:

@@ -42,7 +42,12 @@ r_n    ``notify_by_events`` + overhead per call      intercept α (≥ 0); a dis
                                                      chain's own calls (:func:`notifier_in_chain`)
 r_x    CPU − timed operations, per message           the handling role's untimed CPU
 r_z    client CPU per message × its CPU share        the client's turnaround (``clients=``; its share
-                                                     from its ``wait_s``, else the server's speed)
+                                                     from its ``wait_s``, else the server's speed); with
+                                                     ``wake_us``, less the chain's wake-ups per message
+                                                     × ω (:func:`client_in_chain`)
+r_v    ``wake_us`` (ω) × the client's share          HSHA, proactor: the client's CPU to wake a
+                                                     dispatcher asleep in its notifier, measured apart
+                                                     (``build/bench/wake-cost``); unset: instant
 r_w    the dispatching role's ``wait_s`` per call    where the runs had more threads than cores (HSHA,
                                                      proactor, uring-shared): the scheduler's wake-up,
                                                      matched in the chain's own waits with α
@@ -109,6 +114,10 @@ PER_CALL_REL_CI = 0.02  # the SSA's CI for the chain's calls and messages in tho
 WAKE_LIMIT = 2.0
 # …and only where the fitted chain's dispatcher then waits what the server's did, within this share.
 WAIT_TOLERANCE = 0.10
+WAKE_ROUNDS = 4  # rounds of client_in_chain's fixed point, until the base turnaround moves by < 2 %
+WAKE_REL_CI = 0.05  # the SSA's CI for the chain's wake-ups in those rounds…
+WAKE_MAX_EVENTS = 5_000_000  # …and its cap (a chain whose dispatcher never sleeps has no wake-up to count)
+WAKE = "client_wake"  # the transition of a chain whose client can wake its dispatcher (parts.py)
 SPIN_FLOOR = 0.02  # a handling role's CPU beyond its spin below this × the spin: see calibrate()
 
 
@@ -214,6 +223,7 @@ def calibrate(
     checks: list[SelfCheck] | None = None,
     clients: Sequence[dict[str, Any] | None] | None = None,
     client_cores: Sequence[int | None] | None = None,
+    wake_us: float | None = None,
 ) -> Rates:
     """Rates of ``pattern`` from lowest-concurrency instrumented server exit JSONs (see :func:`_fit`).
 
@@ -247,14 +257,16 @@ def calibrate(
             checks=checks,
             clients=clients,
             client_cores=client_cores,
+            wake_us=wake_us,
         )
 
     def pick(seq: Sequence[Any] | None, idx: list[int]) -> list[Any] | None:
         return None if seq is None else [seq[i] for i in idx]
 
     pooled = _fit(
-        server_results, pattern, labels, connections=connections, clients=clients, client_cores=client_cores
-    )
+        server_results, pattern, labels, connections=connections, clients=clients, client_cores=client_cores,
+        wake_us=wake_us,
+    )  # fmt: skip
     workloads: dict[str, Rates] = {}
     got: list[SelfCheck] = []
     for key, idx in sorted(groups.items()):
@@ -263,7 +275,7 @@ def calibrate(
             workloads[key] = _fit(
                 [server_results[i] for i in idx], pattern, pick(labels, idx), measured=pick(measured, idx),
                 connections=pick(connections, idx), checks=mine, clients=pick(clients, idx),
-                client_cores=pick(client_cores, idx),
+                client_cores=pick(client_cores, idx), wake_us=wake_us,
             )  # fmt: skip
         finally:
             got += mine
@@ -282,6 +294,7 @@ def _fit(
     checks: list[SelfCheck] | None = None,
     clients: Sequence[dict[str, Any] | None] | None = None,
     client_cores: Sequence[int | None] | None = None,
+    wake_us: float | None = None,
 ) -> Rates:
     """Rates of ``pattern`` from lowest-concurrency instrumented server exit JSONs of one workload.
 
@@ -290,10 +303,13 @@ def _fit(
     refused when the model with the fitted rates misses its own runs by more than 10 %. ``connections``
     (one per result) defaults to the server's ``connections_accepted``. ``clients`` (one client JSON per
     result, CONTRACTS §2) gives the client's CPU per message, r_z, and its threads; ``client_cores`` (per
-    result) the CPUs it was pinned to (default: one per client thread). The server's cores are the CPUs
-    its threads were pinned to (``threads_detail[].cpu``). ``checks``, if given, receives the self-check's
-    comparisons. Raises :class:`CalibrationRefused` (a ``DemuxlabError``) for a refusal, ``DemuxlabError``
-    for bad input.
+    result) the CPUs it was pinned to (default: one per client thread). ``wake_us`` (ω, µs of the client's
+    CPU; ``build/bench/wake-cost`` measures it) is what a request costs the client more when it wakes a
+    dispatcher asleep in its notifier: HSHA's and the proactor's chains charge it (r_v) and the client's
+    turnaround is fitted without it (:func:`client_in_chain`); None or 0: not charged. The server's cores
+    are the CPUs its threads were pinned to (``threads_detail[].cpu``). ``checks``, if given, receives the
+    self-check's comparisons. Raises :class:`CalibrationRefused` (a ``DemuxlabError``) for a refusal,
+    ``DemuxlabError`` for bad input.
     """
     check_pattern(pattern)
     if not server_results:
@@ -306,6 +322,12 @@ def _fit(
     for what, seq in (("clients", clients), ("client_cores", client_cores), ("measured", measured)):
         if seq is not None and len(seq) != len(server_results):
             raise DemuxlabError(f"calibrate: {what} and server results differ in number")
+    number = isinstance(wake_us, int | float) and not isinstance(wake_us, bool)
+    if wake_us is not None and not (number and 0 <= wake_us <= MAX_OVERHEAD_US):
+        raise DemuxlabError(
+            f"calibrate {pattern}: wake_us: must be a number of µs in [0, {MAX_OVERHEAD_US:g}], "
+            f"got {wake_us!r}"
+        )
     for name, res in zip(names, server_results, strict=True):
         _check_run(name, res, pattern)
     notifiers = sorted({str(res.get("notifier")) for res in server_results})
@@ -413,6 +435,11 @@ def _fit(
         rates = notifier_in_chain(
             rates, pattern, server_results, connections, clients=clients, client_cores=client_cores
         )
+    if wake_us and client is not None:
+        rates = client_in_chain(
+            rates, pattern, server_results, connections, wake_us / client[1], clients=clients,
+            client_cores=client_cores,
+        )  # fmt: skip
     if measured is not None:
         got = self_check(
             rates, pattern, server_results, measured, connections, clients=clients, client_cores=client_cores
@@ -646,6 +673,81 @@ def _in_chain(
         if not moved:
             break
     return fitted
+
+
+def client_in_chain(
+    rates: Rates,
+    pattern: str,
+    server_results: Sequence[dict[str, Any]],
+    connections: Sequence[int | None] | None,
+    omega_us: float,
+    *,
+    clients: Sequence[dict[str, Any] | None] | None = None,
+    client_cores: Sequence[int | None] | None = None,
+) -> Rates:
+    """``rates`` with the client's wake-ups charged in the chain's own (docs/ctmc.md, "The client that
+    wakes the dispatcher"): a request that finds the dispatcher asleep in its notifier costs the client
+    ``omega_us`` (ω, µs at its share of its CPUs) more than one that finds it awake (r_v = 1/ω).
+
+    The client's measured turnaround T = 1/r_z holds its wake-ups at the calibration runs' rate; the chain
+    must charge them at its own. So the turnaround without them, T₀ = T − ω·f, where f is the chain's
+    wake-ups per message (``client_wake`` over the throughput, SSA, weighted by the runs' messages) with
+    r_z = 1/T₀, is found by a fixed point (f depends on T₀; at most :data:`WAKE_ROUNDS` rounds, until T₀
+    moves by less than :data:`PER_CALL_TOLERANCE`). The chain then turns a calibration run's messages
+    around in the client's measured CPU, and elsewhere charges the wake-ups its dispatcher's sleeps make
+    there (fewer with more handlers: docs/ctmc.md). A chain without a ``client_wake`` step, or rates
+    without a client, are returned as they are; a T₀ that is not positive is refused."""
+    threads = calibration_threads(pattern)
+    if not rates.has_client or WAKE not in {
+        tr.name for tr in structure(pattern, threads, full=True).transitions
+    }:
+        return rates
+    weights: dict[Workload, int] = {}
+    for i, res in enumerate(server_results):
+        where = _workload(pattern, i, res, connections, clients, client_cores)
+        if where is not None:
+            weights[where] = weights.get(where, 0) + _messages(f"server result #{i}", res)
+    if not weights:
+        return rates
+    turnaround = 1.0 / rates.r_z
+    base = turnaround
+    why = rates.source.get("r_z", "")
+    fitted = replace(rates, r_v=1.0 / omega_us)
+    for _round in range(WAKE_ROUNDS):
+        fitted = replace(fitted, r_z=1.0 / base)
+        wakes = _chain_wakes(fitted, pattern, weights)
+        new = turnaround - omega_us * wakes
+        if new <= 0.0:
+            raise CalibrationRefused(
+                f"calibrate {pattern}: refused: the client's turnaround, {turnaround:.3g} µs per message, "
+                f"does not cover its wake-ups in the chain ({wakes:.3g} per message × ω {omega_us:.3g} µs)"
+            )
+        moved = abs(new - base) > PER_CALL_TOLERANCE * base
+        base = new
+        source = {
+            **fitted.source,
+            "r_z": f"{why}, less {wakes:.3g} wake-ups per message in the chain × ω",
+            "r_v": f"wake-cost {omega_us:.3g} µs at the client's share",
+        }
+        fitted = replace(fitted, r_z=1.0 / base, source=source)
+        if not moved:
+            break
+    return fitted
+
+
+def _chain_wakes(rates: Rates, pattern: str, weights: dict[Workload, int]) -> float:
+    """The chain's ``client_wake`` steps per message at the calibration runs' settings, weighted by their
+    messages (SSA: the throughput at :data:`PER_CALL_REL_CI`, the wake-ups at :data:`WAKE_REL_CI`)."""
+    threads = calibration_threads(pattern)
+    got = 0.0
+    for (work, conns, cores, cthreads, ccores), n in sorted(weights.items(), key=lambda kv: str(kv[0])):
+        host = Host(cores=cores, client_threads=cthreads, client_cores=ccores)
+        model = build(pattern, threads, work, conns, rates, host=host)
+        msgs = simulate(model, rel_ci=PER_CALL_REL_CI).throughput_per_us
+        wakes = simulate(model, rel_ci=WAKE_REL_CI, transition=WAKE, max_events=WAKE_MAX_EVENTS)
+        if msgs > 0.0:
+            got += n * wakes.throughput_per_us / msgs
+    return got / sum(weights.values())
 
 
 def _dispatcher_wait_per_call_us(

@@ -76,9 +76,10 @@ RATE_NAMES: tuple[str, ...] = (
     "cores",  # the server's cores: runnable server threads beyond it share them
     "load",  # runnable threads besides the chain's own on those cores (e.g. a multireactor's others)
     "r_w",  # a woken thread's preemption of a busy core, per µs, per other runnable thread (sched.py)
+    "r_v",  # the client's CPU to wake a dispatcher asleep in its notifier (1/ω; per client server)
 )
 RL, RP, RG, RT, RI, RO, RA, RE, RC = range(9)
-RN, RX, RZ, KZ, CORES, LOAD, RW = range(9, 16)
+RN, RX, RZ, KZ, CORES, LOAD, RW, RV = range(9, 17)
 # The most descriptors (io_uring: completions) one notifier call returns: the server's MAX_EVENTS.
 CACHE_SIZE = 64.0
 

@@ -36,7 +36,8 @@ of its own (m0 after it) that holds no lock, the epoll lock held for the h/r_e o
 lock epoll_ctl takes to hand the ready list over, not while epoll_wait sleeps or wakes; with α under the
 lock a monitor that calls all the time kept the workers' re-arms waiting), each worker spends 1/r_x
 more per message (CPU its timed operations do not cover), and a response goes to the client (c0), which
-sends the next request after 1/r_z (k_z messages at once) instead of at once.
+sends the next request after 1/r_z (k_z messages at once) instead of at once; a request that finds the
+monitor asleep in its call (m1, c1 = 0) wakes it, and costs the client ω = 1/r_v more (``client_wake``).
 
 :data:`SCHEDULED` is :data:`FULL` on fewer cores than threads with the scheduler's wake-up measured (r_w):
 run to block (sched.py), its roles the monitor and the workers (:data:`ROLES`).
@@ -66,7 +67,6 @@ from demuxlab.ctmc.parts import (
     SERVER,
     awake,
     calibrated,
-    client_step,
     contended,
     free,
     one_per_item,
@@ -74,6 +74,7 @@ from demuxlab.ctmc.parts import (
     paper_notifier,
     step,
     waiting_for,
+    waking_client_steps,
 )
 from demuxlab.ctmc.sched import Role, scheduled
 
@@ -239,7 +240,7 @@ FULL = calibrated(
     ),
     added=(
         step("overhead", "worker's untimed CPU per message", mass(RX, T10), {"t10": -1, "t1": 1}),
-        client_step(FULL_SPECIES, "c1"),
+        *waking_client_steps(FULL_SPECIES, "c1", M1, C1),
         step("alpha", "monitor's call, its per-call part (α)", mass(RN, M1) * present(C1), alpha_jump),
     ),
     calls="alpha",  # once per call, as φ2; it is the step that charges α

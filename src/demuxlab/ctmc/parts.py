@@ -15,6 +15,7 @@ from demuxlab.ctmc.engine import (
     KZ,
     RE,
     RN,
+    RV,
     RZ,
     Expr,
     JumpFn,
@@ -33,6 +34,12 @@ SERVER = "server"  # the processor-sharing pool of the server's threads: every c
 def closed_client(c0: int) -> Expr:
     """The closed-loop client: r_z · min(c0, k_z) (k_z messages turned around at once)."""
     return Expr(f"r[{RZ}] * cmin(x[{c0}], r[{KZ}])")
+
+
+def waking_client(c0: int) -> Expr:
+    """The closed-loop client whose request wakes a sleeping dispatcher: its turnaround 1/r_z plus the
+    wake-up's ω = 1/r_v, (1/r_z + 1/r_v)⁻¹ · min(c0, k_z)."""
+    return Expr(f"safe_div(1.0, 1.0 / r[{RZ}] + 1.0 / r[{RV}]) * cmin(x[{c0}], r[{KZ}])")
 
 
 def paired(rate: int, connections: int, threads: int) -> Expr:
@@ -74,6 +81,11 @@ def awake(thread: int, *ready: int) -> Expr:
     return Expr(f"x[{thread}] * H({total(*ready).text})")
 
 
+def asleep(thread: int, *ready: int) -> Expr:
+    """A thread asleep in the notifier: x[thread] · (1 − H(Σ ready)) (:func:`awake`'s complement)."""
+    return Expr(f"x[{thread}] * (1.0 - H({total(*ready).text}))")
+
+
 def free(lock: int) -> Expr:
     """1 while a lock is free (its free population x[lock] is 1): a thread waiting for it is woken."""
     return Expr(f"x[{lock}]")
@@ -98,6 +110,26 @@ def client_step(species: Sequence[str], to: str) -> TransitionClass:
     """The client's step (not in the server's pool): c0 → ``to``, at :func:`closed_client`'s rate."""
     return TransitionClass(
         "client", "the client sends the next request", closed_client(species.index("c0")), {"c0": -1, to: 1}
+    )
+
+
+def waking_client_steps(
+    species: Sequence[str], to: str, sleeper: int, ready: int
+) -> tuple[TransitionClass, TransitionClass]:
+    """The client's step of a chain whose dispatcher sleeps in its notifier (x[sleeper] while x[ready] is
+    0): ``client`` at :func:`closed_client`'s rate while the dispatcher is awake, ``client_wake`` at
+    :func:`waking_client`'s while the request wakes it (the sender pays the wake-up, ω = 1/r_v:
+    docs/ctmc.md, "The client that wakes the dispatcher"). With r_v unbounded (not measured) the two add up
+    to :func:`client_step`'s one."""
+    c0 = species.index("c0")
+    sleeping = asleep(sleeper, ready)
+    jump = {"c0": -1, to: 1}
+    doc = "the client sends the next request"
+    return (
+        TransitionClass("client", doc, closed_client(c0) * Expr(f"1.0 - {sleeping.text}"), jump),
+        TransitionClass(
+            "client_wake", f"{doc}, which wakes the dispatcher", waking_client(c0) * sleeping, jump
+        ),
     )
 
 

@@ -20,28 +20,29 @@ epoll's lock, the one epoll_ctl takes, to hand the ready list over, not while ep
 the server's select and poll take theirs to copy the set and to read the result, not for the wait), the
 descriptors' part (c2/r_e) holds it. epoll-et has no re-arm: r_a is instant.
 
-==========  ========================================================  ============================
-name        rate                                                      fitted from
-==========  ========================================================  ============================
-alpha       r_n · m1 · H(c1)                 m1 → m0                  demux CPU per call (α)
-lock_wait   r_l·m0·s1·H(c1) / (m0 + t6) · H(m0 + t6)  (freezes h)     lock (median)
-notify      r_e / c2 · m2 · s2 · H(c2)                                notify_by_events (τ)
-unlock_n    r_l · m3 · s2                                             lock
-recv        r_i · m4 · H(c2)                 c2 → c3                  recv / message
-lock_q      r_l·m5·b1 / (m5 + t1) · H(m5)                             lock
-put         r_p · m6 · b2                    q1 → q2                  queue_put
-unlock_q    r_l · m7 · b2                    → m4 if c2 > 0, else m1  lock
-get_lock    r_l·t1·b1 / (m5 + t1) · H(q2)                             lock
-get         r_g · t2 · b2                    q2 → q1                  queue_get
-get_unlock  r_l · t3 · b2                                             lock
-work        r_c · t4                                                  input: 1/work
-send        r_o · t5                         c3 → c0                  send / message
-rearm_lock  r_l·t6·s1 / (m0 + t6) · H(m0 + t6)                        lock
-rearm       r_a · t7 · s2                                             rearm
-rearm_un    r_l · t8 · s2                                             lock
-overhead    r_x · t9                         t9 → t1                  handler CPU − timed ops
-client      r_z · min(c0, k_z)               c0 → c1                  client CPU
-==========  ========================================================  ============================
+===========  ========================================================  ============================
+name         rate                                                      fitted from
+===========  ========================================================  ============================
+alpha        r_n · m1 · H(c1)                 m1 → m0                  demux CPU per call (α)
+lock_wait    r_l·m0·s1·H(c1) / (m0 + t6) · H(m0 + t6)  (freezes h)     lock (median)
+notify       r_e / c2 · m2 · s2 · H(c2)                                notify_by_events (τ)
+unlock_n     r_l · m3 · s2                                             lock
+recv         r_i · m4 · H(c2)                 c2 → c3                  recv / message
+lock_q       r_l·m5·b1 / (m5 + t1) · H(m5)                             lock
+put          r_p · m6 · b2                    q1 → q2                  queue_put
+unlock_q     r_l · m7 · b2                    → m4 if c2 > 0, else m1  lock
+get_lock     r_l·t1·b1 / (m5 + t1) · H(q2)                             lock
+get          r_g · t2 · b2                    q2 → q1                  queue_get
+get_unlock   r_l · t3 · b2                                             lock
+work         r_c · t4                                                  input: 1/work
+send         r_o · t5                         c3 → c0                  send / message
+rearm_lock   r_l·t6·s1 / (m0 + t6) · H(m0 + t6)                        lock
+rearm        r_a · t7 · s2                                             rearm
+rearm_un     r_l · t8 · s2                                             lock
+overhead     r_x · t9                         t9 → t1                  handler CPU − timed ops
+client       r_z · min(c0,k_z) · (1 − m1·(1 − H(c1)))   c0 → c1        client CPU
+client_wake  (1/r_z+1/r_v)⁻¹ · min(c0,k_z) · m1·(1 − H(c1))    c0 → c1  wake-cost (ω = 1/r_v)
+===========  ========================================================  ============================
 
 h = min(c1, 64) (the server's cache). Runnable (pool ``server``): m1 while c1 > 0, m2, m3, m4, m6, m7,
 t2–t5, t7–t9. The lock-competition denominators are seed 001's (HSHA φ1, φ4, φ7, φ11).
@@ -74,13 +75,13 @@ from demuxlab.ctmc.engine import (
 from demuxlab.ctmc.parts import (
     SERVER,
     awake,
-    client_step,
     contended,
     free,
     one_per_item,
     paper_notifier,
     step,
     waiting_for,
+    waking_client_steps,
 )
 from demuxlab.ctmc.sched import Role, scheduled
 
@@ -204,7 +205,7 @@ STRUCTURE = ModelStructure(
             {"t8": -1, "t9": 1, "s2": -1, "s1": 1},
         ),
         step("overhead", "handler's untimed CPU per message", mass(RX, T9), {"t9": -1, "t1": 1}),
-        client_step(SPECIES, "c1"),
+        *waking_client_steps(SPECIES, "c1", M1, C1),
     ),
 )
 

@@ -15,7 +15,7 @@ from demuxlab.errors import DemuxlabError
 PATTERNS: tuple[str, ...] = vocab.PATTERNS
 # Seed 001 §V-A's eight rates, then those the other chains and a calibration add (module docstrings).
 RATE_FIELDS: tuple[str, ...] = ("r_l", "r_p", "r_g", "r_t", "r_i", "r_o", "r_a", "r_e")
-EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z", "r_w")
+EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z", "r_w", "r_v")
 ALL_RATE_FIELDS: tuple[str, ...] = RATE_FIELDS + EXTRA_FIELDS
 INSTANT_RATE = 1000.0  # per µs: a step of 1 ns, for model steps that cost (next to) nothing
 NO_REARM_NOTIFIERS = frozenset({"epoll-et"})
@@ -30,7 +30,10 @@ class Rates:
     handler's CPU per message that no timed operation covers), ``r_z`` (the client's turnaround of one
     message) and ``r_w`` (how soon a woken thread preempts a busy core, per other runnable thread: the
     scheduler of sched.py) are instant (1 ns) unless a calibration measured them; an instant r_w means
-    "not measured": a chain with more threads than cores then shares them (processor sharing). ``speed``
+    "not measured": a chain with more threads than cores then shares them (processor sharing). ``r_v``
+    (1/ω: the client's CPU to wake a dispatcher asleep in its notifier, on top of its turnaround r_z; HSHA's
+    and the proactor's chains) is the client's own, as r_z is; instant means "not measured": the client's
+    wake-ups cost nothing beyond r_z (in the parameter vector: unbounded, not 1 ns). ``speed``
     is the share of its CPUs the server got while the calibration runs ran (1 on a quiet host): every
     server rate, work included, is multiplied by it (``r_z`` is the client's own and already includes its
     share). ``source`` says, per rate, where the value came from (``paper``, ``instant:…`` or what it was
@@ -49,6 +52,7 @@ class Rates:
     r_x: float = INSTANT_RATE
     r_z: float = INSTANT_RATE
     r_w: float = INSTANT_RATE
+    r_v: float = INSTANT_RATE
     speed: float = 1.0
     source: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     # A calibration from runs of several workloads: each workload's own rates (workload_key()); these
@@ -73,6 +77,11 @@ class Rates:
         """Whether the scheduler's wake-up was measured (sched.py: run to block on fewer cores than
         threads)."""
         return self.r_w != INSTANT_RATE
+
+    @property
+    def wakes(self) -> bool:
+        """Whether the client's CPU to wake a sleeping dispatcher was measured (r_v, with r_z)."""
+        return self.r_v != INSTANT_RATE and self.has_client
 
     @property
     def extended(self) -> bool:
@@ -115,7 +124,7 @@ class Rates:
 
     def vector(self, work_us: float, host: Host | None = None) -> FloatArray:
         """The parameter vector the generating functions read (engine.RATE_NAMES order): the server's
-        rates times ``speed``, r_c = speed/work_us (work 0: instant), the client's rate, and the host."""
+        rates times ``speed``, r_c = speed/work_us (work 0: instant), the client's rates, and the host."""
         if not (np.isfinite(work_us) and work_us >= 0):
             raise DemuxlabError(
                 f"work_us: must be a non-negative number of µs (r_c = 1/work_us), got {work_us!r}"
@@ -127,7 +136,7 @@ class Rates:
         v += [r_c * s, self.r_n * s, self.r_x * s, self.r_z]
         v += [h.client_parallelism if self.has_client else UNBOUNDED]
         v += [float(h.cores) if h.cores is not None else UNBOUNDED, float(h.load)]
-        v += [self.r_w * s]
+        v += [self.r_w * s, self.r_v if self.wakes else UNBOUNDED]
         out = np.array(v, dtype=np.float64)
         assert len(out) == len(RATE_NAMES)
         return out
@@ -206,6 +215,7 @@ def paper_rates(pattern: str, notifier: str | None = None) -> Rates:
     for k in EXTRA_FIELDS:
         source[k] = "instant:not in seed 001"
     source["r_w"] = "instant:not in seed 001 (more threads than cores share them: processor sharing)"
+    source["r_v"] = "instant:not in seed 001 (the client's wake-ups cost it nothing beyond r_z)"
     r_a = 1 / 0.589
     if notifier in NO_REARM_NOTIFIERS:
         r_a = INSTANT_RATE
