@@ -20,7 +20,7 @@ launcher runs each pair, bench/images_lib.py) — no database, no network. Per s
 3. ``calibrate()`` per (pattern, notifier, connections, size), pooling the work values, with the
    self-check against its own runs and the clients' CPU times (a refused fit is printed and leaves the
    calibrated column empty), and ω: what a request costs the client more when it wakes a dispatcher asleep
-   in its notifier (HSHA, proactor), measured by build/bench/wake-cost from the client's first CPU to the
+   in its notifier (HSHA, proactor), measured by build/bin/wake-cost from the client's first CPU to the
    server's before the runs and kept with them (--wake-us gives one, 0 charges none);
 4. ``predict_many()`` for every measured point from the paper's and the calibrated rates, on the host the
    runs had: the server's cores (the planner's CPUs), the client's threads and cores.
@@ -66,7 +66,6 @@ from images_lib import (
     main_guard,
     print_table,
     run_pair,
-    wake_cost_us,
 )
 
 sys.path.insert(0, str(REPO / "src"))
@@ -75,6 +74,7 @@ from demuxlab.ctmc.calibrate import SelfCheck, calibrate
 from demuxlab.ctmc.predict import PredictRequest, predict_many
 from demuxlab.ctmc.rates import DESIGNS, Host, Rates, calibration_threads
 from demuxlab.errors import DemuxlabError
+from demuxlab.launch.wake import measure_wake_us
 from demuxlab.plan import plan_pinning
 from demuxlab.point import Point as SpecPoint
 from demuxlab.topology import collect_facts
@@ -259,9 +259,13 @@ def client_wake_us(
     if sender == receiver:
         return None, "the client and the server share a CPU: not measured, not charged"
     try:
-        omega = wake_cost_us(build_helper("wake_cost"), sender, receiver)
-    except (BenchError, OSError, ValueError, KeyError) as exc:
+        omega = measure_wake_us(
+            sender, receiver, runs=5, prog=build_helper("wake_cost", REPO / "build" / "bin")
+        )
+    except BenchError as exc:
         return None, f"not measured ({exc}): not charged"
+    except DemuxlabError as exc:
+        return None, f"not measured ({exc.message}): not charged"
     return omega, f"wake-cost from CPU {sender} to CPU {receiver}, median of 5"
 
 
@@ -326,7 +330,7 @@ def main() -> None:
         type=float,
         default=None,
         help="ω, µs: what a request costs the client more when it wakes a dispatcher asleep in its "
-        "notifier (HSHA, proactor; docs/ctmc.md); default: measured by build/bench/wake-cost before the "
+        "notifier (HSHA, proactor; docs/ctmc.md); default: measured by build/bin/wake-cost before the "
         "runs (with --replay: the file's); 0: not charged",
     )
     ap.add_argument(

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -54,11 +53,12 @@ def binary(name: str) -> Path:
     return path
 
 
-def build_helper(name: str) -> Path:
-    """images/bench/<name>.c, built by images/Makefile into build/bench/ when out of date."""
-    out = BENCH_BIN / name.replace("_", "-")
+def build_helper(name: str, where: Path = BENCH_BIN) -> Path:
+    """images/bench/<name>.c, built by images/Makefile into build/bench/ (``where``: wake-cost's is
+    build/bin/) when out of date."""
+    out = where / name.replace("_", "-")
     res = subprocess.run(
-        ["make", "--no-print-directory", "-C", str(REPO / "images"), f"../build/bench/{out.name}"],
+        ["make", "--no-print-directory", "-C", str(REPO / "images"), f"../{out.relative_to(REPO)}"],
         capture_output=True,
         text=True,
     )
@@ -91,22 +91,6 @@ class RoundTrip:
         deadline = time.monotonic() + patience_s
         while self.measure(10_000) > limit_ns and time.monotonic() < deadline:
             time.sleep(1.0)
-
-
-def wake_cost_us(prog: Path, sender: int, receiver: int, runs: int = 5) -> float:
-    """ω, µs: what a loopback send costs its sender (on CPU ``sender``) more when it wakes a thread asleep
-    in epoll_wait on CPU ``receiver`` than when that thread is polling (wake-cost,
-    images/bench/wake_cost.c; its ``wake_ns``), the median of ``runs`` runs: the client's wake-up of a
-    sleeping dispatcher (docs/ctmc.md, "The client that wakes the dispatcher")."""
-    got = []
-    for _ in range(runs):
-        res = subprocess.run(
-            [str(prog), "--cpus", f"{sender},{receiver}"], capture_output=True, text=True, timeout=60
-        )
-        if res.returncode != 0:
-            raise BenchError(f"{prog.name}: {res.stderr.strip() or f'exit {res.returncode}'}")
-        got.append(float(json.loads(res.stdout)["wake_ns"]) / 1000.0)
-    return statistics.median(got)
 
 
 class CpuTimes:

@@ -38,6 +38,9 @@ class Pinning:
     same_host: bool
     notes: tuple[str, ...]
     irq: dict[str, Any] | None = None  # per side: the NIC IRQ cores avoided and why (rule 5)
+    # ω, µs: the client's wake-up of a server thread asleep on the server's first CPU, measured before an
+    # instrumented run on one host (demuxlab.launch.wake); None where not measured.
+    wake_us: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -47,6 +50,7 @@ class Pinning:
             "same_host": self.same_host,
             "notes": list(self.notes),
             **({"irq": self.irq} if self.irq is not None else {}),
+            **({"wake_us": self.wake_us} if self.wake_us is not None else {}),
         }
 
 

@@ -7,6 +7,7 @@ One workflow run (module fixture, ~1 min) serves every test; the CLI is run as a
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -136,6 +137,14 @@ def test_bundle_is_deterministic_complete_and_verifies(produced: Produced, tmp_p
     ):  # fmt: skip
         assert (root / rel).is_file(), rel
     assert len(list((root / f"experiments/{EXP}/runs").glob("*.json"))) == RUNS
+    # wake-cost travels with the binaries (a rerun measures the client's wake-up with it); it was used where
+    # a run's pinning has its ω.
+    bins = json.loads((root / "binaries" / "binaries.json").read_text())
+    woke = any(
+        "wake_us" in (json.loads(f.read_text()).get("pinning") or {})
+        for f in (root / f"experiments/{EXP}/runs").glob("*.json")
+    )
+    assert woke and (root / "binaries" / "wake-cost").is_file() and bins["wake-cost"]["used_by_runs"] is True
     assert layout.sha256_hex((root / f"experiments/{EXP}/spec.yaml").read_bytes()) == produced.sha
     assert f"demuxlab bundle reproduce {NAME}" in (root / "README.md").read_text()
 

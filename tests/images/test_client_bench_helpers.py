@@ -23,10 +23,11 @@ BIN_DIR = Path(os.environ.get("DEMUXLAB_BIN_DIR", REPO / "build" / "bin"))
 
 def build(name: str) -> Path:
     """images/bench/<name>.c, built by images/Makefile (the flags of the binaries; notify-scale links the
-    server's notifier back-ends)."""
-    target = f"../build/bench/{name.replace('_', '-')}"
+    server's notifier back-ends) into build/bench/, wake-cost into build/bin/ (the launchers run it)."""
+    where = "bin" if name == "wake_cost" else "bench"
+    target = f"../build/{where}/{name.replace('_', '-')}"
     build_target(target)
-    return REPO / "build" / "bench" / name.replace("_", "-")
+    return REPO / "build" / where / name.replace("_", "-")
 
 
 @pytest.mark.parametrize("notifier", ["select", "poll", "epoll-lt", "epoll-et", "uring"])

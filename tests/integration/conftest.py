@@ -20,9 +20,9 @@ def docker_engine() -> None:
 
 @pytest.fixture(scope="session")
 def binaries() -> Path:
-    """build/bin with both binaries (built by `make build`, which `make test` runs first)."""
+    """build/bin with both binaries and wake-cost (built by `make build`, which `make test` runs first)."""
     bin_dir = REPO / "build" / "bin"
-    for name in ("demux-server", "demux-client"):
+    for name in ("demux-server", "demux-client", "wake-cost"):
         if not (bin_dir / name).is_file():
             subprocess.run(["make", "-C", str(REPO), "build"], check=True, capture_output=True, timeout=600)
             break

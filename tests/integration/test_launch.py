@@ -60,6 +60,31 @@ def test_native_run_record_has_every_contract_field(binaries: Path) -> None:
     assert record["artifacts"]["server"]["sha256"] != record["artifacts"]["client"]["sha256"]
     assert record["pinning"]["server_cpus"] and record["hosts"]["server"]["hostname"]
     assert 0 <= record["orchestration_s"] < 5
+    # An instrumented run on one host: the client's wake-up of a sleeping server thread, measured before it
+    # (wake-cost, client's first CPU to the server's; the calibration charges it, docs/ctmc.md).
+    assert 1.0 < record["pinning"]["wake_us"] < 1000.0
+
+
+def test_the_wake_up_is_measured_for_instrumented_runs_on_one_host_only(
+    binaries: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain run has no wake_us; without the wake-cost binary an instrumented run still runs, with no
+    wake_us and a note saying why; a pinning on two hosts is not measured."""
+    from dataclasses import replace
+
+    from demuxlab.launch.wake import with_wake_cost
+
+    record = NativeLauncher().run(request(point(), measure_s=0.5))
+    assert record["status"] == "ok" and "wake_us" not in record["pinning"]
+    req = request(point(), instrument=True, measure_s=0.5)
+    missing = tmp_path / "wake-cost"
+    pinned = with_wake_cost(req.pinning, prog=missing)
+    assert pinned.wake_us is None
+    assert pinned.notes[-1] == (
+        f"the client's wake-up cost was not measured: wake-cost not found at {missing}: run `make build`"
+    )
+    apart = replace(req.pinning, same_host=False)
+    assert with_wake_cost(apart) == apart
 
 
 def test_port_in_use_is_a_failed_record_naming_the_cause(binaries: Path) -> None:

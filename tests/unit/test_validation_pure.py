@@ -70,6 +70,31 @@ def test_unusable_timings_are_refused_with_the_reason() -> None:
     assert fit.outcome.error and "lf" in fit.outcome.error
 
 
+def test_the_wake_up_measured_beside_the_runs_is_charged() -> None:
+    """The runs' pinning carries ω (demuxlab.launch.wake); the fit charges their median to HSHA's and the
+    proactor's client (r_v), and a pinning without one (two hosts, not measured, junk) charges none."""
+    from demuxlab.validation.calibration import pinned_wake_us
+    from helpers.ctmc_runs import server_json
+
+    assert [pinned_wake_us(p) for p in ({"wake_us": 8.25}, {}, None, {"wake_us": "8"}, {"wake_us": -1})] == [
+        8.25, None, None, None, None,
+    ]  # fmt: skip
+    client = {"threads": 1, "messages": 3000, "cpu_s": {"user": 0.012, "sys": 0.012}}
+    res = server_json("proactor", 2.0, alpha_us=1.0, work_us=0.0, connections_accepted=2)
+
+    def run(rid: str, omega: float | None) -> CalibrationRun:
+        return CalibrationRun(rid, res, None, 2, 1, {"sha256": "x"}, "native", client, None, omega)
+
+    fit = fit_calibration(
+        ("proactor", "epoll-lt", None), [run("a", 4.0), run("b", 5.0), run("c", None)], 0, "e", SHA
+    )
+    assert fit.rates is not None and fit.rates.wakes
+    assert 1 / fit.rates.r_v == pytest.approx(4.5) and fit.outcome.rate_sources is not None
+    assert fit.outcome.rate_sources["r_v"] == "wake-cost 4.5 µs at the client's share"
+    fit = fit_calibration(("proactor", "epoll-lt", None), [run("a", None)], 0, "e", SHA)
+    assert fit.rates is not None and not fit.rates.wakes and 1 / fit.rates.r_z == pytest.approx(8.0)
+
+
 def test_stored_outcome_and_document_round_trip() -> None:
     outcome = CalibrationOutcome("lf", "poll", None, {"r_l": 1.0}, {"r_l": "paper"}, ["r1"], 0, None)
     fit = fit_calibration(("lf", "poll", None), [], 0, "exp", SHA)

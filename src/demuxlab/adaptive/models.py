@@ -72,6 +72,7 @@ def model_shapes(
                 launcher="",
                 client_result=dict(r.client_result) if r.client_result else None,
                 client_cores=r.client_cpus,
+                wake_us=r.wake_us,
             )
             for r in mine
             if r.ok and r.server_result

@@ -15,6 +15,7 @@ from demuxlab.errors import DemuxlabError
 from demuxlab.point import Point
 from demuxlab.stats import Summary, point_summary
 from demuxlab.steady import first_stop
+from demuxlab.validation.calibration import pinned_wake_us
 from demuxlab.vocab import RUN_OK
 
 
@@ -38,6 +39,7 @@ class Observed:
     run_id: str = ""
     client_result: Mapping[str, Any] | None = None  # the client's JSON (the models' client turnaround)
     client_cpus: int | None = None  # CPUs the client was pinned to
+    wake_us: float | None = None  # the client's wake-up cost measured beside the run (pinning.wake_us)
 
     @property
     def run_s(self) -> float:
@@ -128,6 +130,7 @@ def observe(record: Mapping[str, Any], source: str) -> Observed:
         run_id=str(record.get("run_id") or ""),
         client_result=client if client else None,
         client_cpus=len(client_cpus) if isinstance(client_cpus, list) and client_cpus else None,
+        wake_us=pinned_wake_us(pinning),
     )
 
 

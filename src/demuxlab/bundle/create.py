@@ -400,16 +400,26 @@ def create(opts: Options) -> dict[str, Any]:
         for _, _, doc in records
         for role in ("server", "client")
     }
-    for name in ("demux-server", "demux-client"):
+    # wake-cost measured the client's wake-up cost beside the instrumented runs on one host (pinning.wake_us,
+    # demuxlab.launch.wake): a rerun measures it again with the bundled one.
+    woke = any(
+        isinstance(doc.get("pinning"), dict) and doc["pinning"].get("wake_us") is not None
+        for _, _, records in per_exp
+        for _, _, doc in records
+    )
+    for name in ("demux-server", "demux-client", "wake-cost"):
         src = paths.bin_dir() / name
         if not src.is_file():
             raise BundleError(f"{src}: binary not found (run `make build`)")
         data = src.read_bytes()
         digest = layout.sha256_hex(data)
         col.add(f"binaries/{name}", data, executable=True)
-        bins[name] = {"sha256": digest, "size": len(data), "used_by_runs": digest in run_digests}
+        used = woke if name == "wake-cost" else digest in run_digests
+        bins[name] = {"sha256": digest, "size": len(data), "used_by_runs": used}
     col.add("binaries/binaries.json", layout.canonical_json(bins))
-    col.describe("binaries/", "the static server and client binaries, SHA-256 in `binaries.json`")
+    col.describe(
+        "binaries/", "the static server and client binaries and wake-cost, SHA-256 in `binaries.json`"
+    )
     tmpdir = tempfile.TemporaryDirectory(prefix="dlx-bundle-img-")
     try:
         if opts.images:

@@ -47,7 +47,7 @@ r_z    client CPU per message × its CPU share        the client's turnaround (`
                                                      × ω (:func:`client_in_chain`)
 r_v    ``wake_us`` (ω) × the client's share          HSHA, proactor: the client's CPU to wake a
                                                      dispatcher asleep in its notifier, measured apart
-                                                     (``build/bench/wake-cost``); unset: instant
+                                                     (``build/bin/wake-cost``); unset: instant
 r_w    the dispatching role's ``wait_s`` per call    where the runs had more threads than cores (HSHA,
                                                      proactor, uring-shared): the scheduler's wake-up,
                                                      matched in the chain's own waits with α
@@ -304,7 +304,7 @@ def _fit(
     (one per result) defaults to the server's ``connections_accepted``. ``clients`` (one client JSON per
     result, CONTRACTS §2) gives the client's CPU per message, r_z, and its threads; ``client_cores`` (per
     result) the CPUs it was pinned to (default: one per client thread). ``wake_us`` (ω, µs of the client's
-    CPU; ``build/bench/wake-cost`` measures it) is what a request costs the client more when it wakes a
+    CPU; ``build/bin/wake-cost`` measures it) is what a request costs the client more when it wakes a
     dispatcher asleep in its notifier: HSHA's and the proactor's chains charge it (r_v) and the client's
     turnaround is fitted without it (:func:`client_in_chain`); None or 0: not charged. The server's cores
     are the CPUs its threads were pinned to (``threads_detail[].cpu``). ``checks``, if given, receives the

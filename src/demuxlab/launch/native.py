@@ -24,6 +24,7 @@ def binary_path(role: str) -> Path:
 
 class NativeLauncher(Launcher):
     name = "native"
+    runs_here = True
 
     def check(self) -> None:
         for role in BINARIES:

@@ -9,6 +9,8 @@ outcome.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,6 +35,16 @@ class CalibrationRun:
     launcher: str
     client_result: dict[str, Any] | None = None  # the client's JSON (its CPU per message: r_z)
     client_cores: int | None = None  # the CPUs the client was pinned to (None: one per client thread)
+    wake_us: float | None = None  # ω measured beside the run (its pinning's wake_us; None: not measured)
+
+
+def pinned_wake_us(pinning: Any) -> float | None:
+    """The client's wake-up cost measured beside a run (its record's ``pinning.wake_us``,
+    demuxlab.launch.wake), None where it was not measured."""
+    got = pinning.get("wake_us") if isinstance(pinning, Mapping) else None
+    if not isinstance(got, int | float) or isinstance(got, bool) or not math.isfinite(got) or got < 0:
+        return None
+    return float(got)
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,7 @@ def fit_calibration(
             CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, error, hardware_class=cls)
         )
     checks: list[SelfCheck] = []
+    omegas = [r.wake_us for r in runs if r.wake_us is not None]
     try:
         rates = calibrate(
             [r.server_result for r in runs],
@@ -128,6 +141,9 @@ def fit_calibration(
             checks=checks,
             clients=[r.client_result for r in runs],
             client_cores=[r.client_cores for r in runs],
+            # The client's wake-up of a sleeping dispatcher: the median of what was measured beside the
+            # runs (none on two hosts: the calibration then charges no wake-up).
+            wake_us=statistics.median(omegas) if omegas else None,
         )
     except DemuxlabError as exc:
         done = tuple(c.as_dict() for c in checks)

@@ -1,0 +1,71 @@
+"""ω: what a request costs the client more when it wakes a server thread asleep in its notifier, measured on
+the host by ``build/bin/wake-cost`` (images/bench/wake_cost.c) between the client's and the server's first
+CPUs.
+
+A one-byte loopback send that wakes a thread asleep in epoll_wait on another CPU costs its sender ~8 µs
+more than one that finds it polling (2-core VM; docs/ctmc.md, "The client that wakes the dispatcher").
+HSHA's and the proactor's calibrated chains charge it to the client (``Rates.r_v``), so the calibration
+needs it from the host of its runs: the launchers that run both sides on this host measure it beside every
+instrumented run (``Pinning.wake_us`` in the run record) and ``validation.calibration`` passes it on. Runs
+whose client is on another host have none: there the client's send does not wake the server, the NIC's
+interrupt does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+from demuxlab.errors import LaunchError
+from demuxlab.paths import bin_dir
+from demuxlab.plan import Pinning
+
+WAKE_COST = "wake-cost"
+RUNS = 3  # wake-cost runs per measurement (each ~0.4 s: 3 × 2,000 sends); their median is kept
+
+
+def wake_cost_path() -> Path:
+    return bin_dir() / WAKE_COST
+
+
+def measure_wake_us(sender: int, receiver: int, runs: int = RUNS, prog: Path | None = None) -> float:
+    """ω in µs: the median over ``runs`` runs of wake-cost's ``wake_ns`` with the sender on CPU ``sender``
+    and the sleeping receiver on CPU ``receiver``. Raises :class:`LaunchError` naming what failed."""
+    path = prog if prog is not None else wake_cost_path()
+    if not os.access(path, os.X_OK):
+        raise LaunchError(f"{WAKE_COST} not found at {path}: run `make build`")
+    got: list[float] = []
+    for _ in range(runs):
+        try:
+            res = subprocess.run(
+                [str(path), "--cpus", f"{sender},{receiver}"], capture_output=True, text=True, timeout=60
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise LaunchError(f"{WAKE_COST}: {exc}") from None
+        if res.returncode != 0:
+            raise LaunchError(f"{WAKE_COST}: {res.stderr.strip() or f'exit status {res.returncode}'}")
+        try:
+            got.append(float(json.loads(res.stdout)["wake_ns"]) / 1000.0)
+        except (ValueError, KeyError, TypeError):
+            raise LaunchError(f"{WAKE_COST}: no wake_ns in its output {res.stdout.strip()[:200]!r}") from None
+    return statistics.median(got)
+
+
+def with_wake_cost(pinning: Pinning, prog: Path | None = None) -> Pinning:
+    """``pinning`` with ω measured from the client's first CPU to the server's (``wake_us``), where both
+    sides share this host on different CPUs; otherwise as it is. A measurement that fails leaves ``wake_us``
+    unset and says why in the notes (the calibration then charges no wake-up)."""
+    if not (pinning.same_host and pinning.server_cpus and pinning.client_cpus):
+        return pinning
+    sender, receiver = pinning.client_cpus[0], pinning.server_cpus[0]
+    if sender == receiver:
+        return pinning
+    try:
+        omega = measure_wake_us(sender, receiver, prog=prog)
+    except LaunchError as exc:
+        return replace(pinning, notes=(*pinning.notes, f"the client's wake-up cost was not measured: {exc}"))
+    return replace(pinning, wake_us=round(omega, 3))
