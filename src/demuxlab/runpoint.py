@@ -185,9 +185,14 @@ def _write_record(record: dict[str, Any], req: RunPointRequest, point: Point, re
 
 
 def run_leased(launcher: Launcher, req: RunRequest, lease_wait: float | None) -> dict[str, Any]:
-    """``launcher.run(req)`` holding ``req.host_pair``'s lease; SIGTERM unwinds it (server stopped)."""
+    """``launcher.run(req)`` holding ``req.host_pair``'s lease; SIGTERM unwinds it (server stopped).
+
+    The launcher is a local one (native, docker): where server and client share this host, an instrumented
+    run first has the client's wake-up of a sleeping server thread measured, under the lease, into its
+    pinning (``wake_us``, :mod:`demuxlab.launch.wake`: the calibration charges it)."""
     from demuxlab import lease as pair_lease
     from demuxlab.launch.base import SERVER_START_TIMEOUT_S, SERVER_STOP_TIMEOUT_S, total_s
+    from demuxlab.launch.wake import with_wake_cost
 
     if lease_wait is None:  # another run of this spec ends within this
         lease_wait = total_s(req.phases) + req.stall_timeout_s + SERVER_START_TIMEOUT_S
@@ -207,5 +212,6 @@ def run_leased(launcher: Launcher, req: RunRequest, lease_wait: float | None) ->
         ended = launcher.end_orphans(pair)
         if ended:
             print(f"run {rid}: ended {len(ended)} orphan(s) left on pair {pair!r}", file=sys.stderr)
-        record: dict[str, Any] = launcher.run(dataclasses.replace(req, lease=held))
+        pinning = with_wake_cost(req.pinning) if req.instrument else req.pinning
+        record: dict[str, Any] = launcher.run(dataclasses.replace(req, lease=held, pinning=pinning))
     return record

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -60,21 +61,29 @@ def test_native_run_record_has_every_contract_field(binaries: Path) -> None:
     assert record["artifacts"]["server"]["sha256"] != record["artifacts"]["client"]["sha256"]
     assert record["pinning"]["server_cpus"] and record["hosts"]["server"]["hostname"]
     assert 0 <= record["orchestration_s"] < 5
-    # An instrumented run on one host: the client's wake-up of a sleeping server thread, measured before it
-    # (wake-cost, client's first CPU to the server's; the calibration charges it, docs/ctmc.md).
-    assert 1.0 < record["pinning"]["wake_us"] < 1000.0
 
 
 def test_the_wake_up_is_measured_for_instrumented_runs_on_one_host_only(
     binaries: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A plain run has no wake_us; without the wake-cost binary an instrumented run still runs, with no
-    wake_us and a note saying why; a pinning on two hosts is not measured."""
+    """A run point's instrumented run on one host has the client's wake-up of a sleeping server thread
+    measured before it, under the pair's lease (wake-cost, client's first CPU to the server's; the
+    calibration charges it, docs/ctmc.md); a plain run has none; without the wake-cost binary the pinning
+    says why; a pinning on two hosts is not measured."""
     from dataclasses import replace
 
     from demuxlab.launch.wake import with_wake_cost
+    from demuxlab.runpoint import run_leased
 
-    record = NativeLauncher().run(request(point(), measure_s=0.5))
+    monkeypatch.setenv("DEMUXLAB_HOME", str(tmp_path / "home"))  # the pair's lease lives there
+    handler = signal.getsignal(signal.SIGTERM)  # run_leased sets its own (a run point's process)
+    try:
+        timed = run_leased(NativeLauncher(), request(point(), instrument=True, measure_s=0.5), None)
+        record = run_leased(NativeLauncher(), request(point(), measure_s=0.5), None)
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    assert timed["status"] == "ok", timed["failure_reason"]
+    assert 1.0 < timed["pinning"]["wake_us"] < 1000.0
     assert record["status"] == "ok" and "wake_us" not in record["pinning"]
     req = request(point(), instrument=True, measure_s=0.5)
     missing = tmp_path / "wake-cost"

@@ -23,7 +23,7 @@ import tempfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import IO, TYPE_CHECKING, Any
 
@@ -151,9 +151,6 @@ class Launcher(ABC):
 
     name: str = ""
     host_pair: str = "local"  # the pair of the run in progress (labels on what it starts)
-    # Whether server and client run on this host (not through ssh): an instrumented run on one host then
-    # has the client's wake-up cost measured here first (demuxlab.launch.wake, the pinning's wake_us).
-    runs_here: bool = False
 
     @abstractmethod
     def artifacts(self) -> dict[str, dict[str, Any]]:
@@ -235,10 +232,6 @@ class Launcher(ABC):
         self.host_pair = req.host_pair
         self.check()
         artifacts = self.artifacts()
-        if self.runs_here and req.instrument:
-            from demuxlab.launch.wake import with_wake_cost
-
-            req = replace(req, pinning=with_wake_cost(req.pinning))
         out = _Outcome()
         try:
             with self._server(req, out) as port:

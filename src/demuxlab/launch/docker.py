@@ -34,7 +34,6 @@ def container_name(run_id: str, role: str) -> str:
 
 class DockerLauncher(Launcher):
     name = "docker"
-    runs_here = True
 
     def __init__(self, images: dict[str, str] | None = None) -> None:
         self.images = dict(images or IMAGES)

@@ -24,7 +24,6 @@ def binary_path(role: str) -> Path:
 
 class NativeLauncher(Launcher):
     name = "native"
-    runs_here = True
 
     def check(self) -> None:
         for role in BINARIES:

@@ -5,10 +5,10 @@ CPUs.
 A one-byte loopback send that wakes a thread asleep in epoll_wait on another CPU costs its sender ~8 µs
 more than one that finds it polling (2-core VM; docs/ctmc.md, "The client that wakes the dispatcher").
 HSHA's and the proactor's calibrated chains charge it to the client (``Rates.r_v``), so the calibration
-needs it from the host of its runs: the launchers that run both sides on this host measure it beside every
-instrumented run (``Pinning.wake_us`` in the run record) and ``validation.calibration`` passes it on. Runs
-whose client is on another host have none: there the client's send does not wake the server, the NIC's
-interrupt does.
+needs it from the host of its runs: a run point on the local launchers (``runpoint.run_leased``: native,
+docker) measures it before every instrumented run whose sides share this host (``Pinning.wake_us`` in the
+run record) and ``validation.calibration`` passes it on. Runs whose client is on another host have none:
+there the client's send does not wake the server, the NIC's interrupt does.
 """
 
 from __future__ import annotations
