@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,18 +65,21 @@ def two_cpus() -> tuple[int, int]:
     return cpus[0], cpus[1]
 
 
+def run_two_cpu_helper(name: str, *args: str) -> tuple[tuple[int, int], dict[str, Any]]:
+    """(the two CPUs, the JSON line) of a two-CPU helper run on the first two CPUs this process may use."""
+    prog = build(name)
+    a, b = two_cpus()
+    res = subprocess.run([str(prog), "--cpus", f"{a},{b}", *args], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    return (a, b), json.loads(res.stdout)
+
+
 def test_cpu_pingpong_times_the_round_trip() -> None:
     """The two pinned threads pass the counter 1,000 times (5 batches of 200): a round trip takes some
     nanoseconds, well under the 100 µs a round trip through the scheduler would (a side that never
     answered would spin forever: the timeout)."""
-    prog = build("cpu_pingpong")
-    a, b = two_cpus()
-    res = subprocess.run(
-        [str(prog), "--cpus", f"{a},{b}", "--rounds", "1000"], capture_output=True, text=True, timeout=30
-    )
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
-    assert out["cpus"] == [a, b] and out["rounds"] == 1000
+    cpus, out = run_two_cpu_helper("cpu_pingpong", "--rounds", "1000")
+    assert out["cpus"] == list(cpus) and out["rounds"] == 1000
     assert 0 < out["min_ns"] <= out["round_trip_ns"] < 100_000
 
 
@@ -84,14 +88,8 @@ def test_wake_cost_times_a_send_that_wakes_its_receiver() -> None:
     epoll_wait (on an idle, then on a busy CPU) and awake (polling): a send that must wake its receiver
     costs the sender more than one that finds it awake, and every figure is a send's, not a scheduler
     delay's (well under a millisecond)."""
-    prog = build("wake_cost")
-    a, b = two_cpus()
-    res = subprocess.run(
-        [str(prog), "--cpus", f"{a},{b}", "--sends", "500"], capture_output=True, text=True, timeout=60
-    )
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
-    assert out["cpus"] == [a, b] and out["sends"] == 500
+    cpus, out = run_two_cpu_helper("wake_cost", "--sends", "500")
+    assert out["cpus"] == list(cpus) and out["sends"] == 500
     assert 0 < out["awake_ns"] < out["asleep_ns"] < 1_000_000 and out["awake_ns"] < out["busy_ns"] < 1_000_000
     assert out["wake_ns"] == out["asleep_ns"] - out["awake_ns"]
     assert out["busy_wake_ns"] == out["busy_ns"] - out["awake_ns"]

@@ -79,11 +79,12 @@ the notifier's fit, the refusals — kept together so that a rate's source can b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from demuxlab.ctmc.engine import ModelStructure
+from demuxlab.ctmc.engine import ModelInstance, ModelStructure
+from demuxlab.ctmc.parts import CLIENT_WAKE
 from demuxlab.ctmc.rates import (
     ALL_RATE_FIELDS,
     INSTANT_RATE,
@@ -117,7 +118,7 @@ WAIT_TOLERANCE = 0.10
 WAKE_ROUNDS = 4  # rounds of client_in_chain's fixed point, until the base turnaround moves by < 2 %
 WAKE_REL_CI = 0.05  # the SSA's CI for the chain's wake-ups in those rounds…
 WAKE_MAX_EVENTS = 5_000_000  # …and its cap (a chain whose dispatcher never sleeps has no wake-up to count)
-WAKE = "client_wake"  # the transition of a chain whose client can wake its dispatcher (parts.py)
+WAKE = CLIENT_WAKE  # the transition of a chain whose client can wake its dispatcher (parts.py)
 SPIN_FLOOR = 0.02  # a handling role's CPU beyond its spin below this × the spin: see calibrate()
 
 
@@ -620,12 +621,8 @@ def _chain_calls(
     """(the chain's notifier calls per message, its dispatching role's wait for a CPU per call in µs, 0
     without run to block) at the calibration runs' settings, weighted by their messages (SSA at
     :data:`PER_CALL_REL_CI`); None where the chain makes no messages or no calls."""
-    threads = calibration_threads(pattern)
     per_msg = waited = 0.0
-    for (work, conns, cores, cthreads, ccores), n in sorted(weights.items(), key=lambda kv: str(kv[0])):
-        client = cthreads if rates.has_client else None
-        host = Host(cores=cores, client_threads=client, client_cores=ccores)
-        model = build(pattern, threads, work, conns, rates, host=host)
+    for model, n in _at_settings(rates, pattern, weights):
         msgs_rate = simulate(model, rel_ci=PER_CALL_REL_CI).throughput_per_us
         by_calls = simulate(model, rel_ci=PER_CALL_REL_CI, transition=chain.calls)
         calls_rate = by_calls.throughput_per_us
@@ -636,6 +633,18 @@ def _chain_calls(
             waited += n * by_calls.waiting(0) / calls_rate
     total = sum(weights.values())
     return per_msg / total, waited / total
+
+
+def _at_settings(
+    rates: Rates, pattern: str, weights: dict[Workload, int]
+) -> Iterator[tuple[ModelInstance, int]]:
+    """The chain with ``rates`` at each calibration run setting of ``weights`` (at the pattern's calibration
+    concurrency, with the client where the rates have one), and that setting's weight (its messages)."""
+    threads = calibration_threads(pattern)
+    for (work, conns, cores, cthreads, ccores), n in sorted(weights.items(), key=lambda kv: str(kv[0])):
+        client = cthreads if rates.has_client else None
+        host = Host(cores=cores, client_threads=client, client_cores=ccores)
+        yield build(pattern, threads, work, conns, rates, host=host), n
 
 
 def _in_chain(
@@ -738,11 +747,8 @@ def client_in_chain(
 def _chain_wakes(rates: Rates, pattern: str, weights: dict[Workload, int]) -> float:
     """The chain's ``client_wake`` steps per message at the calibration runs' settings, weighted by their
     messages (SSA: the throughput at :data:`PER_CALL_REL_CI`, the wake-ups at :data:`WAKE_REL_CI`)."""
-    threads = calibration_threads(pattern)
     got = 0.0
-    for (work, conns, cores, cthreads, ccores), n in sorted(weights.items(), key=lambda kv: str(kv[0])):
-        host = Host(cores=cores, client_threads=cthreads, client_cores=ccores)
-        model = build(pattern, threads, work, conns, rates, host=host)
+    for model, n in _at_settings(rates, pattern, weights):
         msgs = simulate(model, rel_ci=PER_CALL_REL_CI).throughput_per_us
         wakes = simulate(model, rel_ci=WAKE_REL_CI, transition=WAKE, max_events=WAKE_MAX_EVENTS)
         if msgs > 0.0:

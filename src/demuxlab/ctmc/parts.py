@@ -29,6 +29,7 @@ from demuxlab.ctmc.engine import (
 )
 
 SERVER = "server"  # the processor-sharing pool of the server's threads: every chain has one
+CLIENT_WAKE = "client_wake"  # the client's step that wakes a sleeping dispatcher (waking_client_steps)
 
 
 def closed_client(c0: int) -> Expr:
@@ -128,7 +129,7 @@ def waking_client_steps(
     return (
         TransitionClass("client", doc, closed_client(c0) * Expr(f"1.0 - {sleeping.text}"), jump),
         TransitionClass(
-            "client_wake", f"{doc}, which wakes the dispatcher", waking_client(c0) * sleeping, jump
+            CLIENT_WAKE, f"{doc}, which wakes the dispatcher", waking_client(c0) * sleeping, jump
         ),
     )
 
