@@ -30,7 +30,8 @@ model change against the same measurements; --probe adds one instrumented run of
 calibration concurrency to them (what the server did there: calls per message, each role's CPU and waits).
 On a lent machine with little time: --measure-only stops after the runs (--replay predicts them elsewhere),
 --time-limit S starts no run after S seconds (the --runs-out file is rewritten after every run, so it holds
-what ran), --keep-going reports a failed run and goes on (docs/ctmc.md, "On 16 cores").
+what ran; a point with less work than any of its calibration's runs had is then not predicted from it, and
+the bench says so), --keep-going reports a failed run and goes on (docs/ctmc.md, "On 16 cores").
 
 Prints one row per point, then mean and max |error| per pattern × notifier × rates source, per pattern
 and overall, with the host, the load average before and after, and the measured background CPU. Targets
@@ -542,9 +543,12 @@ def main() -> None:
 
     # Calibrations: per (spec, pattern, notifier, connections, size), the work values pooled.
     cal_runs: dict[tuple[str, str, str, int, int], list[Result]] = defaultdict(list)
+    cal_work: dict[tuple[str, str, str, int, int], set[float]] = defaultdict(set)
     for p, rs in results.items():
         if p.calibrates:
             cal_runs[p.workload] += [k.result for k in rs]
+            if rs:
+                cal_work[p.workload].add(p.work_us)
     rates: dict[tuple[str, str, str, int, int], Rates | None] = {}
     refused: dict[tuple[str, str, str, int, int], str] = {}
     checks: dict[tuple[str, str, str, int, int], list[SelfCheck]] = {}
@@ -575,9 +579,16 @@ def main() -> None:
     )
     reqs: list[PredictRequest] = []
     slots: list[tuple[Point, str]] = []
+    uncalibrated: dict[tuple[str, str, str, int, int], set[float]] = defaultdict(set)
     for p in keys:
         ct = p.client_threads or len(client_cpus)
         for source, r in (("paper", None), ("calibrated", rates.get(p.workload))):
+            if source == "calibrated" and p.work_us < min(cal_work[p.workload], default=p.work_us):
+                # Less work than any of its calibration's runs had (a --time-limit or a failed run cut the
+                # others): the client's turnaround and the untimed CPU that a long spin hides, which the
+                # least-work runs fit, would be guessed. More work than some run had is predicted.
+                uncalibrated[p.workload].add(p.work_us)
+                continue
             if source == "calibrated" and r is None:
                 continue
             h = Host(
@@ -643,6 +654,12 @@ def main() -> None:
     for key in sorted(cal_runs):
         r = rates[key]
         what = f"{key[1]}/{key[2]} c{key[3]} b{key[4]} ({key[0]})"
+        if uncalibrated[key]:
+            cut = ", ".join(f"{w:g}" for w in sorted(uncalibrated[key]))
+            print(
+                f"# calibration {what}: has no run at {cut} µs work or less (cut short): its points there "
+                "are not predicted from it"
+            )
         if r is None:
             print(f"# calibration {what}: REFUSED: {refused[key]}")
             continue

@@ -178,6 +178,29 @@ def test_measure_only_runs_in_rounds_and_keeps_every_run(tmp_path: Path, server_
     line = f"the repeats of one point differ by (fastest / slowest − 1, 2 points): median {spreads[0]:.1%}"
     assert line in res.stdout
 
+    # Less work than any of the calibration's runs had (a cut calibration): those points get the paper's
+    # prediction only, and the bench says why; the others, more work included, from the calibration.
+    doc = json.loads(gzip.decompress(runs.read_bytes()))
+    doc["runs"] += [
+        {**r, "point": {**r["point"], "work_us": w}}
+        for r in doc["runs"]
+        if not r["point"]["instrument"]
+        for w in (5.0, 20.0)
+    ]
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    res = bench(tmp_path, "--replay", str(cut), "--method", "fluid", "--jobs", "1", "--json", str(out))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "# calibration lf/epoll-lt c8 b1 (manual): has no run at 5 µs work or less (cut short)" in (
+        res.stdout
+    )
+    doc = json.loads(out.read_text())
+    got = {(p["threads"], p["work_us"]): p for p in doc["points"]}
+    assert set(got) == {(t, w) for t in (1, 2) for w in (5.0, 10.0, 20.0)}
+    refused = doc["calibrations"][0]["refused"]  # a busy host can make the self-check refuse the fit
+    for (_threads, work), p in got.items():
+        assert p["paper"] > 0 and (p["calibrated"] is None) == (work == 5.0 or bool(refused)), p
+
 
 def test_max_round_trip_reruns_a_run_whose_cpus_were_far_apart(tmp_path: Path, server_bin: Path) -> None:
     """--max-round-trip 1 ns (no two CPUs are that near): every run is measured --retries times, waiting

@@ -16,24 +16,32 @@ idle worker once an item is queued for it, a thread whose lock came free). Its t
 min(holders, runnable)/runnable each (engine.held): the holders spread over the role's runnable threads.
 Three kinds of transitions move the cores:
 
-======================  ===========================================================  ================
-transition              rate                                                         jump
-======================  ===========================================================  ================
-``grant:<role>``        γ · w_r · min(F, W) / W · H(F)                               holders_r + 1
-``release:<role>``      γ · (holders_r − min(holders_r, R_r))                        holders_r − 1
-``wake:<role>:<other>``  r_w · w_r · (1 − H(F)) · holders_o / (Σ_{q≠r} holders_q) / (R − 1)  r + 1, o − 1
-======================  ===========================================================  ================
+======================  ===============================================================  ================
+transition              rate                                                             jump
+======================  ===============================================================  ================
+``grant:<role>``        γ · w_r · min(F, W) / W · H(F)                                   holders_r + 1
+``release:<role>``      γ · (holders_r − min(holders_r, R_r))                            holders_r − 1
+``wake:<d>:<other>``    r_w · w_d · (1 − H(F)) · holders_o / (Σ_{q≠d} holders_q) / (R − 1)  d + 1, o − 1
+======================  ===============================================================  ================
 
 R_r the role's runnable count, w_r = R_r − min(holders_r, R_r) its threads waiting for a core, W = Σ w_r,
 F = cores − Σ holders the free cores, R = Σ R_r. A free core goes to a waiting thread (γ = 10 per µs:
 the switch's latency; its CPU is already in the calibrated per-message and per-call costs); a holder
-whose role has fewer runnable threads than holders blocked and gives its core back; and a woken thread
-preempts a thread of another role after r_w⁻¹ × (the other runnable threads) µs on average: EEVDF lets a
-woken thread in once the others have run their fair turn, so its wait grows with them. r_w (``Rates.r_w``)
-is fitted where the calibration runs themselves had more threads than cores: the dispatching role's
-measured wait for a CPU per notifier call (``threads_detail[].wait_s``) is matched by the chain's own
-(calibrate.notifier_in_chain). Within a role the holders are spread evenly, as processor sharing would;
-threads of one kind preempting each other change nothing a population chain can see.
+whose role has fewer runnable threads than holders blocked and gives its core back; and a woken
+dispatcher (d: the first role, the one that calls the notifier) preempts a thread of another role after
+r_w⁻¹ × (the other runnable threads) µs on average: EEVDF lets a woken thread in once the others have run
+their fair turn, so its wait grows with them. Only the dispatcher preempts. A handler it woke (a queued
+item) waits for a free core, which comes within the dispatcher's few µs of dispatching; and a thread it
+preempted waits for the core to come free, as under Linux, where a preempted thread does not take the core
+back from the one that preempted it. With every role preempting, as this chain first had it, a preempted
+handler took the core straight back at the same rate: at two threads on one core the pair swapped the core
+every 1/r_w µs, processor sharing again, and the dispatcher waited 13.2 µs per call even with a 0.1 µs
+wake-up against the server's 7.7 µs, so the fit was refused (docs/ctmc.md, "Only the dispatcher
+preempts"). r_w (``Rates.r_w``) is fitted where the calibration runs themselves had more threads than
+cores: the dispatching role's measured wait for a CPU per notifier call (``threads_detail[].wait_s``) is
+matched by the chain's own (calibrate.notifier_in_chain). Within a role the holders are spread evenly, as
+processor sharing would; threads of one kind preempting each other change nothing a population chain can
+see.
 
 With a core per thread nothing here is used (rates.build uses the chain as it is); with r_w unknown (a
 calibration on enough cores, the paper's rates) an oversubscribed prediction keeps processor sharing.
@@ -116,21 +124,20 @@ def scheduled(st: ModelStructure, roles: Sequence[Role]) -> ModelStructure:
                 {cpu: -1},
             )
         )
-        rest = " + ".join(held[o.name] for o in roles if o.name != name)
-        for other in roles:
-            if other.name == name:
-                continue
-            added.append(
-                TransitionClass(
-                    f"wake:{name}:{other.name}",
-                    f"a woken {name} preempts a {other.name}",
-                    Expr(
-                        f"r[{RW}] * {waiting[name]} * (1.0 - H({free})) * "
-                        f"safe_div({held[other.name]}, ({rest}) * {others})"
-                    ),
-                    {cpu: 1, holders_of(other.name): -1},
-                )
+    dispatcher = roles[0].name
+    rest = " + ".join(held[o.name] for o in roles if o.name != dispatcher)
+    for other in roles[1:]:
+        added.append(
+            TransitionClass(
+                f"wake:{dispatcher}:{other.name}",
+                f"a woken {dispatcher} preempts a {other.name}",
+                Expr(
+                    f"r[{RW}] * {waiting[dispatcher]} * (1.0 - H({free})) * "
+                    f"safe_div({held[other.name]}, ({rest}) * {others})"
+                ),
+                {holders_of(dispatcher): 1, holders_of(other.name): -1},
             )
+        )
     moved = tuple(
         TransitionClass(tr.name, tr.doc, tr.rate, tr.jump, role_of.get(tr.name)) for tr in st.transitions
     )
