@@ -391,25 +391,21 @@ def _fit(
                         f"call (more than {MAX_OVERHEAD_US:g} µs: an artefact)"
                     )
                 alpha = _alpha_per_call(low_names, low_runs, per_call, tau_us, at.scale)
-            values["r_n"] = 1.0 / alpha if alpha > 1.0 / INSTANT_RATE else INSTANT_RATE
-            source["r_n"] = (
+            values["r_n"], source["r_n"] = _rate_or_instant(
+                alpha,
                 f"fit:{role.names[0]} notify + untimed cpu per call − τ per descriptor"
                 if role.overhead == "r_n"
-                else "fit:notify_by_events intercept"
+                else "fit:notify_by_events intercept",
+                f"{role.names[0]}'s per-call cost",
             )
-            if values["r_n"] >= INSTANT_RATE:
-                source["r_n"] = f"instant:{role.names[0]}'s per-call cost fitted at ≤ 1 ns"
         if role.overhead == "r_x":
             if overhead > MAX_OVERHEAD_US:
                 raise CalibrationRefused(
                     f"{what}: refused: {role.names[0]}'s untimed CPU is {overhead:.4g} µs per message "
                     f"(more than {MAX_OVERHEAD_US:g} µs: an artefact)"
                 )
-            values["r_x"] = 1.0 / overhead if overhead > 1.0 / INSTANT_RATE else INSTANT_RATE
-            source["r_x"] = (
-                f"cpu:{role.names[0]} − timed ops, /message"
-                if values["r_x"] < INSTANT_RATE
-                else f"instant:{role.names[0]}'s untimed CPU fitted at ≤ 1 ns per message"
+            values["r_x"], source["r_x"] = _rate_or_instant(
+                overhead, f"cpu:{role.names[0]} − timed ops, /message", f"{role.names[0]}'s untimed CPU"
             )
     for rate, why in INSTANT.get(pattern, {}).items():
         values[rate] = INSTANT_RATE
@@ -842,6 +838,14 @@ def _demand(
     scale = min(1.0, demand / timed) if timed > 0 else 1.0
     overhead = max(demand - timed * scale, 0.0)
     return _Demand(walls, scale, overhead, msgs, sum(_calls(r) for r in results))
+
+
+def _rate_or_instant(us: float, source: str, what: str) -> tuple[float, str]:
+    """A fitted cost of ``us`` µs as (rate, source); one of 1 ns or less is instant, and its source says so
+    (the model page draws no bar for an ``instant:`` rate: its placeholder is not a measurement)."""
+    if us > 1.0 / INSTANT_RATE:
+        return 1.0 / us, source
+    return INSTANT_RATE, f"instant:{what} fitted at ≤ 1 ns"
 
 
 def _lowest_work(results: Sequence[dict[str, Any]]) -> list[int]:
