@@ -101,6 +101,12 @@ static void usage_times(int who, double *user_s, double *sys_s)
 void cpu_times(double *user_s, double *sys_s) { usage_times(RUSAGE_SELF, user_s, sys_s); }
 void thread_cpu_times(double *user_s, double *sys_s) { usage_times(RUSAGE_THREAD, user_s, sys_s); }
 
+long thread_sleeps(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : -1;
+}
+
 double thread_wait_s(void)
 {
     char buf[96];

@@ -22,6 +22,10 @@ void thread_cpu_times(double *user_s, double *sys_s);
 /* The calling thread's time runnable but waiting for a CPU, in seconds (the kernel's run_delay,
  * /proc/thread-self/schedstat); -1 where the kernel does not say. */
 double thread_wait_s(void);
+/* The calling thread's voluntary context switches so far (getrusage's
+ * ru_nvcsw): each time it blocked, in a notifier, on a lock, a queue or a
+ * socket, and so each time something had to wake it; < 0: unknown. */
+long thread_sleeps(void);
 
 /* Strict parsers: the whole string must be a number within [min, max].
  * parse_u64 takes decimal digits only (no sign, no spaces); parse_double takes

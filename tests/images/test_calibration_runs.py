@@ -119,6 +119,7 @@ def test_every_thread_says_how_long_it_waited_for_a_cpu(runs: dict[str, Any], pa
     server, _ = runs[pattern]
     for t in server["threads_detail"]:
         assert isinstance(t["wait_s"], float) and 0.0 <= t["wait_s"] <= server["elapsed_s"] * 64, t
+        assert isinstance(t["sleeps"], int) and t["sleeps"] >= 1, t
 
 
 def test_lf_fit_rests_on_the_full_cache_bucket(runs: dict[str, Any]) -> None:

@@ -113,6 +113,8 @@ def test_closed_loop_report(client_bin: Path, real_server: tuple[int, Callable[[
     # This server frames 1-byte messages, so a 16-byte echo can come back in up to 16 pieces: at least
     # one wait, and no more than the bytes echoed plus those timeouts.
     assert 0 < rep["notify_calls"] <= rep["messages"] * 16 + 2 * (2 / 0.1 + 1)
+    # A thread sleeps only inside a wait (its sockets do not block): while it waits for echoes, at times.
+    assert isinstance(rep["sleeps"], int) and 0 < rep["sleeps"] <= rep["notify_calls"] + 2
     server = stop()
     # The server also counted warm-up and cool-down, so it saw at least the measured messages.
     assert server["messages"] >= rep["messages"]

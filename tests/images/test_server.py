@@ -163,9 +163,15 @@ def instrumented_run(
             "epoll-lt",
             3,
             {"idle", "lock", "queue_put", "queue_get", "recv", "rearm", "send", "accept"},
-            {"promote"},
+            {"promote", "kick"},
         ),
-        ("hsha", "epoll-et", 3, {"idle", "queue_put", "queue_get", "recv", "send"}, {"rearm", "promote"}),
+        (
+            "hsha",
+            "epoll-et",
+            3,
+            {"idle", "queue_put", "queue_get", "recv", "send"},
+            {"rearm", "promote", "kick"},
+        ),
         (
             "lf",
             "epoll-lt",
@@ -177,9 +183,9 @@ def instrumented_run(
         ("lf", "select", 2, {"idle", "lock", "promote", "rearm"}, {"queue_put"}),
         ("reactor", "poll", 1, {"idle", "recv", "rearm", "send", "accept"}, {"promote", "queue_get"}),
         ("proactor", "poll", 2, {"idle", "queue_put", "queue_get", "recv", "rearm", "send"}, {"promote"}),
-        ("uring", "uring", 2, {"idle"}, {"promote", "rearm", "queue_put", "queue_get", "lock"}),
+        ("uring", "uring", 2, {"idle"}, {"promote", "rearm", "queue_put", "queue_get", "lock", "kick"}),
         ("uring-shared", "uring", 2, {"idle", "queue_put", "queue_get"}, {"promote", "rearm"}),
-        ("tpc", "none", 2, {"recv", "send", "accept"}, {"idle", "rearm", "lock"}),
+        ("tpc", "none", 2, {"recv", "send", "accept"}, {"idle", "rearm", "lock", "kick"}),
         ("multireactor", "epoll-lt", 2, {"idle", "recv", "rearm", "send"}, {"queue_put", "promote"}),
     ],
 )
@@ -213,6 +219,34 @@ def test_instrumentation_reports_the_operations_performed(
         assert [b["events"] for b in by] == sorted(b["events"] for b in by)
     else:
         assert data["events_per_call"]["calls"] == 0
+
+
+@pytest.mark.parametrize("notifier", ["select", "poll"])
+@pytest.mark.parametrize("pattern", ["proactor", "hsha"])
+def test_a_rearm_while_the_dispatcher_waits_kicks_it(run_server: Any, pattern: str, notifier: str) -> None:
+    """select and poll cannot see a descriptor re-armed after their call began: the re-arm writes the
+    notifier's eventfd (a kick, CONTRACTS §1 `kick`). A handler re-arms after each response, while the
+    dispatcher sleeps in its wait for the next request, so a lightly loaded run kicks; each kick is one
+    re-arm's or one add's, and each of a wait's one or two calls drains at most one."""
+    data = instrumented_run(run_server, pattern, notifier, 2)
+    ops = data["ops"]
+    kick = ops["kick"]
+    assert 0 < kick["count"] <= ops["rearm"]["count"] + data["connections_accepted"]
+    assert kick["count"] <= 2 * data["events_per_call"]["calls"] + 1
+    # The kicker's CPU for an eventfd write that wakes a thread: above nothing, below a millisecond.
+    assert 0 < kick["p50_ns"] < 1_000_000
+
+
+@pytest.mark.parametrize(("pattern", "notifier"), [("proactor", "select"), ("lf", "epoll-et"), ("tpc", "none")])
+def test_every_thread_counts_its_sleeps(run_server: Any, pattern: str, notifier: str) -> None:
+    """`sleeps` (voluntary context switches): every thread blocks at least once, waiting for the first
+    request or for the stop (a tpc slot sums its connection threads'), and blocks no more often than it
+    could have been woken: by a message's request, its queue item or lock, or the server's own start
+    and stop."""
+    data = instrumented_run(run_server, pattern, notifier, 2)
+    for t in data["threads_detail"]:
+        assert isinstance(t["sleeps"], int), t
+        assert 1 <= t["sleeps"] <= 8 * data["messages"] + 64, t
 
 
 def test_work_is_spun_for_the_requested_time(run_server: Any) -> None:

@@ -86,6 +86,7 @@ struct worker {
     uint64_t calls;     /* epoll waits begun inside the measure phase */
     double cpu_start_user, cpu_start_sys, cpu_end_user, cpu_end_sys;
     double wait_start, wait_end; /* runnable, waiting for a CPU (thread_wait_s; < 0: unknown) */
+    long sleeps_start, sleeps_end; /* voluntary context switches (thread_sleeps; < 0: unknown) */
     int cpu_started, cpu_ended;
     struct hist lat; /* ns, measure phase only */
 };

@@ -206,6 +206,7 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
     static struct hist lat;
     uint64_t messages = 0, offered = 0, served = 0, calls = 0;
     double user = 0, sys = 0, wait = 0;
+    long sleeps = 0;
     /* Stopped early: the reported seconds only (completions between their end and the stop are out). */
     double duration = run->stopped_early ? (double)run->reported : opt->duration_s;
 
@@ -225,6 +226,10 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
             wait += ws[i].wait_end - ws[i].wait_start;
         else
             wait = -1.0;
+        if (sleeps >= 0 && ws[i].sleeps_start >= 0 && ws[i].sleeps_end >= 0)
+            sleeps += ws[i].sleeps_end - ws[i].sleeps_start;
+        else
+            sleeps = -1;
     }
     fprintf(f, "{\"ok\": true, \"mode\": \"%s\", \"rate\": ", opt->rate > 0 ? "open" : "closed");
     if (opt->rate > 0)
@@ -261,6 +266,10 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
     else
         fputs(", \"wait_s\": null", f);
     fprintf(f, ", \"notify_calls\": %llu", (unsigned long long)calls);
+    if (sleeps >= 0)
+        fprintf(f, ", \"sleeps\": %ld", sleeps);
+    else
+        fputs(", \"sleeps\": null", f);
     fprintf(f, ", \"errors\": 0, \"stopped_early\": %s}\n", run->stopped_early ? "true" : "false");
 }
 

@@ -352,18 +352,29 @@ static int check_stalls(struct worker *w, uint64_t now)
     return 0;
 }
 
+/* The thread's books at the start and at the end of the measure phase. */
+static void books_start(struct worker *w)
+{
+    thread_cpu_times(&w->cpu_start_user, &w->cpu_start_sys);
+    w->wait_start = thread_wait_s();
+    w->sleeps_start = thread_sleeps();
+    w->cpu_started = 1;
+}
+
+static void books_end(struct worker *w)
+{
+    thread_cpu_times(&w->cpu_end_user, &w->cpu_end_sys);
+    w->wait_end = thread_wait_s();
+    w->sleeps_end = thread_sleeps();
+    w->cpu_ended = 1;
+}
+
 static void note_phase(struct worker *w, uint64_t now)
 {
-    if (!w->cpu_started && now >= w->run->warm_end) {
-        thread_cpu_times(&w->cpu_start_user, &w->cpu_start_sys);
-        w->wait_start = thread_wait_s();
-        w->cpu_started = 1;
-    }
-    if (!w->cpu_ended && now >= w->run->meas_end) {
-        thread_cpu_times(&w->cpu_end_user, &w->cpu_end_sys);
-        w->wait_end = thread_wait_s();
-        w->cpu_ended = 1;
-    }
+    if (!w->cpu_started && now >= w->run->warm_end)
+        books_start(w);
+    if (!w->cpu_ended && now >= w->run->meas_end)
+        books_end(w);
 }
 
 /* Sleeps in epoll until the deadline with ns resolution where the kernel has
@@ -484,13 +495,9 @@ void *worker_main(void *arg)
             count_unstarted(w);
     }
     /* A run cut short still closes its books: the report is not written on failure anyway. */
-    if (!w->cpu_started) {
-        thread_cpu_times(&w->cpu_start_user, &w->cpu_start_sys);
-        w->wait_start = thread_wait_s();
-    }
-    if (!w->cpu_ended) {
-        thread_cpu_times(&w->cpu_end_user, &w->cpu_end_sys);
-        w->wait_end = thread_wait_s();
-    }
+    if (!w->cpu_started)
+        books_start(w);
+    if (!w->cpu_ended)
+        books_end(w);
     return NULL;
 }

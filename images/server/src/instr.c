@@ -2,14 +2,35 @@
 #include "instr.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 _Thread_local struct tstat *instr_ts;
 
 const char *const op_names[OP_COUNT] = {
     [OP_NOTIFY] = "notify", [OP_LOCK] = "lock",   [OP_QUEUE_PUT] = "queue_put", [OP_QUEUE_GET] = "queue_get",
     [OP_PROMOTE] = "promote", [OP_RECV] = "recv", [OP_REARM] = "rearm",         [OP_WORK] = "work",
-    [OP_SEND] = "send",     [OP_ACCEPT] = "accept", [OP_IDLE] = "idle",
+    [OP_SEND] = "send",     [OP_ACCEPT] = "accept", [OP_IDLE] = "idle",           [OP_KICK] = "kick",
 };
+
+/* The calling thread's CPU time: a syscall (no vDSO for this clock), so read
+ * only around a kick, at most once per notifier call. */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+void instr_kick(int efd)
+{
+    if (!instr_on()) {
+        efd_kick(efd);
+        return;
+    }
+    uint64_t c0 = thread_cpu_ns();
+    efd_kick(efd);
+    hist_add(&instr_ts->in->ops[OP_KICK], thread_cpu_ns() - c0);
+}
 
 struct tinstr *tinstr_new(void)
 {
@@ -43,8 +64,16 @@ void tstat_merge(struct tstat *dst, const struct tstat *src)
     dst->user_s += src->user_s;
     dst->sys_s += src->sys_s;
     dst->wait_s = dst->wait_s < 0 || src->wait_s < 0 ? -1.0 : dst->wait_s + src->wait_s;
+    dst->sleeps = dst->sleeps < 0 || src->sleeps < 0 ? -1 : dst->sleeps + src->sleeps;
     if (dst->in != NULL && src->in != NULL)
         tinstr_merge(dst->in, src->in);
+}
+
+void tstat_close(struct tstat *ts)
+{
+    thread_cpu_times(&ts->user_s, &ts->sys_s);
+    ts->wait_s = thread_wait_s();
+    ts->sleeps = thread_sleeps();
 }
 
 void instr_wait_events(int nevents)

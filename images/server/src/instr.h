@@ -33,6 +33,7 @@ enum op {
     OP_SEND,
     OP_ACCEPT,
     OP_IDLE,
+    OP_KICK,
     OP_COUNT
 };
 
@@ -54,6 +55,7 @@ struct tstat {
     uint64_t closed;
     double user_s, sys_s;
     double wait_s;     /* runnable but waiting for a CPU (schedstat run_delay); < 0: unknown */
+    long sleeps;       /* voluntary context switches (it blocked and was woken); < 0: unknown */
     struct tinstr *in; /* NULL without --instrument */
 };
 
@@ -112,9 +114,17 @@ static inline void lock_timed(pthread_mutex_t *m)
     instr_end(OP_LOCK, t0);
 }
 
+/* The notifiers' kick hook (struct notifier_env): writes a blocked waiter's
+ * eventfd, timed as the `kick` operation in the kicker's CPU time, not wall
+ * time: on a shared core the woken waiter may preempt the kicker inside the
+ * write, and wall time would count the waiter's run (CONTRACTS.md §1). */
+void instr_kick(int efd);
+
 struct tinstr *tinstr_new(void); /* NULL when out of memory */
 void tinstr_merge(struct tinstr *dst, const struct tinstr *src);
 void tstat_merge(struct tstat *dst, const struct tstat *src);
+/* At the end of the calling thread: its CPU times, wait for a CPU and sleeps into ts. */
+void tstat_close(struct tstat *ts);
 
 /* One wait for events: every demultiplexing loop waits through here so the notify timings of all
  * patterns measure the same thing. A failing wait is fatal.  Uninstrumented: one blocking call.

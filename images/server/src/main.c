@@ -25,8 +25,7 @@ static void *thread_main(void *arg)
     if (t->cpu >= 0 && pin_self_to_cpu(t->cpu) < 0)
         die("cannot pin thread %d to CPU %d: %s", t->index, t->cpu, strerror(errno));
     t->fn(t->arg);
-    thread_cpu_times(&t->st.user_s, &t->st.sys_s);
-    t->st.wait_s = thread_wait_s();
+    tstat_close(&t->st);
     return NULL;
 }
 
@@ -165,6 +164,10 @@ static void print_exit(struct server *s, double elapsed, const char *extra)
                 printf(", \"wait_s\": %.6f", t->st.wait_s);
             else
                 printf(", \"wait_s\": null");
+            if (t->st.sleeps >= 0)
+                printf(", \"sleeps\": %ld", t->st.sleeps);
+            else
+                printf(", \"sleeps\": null");
         }
         putchar('}');
     }

@@ -4,8 +4,9 @@
  * A back-end includes this header (and efd.h) and nothing of the server: no
  * configuration, no connection table, no statistics, no stop flag.  What it
  * needs from its user comes in through struct notifier_env when it is created
- * (the descriptor range, and a hook that takes its interest-set lock, which
- * the server times as the `lock` operation), the way redis' ae_epoll.c sees
+ * (the descriptor range, a hook that takes its interest-set lock, which the
+ * server times as the `lock` operation, and one that writes a blocked
+ * waiter's eventfd, timed as `kick`), the way redis' ae_epoll.c sees
  * only ae.h and the event loop it is handed.  tests/images/test_notifier_contract.py
  * compiles every back-end against this header alone and checks what its object
  * needs from outside; images/bench/notify_scale.c links the back-ends with no
@@ -28,12 +29,16 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "efd.h"
+
 #define MAX_EVENTS 64 /* descriptors taken from one notifier call */
 
 /* What the creator lends a back-end. */
 struct notifier_env {
     int maxfd;                        /* descriptors are below this */
     void (*lock)(pthread_mutex_t *m); /* takes the interest-set lock; NULL: pthread_mutex_lock */
+    void (*kick)(int efd);            /* wakes a blocked waiter to see a change (select, poll: an add or
+                                       * a rearm while it waits); NULL: efd_kick */
 };
 
 struct notifier_ops;
@@ -42,6 +47,7 @@ struct notifier_ops;
 struct notifier {
     const struct notifier_ops *ops;
     void (*lock)(pthread_mutex_t *m);
+    void (*kick)(int efd);
 };
 
 struct notifier_ops {
@@ -66,12 +72,20 @@ static inline void notifier_init(struct notifier *n, const struct notifier_ops *
 {
     n->ops = ops;
     n->lock = env->lock != NULL ? env->lock : notifier_plain_lock;
+    n->kick = env->kick != NULL ? env->kick : efd_kick;
 }
 
 /* The interest-set lock, through the creator's hook. */
 static inline void notifier_lock(struct notifier *n, pthread_mutex_t *m)
 {
     n->lock(m);
+}
+
+/* The kick of a waiter blocked in wait() after a change to the interest set, through the creator's hook
+ * (not wake(): a stop is no change). */
+static inline void notifier_kick(struct notifier *n, int efd)
+{
+    n->kick(efd);
 }
 
 extern const struct notifier_ops notifier_select, notifier_poll, notifier_epoll_lt, notifier_epoll_et,

@@ -64,7 +64,7 @@ static void pol_destroy(struct notifier *b)
 static void kick_locked(struct pol *n)
 {
     if (n->waiting && !n->kicked) {
-        efd_kick(n->set[0].fd);
+        notifier_kick(&n->base, n->set[0].fd);
         n->kicked = true;
     }
 }

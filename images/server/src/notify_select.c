@@ -53,7 +53,7 @@ static void sel_destroy(struct notifier *b)
 static void kick_locked(struct sel *n)
 {
     if (n->waiting && !n->kicked) {
-        efd_kick(n->efd);
+        notifier_kick(&n->base, n->efd);
         n->kicked = true;
     }
 }

@@ -58,10 +58,11 @@ int spawn(struct server *s, const char *role, void *(*fn)(void *), void *arg);
 struct thr *thr_reserve(struct server *s, const char *role);
 
 /* A notifier of the configured kind, sized for the connection table, whose
- * interest-set lock is timed as `lock`; NULL on failure. */
+ * interest-set lock is timed as `lock` and whose kicks as `kick`; NULL on
+ * failure. */
 static inline struct notifier *server_notifier(struct server *s)
 {
-    struct notifier_env env = {.maxfd = s->ct.nslots, .lock = lock_timed};
+    struct notifier_env env = {.maxfd = s->ct.nslots, .lock = lock_timed, .kick = instr_kick};
     return s->cfg.nops->create(&env);
 }
 

@@ -73,8 +73,7 @@ static void *conn_thread(void *arg)
     live_unlink(ct);
     pthread_mutex_unlock(&T.mu);
     conn_close(&s->ct, ct->c);
-    thread_cpu_times(&ct->st.user_s, &ct->st.sys_s);
-    ct->st.wait_s = thread_wait_s();
+    tstat_close(&ct->st);
     pthread_mutex_lock(&T.mu);
     ct->done_next = T.done;
     T.done = ct;
