@@ -47,11 +47,34 @@ def test_calibration_recovers_known_rates(pattern: str) -> None:
     assert rates.r_t == paper_rates(pattern).r_t  # r_t is the cache access, not 'promote'
     assert rates.speed == pytest.approx(1.0)
     assert rates.r_x == INSTANT_RATE  # no untimed CPU
+    assert rates.r_k == INSTANT_RATE and rates.source["r_k"].startswith("instant:")  # epoll: no kick
     # No untimed CPU, no per-call cost (alpha_us=0): instant, not a measured 1 ns (the model page draws no
     # bar for an instant source).
     for rate in ("r_x", "r_n") if pattern != "tpc" else ("r_x",):  # tpc calls no notifier
         why = rates.source[rate]
         assert rate not in INSTANT.get(pattern, {}) and why.startswith("instant:") and why.endswith("≤ 1 ns")
+
+
+@pytest.mark.parametrize("pattern", ["hsha", "proactor"])
+def test_a_rearms_kick_is_fitted_per_kick_from_its_cpu(pattern: str) -> None:
+    """Over select the handler's re-arms kicked the dispatcher 0.25 times per message at 2 µs of the
+    handler's CPU each (``ops.kick``, CONTRACTS §1): r_k is 1/2 µs per kick (not per message), and the
+    kick's CPU is not taken for untimed CPU (r_x stays what the runs had: none)."""
+    res = server_json(pattern, 2.0, notifier="select")
+    messages = res["messages"]
+    kicks = messages // 4
+    res["ops"]["kick"] = op(2000.0, kicks)
+    handler = res["threads_detail"][-1]
+    handler["cpu_s"]["user"] += kicks * 2.0 / 1e6
+    rates = calibrate([res], pattern)
+    assert 1 / rates.r_k == pytest.approx(2.0, rel=1e-6)
+    assert rates.source["r_k"] == "op:kick cpu/kick (0.25 per message)"
+    assert rates.r_x == INSTANT_RATE
+    assert 1 / rates.r_a == pytest.approx(TRUE_US["rearm"], rel=1e-6)
+    # The same runs from a server before the kick's timing: no kicks in the chain, their CPU untimed.
+    del res["ops"]["kick"]
+    old = calibrate([res], pattern)
+    assert old.r_k == INSTANT_RATE and 1 / old.r_x == pytest.approx(0.5, rel=1e-6)
 
 
 @pytest.mark.parametrize("pattern", ["lf", "hsha", "uring"])

@@ -109,7 +109,8 @@ def _instance(
         cores = threads - 1
     host = Host(cores=cores)
     if full:
-        rates = replace(rates, r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0)
+        # r_k: HSHA's and the proactor's re-arms kick their waiting dispatcher (the others have no kick).
+        rates = replace(rates, r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0, r_k=1 / 2.0)
         host = Host(cores=cores, client_threads=1)
     if name in SCHEDULED_CHAINS:
         rates = replace(rates, r_w=1 / 3.0)
@@ -129,6 +130,8 @@ def _invariants(name: str, x: np.ndarray, start: np.ndarray, cores: float | None
         assert cores is not None and held <= cores, (held, cores)
     for group in CONSERVED[name]:
         assert sum(v[s] for s in group) == sum(v0[s] for s in group), group
+    if "k" in v:
+        assert v["k"] in (0.0, 1.0)  # a kick is pending or not: the eventfd is written once per call
     if name.startswith("hsha"):
         # the epoll lock is held by exactly the monitor in m2/m3 or one worker in t6/t7
         assert v["s2"] == v["m2"] + v["m3"] + v["t6"] + v["t7"] <= 1
@@ -348,3 +351,63 @@ def test_the_client_pays_omega_only_when_its_request_wakes_the_dispatcher(patter
         busy[sp.index("m1")], busy[sp.index("m2")] = 0.0, 1.0
         a = st_.rates(busy, m.r)
         assert a[wake] == 0.0 and a[client] == pytest.approx(1 / 4.0)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "rearm", "holder", "after"),
+    [("hsha", "phi12", "t6", "t7"), ("proactor", "rearm", "t7", "t8")],
+)
+def test_a_rearm_kicks_only_a_dispatcher_in_its_call_and_once(
+    pattern: str, rearm: str, holder: str, after: str
+) -> None:
+    """A re-arm made while the dispatcher sleeps in its select/poll call (m1, nothing ready) costs the
+    handler κ = 1/r_k more and leaves a kick pending (k = 1); with a kick pending, the dispatcher woken by a
+    request, or past its call, it is the plain re-arm. The kick wakes the dispatcher (its call's α, not
+    the client's ω), and a kicked call that finds nothing ready calls again (``empty``). With r_k not
+    measured the kick never fires."""
+    rates = replace(paper_rates(pattern), r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0, r_v=1 / 8.0, r_a=1 / 0.5)
+    kicking = replace(rates, r_k=1 / 2.0)
+    host = Host(client_threads=1)
+    m = build(pattern, 2, 0.0, 2, kicking, host=host)
+    st_, sp = m.structure, m.structure.species
+    idx = {
+        name: st_.transition_index(name) for name in (rearm, f"{rearm}_kick", "alpha", "empty", "client_wake")
+    }
+    x = m.initial.copy()
+    # the dispatcher asleep in m1 (nothing ready), the handler re-arming holding the notifier lock
+    x[sp.index("c1")], x[sp.index("c0")] = 0.0, 1.0
+    x[sp.index("c3" if pattern == "proactor" else "c4")] = 1.0
+    first = "t1"
+    x[sp.index(first)] -= 1.0
+    x[sp.index(holder)] = 1.0
+    x[sp.index("s1")], x[sp.index("s2")] = 0.0, 1.0
+    a = st_.rates(x, m.r)
+    assert a[idx[rearm]] == 0.0
+    assert a[idx[f"{rearm}_kick"]] == pytest.approx(1 / (0.5 + 2.0))
+    assert a[idx["alpha"]] == 0.0 and a[idx["client_wake"]] > 0.0  # asleep: a request would wake it
+    kicked = x + st_.delta(idx[f"{rearm}_kick"], x)
+    assert kicked[sp.index("k")] == 1.0 and kicked[sp.index(after)] == 1.0
+    a = st_.rates(kicked, m.r)
+    assert a[idx[f"{rearm}_kick"]] == 0.0  # at most one kick per call
+    assert a[idx["alpha"]] == pytest.approx(1 / 0.7) and a[idx["client_wake"]] == 0.0  # awake: no ω
+    # its call drains the kick; finding nothing ready (and the lock free) it calls again
+    called = kicked + st_.delta(idx["alpha"], kicked)
+    assert called[sp.index("k")] == 0.0 and called[sp.index("m0")] == 1.0
+    assert st_.rates(called, m.r)[idx["empty"]] == 0.0  # the handler still holds the notifier's lock
+    called[sp.index(after)], called[sp.index(first)] = 0.0, 1.0  # … and has let it go
+    called[sp.index("s1")], called[sp.index("s2")] = 1.0, 0.0
+    assert st_.rates(called, m.r)[idx["empty"]] > 0.0
+    again = called + st_.delta(idx["empty"], called)
+    assert again[sp.index("m1")] == 1.0 and again[sp.index("m0")] == 0.0
+    # the dispatcher past its call (m2), or woken by a request (c1 > 0): nothing to kick
+    busy = x.copy()
+    busy[sp.index("m1")], busy[sp.index("m2")] = 0.0, 1.0
+    woken = x.copy()
+    woken[sp.index("c1")], woken[sp.index("c0")] = 1.0, 0.0
+    for y in (busy, woken):
+        a = st_.rates(y, m.r)
+        assert a[idx[f"{rearm}_kick"]] == 0.0 and a[idx[rearm]] == pytest.approx(2.0)
+    # r_k not measured: the plain re-arm, always
+    plain = build(pattern, 2, 0.0, 2, rates, host=host)
+    a = st_.rates(x, plain.r)
+    assert a[idx[f"{rearm}_kick"]] == 0.0 and a[idx[rearm]] == pytest.approx(2.0)

@@ -237,7 +237,9 @@ def test_a_rearm_while_the_dispatcher_waits_kicks_it(run_server: Any, pattern: s
     assert 0 < kick["p50_ns"] < 1_000_000
 
 
-@pytest.mark.parametrize(("pattern", "notifier"), [("proactor", "select"), ("lf", "epoll-et"), ("tpc", "none")])
+@pytest.mark.parametrize(
+    ("pattern", "notifier"), [("proactor", "select"), ("lf", "epoll-et"), ("tpc", "none")]
+)
 def test_every_thread_counts_its_sleeps(run_server: Any, pattern: str, notifier: str) -> None:
     """`sleeps` (voluntary context switches): every thread blocks at least once, waiting for the first
     request or for the stop (a tpc slot sums its connection threads'), and blocks no more often than it

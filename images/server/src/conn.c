@@ -215,8 +215,9 @@ static int arm_call(struct conn *c, struct notifier *nt, int (*op)(struct notifi
 void conn_rearm(struct conn_table *t, struct notifier *nt, struct conn *c)
 {
     uint64_t t0 = instr_start();
+    uint64_t kicks0 = instr_kick_wall();
     int rc = arm_call(c, nt, nt->ops->rearm);
-    instr_end(OP_REARM, t0);
+    instr_end_less(OP_REARM, t0, kicks0); /* its kick, if any, is `kick` */
     if (rc < 0)
         conn_close(t, c); /* not armed: still ours */
 }

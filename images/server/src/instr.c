@@ -27,9 +27,11 @@ void instr_kick(int efd)
         efd_kick(efd);
         return;
     }
+    uint64_t w0 = now_ns();
     uint64_t c0 = thread_cpu_ns();
     efd_kick(efd);
     hist_add(&instr_ts->in->ops[OP_KICK], thread_cpu_ns() - c0);
+    instr_ts->in->kick_wall_ns += now_ns() - w0;
 }
 
 struct tinstr *tinstr_new(void)

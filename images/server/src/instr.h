@@ -47,6 +47,7 @@ struct tinstr {
     uint64_t events_max;
     uint64_t by_events_n[MAX_EVENTS + 1]; /* index = events returned (exact: a call returns at most MAX_EVENTS) */
     uint64_t by_events_ns[MAX_EVENTS + 1];
+    uint64_t kick_wall_ns; /* wall time inside this thread's kicks so far: kept out of its `rearm` */
 };
 
 struct tstat {
@@ -84,6 +85,19 @@ static inline void instr_end(enum op op, uint64_t t0)
         hist_add(&instr_ts->in->ops[op], now_ns() - t0);
 }
 
+/* The wall time this thread has spent in kicks (instr_kick), for an operation that may kick: its own time
+ * is from instr_start() to now less what the kicks took since (instr_end_less). */
+static inline uint64_t instr_kick_wall(void)
+{
+    return instr_ts->in ? instr_ts->in->kick_wall_ns : 0;
+}
+
+static inline void instr_end_less(enum op op, uint64_t t0, uint64_t kick_wall0)
+{
+    if (instr_ts->in)
+        hist_add(&instr_ts->in->ops[op], now_ns() - t0 - (instr_ts->in->kick_wall_ns - kick_wall0));
+}
+
 /* A notifier call that returned nevents descriptors without blocking: its
  * service time, bucketed by the count. */
 void instr_notify(uint64_t t0, int nevents);
@@ -117,7 +131,8 @@ static inline void lock_timed(pthread_mutex_t *m)
 /* The notifiers' kick hook (struct notifier_env): writes a blocked waiter's
  * eventfd, timed as the `kick` operation in the kicker's CPU time, not wall
  * time: on a shared core the woken waiter may preempt the kicker inside the
- * write, and wall time would count the waiter's run (CONTRACTS.md §1). */
+ * write, and wall time would count the waiter's run (CONTRACTS.md §1).  Its
+ * wall time is kept out of the `rearm` that kicked (instr_end_less). */
 void instr_kick(int efd);
 
 struct tinstr *tinstr_new(void); /* NULL when out of memory */

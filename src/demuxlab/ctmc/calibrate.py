@@ -31,7 +31,11 @@ r_p    ``queue_put`` / message                       HSHA, proactor, uring-share
 r_g    ``queue_get`` / message                       HSHA, proactor, uring-shared
 r_i    ``recv`` / message                            two calls per message under epoll-et (EAGAIN)
 r_o    ``send`` / message                            a large message takes several calls
-r_a    ``rearm`` / message                           epoll-et never re-arms: instant
+r_a    ``rearm`` / message                           epoll-et never re-arms: instant (a kick's wall
+                                                     time is not in ``rearm``)
+r_k    ``kick`` / kick (the kicker's CPU)            select, poll (HSHA, proactor): the re-arm's kick
+                                                     of a dispatcher asleep in its call; runs without
+                                                     a ``kick``: instant, no kicks in the chain
 r_e    ``notify_by_events``                          slope τ of call time against descriptors; then
                                                      per the chain's descriptors per message
 r_n    ``notify_by_events`` + overhead per call      intercept α (≥ 0); a dispatching role's α is its
@@ -124,6 +128,7 @@ WAKE_REL_CI = 0.05  # the SSA's CI for the chain's wake-ups in those rounds…
 WAKE_MAX_EVENTS = 5_000_000  # …and its cap (a chain whose dispatcher never sleeps has no wake-up to count)
 WAKE = CLIENT_WAKE  # the transition of a chain whose client can wake its dispatcher (parts.py)
 SPIN_FLOOR = 0.02  # a handling role's CPU beyond its spin below this × the spin: see calibrate()
+KICK_RATE = "r_k"  # fitted per kick (ops.kick), not per message as the other operations' rates
 
 
 class CalibrationRefused(DemuxlabError):
@@ -155,7 +160,7 @@ ROLES: dict[str, tuple[Role, ...]] = {
         Role(("monitor",), (("queue_put", "r_p"),), True, "r_n", False),
         Role(
             ("worker",),
-            (("queue_get", "r_g"), ("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a")),
+            (("queue_get", "r_g"), ("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a"), ("kick", "r_k")),
             False,
             "r_x",
             True,
@@ -163,7 +168,13 @@ ROLES: dict[str, tuple[Role, ...]] = {
     ),
     "proactor": (
         Role(("demultiplexer",), (("recv", "r_i"), ("queue_put", "r_p")), True, "r_n", False),
-        Role(("handler",), (("queue_get", "r_g"), ("send", "r_o"), ("rearm", "r_a")), False, "r_x", True),
+        Role(
+            ("handler",),
+            (("queue_get", "r_g"), ("send", "r_o"), ("rearm", "r_a"), ("kick", "r_k")),
+            False,
+            "r_x",
+            True,
+        ),
     ),
     "tpc": (Role(("connection",), (("send", "r_o"),), False, "r_x", True),),
     "uring": (Role(("proactor",), (), True, "r_x", True),),
@@ -366,6 +377,13 @@ def _fit(
         walls, scale, overhead = d.walls, d.scale, d.overhead
         for rate, wall in walls.items():
             op = dict((b, a) for a, b in role.ops)[rate]
+            if rate == KICK_RATE:
+                # Per kick, not per message: the chain kicks as often as its own dispatcher waits.
+                kicks = _kicks(server_results)
+                per_kick = wall * scale * d.messages / kicks
+                values[rate] = 1.0 / max(per_kick, 1e-6)
+                source[rate] = f"op:kick cpu/kick ({kicks / d.messages:.3g} per message)" + _scaled(scale)
+                continue
             measured_us[rate] = wall
             values[rate] = 1.0 / max(wall * scale, 1e-6)
             source[rate] = f"op:{op}/message" + _scaled(scale)
@@ -825,6 +843,12 @@ def _demand(
     for op, rate in role.ops:
         if rate in INSTANT.get(pattern, {}) or (rate == "r_a" and notifier in NO_REARM_NOTIFIERS):
             continue
+        if rate == KICK_RATE:
+            # Only select and poll kick, and only servers since the `kick` timing say so: without a kick in
+            # any run the chain does not kick (r_k instant) and a kick's CPU, if any, is untimed (r_x).
+            if _kicks(results) > 0:
+                walls[rate] = sum(_op_total_ns(n, r, op, required=False) for n, r in runs) / msgs / 1000
+            continue
         walls[rate] = sum(_op_total_ns(n, r, op) for n, r in runs) / msgs / 1000
     notify_per_msg = 0.0
     if role.notifies:
@@ -973,6 +997,15 @@ def _op_total_ns(name: str, res: dict[str, Any], op: str, required: bool = True)
             raise DemuxlabError(f"calibrate: {name}: ops.{op} has neither total_ns nor mean_ns")
         total = float(mean) * count
     return float(total)
+
+
+def _kicks(results: Sequence[dict[str, Any]]) -> int:
+    """The re-arms' kicks of a waiting dispatcher over the runs (``ops.kick.count``; 0 where none)."""
+    got = 0
+    for res in results:
+        count = (res["ops"].get("kick") or {}).get("count")
+        got += count if isinstance(count, int) and count > 0 else 0
+    return got
 
 
 def _lock_median_us(results: Sequence[dict[str, Any]]) -> float | None:

@@ -77,9 +77,10 @@ RATE_NAMES: tuple[str, ...] = (
     "load",  # runnable threads besides the chain's own on those cores (e.g. a multireactor's others)
     "r_w",  # a woken thread's preemption of a busy core, per µs, per other runnable thread (sched.py)
     "r_v",  # the client's CPU to wake a dispatcher asleep in its notifier (1/ω; per client server)
+    "r_k",  # a re-arm's kick of the dispatcher waiting in select/poll (1/κ, the kicker's CPU); 0: no kicks
 )
 RL, RP, RG, RT, RI, RO, RA, RE, RC = range(9)
-RN, RX, RZ, KZ, CORES, LOAD, RW, RV = range(9, 17)
+RN, RX, RZ, KZ, CORES, LOAD, RW, RV, RK = range(9, 18)
 # The most descriptors (io_uring: completions) one notifier call returns: the server's MAX_EVENTS.
 CACHE_SIZE = 64.0
 

@@ -37,7 +37,10 @@ lock epoll_ctl takes to hand the ready list over, not while epoll_wait sleeps or
 lock a monitor that calls all the time kept the workers' re-arms waiting), each worker spends 1/r_x
 more per message (CPU its timed operations do not cover), and a response goes to the client (c0), which
 sends the next request after 1/r_z (k_z messages at once) instead of at once; a request that finds the
-monitor asleep in its call (m1, c1 = 0) wakes it, and costs the client ω = 1/r_v more (``client_wake``).
+monitor asleep in its call (m1, c1 = 0) wakes it, and costs the client ω = 1/r_v more (``client_wake``);
+over select and poll a worker's re-arm that finds the monitor asleep in its call kicks it (``phi12_kick``:
+κ = 1/r_k more for the worker, a kick pending, k; the monitor wakes and calls again, ``empty`` where that
+call finds nothing ready; parts.kicking_steps, docs/ctmc.md "The re-arm's kick").
 
 :data:`SCHEDULED` is :data:`FULL` on fewer cores than threads with the scheduler's wake-up measured (r_w):
 run to block (sched.py), its roles the monitor and the workers (:data:`ROLES`).
@@ -59,16 +62,19 @@ from demuxlab.ctmc.engine import (
     H,
     ModelStructure,
     Pool,
+    absent,
     mass,
     present,
     total,
 )
 from demuxlab.ctmc.parts import (
+    KICK,
     SERVER,
     awake,
     calibrated,
     contended,
     free,
+    kicking_steps,
     one_per_item,
     paired,
     paper_notifier,
@@ -186,8 +192,8 @@ STRUCTURE = ModelStructure(
 
 # -- the calibrated chain --------------------------------------------------------------------------------
 
-FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t10", "m0")
-C0, T10, M0 = 25, 26, 27
+FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t10", "m0", KICK)
+C0, T10, M0, K = 25, 26, 27, 28
 
 # The epoll lock's competitors in the calibrated chain: the monitor back from its call's per-call part
 # (m0), workers in t5.
@@ -208,13 +214,20 @@ def full_jump1(x: FloatArray, d: FloatArray) -> None:
 def alpha_jump(x: FloatArray, d: FloatArray) -> None:
     d[M1] = -1.0
     d[M0] = 1.0
+    d[K] = -x[K]  # the call drains a pending kick
 
+
+# A worker's re-arm while the monitor sleeps in its call (m1, nothing ready, no kick pending) kicks it over
+# select and poll (parts.kicking_steps; r_k = 0: never).
+phi12, phi12_kick = kicking_steps(
+    FULL_SPECIES, "phi12", "worker reactivates the descriptor", RA, (T6, S2), {"t6": -1, "t7": 1}, M1, C1
+)
 
 FULL = calibrated(
     STRUCTURE,
     "hsha-full",
     FULL_SPECIES,
-    total(*RUNNABLE, T10, awake(M1, C1)),
+    total(*RUNNABLE, T10, awake(M1, C1, K)),
     changed=(
         # The call's per-call part first (the monitor woken; α = 1/r_n), holding no lock, then the epoll
         # lock for the h = x_{c,2} descriptors it returns (h/r_e, φ2 as printed): the kernel takes the
@@ -237,11 +250,19 @@ FULL = calibrated(
             paired(RO, C4, T9),
             {"c4": -1, "c0": 1, "t9": -1, "t10": 1},
         ),
+        phi12,
     ),
     added=(
         step("overhead", "worker's untimed CPU per message", mass(RX, T10), {"t10": -1, "t1": 1}),
-        *waking_client_steps(FULL_SPECIES, "c1", M1, C1),
-        step("alpha", "monitor's call, its per-call part (α)", mass(RN, M1) * present(C1), alpha_jump),
+        *waking_client_steps(FULL_SPECIES, "c1", M1, (C1, K)),
+        step("alpha", "monitor's call, its per-call part (α)", mass(RN, M1) * present(C1, K), alpha_jump),
+        phi12_kick,
+        step(
+            "empty",
+            "the kicked call found nothing ready: the monitor calls again",
+            mass(RL, M0, S1) * absent(C1),
+            {"m0": -1, "m1": 1},
+        ),
     ),
     calls="alpha",  # once per call, as φ2; it is the step that charges α
 )
@@ -256,13 +277,25 @@ FULL = calibrated(
 ROLES: tuple[Role, ...] = (
     Role(
         "monitor",
-        total(awake(M1, C1), waiting_for(M0, S1), M2, M3, waiting_for(M4, B1), M5, M6),
-        ("alpha", "phi1", "phi2", "phi3", "phi4", "phi5", "phi6"),
+        total(awake(M1, C1, K), waiting_for(M0, S1), M2, M3, waiting_for(M4, B1), M5, M6),
+        ("alpha", "empty", "phi1", "phi2", "phi3", "phi4", "phi5", "phi6"),
     ),
     Role(
         "worker",
         total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, waiting_for(T5, S1), T6, T7, T8, T9, T10),
-        ("phi7", "phi8", "phi9", "phi10", "phi11", "phi12", "phi13", "phi14", "phi15", "overhead"),
+        (
+            "phi7",
+            "phi8",
+            "phi9",
+            "phi10",
+            "phi11",
+            "phi12",
+            "phi12_kick",
+            "phi13",
+            "phi14",
+            "phi15",
+            "overhead",
+        ),
     ),
 )
 SCHEDULED = scheduled(FULL, ROLES)

@@ -2,7 +2,7 @@
 writes HSHA, of which it is a variant: the demultiplexer does the receive itself and queues "read
 completed" messages; T − 1 handlers work, send and re-arm.
 
-State (27 populations): connections c0 (the client has it), c1 (ready), c2 (frozen batch of the pending
+State (28 populations): connections c0 (the client has it), c1 (ready), c2 (frozen batch of the pending
 notifier call, then cached), c3 (read completed: queued or with a handler); demultiplexer m1 (in its
 notifier call's per-call part once a connection is ready: woken, holding no lock), m0 (acquires the
 notifier lock, freezing the ready list), m2 (the call returns the batch), m3 (releases the notifier lock),
@@ -10,12 +10,15 @@ m4 (receives one cached message), m5 (acquires the queue lock), m6 (puts it), m7
 queue places q1 (empty) q2 (busy); handlers t1 (idle: waiting for the queue), t2 (get, holding the queue
 lock), t3 (releases the queue lock), t4 (work), t5 (send), t6 (acquire the notifier lock), t7 (re-arm),
 t8 (release it), t9 (the per-message CPU the timed operations do not cover); the notifier lock s1 (free)
-s2 (busy); the queue lock b1 (free) b2 (busy). Initial state: c1 = q1 = connections, m1 = 1, t1 = T − 1,
-s1 = b1 = 1. Throughput = E[φ_send].
+s2 (busy); the queue lock b1 (free) b2 (busy); k, a kick pending (select, poll: a re-arm wrote the
+eventfd of the demultiplexer asleep in its call, which then calls again). Initial state: c1 = q1 =
+connections, m1 = 1, t1 = T − 1, s1 = b1 = 1. Throughput = E[φ_send].
 
 The notifier lock is seed 001's epoll lock (§II: epoll_wait and epoll_ctl share it); for select and poll it
-is the interest-set lock the re-arm takes, and the notifier call's per-call cost α carries the wake-up of
-a monitor blocked in it (a re-arm kicks its eventfd). The per-call part holds no lock (the kernel takes
+is the interest-set lock the re-arm takes, and a re-arm made while the demultiplexer sleeps in its call
+kicks its eventfd (``rearm_kick``: the handler pays κ = 1/r_k, fitted from the server's ``kick``; the
+demultiplexer wakes and calls again, ``empty`` where its call then finds nothing ready; docs/ctmc.md, "The
+re-arm's kick"). The per-call part holds no lock (the kernel takes
 epoll's lock, the one epoll_ctl takes, to hand the ready list over, not while epoll_wait sleeps or wakes;
 the server's select and poll take theirs to copy the set and to read the result, not for the wait), the
 descriptors' part (c2/r_e) holds it. epoll-et has no re-arm: r_a is instant.
@@ -23,7 +26,8 @@ descriptors' part (c2/r_e) holds it. epoll-et has no re-arm: r_a is instant.
 ===========  ========================================================  ============================
 name         rate                                                      fitted from
 ===========  ========================================================  ============================
-alpha        r_n · m1 · H(c1)                 m1 → m0                  demux CPU per call (α)
+alpha        r_n · m1 · H(c1 + k)             m1 → m0, k → 0           demux CPU per call (α)
+empty        r_l · m0 · s1 · (1 − H(c1))      m0 → m1                  lock (kicked, nothing ready)
 lock_wait    r_l·m0·s1·H(c1) / (m0 + t6) · H(m0 + t6)  (freezes h)     lock (median)
 notify       r_e / c2 · m2 · s2 · H(c2)                                notify_by_events (τ)
 unlock_n     r_l · m3 · s2                                             lock
@@ -37,15 +41,17 @@ get_unlock   r_l · t3 · b2                                             lock
 work         r_c · t4                                                  input: 1/work
 send         r_o · t5                         c3 → c0                  send / message
 rearm_lock   r_l·t6·s1 / (m0 + t6) · H(m0 + t6)                        lock
-rearm        r_a · t7 · s2                                             rearm
+rearm        r_a · t7 · s2 · (1 − K)                                   rearm (without its kick)
+rearm_kick   (1/r_a + 1/r_k)⁻¹ · t7 · s2 · K  → k = 1                  kick (kicker's CPU / kick)
 rearm_un     r_l · t8 · s2                                             lock
 overhead     r_x · t9                         t9 → t1                  handler CPU − timed ops
-client       r_z · min(c0,k_z) · (1 − m1·(1 − H(c1)))   c0 → c1        client CPU
-client_wake  (1/r_z+1/r_v)⁻¹ · min(c0,k_z) · m1·(1 − H(c1))    c0 → c1  wake-cost (ω = 1/r_v)
+client       r_z · min(c0,k_z) · (1 − m1·(1 − H(c1 + k)))   c0 → c1    client CPU
+client_wake  (1/r_z+1/r_v)⁻¹ · min(c0,k_z) · m1·(1 − H(c1 + k))    c0 → c1  wake-cost (ω = 1/r_v)
 ===========  ========================================================  ============================
 
-h = min(c1, 64) (the server's cache). Runnable (pool ``server``): m1 while c1 > 0, m2, m3, m4, m6, m7,
-t2–t5, t7–t9. The lock-competition denominators are seed 001's (HSHA φ1, φ4, φ7, φ11).
+K = m1 · (1 − H(c1 + k)) where r_k is measured, else 0 (epoll never kicks: r_k = 0, and the kick steps
+never fire). h = min(c1, 64) (the server's cache). Runnable (pool ``server``): m1 while c1 + k > 0, m2,
+m3, m4, m6, m7, t2–t5, t7–t9. The lock-competition denominators are seed 001's (HSHA φ1, φ4, φ7, φ11).
 
 :data:`SCHEDULED` is this chain on fewer cores than threads with the scheduler's wake-up measured (r_w): run
 to block (sched.py), its roles the demultiplexer and the handlers (:data:`ROLES`).
@@ -68,15 +74,18 @@ from demuxlab.ctmc.engine import (
     H,
     ModelStructure,
     Pool,
+    absent,
     mass,
     present,
     total,
 )
 from demuxlab.ctmc.parts import (
+    KICK,
     SERVER,
     awake,
     contended,
     free,
+    kicking_steps,
     one_per_item,
     paper_notifier,
     step,
@@ -99,9 +108,10 @@ SPECIES: tuple[str, ...] = (
     "b1",
     "b2",
     "m0",
+    KICK,
 )
 C0, C1, C2, C3, M1, M2, M3, M4, M5, M6, M7, Q1, Q2 = range(13)
-T1, T2, T3, T4, T5, T6, T7, T8, T9, S1, S2, B1, B2, M0 = range(13, 27)
+T1, T2, T3, T4, T5, T6, T7, T8, T9, S1, S2, B1, B2, M0, K = range(13, 28)
 
 
 def lock_wait_jump(x: FloatArray, d: FloatArray) -> None:
@@ -117,6 +127,7 @@ def lock_wait_jump(x: FloatArray, d: FloatArray) -> None:
 def alpha_jump(x: FloatArray, d: FloatArray) -> None:
     d[M1] = -1.0
     d[M0] = 1.0
+    d[K] = -x[K]  # the call drains a pending kick
 
 
 def unlock_q_jump(x: FloatArray, d: FloatArray) -> None:
@@ -136,9 +147,17 @@ STRUCTURE = ModelStructure(
     species=SPECIES,
     throughput="send",
     calls="alpha",  # once per call, as notify; it is the step that charges α
-    pools=(Pool(SERVER, total(awake(M1, C1), M2, M3, M4, M6, M7, T2, T3, T4, T5, T7, T8, T9)),),
+    pools=(Pool(SERVER, total(awake(M1, C1, K), M2, M3, M4, M6, M7, T2, T3, T4, T5, T7, T8, T9)),),
     transitions=(
-        step("alpha", "demultiplexer's call, its per-call part (α)", mass(RN, M1) * present(C1), alpha_jump),
+        step(
+            "alpha", "demultiplexer's call, its per-call part (α)", mass(RN, M1) * present(C1, K), alpha_jump
+        ),
+        step(
+            "empty",
+            "the kicked call found nothing ready: the demultiplexer calls again",
+            mass(RL, M0, S1) * absent(C1),
+            {"m0": -1, "m1": 1},
+        ),
         step(
             "lock_wait",
             "demultiplexer takes the notifier lock, freezes the ready list",
@@ -197,7 +216,9 @@ STRUCTURE = ModelStructure(
             contended(RL, (T6, S1), NOTIFIER_LOCK) * present(*NOTIFIER_LOCK),
             {"t6": -1, "t7": 1, "s1": -1, "s2": 1},
         ),
-        step("rearm", "handler re-arms the descriptor", mass(RA, T7, S2), {"t7": -1, "t8": 1}),
+        *kicking_steps(
+            SPECIES, "rearm", "handler re-arms the descriptor", RA, (T7, S2), {"t7": -1, "t8": 1}, M1, C1
+        ),
         step(
             "rearm_unlock",
             "handler releases the notifier lock",
@@ -205,7 +226,7 @@ STRUCTURE = ModelStructure(
             {"t8": -1, "t9": 1, "s2": -1, "s1": 1},
         ),
         step("overhead", "handler's untimed CPU per message", mass(RX, T9), {"t9": -1, "t1": 1}),
-        *waking_client_steps(SPECIES, "c1", M1, C1),
+        *waking_client_steps(SPECIES, "c1", M1, (C1, K)),
     ),
 )
 
@@ -217,13 +238,24 @@ STRUCTURE = ModelStructure(
 ROLES: tuple[Role, ...] = (
     Role(
         "demultiplexer",
-        total(awake(M1, C1), waiting_for(M0, S1), M2, M3, M4, waiting_for(M5, B1), M6, M7),
-        ("alpha", "lock_wait", "notify", "unlock_n", "recv", "lock_q", "put", "unlock_q"),
+        total(awake(M1, C1, K), waiting_for(M0, S1), M2, M3, M4, waiting_for(M5, B1), M6, M7),
+        ("alpha", "empty", "lock_wait", "notify", "unlock_n", "recv", "lock_q", "put", "unlock_q"),
     ),
     Role(
         "handler",
         total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, T5, waiting_for(T6, S1), T7, T8, T9),
-        ("get_lock", "get", "get_unlock", "work", "send", "rearm_lock", "rearm", "rearm_unlock", "overhead"),
+        (
+            "get_lock",
+            "get",
+            "get_unlock",
+            "work",
+            "send",
+            "rearm_lock",
+            "rearm",
+            "rearm_kick",
+            "rearm_unlock",
+            "overhead",
+        ),
     ),
 )
 SCHEDULED = scheduled(STRUCTURE, ROLES)

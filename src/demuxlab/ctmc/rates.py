@@ -15,7 +15,7 @@ from demuxlab.errors import DemuxlabError
 PATTERNS: tuple[str, ...] = vocab.PATTERNS
 # Seed 001 §V-A's eight rates, then those the other chains and a calibration add (module docstrings).
 RATE_FIELDS: tuple[str, ...] = ("r_l", "r_p", "r_g", "r_t", "r_i", "r_o", "r_a", "r_e")
-EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z", "r_w", "r_v")
+EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z", "r_w", "r_v", "r_k")
 ALL_RATE_FIELDS: tuple[str, ...] = RATE_FIELDS + EXTRA_FIELDS
 INSTANT_RATE = 1000.0  # per µs: a step of 1 ns, for model steps that cost (next to) nothing
 NO_REARM_NOTIFIERS = frozenset({"epoll-et"})
@@ -33,7 +33,11 @@ class Rates:
     "not measured": a chain with more threads than cores then shares them (processor sharing). ``r_v``
     (1/ω: the client's CPU to wake a dispatcher asleep in its notifier, on top of its turnaround r_z; HSHA's
     and the proactor's chains) is the client's own, as r_z is; instant means "not measured": the client's
-    wake-ups cost nothing beyond r_z (in the parameter vector: unbounded, not 1 ns). ``speed``
+    wake-ups cost nothing beyond r_z (in the parameter vector: unbounded, not 1 ns). ``r_k`` (1/κ: the
+    CPU a handler's re-arm spends to kick a dispatcher waiting in select or poll, which then calls again;
+    HSHA's and the proactor's chains) is instant unless measured (the server's ``kick`` operation), and
+    instant means "no kicks": the notifier does not kick (epoll) or the runs predate the ``kick`` timing
+    (in the parameter vector: 0, which turns the chains' kick steps off). ``speed``
     is the share of its CPUs the server got while the calibration runs ran (1 on a quiet host): every
     server rate, work included, is multiplied by it (``r_z`` is the client's own and already includes its
     share). ``source`` says, per rate, where the value came from (``paper``, ``instant:…`` or what it was
@@ -53,6 +57,7 @@ class Rates:
     r_z: float = INSTANT_RATE
     r_w: float = INSTANT_RATE
     r_v: float = INSTANT_RATE
+    r_k: float = INSTANT_RATE
     speed: float = 1.0
     source: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     # A calibration from runs of several workloads: each workload's own rates (workload_key()); these
@@ -82,6 +87,11 @@ class Rates:
     def wakes(self) -> bool:
         """Whether the client's CPU to wake a sleeping dispatcher was measured (r_v, with r_z)."""
         return self.r_v != INSTANT_RATE and self.has_client
+
+    @property
+    def kicks(self) -> bool:
+        """Whether a re-arm's kick of the waiting dispatcher was measured (r_k): the chains then kick."""
+        return self.r_k != INSTANT_RATE
 
     @property
     def extended(self) -> bool:
@@ -136,7 +146,7 @@ class Rates:
         v += [r_c * s, self.r_n * s, self.r_x * s, self.r_z]
         v += [h.client_parallelism if self.has_client else UNBOUNDED]
         v += [float(h.cores) if h.cores is not None else UNBOUNDED, float(h.load)]
-        v += [self.r_w * s, self.r_v if self.wakes else UNBOUNDED]
+        v += [self.r_w * s, self.r_v if self.wakes else UNBOUNDED, self.r_k * s if self.kicks else 0.0]
         out = np.array(v, dtype=np.float64)
         assert len(out) == len(RATE_NAMES)
         return out
@@ -216,6 +226,7 @@ def paper_rates(pattern: str, notifier: str | None = None) -> Rates:
         source[k] = "instant:not in seed 001"
     source["r_w"] = "instant:not in seed 001 (more threads than cores share them: processor sharing)"
     source["r_v"] = "instant:not in seed 001 (the client's wake-ups cost it nothing beyond r_z)"
+    source["r_k"] = "instant:not in seed 001 (a re-arm does not kick the waiting dispatcher)"
     r_a = 1 / 0.589
     if notifier in NO_REARM_NOTIFIERS:
         r_a = INSTANT_RATE

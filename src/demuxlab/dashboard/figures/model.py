@@ -34,6 +34,7 @@ RATE_NAMES: dict[str, str] = {
     "r_z": "client turnaround",
     "r_w": "wake-up, per other thread",
     "r_v": "client waking the dispatcher",
+    "r_k": "re-arm's kick of the dispatcher",
 }
 _PAPER_GREYS: tuple[str, ...] = ("#BBBBBB", "#888888", "#DDDDDD", "#666666")
 
