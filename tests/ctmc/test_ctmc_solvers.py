@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -426,6 +427,26 @@ def test_a_source_file_edited_after_import_is_not_read_for_another_function(tmp_
     assert _cache_key(st, _generate_source(st)) == before
 
 
+def _ssa_agrees_with_exact(pattern: str, threads: int, conns: int, rates: Any, host: Any, seed: int) -> Any:
+    """The SSA's throughput against the exact solution's; returns the exact prediction. Within two of the
+    95 % CI's half-widths (about 4 standard errors): a wrong rate misses by far more."""
+    exact = predict(pattern, threads, 0.0, method="exact", connections=conns, rates=rates, host=host)
+    sim = predict(
+        pattern,
+        threads,
+        0.0,
+        method="ssa",
+        connections=conns,
+        rates=rates,
+        host=host,
+        rel_ci=0.005,
+        seed=seed,
+    )
+    half = (sim.ci_halfwidth_rel or 0.0) * sim.throughput_msgs_per_s
+    assert abs(sim.throughput_msgs_per_s - exact.throughput_msgs_per_s) <= 2 * half, (sim, exact)
+    return exact
+
+
 @pytest.mark.parametrize(
     ("pattern", "threads", "conns", "cores"), [("hsha", 2, 2, None), ("hsha", 3, 3, 1), ("proactor", 3, 3, 2)]
 )
@@ -441,13 +462,7 @@ def test_the_waking_client_matches_exact_solution_and_slows_the_pair(
     rates = replace(paper_rates(pattern), **CALIBRATED)
     woken = replace(rates, r_v=1 / 8.0)
     host = Host(cores=cores, client_threads=1)
-    exact = predict(pattern, threads, 0.0, method="exact", connections=conns, rates=woken, host=host)
-    sim = predict(
-        pattern, threads, 0.0, method="ssa", connections=conns, rates=woken, host=host, rel_ci=0.005, seed=11
-    )
-    half = (sim.ci_halfwidth_rel or 0.0) * sim.throughput_msgs_per_s
-    # Within two of the 95 % CI's half-widths (about 4 standard errors): a wrong rate misses by far more.
-    assert abs(sim.throughput_msgs_per_s - exact.throughput_msgs_per_s) <= 2 * half, (sim, exact)
+    exact = _ssa_agrees_with_exact(pattern, threads, conns, woken, host, seed=11)
     free = predict(pattern, threads, 0.0, method="exact", connections=conns, rates=rates, host=host)
     assert exact.throughput_msgs_per_s < 0.97 * free.throughput_msgs_per_s
 
@@ -465,20 +480,14 @@ def test_the_kicking_rearm_matches_exact_solution_and_makes_calls(
     ω, so the pair need not be slower)."""
     from dataclasses import replace
 
-    from demuxlab.ctmc.rates import Host, build, paper_rates
-    from demuxlab.ctmc.ssa import simulate
+    from demuxlab.ctmc.rates import Host, paper_rates
 
     rates = replace(paper_rates(pattern), **CALIBRATED, r_v=1 / 8.0)
     if cores is not None:
         rates = replace(rates, r_w=1 / 3.0)
     kicking = replace(rates, r_k=1 / 2.0)
     host = Host(cores=cores, client_threads=1)
-    exact = predict(pattern, threads, 0.0, method="exact", connections=conns, rates=kicking, host=host)
-    sim = predict(
-        pattern, threads, 0.0, method="ssa", connections=conns, rates=kicking, host=host, rel_ci=0.005, seed=2
-    )
-    half = (sim.ci_halfwidth_rel or 0.0) * sim.throughput_msgs_per_s
-    assert abs(sim.throughput_msgs_per_s - exact.throughput_msgs_per_s) <= 2 * half, (sim, exact)
+    _ssa_agrees_with_exact(pattern, threads, conns, kicking, host, seed=2)
 
     def per_message(r: object, step: str) -> float:
         m = build(pattern, threads, 0.0, conns, r, host=host)  # type: ignore[arg-type]
