@@ -637,14 +637,16 @@ def test_a_wait_run_to_block_cannot_explain_keeps_processor_sharing() -> None:
 WAKING_CLIENT = {"threads": 1, "messages": 3000, "cpu_s": {"user": 0.012, "sys": 0.012}}  # 8 µs a message
 
 
-def chain_wakes_per_message(pattern: str, rates: Rates, res: dict[str, Any]) -> float:
-    """The chain's ``client_wake`` steps per message at the run's setting (its server's CPUs, one client
-    thread), simulated here."""
+def chain_wakes_per_message(
+    pattern: str, rates: Rates, res: dict[str, Any], step: str = "client_wake"
+) -> float:
+    """The chain's ``step`` (the client's wake-ups of the dispatcher) per message at the run's setting
+    (its server's CPUs, one client thread), simulated here."""
     cores = len({t["cpu"] for t in res["threads_detail"]})
     host = Host(cores=cores, client_threads=1)
     model = build(pattern, 2, res["work_us"], res["connections_accepted"], rates, host=host)
     msgs = simulate(model, rel_ci=0.01, seed=3).throughput_per_us
-    wakes = simulate(model, rel_ci=0.02, seed=3, transition="client_wake").throughput_per_us
+    wakes = simulate(model, rel_ci=0.02, seed=3, transition=step).throughput_per_us
     return wakes / msgs
 
 
@@ -664,6 +666,32 @@ def test_the_clients_wake_ups_are_charged_in_the_chains_own(pattern: str) -> Non
     assert f > 0.2  # 2 connections and a slow client: the dispatcher often sleeps
     assert 1 / rates.r_z + 4.0 * f == pytest.approx(8.0, rel=0.04)
     assert 1 / rates.r_z < 8.0 - 0.5 * 4.0 * 0.2
+
+
+@pytest.mark.parametrize("pattern", ["hsha", "proactor"])
+def test_the_clients_sleeps_fit_its_latency_and_leave_the_send_without_its_wake_ups(pattern: str) -> None:
+    """Where the client counted its sleeps (0.55 per message here), a response that finds it asleep costs
+    the sender ω: the send is fitted without the wake-ups the sleeps measured (S − ω · 0.55), and the
+    client's latency after a wake-up (r_u) so that the chain's client sleeps as often. Sleeps the chain's
+    client makes at no latency (0.98 per message, with 2 connections) are not charged: the wake-ups stay
+    in the send, with the reason; and a client that did not count them is as before."""
+    res = server_json(pattern, 2.0, true_us={"send": 6.0}, alpha_us=1.0, work_us=0.0, connections_accepted=2)
+    sleeping = {**WAKING_CLIENT, "sleeps": 1650}
+    rates = calibrate([res], pattern, clients=[sleeping], wake_us=4.0)
+    assert rates.client_sleeps and 0.1 < 1 / rates.r_u < 200.0
+    assert rates.source["r_u"].startswith("fit:the client's sleeps 0.55 per message, the chain's ×")
+    assert 1 / rates.r_o == pytest.approx(6.0 - 4.0 * 0.55, rel=1e-6)
+    assert rates.source["r_o"].endswith(", less the client's 0.55 sleeps per message × ω")
+    assert chain_wakes_per_message(pattern, rates, res, "send_wake") == pytest.approx(0.55, rel=0.2)
+    greedy = calibrate([res], pattern, clients=[{**WAKING_CLIENT, "sleeps": 2950}], wake_us=4.0)
+    assert not greedy.client_sleeps and greedy.r_u == INSTANT_RATE and 1 / greedy.r_o == pytest.approx(6.0)
+    assert re.fullmatch(
+        r"instant:the chain's client sleeps 0\.[0-9]+ per message at a latency of 0\.1 µs, "
+        r"the client 0\.983: the sends' wake-ups stay in r_o",
+        greedy.source["r_u"],
+    ), greedy.source["r_u"]
+    uncounted = calibrate([res], pattern, clients=[WAKING_CLIENT], wake_us=4.0)
+    assert not uncounted.client_sleeps and uncounted.wakes and 1 / uncounted.r_o == pytest.approx(6.0)
 
 
 def test_wake_ups_the_client_cannot_pay_for_are_refused_and_bad_omega_is_an_error() -> None:

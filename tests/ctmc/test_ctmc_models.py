@@ -58,7 +58,7 @@ CONSERVED: dict[str, tuple[tuple[str, ...], ...]] = {
     "hsha-full": (
         ("c0", "c1", "c2", "c3", "c4"),
         tuple(f"m{i}" for i in range(0, 7)),
-        tuple(f"t{i}" for i in range(1, 11)),
+        (*(f"t{i}" for i in range(1, 11)), "tw"),
         ("q1", "q2"),
         ("s1", "s2"),
         ("b1", "b2"),
@@ -75,7 +75,7 @@ CONSERVED: dict[str, tuple[tuple[str, ...], ...]] = {
     "proactor": (
         ("c0", "c1", "c2", "c3"),
         tuple(f"m{i}" for i in range(0, 8)),
-        tuple(f"t{i}" for i in range(1, 10)),
+        (*(f"t{i}" for i in range(1, 10)), "tw"),
         ("q1", "q2"),
         ("s1", "s2"),
         ("b1", "b2"),
@@ -110,7 +110,8 @@ def _instance(
     host = Host(cores=cores)
     if full:
         # r_k: HSHA's and the proactor's re-arms kick their waiting dispatcher (the others have no kick).
-        rates = replace(rates, r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0, r_k=1 / 2.0)
+        # r_v, r_u: HSHA's and the proactor's clients wake and are woken (LF's ignore them).
+        rates = replace(rates, r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0, r_k=1 / 2.0, r_v=1 / 8.0, r_u=1 / 5.0)
         host = Host(cores=cores, client_threads=1)
     if name in SCHEDULED_CHAINS:
         rates = replace(rates, r_w=1 / 3.0)
@@ -132,6 +133,9 @@ def _invariants(name: str, x: np.ndarray, start: np.ndarray, cores: float | None
         assert sum(v[s] for s in group) == sum(v0[s] for s in group), group
     if "k" in v:
         assert v["k"] in (0.0, 1.0)  # a kick is pending or not: the eventfd is written once per call
+    if "zc" in v:
+        assert v["zc"] in (0.0, 1.0)  # the client is being woken or not: one wake-up per sleep
+        assert v["zc"] <= v["c0"]  # … by a response it holds
     if name.startswith("hsha"):
         # the epoll lock is held by exactly the monitor in m2/m3 or one worker in t6/t7
         assert v["s2"] == v["m2"] + v["m3"] + v["t6"] + v["t7"] <= 1
@@ -351,6 +355,55 @@ def test_the_client_pays_omega_only_when_its_request_wakes_the_dispatcher(patter
         busy[sp.index("m1")], busy[sp.index("m2")] = 0.0, 1.0
         a = st_.rates(busy, m.r)
         assert a[wake] == 0.0 and a[client] == pytest.approx(1 / 4.0)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "send", "sender", "conn", "after"),
+    [("hsha", "phi15", "t9", "c4", "t10"), ("proactor", "send", "t5", "c3", "t6")],
+)
+def test_a_send_that_finds_the_client_asleep_wakes_it(
+    pattern: str, send: str, sender: str, conn: str, after: str
+) -> None:
+    """A response sent while the client has no message (c0 = 0: asleep) leaves the sender to wake it (tw:
+    ``send_wake`` at r_s = 1/ω, the client's r_v at the server's share) and the client waking (zc = 1),
+    which sends nothing, even with the response in hand, until ``client_up`` runs it after its latency
+    1/r_u. A response to a client that has a message moves the sender on. Where the client's sleeps were
+    not fitted (r_u instant) the wake-up takes 1 ns and the client runs at once."""
+    rates = replace(paper_rates(pattern), r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0, r_v=1 / 8.0)
+    sleeping = replace(rates, r_u=1 / 5.0, speed=0.5)
+    host = Host(client_threads=1)
+    m = build(pattern, 2, 0.0, 2, sleeping, host=host)
+    st_, sp = m.structure, m.structure.species
+    steps = (send, "send_wake", "client", "client_wake", "client_up")
+    idx = {name: st_.transition_index(name) for name in steps}
+    x = m.initial.copy()
+    # one connection with the sending thread, the other in the notifier's ready list; the client has none
+    x[sp.index("c1")] = 1.0
+    x[sp.index(conn)] = 1.0
+    x[sp.index("t1")] -= 1.0
+    x[sp.index(sender)] = 1.0
+    assert x[sp.index("c0")] == 0.0
+    sent = x + st_.delta(idx[send], x)
+    assert sent[sp.index("c0")] == 1.0 and sent[sp.index(conn)] == 0.0
+    assert sent[sp.index("tw")] == 1.0 and sent[sp.index("zc")] == 1.0 and sent[sp.index(after)] == 0.0
+    a = st_.rates(sent, m.r)
+    assert a[idx["send_wake"]] == pytest.approx(0.5 / 8.0)  # ω at the server's share
+    assert a[idx["client"]] == 0.0 and a[idx["client_wake"]] == 0.0  # waking: it sends nothing yet
+    assert a[idx["client_up"]] == pytest.approx(1 / 5.0)
+    woken = sent + st_.delta(idx["send_wake"], sent)
+    assert woken[sp.index("tw")] == 0.0 and woken[sp.index(after)] == 1.0
+    up = woken + st_.delta(idx["client_up"], woken)
+    assert up[sp.index("zc")] == 0.0 and st_.rates(up, m.r)[idx["client"]] == pytest.approx(1 / 4.0)
+    # a client that has a message is awake: the send moves the sender on, nobody waits
+    awake = x.copy()
+    awake[sp.index("c0")], awake[sp.index("c1")] = 1.0, 0.0
+    sent = awake + st_.delta(idx[send], awake)
+    assert sent[sp.index(after)] == 1.0 and sent[sp.index("tw")] == 0.0 and sent[sp.index("zc")] == 0.0
+    # the client's sleeps not fitted: the same jumps, the wake-up and the latency 1 ns
+    plain = build(pattern, 2, 0.0, 2, rates, host=host)
+    sent = x + st_.delta(idx[send], x)
+    a = st_.rates(sent, plain.r)
+    assert a[idx["send_wake"]] == pytest.approx(1000.0) and a[idx["client_up"]] == pytest.approx(1000.0)
 
 
 @pytest.mark.parametrize(

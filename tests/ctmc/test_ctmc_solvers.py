@@ -489,10 +489,39 @@ def test_the_kicking_rearm_matches_exact_solution_and_makes_calls(
     host = Host(cores=cores, client_threads=1)
     _ssa_agrees_with_exact(pattern, threads, conns, kicking, host, seed=2)
 
-    def per_message(r: object, step: str) -> float:
-        m = build(pattern, threads, 0.0, conns, r, host=host)  # type: ignore[arg-type]
-        msgs = simulate(m, rel_ci=0.01, seed=3).throughput_per_us
-        return simulate(m, rel_ci=0.01, seed=3, transition=step).throughput_per_us / msgs
+    def per_message(r: Any, step: str) -> float:
+        return _per_message(pattern, threads, conns, r, host, step)
 
     assert per_message(kicking, "alpha") > 1.1 * per_message(rates, "alpha")
     assert per_message(kicking, "client_wake") < 0.97 * per_message(rates, "client_wake")
+
+
+def _per_message(pattern: str, threads: int, conns: int, rates: Any, host: Any, step: str) -> float:
+    """The chain's ``step`` per message (SSA, 1 % CI)."""
+    m = build(pattern, threads, 0.0, conns, rates, host=host)
+    msgs = simulate(m, rel_ci=0.01, seed=3).throughput_per_us
+    return simulate(m, rel_ci=0.01, seed=3, transition=step).throughput_per_us / msgs
+
+
+@pytest.mark.parametrize(
+    ("pattern", "threads", "conns", "cores"),
+    [("hsha", 2, 2, None), ("proactor", 2, 2, None), ("proactor", 3, 2, 1)],
+)
+def test_the_woken_client_matches_exact_solution_and_sleeps_less_the_later_it_runs(
+    pattern: str, threads: int, conns: int, cores: int | None
+) -> None:
+    """Sends that find the client asleep cost the sender ω and the client its latency (r_u): SSA against
+    the exact solution; a client that runs later after a wake-up (20 µs against 1) has more responses
+    waiting when it does, and so sleeps fewer times per message."""
+    from dataclasses import replace
+
+    from demuxlab.ctmc.rates import Host, paper_rates
+
+    rates = replace(paper_rates(pattern), **CALIBRATED, r_v=1 / 8.0)
+    if cores is not None:
+        rates = replace(rates, r_w=1 / 3.0)
+    host = Host(cores=cores, client_threads=1)
+    late, soon = replace(rates, r_u=1 / 20.0), replace(rates, r_u=1.0)
+    _ssa_agrees_with_exact(pattern, threads, conns, late, host, seed=5)
+    sleeps = [_per_message(pattern, threads, conns, r, host, "send_wake") for r in (soon, late)]
+    assert sleeps[0] > 0.1 and sleeps[1] < 0.9 * sleeps[0], sleeps

@@ -88,7 +88,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from demuxlab.ctmc.engine import ModelInstance, ModelStructure
-from demuxlab.ctmc.parts import CLIENT_WAKE
+from demuxlab.ctmc.parts import CLIENT_WAKE, SEND_WAKE
 from demuxlab.ctmc.rates import (
     ALL_RATE_FIELDS,
     INSTANT_RATE,
@@ -123,10 +123,12 @@ PER_CALL_REL_CI = 0.02  # the SSA's CI for the chain's calls and messages in tho
 WAKE_LIMIT = 1.0
 # …and only where the fitted chain's dispatcher then waits what the server's did, within this share.
 WAIT_TOLERANCE = 0.10
-WAKE_ROUNDS = 4  # rounds of client_in_chain's fixed point, until the base turnaround moves by < 2 %
+WAKE_ROUNDS = 6  # rounds of client_in_chain's fixed point, until the base turnaround moves by < 2 %
 WAKE_REL_CI = 0.05  # the SSA's CI for the chain's wake-ups in those rounds…
 WAKE_MAX_EVENTS = 5_000_000  # …and its cap (a chain whose dispatcher never sleeps has no wake-up to count)
 WAKE = CLIENT_WAKE  # the transition of a chain whose client can wake its dispatcher (parts.py)
+SLEEPS_TOLERANCE = 0.10  # client_in_chain: the chain's client sleeps per message within 10 % of the real
+LATENCY_US = (0.1, 200.0)  # …and the latency 1/r_u that makes them so, within these bounds
 SPIN_FLOOR = 0.02  # a handling role's CPU beyond its spin below this × the spin: see calibrate()
 KICK_RATE = "r_k"  # fitted per kick (ops.kick), not per message as the other operations' rates
 
@@ -718,66 +720,149 @@ def client_in_chain(
     clients: Sequence[dict[str, Any] | None] | None = None,
     client_cores: Sequence[int | None] | None = None,
 ) -> Rates:
-    """``rates`` with the client's wake-ups charged in the chain's own (docs/ctmc.md, "The client that
-    wakes the dispatcher"): a request that finds the dispatcher asleep in its notifier costs the client
-    ``omega_us`` (ω, µs at its share of its CPUs) more than one that finds it awake (r_v = 1/ω).
+    """``rates`` with the wake-ups between the client and the server charged in the chain's own
+    (docs/ctmc.md, "The client that wakes the dispatcher", "The send that wakes the client"): a request
+    that finds the dispatcher asleep in its notifier costs the client ``omega_us`` (ω, µs at its share of
+    its CPUs) more than one that finds it awake (r_v = 1/ω); where the client's sleeps were measured (the
+    client's ``sleeps``, every run), a response that finds the client asleep costs its sender the same ω
+    (``send_wake``, r_s: r_v at the server's share) and the client a latency 1/r_u before it runs.
 
-    The client's measured turnaround T = 1/r_z holds its wake-ups at the calibration runs' rate; the chain
-    must charge them at its own. So the turnaround without them, T₀ = T − ω·f, where f is the chain's
-    wake-ups per message (``client_wake`` over the throughput, SSA, weighted by the runs' messages) with
-    r_z = 1/T₀, is found by a fixed point (f depends on T₀; at most :data:`WAKE_ROUNDS` rounds, until T₀
-    moves by less than :data:`PER_CALL_TOLERANCE`). The chain then turns a calibration run's messages
-    around in the client's measured CPU, and elsewhere charges the wake-ups its dispatcher's sleeps make
-    there (fewer with more handlers: docs/ctmc.md). A chain without a ``client_wake`` step, or rates
-    without a client, are returned as they are; a T₀ that is not positive is refused."""
+    The client's measured turnaround T = 1/r_z holds its wake-ups at the calibration runs' rate, and the
+    server's measured send S = 1/r_o the sender's; the chain must charge them at its own. So the turnaround
+    without them, T₀ = T − ω·f, where f is the chain's wake-ups of the dispatcher per message
+    (``client_wake`` over the throughput, SSA, weighted by the runs' messages) with r_z = 1/T₀, is found
+    by a fixed point, together with the latency L = 1/r_u that makes g, the chain's ``send_wake`` per
+    message, the client's measured sleeps per message (from ω, L ← L · (g / sleeps)², at most ×4 either
+    way per round: more latency, fewer and longer sleeps). The send without its wake-ups is S₀ = S − ω ·
+    the measured sleeps, which is what g is fitted to: charged at the chain's own g, it fed back (a faster
+    send, a client that sleeps less, a slower send) and did not settle. At most :data:`WAKE_ROUNDS`
+    rounds, until T₀ moves by less than :data:`PER_CALL_TOLERANCE` and g is within
+    :data:`SLEEPS_TOLERANCE` of the sleeps. The chain then turns a calibration run's messages
+    around in the client's measured CPU and sends them in the server's, and elsewhere charges the
+    wake-ups its own sleeps make there (fewer with more handlers: docs/ctmc.md). A chain without a
+    ``client_wake`` step, or rates without a client, are returned as they are; a T₀ or S₀ that is not
+    positive is refused. Where no latency makes the chain's client sleep as often as the client did (its
+    one station against the client's threads), the sends' wake-ups stay in r_o and r_u is instant, its
+    source says why."""
     threads = calibration_threads(pattern)
-    if not rates.has_client or WAKE not in {
-        tr.name for tr in structure(pattern, threads, full=True).transitions
-    }:
+    steps = {tr.name for tr in structure(pattern, threads, full=True).transitions}
+    if not rates.has_client or WAKE not in steps:
         return rates
     weights: dict[Workload, int] = {}
+    sleeps: list[tuple[float, float]] | None = []
     for i, res in enumerate(server_results):
         where = _workload(pattern, i, res, connections, clients, client_cores)
         if where is not None:
             weights[where] = weights.get(where, 0) + _messages(f"server result #{i}", res)
+            got = _client_sleeps(clients[i] if clients is not None else None)
+            sleeps = None if sleeps is None or got is None else [*sleeps, got]
     if not weights:
         return rates
+    real_sleeps = sum(n for n, _ in sleeps) / sum(m for _, m in sleeps) if sleeps else 0.0
+    if SEND_WAKE in steps and real_sleeps > 0.0:
+        fitted, ratio = _wakes_in_chain(rates, pattern, weights, omega_us, real_sleeps)
+        if abs(ratio - 1.0) <= SLEEPS_TOLERANCE:
+            return fitted
+        # The chain's client does not sleep as the real one did at any latency (its one station against
+        # the client's threads, each with its own connections): the sends' wake-ups stay in r_o.
+        chain, latency = real_sleeps * ratio, 1.0 / fitted.r_u
+        why = (
+            f"instant:the chain's client sleeps {chain:.3g} per message at a latency of {latency:.3g} µs, "
+            f"the client {real_sleeps:.3g}: the sends' wake-ups stay in r_o"
+        )
+        fitted, _ = _wakes_in_chain(rates, pattern, weights, omega_us, None)
+        return replace(fitted, source={**fitted.source, "r_u": why})
+    return _wakes_in_chain(rates, pattern, weights, omega_us, None)[0]
+
+
+def _wakes_in_chain(
+    rates: Rates, pattern: str, weights: dict[Workload, int], omega_us: float, real_sleeps: float | None
+) -> tuple[Rates, float]:
+    """client_in_chain's fixed point at the calibration runs' settings (``weights``): r_z, and with the
+    client's measured ``real_sleeps`` per message r_o and r_u too; and the chain's sleeps over those at
+    the end (1 without them)."""
     turnaround = 1.0 / rates.r_z
-    base = turnaround
-    why = rates.source.get("r_z", "")
+    base = {"r_z": turnaround}
     fitted = replace(rates, r_v=1.0 / omega_us)
+    source = dict(fitted.source)
+    ratio = 1.0
+    if real_sleeps is not None:
+        # The send without the wake-ups the client's sleeps measured; the latency that makes the chain's
+        # client sleep as often, from ω.
+        send = 1.0 / rates.r_o
+        base["r_o"] = _less_wakes(pattern, "the server's send", send, real_sleeps, omega_us)
+        base["r_u"] = omega_us
+        source["r_o"] = f"{source.get('r_o', '')}, less the client's {real_sleeps:.3g} sleeps per message × ω"
     for _round in range(WAKE_ROUNDS):
-        fitted = replace(fitted, r_z=1.0 / base)
-        wakes = _chain_wakes(fitted, pattern, weights)
-        new = turnaround - omega_us * wakes
-        if new <= 0.0:
-            raise CalibrationRefused(
-                f"calibrate {pattern}: refused: the client's turnaround, {turnaround:.3g} µs per message, "
-                f"does not cover its wake-ups in the chain ({wakes:.3g} per message × ω {omega_us:.3g} µs)"
-            )
-        moved = abs(new - base) > PER_CALL_TOLERANCE * base
-        base = new
+        fitted = replace(fitted, **_per_us(base), source=source)
+        wakes = _chain_wakes(fitted, pattern, weights, [WAKE] if real_sleeps is None else [WAKE, SEND_WAKE])
+        new = _less_wakes(pattern, "the client's turnaround", turnaround, wakes[WAKE], omega_us)
+        moved = abs(new - base["r_z"]) > PER_CALL_TOLERANCE * base["r_z"]
+        base["r_z"] = new
+        less = f"less {wakes[WAKE]:.3g} wake-ups per message in the chain × ω"
         source = {
-            **fitted.source,
-            "r_z": f"{why}, less {wakes:.3g} wake-ups per message in the chain × ω",
+            **source,
+            "r_z": f"{rates.source.get('r_z', '')}, {less}",
             "r_v": f"wake-cost {omega_us:.3g} µs at the client's share",
         }
-        fitted = replace(fitted, r_z=1.0 / base, source=source)
+        if real_sleeps is not None:
+            # More latency, fewer and longer sleeps: L ← L·(g / sleeps)², at most ×4 either way a round;
+            # at a bound that does not reach them, no more rounds.
+            ratio = wakes[SEND_WAKE] / real_sleeps
+            latency = base["r_u"] * min(max(ratio, 0.5), 2.0) ** 2
+            bounded = min(max(latency, LATENCY_US[0]), LATENCY_US[1])
+            if abs(ratio - 1.0) > SLEEPS_TOLERANCE and bounded == base["r_u"]:
+                break
+            moved = moved or abs(ratio - 1.0) > SLEEPS_TOLERANCE
+            base["r_u"] = bounded
+            source["r_u"] = f"fit:the client's sleeps {real_sleeps:.3g} per message, the chain's ×{ratio:.3g}"
         if not moved:
             break
-    return fitted
+    return replace(fitted, **_per_us(base), source=source), ratio
 
 
-def _chain_wakes(rates: Rates, pattern: str, weights: dict[Workload, int]) -> float:
-    """The chain's ``client_wake`` steps per message at the calibration runs' settings, weighted by their
-    messages (SSA: the throughput at :data:`PER_CALL_REL_CI`, the wake-ups at :data:`WAKE_REL_CI`)."""
-    got = 0.0
+def _less_wakes(pattern: str, what: str, cost_us: float, wakes: float, omega_us: float) -> float:
+    """``cost_us`` (µs per message) less ``wakes`` per message × ω, refused where that is not positive."""
+    left = cost_us - omega_us * wakes
+    if left <= 0.0:
+        raise CalibrationRefused(
+            f"calibrate {pattern}: refused: {what}, {cost_us:.3g} µs per message, does not cover its "
+            f"wake-ups ({wakes:.3g} per message × ω {omega_us:.3g} µs)"
+        )
+    return left
+
+
+def _client_sleeps(client: dict[str, Any] | None) -> tuple[float, float] | None:
+    """The client's sleeps and messages over its measure phase (its report's ``sleeps``, ``messages``), or
+    None where it did not count them (a client from before the count, or none)."""
+    if not isinstance(client, dict):
+        return None
+    n, m = client.get("sleeps"), client.get("messages")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (n, m)) or not m:
+        return None
+    return float(n), float(m)  # type: ignore[arg-type]
+
+
+def _per_us(costs_us: dict[str, float]) -> dict[str, Any]:
+    """Rates (per µs) by name from their costs (µs): what :func:`dataclasses.replace` takes."""
+    return {rate: 1.0 / cost for rate, cost in costs_us.items()}
+
+
+def _chain_wakes(
+    rates: Rates, pattern: str, weights: dict[Workload, int], steps: Sequence[str]
+) -> dict[str, float]:
+    """Each of the chain's ``steps`` per message at the calibration runs' settings, weighted by their
+    messages (SSA: the throughput at :data:`PER_CALL_REL_CI`, the steps at :data:`WAKE_REL_CI`)."""
+    got = dict.fromkeys(steps, 0.0)
     for model, n in _at_settings(rates, pattern, weights):
         msgs = simulate(model, rel_ci=PER_CALL_REL_CI).throughput_per_us
-        wakes = simulate(model, rel_ci=WAKE_REL_CI, transition=WAKE, max_events=WAKE_MAX_EVENTS)
-        if msgs > 0.0:
-            got += n * wakes.throughput_per_us / msgs
-    return got / sum(weights.values())
+        if msgs <= 0.0:
+            continue
+        for step in steps:
+            fired = simulate(model, rel_ci=WAKE_REL_CI, transition=step, max_events=WAKE_MAX_EVENTS)
+            got[step] += n * fired.throughput_per_us / msgs
+    total = sum(weights.values())
+    return {step: v / total for step, v in got.items()}
 
 
 def _dispatcher_wait_per_call_us(

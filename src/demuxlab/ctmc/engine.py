@@ -78,9 +78,11 @@ RATE_NAMES: tuple[str, ...] = (
     "r_w",  # a woken thread's preemption of a busy core, per µs, per other runnable thread (sched.py)
     "r_v",  # the client's CPU to wake a dispatcher asleep in its notifier (1/ω; per client server)
     "r_k",  # a re-arm's kick of the dispatcher waiting in select/poll (1/κ, the kicker's CPU); 0: no kicks
+    "r_s",  # a server thread's CPU to wake the client asleep, after a send (1/ω at the server's share)
+    "r_u",  # how soon a client woken by a response runs (1/its wake-up latency; per client server)
 )
 RL, RP, RG, RT, RI, RO, RA, RE, RC = range(9)
-RN, RX, RZ, KZ, CORES, LOAD, RW, RV, RK = range(9, 18)
+RN, RX, RZ, KZ, CORES, LOAD, RW, RV, RK, RS, RU = range(9, 20)
 # The most descriptors (io_uring: completions) one notifier call returns: the server's MAX_EVENTS.
 CACHE_SIZE = 64.0
 

@@ -40,7 +40,10 @@ sends the next request after 1/r_z (k_z messages at once) instead of at once; a 
 monitor asleep in its call (m1, c1 = 0) wakes it, and costs the client ω = 1/r_v more (``client_wake``);
 over select and poll a worker's re-arm that finds the monitor asleep in its call kicks it (``phi12_kick``:
 κ = 1/r_k more for the worker, a kick pending, k; the monitor wakes and calls again, ``empty`` where that
-call finds nothing ready; parts.kicking_steps, docs/ctmc.md "The re-arm's kick").
+call finds nothing ready; parts.kicking_steps, docs/ctmc.md "The re-arm's kick"); a worker's response
+that finds the client asleep (c0 = 0 before it) costs the worker ω more (tw, ``send_wake`` at r_s), and
+the client so woken (zc) sends nothing until it runs, after its latency 1/r_u (``client_up``;
+parts.sending_wakes, docs/ctmc.md "The send that wakes the client").
 
 :data:`SCHEDULED` is :data:`FULL` on fewer cores than threads with the scheduler's wake-up measured (r_w):
 run to block (sched.py), its roles the monitor and the workers (:data:`ROLES`).
@@ -68,8 +71,11 @@ from demuxlab.ctmc.engine import (
     total,
 )
 from demuxlab.ctmc.parts import (
+    CLIENT_WAKING,
     KICK,
+    SEND_WAKE,
     SERVER,
+    WAKER,
     awake,
     calibrated,
     contended,
@@ -78,6 +84,7 @@ from demuxlab.ctmc.parts import (
     one_per_item,
     paired,
     paper_notifier,
+    sending_wakes,
     step,
     waiting_for,
     waking_client_steps,
@@ -192,8 +199,8 @@ STRUCTURE = ModelStructure(
 
 # -- the calibrated chain --------------------------------------------------------------------------------
 
-FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t10", "m0", KICK)
-C0, T10, M0, K = 25, 26, 27, 28
+FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t10", "m0", KICK, WAKER, CLIENT_WAKING)
+C0, T10, M0, K, TW, ZC = 25, 26, 27, 28, 29, 30
 
 # The epoll lock's competitors in the calibrated chain: the monitor back from its call's per-call part
 # (m0), workers in t5.
@@ -209,6 +216,18 @@ def full_jump1(x: FloatArray, d: FloatArray) -> None:
     d[M2] = 1.0
     d[S1] = -1.0
     d[S2] = 1.0
+
+
+def full_jump15(x: FloatArray, d: FloatArray) -> None:
+    """φ15 of :data:`FULL`: the response to the client (c0); the worker on to its untimed CPU (t10), or to
+    wake the client (tw, the client waking: zc) where the client had no message (asleep;
+    parts.sending_wakes)."""
+    d[C4] = -1.0
+    d[C0] = 1.0
+    d[T9] = -1.0
+    d[T10] = H(x[C0])
+    d[TW] = 1.0 - H(x[C0])
+    d[ZC] = 1.0 - H(x[C0])
 
 
 def alpha_jump(x: FloatArray, d: FloatArray) -> None:
@@ -227,7 +246,7 @@ FULL = calibrated(
     STRUCTURE,
     "hsha-full",
     FULL_SPECIES,
-    total(*RUNNABLE, T10, awake(M1, C1, K)),
+    total(*RUNNABLE, T10, TW, awake(M1, C1, K)),
     changed=(
         # The call's per-call part first (the monitor woken; α = 1/r_n), holding no lock, then the epoll
         # lock for the h = x_{c,2} descriptors it returns (h/r_e, φ2 as printed): the kernel takes the
@@ -248,13 +267,14 @@ FULL = calibrated(
             "phi15",
             "worker responds; the client has the connection",
             paired(RO, C4, T9),
-            {"c4": -1, "c0": 1, "t9": -1, "t10": 1},
+            full_jump15,
         ),
         phi12,
     ),
     added=(
         step("overhead", "worker's untimed CPU per message", mass(RX, T10), {"t10": -1, "t1": 1}),
         *waking_client_steps(FULL_SPECIES, "c1", M1, (C1, K)),
+        sending_wakes(FULL_SPECIES, "t10"),
         step("alpha", "monitor's call, its per-call part (α)", mass(RN, M1) * present(C1, K), alpha_jump),
         phi12_kick,
         step(
@@ -282,7 +302,7 @@ ROLES: tuple[Role, ...] = (
     ),
     Role(
         "worker",
-        total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, waiting_for(T5, S1), T6, T7, T8, T9, T10),
+        total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, waiting_for(T5, S1), T6, T7, T8, T9, T10, TW),
         (
             "phi7",
             "phi8",
@@ -294,6 +314,7 @@ ROLES: tuple[Role, ...] = (
             "phi13",
             "phi14",
             "phi15",
+            SEND_WAKE,
             "overhead",
         ),
     ),

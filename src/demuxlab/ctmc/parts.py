@@ -16,6 +16,8 @@ from demuxlab.ctmc.engine import (
     RE,
     RK,
     RN,
+    RS,
+    RU,
     RV,
     RZ,
     Expr,
@@ -32,6 +34,10 @@ from demuxlab.ctmc.engine import (
 SERVER = "server"  # the processor-sharing pool of the server's threads: every chain has one
 CLIENT_WAKE = "client_wake"  # the client's step that wakes a sleeping dispatcher (waking_client_steps)
 KICK = "k"  # a kick pending: a re-arm wrote the eventfd of the dispatcher asleep in select/poll
+SEND_WAKE = "send_wake"  # a server thread wakes the client its send found asleep (sending_wakes)
+WAKER = "tw"  # a server thread whose send found the client asleep, waking it (sending_wakes)
+CLIENT_WAKING = "zc"  # the client woken by a response, not yet running (waking_client_steps)
+CLIENT_UP = "client_up"  # …and its step that runs it, after its latency 1/r_u
 
 
 def closed_client(c0: int) -> Expr:
@@ -118,21 +124,48 @@ def client_step(species: Sequence[str], to: str) -> TransitionClass:
 
 def waking_client_steps(
     species: Sequence[str], to: str, sleeper: int, ready: Sequence[int]
-) -> tuple[TransitionClass, TransitionClass]:
+) -> tuple[TransitionClass, ...]:
     """The client's step of a chain whose dispatcher sleeps in its notifier (x[sleeper] while every
     x[ready] is 0): ``client`` at :func:`closed_client`'s rate while the dispatcher is awake,
     ``client_wake`` at :func:`waking_client`'s while the request wakes it (the sender pays the wake-up,
     ω = 1/r_v: docs/ctmc.md, "The client that wakes the dispatcher"). With r_v unbounded (not measured)
-    the two add up to :func:`client_step`'s one."""
+    the two add up to :func:`client_step`'s one. The client sends nothing while a response that found it
+    asleep is waking it (x[:data:`CLIENT_WAKING`] = 1, set by the chain's send as it sets the sender's
+    :data:`WAKER`: :func:`sending_wakes`), until ``client_up`` runs it after its latency 1/r_u (fitted from
+    the client's sleeps; 1 ns where they were not measured: docs/ctmc.md, "The send that wakes the
+    client")."""
     c0 = species.index("c0")
+    zc = species.index(CLIENT_WAKING)
     sleeping = asleep(sleeper, *ready)
     jump = {"c0": -1, to: 1}
     doc = "the client sends the next request"
+    running = Expr(f"1.0 - x[{zc}]")
     return (
-        TransitionClass("client", doc, closed_client(c0) * Expr(f"1.0 - {sleeping.text}"), jump),
+        TransitionClass("client", doc, closed_client(c0) * Expr(f"1.0 - {sleeping.text}") * running, jump),
         TransitionClass(
-            CLIENT_WAKE, f"{doc}, which wakes the dispatcher", waking_client(c0) * sleeping, jump
+            CLIENT_WAKE, f"{doc}, which wakes the dispatcher", waking_client(c0) * sleeping * running, jump
         ),
+        TransitionClass(
+            CLIENT_UP, "the client woken by a response runs", Expr(f"r[{RU}] * x[{zc}]"), {CLIENT_WAKING: -1}
+        ),
+    )
+
+
+def sending_wakes(species: Sequence[str], then: str) -> TransitionClass:
+    """``send_wake``: a server thread whose send found the client asleep wakes it, ω = 1/r_s of its CPU
+    (the client's ω, r_v, at the server's share; docs/ctmc.md, "The send that wakes the client"), then
+    goes on to ``then``. The chain's send jumps the sender to :data:`WAKER` instead of ``then``, and the
+    client to :data:`CLIENT_WAKING`, where the client had no message before it (x[c0] = 0: ``d[then] =
+    H(x[c0])``, ``d[waker] = d[zc] = 1 − H(x[c0])``; a jump of its own in each chain, since a generated
+    kernel calls a chain's jump functions and nothing they call). The client's station turns min(c0, k_z)
+    messages around: with k_z = 1 (its threads on one CPU, as on the 2-core host) it sleeps exactly while
+    c0 = 0; with more, its idle threads at 0 < c0 < k_z are not charged. Where the client's sleeps were
+    not fitted (r_u instant) the step takes 1 ns."""
+    return step(
+        SEND_WAKE,
+        "the send found the client asleep: the sender wakes it",
+        mass(RS, species.index(WAKER)),
+        {WAKER: -1, then: 1},
     )
 
 

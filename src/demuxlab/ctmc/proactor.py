@@ -2,7 +2,7 @@
 writes HSHA, of which it is a variant: the demultiplexer does the receive itself and queues "read
 completed" messages; T − 1 handlers work, send and re-arm.
 
-State (28 populations): connections c0 (the client has it), c1 (ready), c2 (frozen batch of the pending
+State (30 populations): connections c0 (the client has it), c1 (ready), c2 (frozen batch of the pending
 notifier call, then cached), c3 (read completed: queued or with a handler); demultiplexer m1 (in its
 notifier call's per-call part once a connection is ready: woken, holding no lock), m0 (acquires the
 notifier lock, freezing the ready list), m2 (the call returns the batch), m3 (releases the notifier lock),
@@ -11,7 +11,8 @@ queue places q1 (empty) q2 (busy); handlers t1 (idle: waiting for the queue), t2
 lock), t3 (releases the queue lock), t4 (work), t5 (send), t6 (acquire the notifier lock), t7 (re-arm),
 t8 (release it), t9 (the per-message CPU the timed operations do not cover); the notifier lock s1 (free)
 s2 (busy); the queue lock b1 (free) b2 (busy); k, a kick pending (select, poll: a re-arm wrote the
-eventfd of the demultiplexer asleep in its call, which then calls again). Initial state: c1 = q1 =
+eventfd of the demultiplexer asleep in its call, which then calls again); tw, a handler whose send found
+the client asleep, waking it; zc, the client so woken, not yet running. Initial state: c1 = q1 =
 connections, m1 = 1, t1 = T − 1, s1 = b1 = 1. Throughput = E[φ_send].
 
 The notifier lock is seed 001's epoll lock (§II: epoll_wait and epoll_ctl share it); for select and poll it
@@ -39,7 +40,8 @@ get_lock     r_l·t1·b1 / (m5 + t1) · H(q2)                             lock
 get          r_g · t2 · b2                    q2 → q1                  queue_get
 get_unlock   r_l · t3 · b2                                             lock
 work         r_c · t4                                                  input: 1/work
-send         r_o · t5                         c3 → c0                  send / message
+send         r_o · t5                         c3 → c0, t5 → t6 (tw)    send / message, less ω·f
+send_wake    r_s · tw                         tw → t6                  wake-cost (ω, 1/r_s)
 rearm_lock   r_l·t6·s1 / (m0 + t6) · H(m0 + t6)                        lock
 rearm        r_a · t7 · s2 · (1 − K)                                   rearm (without its kick)
 rearm_kick   (1/r_a + 1/r_k)⁻¹ · t7 · s2 · K  → k = 1                  kick (kicker's CPU / kick)
@@ -47,11 +49,17 @@ rearm_un     r_l · t8 · s2                                             lock
 overhead     r_x · t9                         t9 → t1                  handler CPU − timed ops
 client       r_z · min(c0,k_z) · (1 − m1·(1 − H(c1 + k)))   c0 → c1    client CPU
 client_wake  (1/r_z+1/r_v)⁻¹ · min(c0,k_z) · m1·(1 − H(c1 + k))    c0 → c1  wake-cost (ω = 1/r_v)
+client_up    r_u · zc                         zc → 0                   the client's sleeps / message
 ===========  ========================================================  ============================
 
 K = m1 · (1 − H(c1 + k)) where r_k is measured, else 0 (epoll never kicks: r_k = 0, and the kick steps
-never fire). h = min(c1, 64) (the server's cache). Runnable (pool ``server``): m1 while c1 + k > 0, m2,
-m3, m4, m6, m7, t2–t5, t7–t9. The lock-competition denominators are seed 001's (HSHA φ1, φ4, φ7, φ11).
+never fire). A send goes to tw instead of t6 where the client had no message (c0 = 0: asleep): the
+handler then pays the client's wake-up, ω, and the client (zc = 1) sends nothing until it runs, after its
+latency 1/r_u; ``client`` and ``client_wake`` carry a factor (1 − zc) not written above
+(parts.sending_wakes, parts.waking_client_steps; the send's measured cost holds its wake-ups at the
+calibration runs' rate, so r_o is fitted without them: docs/ctmc.md, "The send that wakes the client").
+h = min(c1, 64) (the server's cache). Runnable (pool ``server``): m1 while c1 + k > 0, m2, m3, m4, m6,
+m7, t2–t5, t7–t9, tw. The lock-competition denominators are seed 001's (HSHA φ1, φ4, φ7, φ11).
 
 :data:`SCHEDULED` is this chain on fewer cores than threads with the scheduler's wake-up measured (r_w): run
 to block (sched.py), its roles the demultiplexer and the handlers (:data:`ROLES`).
@@ -80,14 +88,18 @@ from demuxlab.ctmc.engine import (
     total,
 )
 from demuxlab.ctmc.parts import (
+    CLIENT_WAKING,
     KICK,
+    SEND_WAKE,
     SERVER,
+    WAKER,
     awake,
     contended,
     free,
     kicking_steps,
     one_per_item,
     paper_notifier,
+    sending_wakes,
     step,
     waiting_for,
     waking_client_steps,
@@ -109,9 +121,11 @@ SPECIES: tuple[str, ...] = (
     "b2",
     "m0",
     KICK,
+    WAKER,
+    CLIENT_WAKING,
 )
 C0, C1, C2, C3, M1, M2, M3, M4, M5, M6, M7, Q1, Q2 = range(13)
-T1, T2, T3, T4, T5, T6, T7, T8, T9, S1, S2, B1, B2, M0, K = range(13, 28)
+T1, T2, T3, T4, T5, T6, T7, T8, T9, S1, S2, B1, B2, M0, K, TW, ZC = range(13, 30)
 
 
 def lock_wait_jump(x: FloatArray, d: FloatArray) -> None:
@@ -128,6 +142,17 @@ def alpha_jump(x: FloatArray, d: FloatArray) -> None:
     d[M1] = -1.0
     d[M0] = 1.0
     d[K] = -x[K]  # the call drains a pending kick
+
+
+def send_jump(x: FloatArray, d: FloatArray) -> None:
+    """The handler's send: the response to the client; the handler on to its re-arm (t6), or to wake the
+    client (tw, the client waking: zc) where the client had no message (asleep; parts.sending_wakes)."""
+    d[C3] = -1.0
+    d[C0] = 1.0
+    d[T5] = -1.0
+    d[T6] = H(x[C0])
+    d[TW] = 1.0 - H(x[C0])
+    d[ZC] = 1.0 - H(x[C0])
 
 
 def unlock_q_jump(x: FloatArray, d: FloatArray) -> None:
@@ -147,7 +172,7 @@ STRUCTURE = ModelStructure(
     species=SPECIES,
     throughput="send",
     calls="alpha",  # once per call, as notify; it is the step that charges α
-    pools=(Pool(SERVER, total(awake(M1, C1, K), M2, M3, M4, M6, M7, T2, T3, T4, T5, T7, T8, T9)),),
+    pools=(Pool(SERVER, total(awake(M1, C1, K), M2, M3, M4, M6, M7, T2, T3, T4, T5, T7, T8, T9, TW)),),
     transitions=(
         step(
             "alpha", "demultiplexer's call, its per-call part (α)", mass(RN, M1) * present(C1, K), alpha_jump
@@ -209,7 +234,8 @@ STRUCTURE = ModelStructure(
             {"t3": -1, "t4": 1, "b2": -1, "b1": 1},
         ),
         step("work", "handler works", mass(RC, T4), {"t4": -1, "t5": 1}),
-        step("send", "handler sends the response", mass(RO, T5), {"c3": -1, "c0": 1, "t5": -1, "t6": 1}),
+        step("send", "handler sends the response", mass(RO, T5), send_jump),
+        sending_wakes(SPECIES, "t6"),
         step(
             "rearm_lock",
             "handler takes the notifier lock",
@@ -243,13 +269,14 @@ ROLES: tuple[Role, ...] = (
     ),
     Role(
         "handler",
-        total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, T5, waiting_for(T6, S1), T7, T8, T9),
+        total(one_per_item(T1, Q2) * free(B1), T2, T3, T4, T5, waiting_for(T6, S1), T7, T8, T9, TW),
         (
             "get_lock",
             "get",
             "get_unlock",
             "work",
             "send",
+            SEND_WAKE,
             "rearm_lock",
             "rearm",
             "rearm_kick",

@@ -15,7 +15,7 @@ from demuxlab.errors import DemuxlabError
 PATTERNS: tuple[str, ...] = vocab.PATTERNS
 # Seed 001 §V-A's eight rates, then those the other chains and a calibration add (module docstrings).
 RATE_FIELDS: tuple[str, ...] = ("r_l", "r_p", "r_g", "r_t", "r_i", "r_o", "r_a", "r_e")
-EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z", "r_w", "r_v", "r_k")
+EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z", "r_w", "r_v", "r_k", "r_u")
 ALL_RATE_FIELDS: tuple[str, ...] = RATE_FIELDS + EXTRA_FIELDS
 INSTANT_RATE = 1000.0  # per µs: a step of 1 ns, for model steps that cost (next to) nothing
 NO_REARM_NOTIFIERS = frozenset({"epoll-et"})
@@ -33,7 +33,13 @@ class Rates:
     "not measured": a chain with more threads than cores then shares them (processor sharing). ``r_v``
     (1/ω: the client's CPU to wake a dispatcher asleep in its notifier, on top of its turnaround r_z; HSHA's
     and the proactor's chains) is the client's own, as r_z is; instant means "not measured": the client's
-    wake-ups cost nothing beyond r_z (in the parameter vector: unbounded, not 1 ns). ``r_k`` (1/κ: the
+    wake-ups cost nothing beyond r_z (in the parameter vector: unbounded, not 1 ns). The same ω is what a
+    server thread pays when its send finds the client asleep (HSHA's workers, the proactor's handlers; the
+    vector's ``r_s`` is r_v at the server's share, 1 ns where r_u is not fitted). ``r_u`` (1/the latency of
+    a client thread woken by a response before it runs; HSHA's and the proactor's chains) is fitted where
+    the client's ``sleeps`` were measured, so that the chain's client sleeps as often per message as the
+    real one did; instant means "not fitted": the woken client runs at once and no send pays a wake-up
+    (the client's sleeps stay in r_o, as measured). ``r_k`` (1/κ: the
     CPU a handler's re-arm spends to kick a dispatcher waiting in select or poll, which then calls again;
     HSHA's and the proactor's chains) is instant unless measured (the server's ``kick`` operation), and
     instant means "no kicks": the notifier does not kick (epoll) or the runs predate the ``kick`` timing
@@ -58,6 +64,7 @@ class Rates:
     r_w: float = INSTANT_RATE
     r_v: float = INSTANT_RATE
     r_k: float = INSTANT_RATE
+    r_u: float = INSTANT_RATE
     speed: float = 1.0
     source: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     # A calibration from runs of several workloads: each workload's own rates (workload_key()); these
@@ -87,6 +94,12 @@ class Rates:
     def wakes(self) -> bool:
         """Whether the client's CPU to wake a sleeping dispatcher was measured (r_v, with r_z)."""
         return self.r_v != INSTANT_RATE and self.has_client
+
+    @property
+    def client_sleeps(self) -> bool:
+        """Whether the client's sleeps were fitted (r_u, with ω): the chains then charge the sender of a
+        response that finds the client asleep its wake-up, and the client its latency."""
+        return self.r_u != INSTANT_RATE and self.wakes
 
     @property
     def kicks(self) -> bool:
@@ -147,6 +160,9 @@ class Rates:
         v += [h.client_parallelism if self.has_client else UNBOUNDED]
         v += [float(h.cores) if h.cores is not None else UNBOUNDED, float(h.load)]
         v += [self.r_w * s, self.r_v if self.wakes else UNBOUNDED, self.r_k * s if self.kicks else 0.0]
+        # r_s: the client's ω, paid by a server thread whose send found the client asleep, where the client's
+        # sleeps were fitted (r_u); r_u: the woken client's latency (instant: it runs at once).
+        v += [self.r_v * s if self.client_sleeps else INSTANT_RATE, self.r_u]
         out = np.array(v, dtype=np.float64)
         assert len(out) == len(RATE_NAMES)
         return out
@@ -227,6 +243,7 @@ def paper_rates(pattern: str, notifier: str | None = None) -> Rates:
     source["r_w"] = "instant:not in seed 001 (more threads than cores share them: processor sharing)"
     source["r_v"] = "instant:not in seed 001 (the client's wake-ups cost it nothing beyond r_z)"
     source["r_k"] = "instant:not in seed 001 (a re-arm does not kick the waiting dispatcher)"
+    source["r_u"] = "instant:not in seed 001 (a woken client runs at once)"
     r_a = 1 / 0.589
     if notifier in NO_REARM_NOTIFIERS:
         r_a = INSTANT_RATE

@@ -35,6 +35,7 @@ RATE_NAMES: dict[str, str] = {
     "r_w": "wake-up, per other thread",
     "r_v": "client waking the dispatcher",
     "r_k": "re-arm's kick of the dispatcher",
+    "r_u": "woken client's latency",
 }
 _PAPER_GREYS: tuple[str, ...] = ("#BBBBBB", "#888888", "#DDDDDD", "#666666")
 
