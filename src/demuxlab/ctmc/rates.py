@@ -162,7 +162,10 @@ class Rates:
         v += [self.r_w * s, self.r_v if self.wakes else UNBOUNDED, self.r_k * s if self.kicks else 0.0]
         # r_s: the client's ω, paid by a server thread whose send found the client asleep, where the client's
         # sleeps were fitted (r_u); r_u: the woken client's latency (instant: it runs at once).
-        v += [self.r_v * s if self.client_sleeps else INSTANT_RATE, self.r_u]
+        v += [
+            self.r_v * s if self.client_sleeps else INSTANT_RATE,
+            self.r_u if self.client_sleeps else INSTANT_RATE,
+        ]
         out = np.array(v, dtype=np.float64)
         assert len(out) == len(RATE_NAMES)
         return out
