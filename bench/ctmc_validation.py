@@ -32,6 +32,9 @@ On a lent machine with little time: --measure-only stops after the runs (--repla
 --time-limit S starts no run after S seconds (the --runs-out file is rewritten after every run, so it holds
 what ran; a point with less work than any of its calibration's runs had is then not predicted from it, and
 the bench says so), --keep-going reports a failed run and goes on (docs/ctmc.md, "On 16 cores").
+--sleeps also counts, at the HSHA and proactor points whose calibration fitted the client's sleeps (r_u),
+how often the chain's client sleeps per message (its ``send_wake`` step, SSA) against the client's own
+count (its report's ``sleeps``): where a point's error comes from the send's wake-ups, these differ.
 
 Prints one row per point, then mean and max |error| per pattern × notifier × rates source, per pattern
 and overall, with the host, the load average before and after, and the measured background CPU. Targets
@@ -72,6 +75,7 @@ from images_lib import (
 sys.path.insert(0, str(REPO / "src"))
 
 from demuxlab.ctmc.calibrate import SelfCheck, calibrate
+from demuxlab.ctmc.parts import SEND_WAKE
 from demuxlab.ctmc.predict import PredictRequest, predict_many
 from demuxlab.ctmc.rates import DESIGNS, Host, Rates, calibration_threads
 from demuxlab.errors import DemuxlabError
@@ -286,6 +290,48 @@ def repeat_spread(runs: dict[Any, list[float]]) -> dict[str, float | int] | None
     }
 
 
+def sleeps_per_message(runs: list[Kept]) -> float | None:
+    """The client's sleeps per message over ``runs`` (its report's ``sleeps``), or None where a client
+    did not count them."""
+    sleeps = [k.result.client.get("sleeps") for k in runs]
+    if not runs or not all(isinstance(n, int) and not isinstance(n, bool) for n in sleeps):
+        return None
+    return sum(sleeps) / max(sum(int(k.result.client["messages"]) for k in runs), 1)  # type: ignore[arg-type]
+
+
+def print_sleeps(
+    keys: list[Point],
+    client: dict[Point, float | None],
+    chain: dict[Point, float],
+    model: dict[tuple[Point, str], float],
+    measured: dict[Point, float],
+) -> None:
+    """The chain's client sleeps per message against the client's, at the points that count them: where
+    the send's wake-ups (and so the throughput) come out wrong, these differ (docs/ctmc.md, "The send that
+    wakes the client")."""
+    rows = []
+    for p in keys:
+        got, real = chain.get(p), client[p]
+        if got is None or real is None:
+            continue
+        err = (model[(p, "calibrated")] - measured[p]) / measured[p]
+        ratio = f"{got / real:.2f}" if real > 0 else "-"
+        rows.append(
+            [p.pattern, p.notifier, p.threads, f"{p.work_us:g}", p.connections, p.msg_size,
+             f"{real:.3f}", f"{got:.3f}", ratio, f"{err * 100:+.1f}%"]
+        )  # fmt: skip
+    print()
+    if not rows:
+        print("# --sleeps: no calibrated point has the client's sleeps fitted (r_u)")
+        return
+    print("the client's sleeps per message, the client's count against the chain's (r_u fitted):")
+    print_table(
+        ["pattern", "notifier", "threads", "work µs", "conns", "size", "client", "chain", "chain/client",
+         "calib err"],
+        rows,
+    )  # fmt: skip
+
+
 def main() -> None:
     ap = load_parser(__doc__, duration=5.0)
     ap.add_argument("--spec", action="append", default=[], help="an experiment spec (repeatable)")
@@ -326,6 +372,12 @@ def main() -> None:
     ap.add_argument("--rel-ci", type=float, default=0.01, help="SSA target relative CI")
     ap.add_argument("--jobs", type=int, default=0, help="prediction processes (0: one per CPU)")
     ap.add_argument("--json", dest="json_out", help="write every figure here as JSON")
+    ap.add_argument(
+        "--sleeps",
+        action="store_true",
+        help="also count, at every point whose calibration fitted the client's sleeps (HSHA, proactor: "
+        "r_u), how often the chain's client sleeps per message against the client's own count (SSA)",
+    )
     ap.add_argument(
         "--wake-us",
         type=float,
@@ -369,6 +421,8 @@ def main() -> None:
         raise BenchError(
             "--measure-only needs --runs-out (where the runs go for a later --replay), not --replay"
         )
+    if a.sleeps and a.method != "ssa":
+        raise BenchError(f"--sleeps: the chain's sleeps are counted by the SSA, not --method {a.method}")
     replay_doc: dict[str, Any] = {}
     if a.replay:
         replay_doc = load_runs(a.replay)
@@ -606,6 +660,7 @@ def main() -> None:
                     seed=0,
                     host=h,
                     notifier=p.notifier,
+                    counts=(SEND_WAKE,) if a.sleeps and r is not None and r.client_sleeps else (),
                 )
             )
             slots.append((p, source))
@@ -613,6 +668,11 @@ def main() -> None:
     preds = predict_many(reqs, jobs=a.jobs)
     predict_s = time.monotonic() - t1
     model = {slot: pr.throughput_msgs_per_s for slot, pr in zip(slots, preds, strict=True)}
+    chain_sleeps = {
+        p: pr.details["per_message"][SEND_WAKE]
+        for (p, _), pr in zip(slots, preds, strict=True)
+        if SEND_WAKE in pr.details.get("per_message", {})
+    }
     load_after = tuple(replay_doc["load_after"]) if a.replay else os.getloadavg()
 
     rows = []
@@ -687,6 +747,9 @@ def main() -> None:
                 [source, "all", "all", len(errs), f"{statistics.mean(errs):.1%}", f"{max(errs):.1%}"]
             )
     print_table(["rates", "pattern", "notifier", "points", "mean |error|", "max |error|"], summary)
+    client_sleeps = {p: sleeps_per_message(results[p]) for p in keys}
+    if a.sleeps:
+        print_sleeps(keys, client_sleeps, chain_sleeps, model, measured)
     cal = [e for (s, _p, _n), es in per.items() if s == "calibrated" for e in es]
     target = TARGETS["16-core" if (facts.get("cores") or 0) >= 16 else "2-core"]
     if cal:
@@ -764,6 +827,8 @@ def main() -> None:
                     "round_trip_ns": [list(k.round_trip) if k.round_trip else None for k in results[p]],
                     "paper": model.get((p, "paper")),
                     "calibrated": model.get((p, "calibrated")),
+                    "client_sleeps_per_message": client_sleeps[p],
+                    "chain_sleeps_per_message": chain_sleeps.get(p),
                 }
                 for p in keys
             ],

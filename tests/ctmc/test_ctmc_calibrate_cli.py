@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from click.testing import CliRunner
 
 from demuxlab.cli.model import model
 from demuxlab.ctmc.calibrate import INSTANT, INSTANT_RATE, CalibrationRefused, calibrate
+from demuxlab.ctmc.engine import RATE_NAMES
 from demuxlab.ctmc.params import parse_int_list
 from demuxlab.ctmc.rates import Host, Rates, build, paper_rates
 from demuxlab.ctmc.ssa import simulate
@@ -692,6 +694,26 @@ def test_the_clients_sleeps_fit_its_latency_and_leave_the_send_without_its_wake_
     ), greedy.source["r_u"]
     uncounted = calibrate([res], pattern, clients=[WAKING_CLIENT], wake_us=4.0)
     assert not uncounted.client_sleeps and uncounted.wakes and 1 / uncounted.r_o == pytest.approx(6.0)
+    # The client writes null where a thread could not read its sleeps: not counted, as before.
+    nulled = calibrate([res], pattern, clients=[{**WAKING_CLIENT, "sleeps": None}], wake_us=4.0)
+    assert (nulled.r_o, nulled.r_u, nulled.r_z) == (uncounted.r_o, uncounted.r_u, uncounted.r_z)
+    # A fitted latency without ω (r_v) is not charged: the sender's wake-up and the latency are instant.
+    r = replace(rates, r_v=INSTANT_RATE)
+    assert not r.client_sleeps and r.r_u == rates.r_u
+    s, u = RATE_NAMES.index("r_s"), RATE_NAMES.index("r_u")
+    v, fitted = r.vector(0.0), rates.vector(0.0)
+    assert v[s] == v[u] == INSTANT_RATE
+    assert fitted[u] == rates.r_u and fitted[s] == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("sleeps", [-1, 1.5, "1650", True])
+def test_a_client_sleeps_that_is_not_a_count_is_an_error(sleeps: object) -> None:
+    res = server_json("hsha", 2.0, alpha_us=1.0, work_us=0.0, connections_accepted=2)
+    with pytest.raises(DemuxlabError) as err:
+        calibrate([res], "hsha", clients=[{**WAKING_CLIENT, "sleeps": sleeps}], wake_us=4.0)
+    assert str(err.value) == (
+        f"calibrate hsha: client result #0: sleeps must be a non-negative integer or null, got {sleeps!r}"
+    )
 
 
 def test_wake_ups_the_client_cannot_pay_for_are_refused_and_bad_omega_is_an_error() -> None:

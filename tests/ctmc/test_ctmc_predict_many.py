@@ -66,3 +66,37 @@ def test_bad_requests_and_jobs_are_refused_before_any_work() -> None:
         predict_many(bad, jobs=2)
     with pytest.raises(DemuxlabError, match="method"):
         predict_many([*REQUESTS[:2], PredictRequest("lf", 2, 10.0, method="mva")], jobs=2)
+
+
+def test_counts_give_a_steps_firings_per_message_where_the_chain_has_it() -> None:
+    """``counts``: how often a chain step fires per message, from the same SSA as the throughput (a step
+    the chain lacks is left out; LF has no send that wakes the client), the same through the pool, and
+    refused for a solver that cannot count."""
+    from dataclasses import replace
+
+    from demuxlab.ctmc.rates import Host, build
+    from demuxlab.ctmc.ssa import simulate
+
+    host = Host(client_threads=1)
+    rates = replace(paper_rates("hsha"), r_z=1 / 4.0, r_v=1 / 8.0, r_u=1 / 5.0)
+    steps = ("send_wake", "client_wake", "no_such_step")
+    reqs = [
+        PredictRequest(
+            "hsha", 2, 0.0, connections=2, rates=rates, rel_ci=0.02, seed=3, host=host, counts=steps
+        ),
+        PredictRequest("lf", 2, 0.0, connections=2, rel_ci=0.02, seed=3, host=host, counts=("send_wake",)),
+    ]
+    alone, pooled = predict_many(reqs, jobs=1), predict_many(reqs, jobs=2)
+    per = alone[0].details["per_message"]
+    assert set(per) == {"send_wake", "client_wake"} and alone[1].details["per_message"] == {}
+    assert [p.details["per_message"] for p in pooled] == [p.details["per_message"] for p in alone]
+    model = build("hsha", 2, 0.0, 2, rates, host=host)
+    msgs = simulate(model, rel_ci=0.02, seed=3).throughput_per_us
+    assert alone[0].throughput_msgs_per_s == pytest.approx(msgs * 1e6, rel=1e-12)
+    for step in ("send_wake", "client_wake"):
+        assert per[step] == simulate(model, rel_ci=0.02, seed=3, transition=step).throughput_per_us / msgs
+    assert 0.05 < per["send_wake"] < 1.0  # two connections: a response often finds the client asleep
+    with pytest.raises(
+        DemuxlabError, match=r"^counts: only the SSA counts a chain's steps, got method 'fluid'$"
+    ):
+        predict("hsha", 2, 0.0, method="fluid", rates=rates, host=host, counts=steps)

@@ -109,6 +109,27 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
     assert redo["wake_us"] == json.loads(gzip.decompress(runs.read_bytes()))["wake_us"]
     assert "(measured with the runs, " in res.stdout
 
+    # --sleeps: the client's sleeps per message at every point (it counted them), and the chain's where
+    # the calibration fitted them (r_u: HSHA here), from the SSA; with another method it is refused.
+    res = bench(tmp_path, "--replay", str(runs), "--jobs", "1", "--sleeps", "--json", str(again))
+    assert res.returncode == 0, res.stderr[-2000:]
+    slept = json.loads(again.read_text())
+    for p in slept["points"]:
+        assert p["client_sleeps_per_message"] > 0.0  # 8 connections: the client sleeps between echoes
+        assert p["chain_sleeps_per_message"] is None or p["pattern"] == "hsha"
+    fitted = [c for c in slept["calibrations"] if c["source"] and c["source"]["r_u"].startswith("fit:")]
+    chained = [p for p in slept["points"] if p["chain_sleeps_per_message"] is not None]
+    if fitted:  # the points of a calibration whose sleeps were fitted are counted, and their chain sleeps
+        assert "the client's sleeps per message, the client's count against the chain's" in res.stdout
+        assert chained and all(0.0 < p["chain_sleeps_per_message"] < 2.0 for p in chained)
+    else:
+        assert "# --sleeps: no calibrated point has the client's sleeps fitted (r_u)" in res.stdout
+        assert not chained
+    res = bench(tmp_path, "--replay", str(runs), "--sleeps", "--method", "fluid")
+    assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+        "ctmc_validation.py: error: --sleeps: the chain's sleeps are counted by the SSA, not --method fluid"
+    ]
+
     # A runs file from before ω was kept: not charged, and said so; --wake-us charges one, a bad one is a
     # one-line error.
     old = tmp_path / "old.json.gz"

@@ -7,6 +7,7 @@ and the exit JSON's record of the features a run used."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -158,14 +159,20 @@ def test_peer_far_ahead(run_server: Any, binaries: dict[str, Path], kind: str, m
 @pytest.mark.parametrize("kind", KINDS)
 def test_buffer_ring_runs_dry(run_server: Any, binaries: dict[str, Path], kind: str) -> None:
     """One provided buffer for 16 connections that all send at once: receives find the ring empty
-    (ENOBUFS), are armed again, and every echo still comes back whole and in order."""
+    (ENOBUFS), are armed again, and every echo still comes back whole and in order. "At once" does not
+    depend on the host's load: the server is stopped while the 16 send, so its receives all find data
+    when it runs on (a server that keeps up with the sends one by one would never run dry)."""
     srv = start(run_server, binaries, kind, "multishot", 4, DEMUX_URING_BUFS="1")
     socks = [connect(srv.port) for _ in range(16)]
     sent = 0
     for rnd in range(20):
         payloads = [os.urandom(4 * 32) for _ in socks]
-        for s, p in zip(socks, payloads, strict=True):
-            s.sendall(p)
+        srv.proc.send_signal(signal.SIGSTOP)
+        try:
+            for s, p in zip(socks, payloads, strict=True):
+                s.sendall(p)
+        finally:
+            srv.proc.send_signal(signal.SIGCONT)
         for i, (s, p) in enumerate(zip(socks, payloads, strict=True)):
             assert recv_exact(s, len(p)) == p, f"round {rnd} connection {i}"
         sent += len(socks) * 32

@@ -754,7 +754,7 @@ def client_in_chain(
         where = _workload(pattern, i, res, connections, clients, client_cores)
         if where is not None:
             weights[where] = weights.get(where, 0) + _messages(f"server result #{i}", res)
-            got = _client_sleeps(clients[i] if clients is not None else None)
+            got = _client_sleeps(pattern, i, clients[i] if clients is not None else None)
             sleeps = None if sleeps is None or got is None else [*sleeps, got]
     if not weights:
         return rates
@@ -832,15 +832,24 @@ def _less_wakes(pattern: str, what: str, cost_us: float, wakes: float, omega_us:
     return left
 
 
-def _client_sleeps(client: dict[str, Any] | None) -> tuple[float, float] | None:
-    """The client's sleeps and messages over its measure phase (its report's ``sleeps``, ``messages``), or
-    None where it did not count them (a client from before the count, or none)."""
+def _client_sleeps(pattern: str, i: int, client: dict[str, Any] | None) -> tuple[float, float] | None:
+    """The client's sleeps and messages over its measure phase (client result #``i``'s ``sleeps``,
+    ``messages``), or None where it did not count them (no ``sleeps``, or null: a client from before the
+    count, or one whose threads could not read theirs; or no client). A ``sleeps`` that is not a
+    non-negative integer is an error, not "not counted"."""
     if not isinstance(client, dict):
         return None
     n, m = client.get("sleeps"), client.get("messages")
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (n, m)) or not m:
+    if n is None:
         return None
-    return float(n), float(m)  # type: ignore[arg-type]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise DemuxlabError(
+            f"calibrate {pattern}: client result #{i}: sleeps must be a non-negative integer or null, "
+            f"got {n!r}"
+        )
+    if isinstance(m, bool) or not isinstance(m, int) or m <= 0:
+        return None
+    return float(n), float(m)
 
 
 def _per_us(costs_us: dict[str, float]) -> dict[str, Any]:

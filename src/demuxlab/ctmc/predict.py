@@ -18,6 +18,8 @@ from demuxlab.vocab import METHOD_FLUID, METHOD_SSA, SOLVER_METHODS
 FIXED_POINT_TOL = 0.01
 FIXED_POINT_ITERATIONS = 8
 FIXED_POINT_REL_CI = 0.03
+# The precision (relative CI) a step's count per message is simulated to, at least (predict's ``counts``).
+COUNT_REL_CI = 0.02
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,15 @@ def predict(
     seed: int = 0,
     host: Host | None = None,
     notifier: str | None = None,
+    counts: Sequence[str] = (),
 ) -> Prediction:
     """The steady-state throughput (msgs/s) of ``pattern`` at ``threads`` threads and ``work_us`` of work
     per message, on ``host`` (default: a core per thread and no client, seed 001's setting).
+
+    ``counts`` names chain steps (transitions) to count too: the details' ``per_message`` gives how often
+    each of those the chain has fires per message (SSA only, at ``rel_ci`` or :data:`COUNT_REL_CI`,
+    whichever is coarser), the figures to hold against what the server or the client counted (e.g.
+    ``send_wake`` against the client's ``sleeps``).
 
     The multireactor and uring are T independent threads with N/T connections each: the chain follows
     one of them and puts the others into the server pool's load — as many as are runnable on average,
@@ -91,6 +99,8 @@ def predict(
     """
     if method not in SOLVER_METHODS:
         raise DemuxlabError(f"method: must be one of {', '.join(SOLVER_METHODS)}, got {method!r}")
+    if counts and method != METHOD_SSA:
+        raise DemuxlabError(f"counts: only the SSA counts a chain's steps, got method {method!r}")
     h = host if host is not None else Host()
     model = build(pattern, threads, work_us, connections, rates, host=h, notifier=notifier)
     details: dict[str, Any] = {}
@@ -136,9 +146,28 @@ def predict(
     details.update(solved)
     details["runnable"] = runnable
     details["cores"] = model.parameters["cores"]
+    if counts:
+        details["per_message"] = _per_message(model, counts, thr, max(rel_ci, COUNT_REL_CI), seed)
     return Prediction(
         pattern, threads, float(work_us), connections, method, float(thr * scale * 1e6), ci, details
     )
+
+
+def _per_message(
+    model: ModelInstance, steps: Sequence[str], throughput_per_us: float, rel_ci: float, seed: int
+) -> dict[str, float]:
+    """How often each of ``steps`` that the chain has fires per message (SSA); steps it lacks are left
+    out."""
+    from demuxlab.ctmc.ssa import simulate
+
+    have = {tr.name for tr in model.structure.transitions}
+    if throughput_per_us <= 0.0:
+        return {}
+    return {
+        step: simulate(model, rel_ci=rel_ci, seed=seed, transition=step).throughput_per_us / throughput_per_us
+        for step in steps
+        if step in have
+    }
 
 
 @dataclass(frozen=True)
@@ -155,6 +184,7 @@ class PredictRequest:
     seed: int = 0
     host: Host | None = None
     notifier: str | None = None
+    counts: tuple[str, ...] = ()
 
 
 def _predict_request(req: PredictRequest) -> tuple[Prediction, float]:
@@ -171,6 +201,7 @@ def _predict_request(req: PredictRequest) -> tuple[Prediction, float]:
         seed=req.seed,
         host=req.host,
         notifier=req.notifier,
+        counts=req.counts,
     )
     return p, time.perf_counter() - t0
 
