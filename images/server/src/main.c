@@ -157,18 +157,19 @@ static void print_exit(struct server *s, double elapsed, const char *extra)
         printf("%s{\"index\": %d, \"role\": \"%s\", \"cpu\": %s, \"messages\": %" PRIu64
                ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}",
                i ? ", " : "", t->index, t->role, cpu, t->st.messages, t->st.user_s, t->st.sys_s);
-        if (t->st.in != NULL) { /* per thread: seconds waiting vs in the notifier, and for a CPU */
+        if (t->st.in != NULL) /* per thread: seconds waiting vs in the notifier */
             printf(", \"idle_s\": %.6f, \"notify_s\": %.6f", (double)hist_total(&t->st.in->ops[OP_IDLE]) / 1e9,
                    (double)hist_total(&t->st.in->ops[OP_NOTIFY]) / 1e9);
-            if (t->st.wait_s >= 0)
-                printf(", \"wait_s\": %.6f", t->st.wait_s);
-            else
-                printf(", \"wait_s\": null");
-            if (t->st.sleeps >= 0)
-                printf(", \"sleeps\": %ld", t->st.sleeps);
-            else
-                printf(", \"sleeps\": null");
-        }
+        /* Instrumented or not (read once, at the thread's end): its wait for a CPU and its sleeps, so a
+         * plain run's threads can be held against its instrumented twin's (docs/ctmc.md). */
+        if (t->st.wait_s >= 0)
+            printf(", \"wait_s\": %.6f", t->st.wait_s);
+        else
+            printf(", \"wait_s\": null");
+        if (t->st.sleeps >= 0)
+            printf(", \"sleeps\": %ld", t->st.sleeps);
+        else
+            printf(", \"sleeps\": null");
         putchar('}');
     }
     printf("]%s, \"ops\": {", extra);
