@@ -39,9 +39,9 @@ import numpy as np
 from ctmc_validation import load_runs
 from images_lib import BenchError, Result, main_guard, print_table
 
-from demuxlab.ctmc.calibrate import WAKE, WAKE_MAX_EVENTS, WAKE_REL_CI, calibrate
+from demuxlab.ctmc.calibrate import WAKE, WAKE_REL_CI, calibrate
 from demuxlab.ctmc.rates import Host, build, calibration_threads
-from demuxlab.ctmc.ssa import simulate
+from demuxlab.ctmc.ssa import per_message, simulate
 from demuxlab.errors import DemuxlabError
 
 DISPATCHING = ("hsha", "proactor")  # the chains with a dispatcher asleep in its notifier: m1 while c1 = 0
@@ -145,18 +145,14 @@ def chain_rows(runs: Sequence[dict[str, Any]], only: str | None) -> list[list[ob
             host = Host(cores=cores, client_threads=int(at[0]["client"]["threads"]), client_cores=1)
             model = build(pattern, threads, 0.0, conns, rates, host=host)
             msgs = simulate(model, rel_ci=0.02).throughput_per_us
-            wakes = simulate(
-                model, rel_ci=WAKE_REL_CI, transition=WAKE, max_events=WAKE_MAX_EVENTS
-            ).throughput_per_us
+            wakes = per_message(model, (WAKE,), msgs, rel_ci=WAKE_REL_CI).get(WAKE, 0.0)  # per message
             sleeps = [
                 (r["server"]["events_per_call"]["calls"] - r["server"]["ops"]["notify"]["count"])
                 / r["server"]["messages"]
                 for r in at
             ]
             measured = statistics.mean(r["client"]["throughput_msgs_per_s"] for r in at)
-            rows.append(
-                [label, threads, msgs * 1e6, measured, wakes / msgs, statistics.mean(sleeps), len(at)]
-            )
+            rows.append([label, threads, msgs * 1e6, measured, wakes, statistics.mean(sleeps), len(at)])
     return rows
 
 

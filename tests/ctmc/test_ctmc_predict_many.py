@@ -70,16 +70,17 @@ def test_bad_requests_and_jobs_are_refused_before_any_work() -> None:
 
 def test_counts_give_a_steps_firings_per_message_where_the_chain_has_it() -> None:
     """``counts``: how often a chain step fires per message, from the same SSA as the throughput (a step
-    the chain lacks is left out; LF has no send that wakes the client), the same through the pool, and
+    the chain lacks is left out; LF has no send that wakes the client; one that never fires, the kick
+    where r_k was not measured, is 0 after ssa.COUNT_MAX_EVENTS events), the same through the pool, and
     refused for a solver that cannot count."""
     from dataclasses import replace
 
     from demuxlab.ctmc.rates import Host, build
-    from demuxlab.ctmc.ssa import simulate
+    from demuxlab.ctmc.ssa import COUNT_MAX_EVENTS, simulate
 
     host = Host(client_threads=1)
     rates = replace(paper_rates("hsha"), r_z=1 / 4.0, r_v=1 / 8.0, r_u=1 / 5.0)
-    steps = ("send_wake", "client_wake", "no_such_step")
+    steps = ("send_wake", "client_wake", "phi12_kick", "no_such_step")
     reqs = [
         PredictRequest(
             "hsha", 2, 0.0, connections=2, rates=rates, rel_ci=0.02, seed=3, host=host, counts=steps
@@ -88,13 +89,15 @@ def test_counts_give_a_steps_firings_per_message_where_the_chain_has_it() -> Non
     ]
     alone, pooled = predict_many(reqs, jobs=1), predict_many(reqs, jobs=2)
     per = alone[0].details["per_message"]
-    assert set(per) == {"send_wake", "client_wake"} and alone[1].details["per_message"] == {}
+    assert set(per) == {"send_wake", "client_wake", "phi12_kick"} and alone[1].details["per_message"] == {}
+    assert per["phi12_kick"] == 0.0 and not rates.kicks
     assert [p.details["per_message"] for p in pooled] == [p.details["per_message"] for p in alone]
     model = build("hsha", 2, 0.0, 2, rates, host=host)
     msgs = simulate(model, rel_ci=0.02, seed=3).throughput_per_us
     assert alone[0].throughput_msgs_per_s == pytest.approx(msgs * 1e6, rel=1e-12)
     for step in ("send_wake", "client_wake"):
-        assert per[step] == simulate(model, rel_ci=0.02, seed=3, transition=step).throughput_per_us / msgs
+        fired = simulate(model, rel_ci=0.02, seed=3, transition=step, max_events=COUNT_MAX_EVENTS)
+        assert per[step] == fired.throughput_per_us / msgs
     assert 0.05 < per["send_wake"] < 1.0  # two connections: a response often finds the client asleep
     with pytest.raises(
         DemuxlabError, match=r"^counts: only the SSA counts a chain's steps, got method 'fluid'$"

@@ -104,7 +104,7 @@ from demuxlab.ctmc.rates import (
     workload_key,
 )
 from demuxlab.ctmc.sched import GRANT_RATE
-from demuxlab.ctmc.ssa import simulate
+from demuxlab.ctmc.ssa import per_message, simulate
 from demuxlab.errors import DemuxlabError
 
 CACHE_SIZE = 64  # the server's MAX_EVENTS: no notifier call returns more
@@ -124,8 +124,7 @@ WAKE_LIMIT = 1.0
 # …and only where the fitted chain's dispatcher then waits what the server's did, within this share.
 WAIT_TOLERANCE = 0.10
 WAKE_ROUNDS = 6  # rounds of client_in_chain's fixed point, until the base turnaround moves by < 2 %
-WAKE_REL_CI = 0.05  # the SSA's CI for the chain's wake-ups in those rounds…
-WAKE_MAX_EVENTS = 5_000_000  # …and its cap (a chain whose dispatcher never sleeps has no wake-up to count)
+WAKE_REL_CI = 0.05  # the SSA's CI for the chain's wake-ups in those rounds (at most ssa.COUNT_MAX_EVENTS)
 WAKE = CLIENT_WAKE  # the transition of a chain whose client can wake its dispatcher (parts.py)
 SLEEPS_TOLERANCE = 0.10  # client_in_chain: the chain's client sleeps per message within 10 % of the real
 LATENCY_US = (0.1, 200.0)  # …and the latency 1/r_u that makes them so, within these bounds
@@ -865,11 +864,8 @@ def _chain_wakes(
     got = dict.fromkeys(steps, 0.0)
     for model, n in _at_settings(rates, pattern, weights):
         msgs = simulate(model, rel_ci=PER_CALL_REL_CI).throughput_per_us
-        if msgs <= 0.0:
-            continue
-        for step in steps:
-            fired = simulate(model, rel_ci=WAKE_REL_CI, transition=step, max_events=WAKE_MAX_EVENTS)
-            got[step] += n * fired.throughput_per_us / msgs
+        for step, fired in per_message(model, steps, msgs, rel_ci=WAKE_REL_CI).items():
+            got[step] += n * fired
     total = sum(weights.values())
     return {step: v / total for step, v in got.items()}
 

@@ -87,8 +87,8 @@ def predict(
 
     ``counts`` names chain steps (transitions) to count too: the details' ``per_message`` gives how often
     each of those the chain has fires per message (SSA only, at ``rel_ci`` or :data:`COUNT_REL_CI`,
-    whichever is coarser), the figures to hold against what the server or the client counted (e.g.
-    ``send_wake`` against the client's ``sleeps``).
+    whichever is coarser: ``ssa.per_message``), the figures to hold against what the server or the client
+    counted (e.g. ``send_wake`` against the client's ``sleeps``).
 
     The multireactor and uring are T independent threads with N/T connections each: the chain follows
     one of them and puts the others into the server pool's load — as many as are runnable on average,
@@ -147,27 +147,12 @@ def predict(
     details["runnable"] = runnable
     details["cores"] = model.parameters["cores"]
     if counts:
-        details["per_message"] = _per_message(model, counts, thr, max(rel_ci, COUNT_REL_CI), seed)
+        from demuxlab.ctmc.ssa import per_message
+
+        details["per_message"] = per_message(model, counts, thr, rel_ci=max(rel_ci, COUNT_REL_CI), seed=seed)
     return Prediction(
         pattern, threads, float(work_us), connections, method, float(thr * scale * 1e6), ci, details
     )
-
-
-def _per_message(
-    model: ModelInstance, steps: Sequence[str], throughput_per_us: float, rel_ci: float, seed: int
-) -> dict[str, float]:
-    """How often each of ``steps`` that the chain has fires per message (SSA); steps it lacks are left
-    out."""
-    from demuxlab.ctmc.ssa import simulate
-
-    have = {tr.name for tr in model.structure.transitions}
-    if throughput_per_us <= 0.0:
-        return {}
-    return {
-        step: simulate(model, rel_ci=rel_ci, seed=seed, transition=step).throughput_per_us / throughput_per_us
-        for step in steps
-        if step in have
-    }
 
 
 @dataclass(frozen=True)

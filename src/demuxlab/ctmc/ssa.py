@@ -22,6 +22,7 @@ the model and the seed (PCG64): the same seed gives the same result, in any proc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,9 @@ C4_5 = 0.9399856029866254  # E[s]/σ for 5 normal samples: the expected 5-batch 
 AIM = 1.0  # an extension aims at an expected 5-batch CI of AIM × rel_ci
 GROWTH_MIN = 1.15
 GROWTH_MAX = 8.0
+# per_message: a step that never fires (a client that never sleeps, a kick never charged) is counted 0 after
+# this many events, not after simulate's 200 million.
+COUNT_MAX_EVENTS = 5_000_000
 
 
 @dataclass(frozen=True)
@@ -191,6 +195,29 @@ def _pace(kernel: object, x: FloatArray, model: ModelInstance, thr: int, rng: np
     if total_ev == 0 or total_us == 0.0:
         return max(step, 1.0) / max(probe, 1)
     return total_us / total_ev
+
+
+def per_message(
+    model: ModelInstance,
+    steps: Sequence[str],
+    throughput_per_us: float,
+    *,
+    rel_ci: float,
+    seed: int = 0,
+    max_events: int = COUNT_MAX_EVENTS,
+) -> dict[str, float]:
+    """How often each of ``steps`` that the chain has fires per message: its rate (:func:`simulate` with
+    ``transition``, at ``rel_ci``, at most ``max_events`` events) over the chain's ``throughput_per_us``;
+    steps the chain lacks are left out, and nothing fires in a chain without throughput."""
+    if throughput_per_us <= 0.0:
+        return {}
+    have = {tr.name for tr in model.structure.transitions}
+    fired = {
+        step: simulate(model, rel_ci=rel_ci, seed=seed, transition=step, max_events=max_events)
+        for step in steps
+        if step in have
+    }
+    return {step: got.throughput_per_us / throughput_per_us for step, got in fired.items()}
 
 
 def _check(status: int, model: ModelInstance) -> None:
