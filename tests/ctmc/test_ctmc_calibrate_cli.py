@@ -706,6 +706,73 @@ def test_the_clients_sleeps_fit_its_latency_and_leave_the_send_without_its_wake_
     assert fitted[u] == rates.r_u and fitted[s] == pytest.approx(0.25)
 
 
+def with_waits(res: dict[str, Any], idle: float, kicks: float) -> dict[str, Any]:
+    """``res`` with the dispatcher's blocking waits (``idle``) and the re-arms' kicks, per message."""
+    m = res["messages"]
+    ops = {**res["ops"], "idle": op(50_000.0, round(idle * m)), "kick": op(2_000.0, round(kicks * m))}
+    return {**res, "ops": ops}
+
+
+def sleeping_client(sleeps: float, cpu_us: float) -> dict[str, Any]:
+    """A client of 3000 messages that slept ``sleeps`` and spent ``cpu_us`` of CPU per message."""
+    cpu_s = 3000 * cpu_us / 1e6
+    return {**WAKING_CLIENT, "sleeps": round(sleeps * 3000), "cpu_s": {"user": cpu_s / 2, "sys": cpu_s / 2}}
+
+
+@pytest.mark.parametrize("pattern", ["hsha", "proactor"])
+def test_the_clients_cpu_per_sleep_is_fitted_where_its_sleeps_differ(pattern: str) -> None:
+    """A client's CPU per message of T₀ = 6 µs, ω = 4 µs per request that woke the dispatcher (its
+    blocking waits less the kicks: 0.2 and 1.0 per message) and c = 10 µs per sleep of its own (0.1 and
+    0.9 per message, at work 0 and 20 µs): the CPU per sleep is the slope, 10 µs, and the turnaround is
+    the pooled T less c × the pooled sleeps (0.5 per message) less ω × the pooled wake-ups (0.6): T₀.
+    With one setting, or sleeps that differ by less than 0.3 per message, there is no slope; without the
+    server's blocking waits, the chain's own wake-ups stand in for the runs' (the fixed point)."""
+    low = with_waits(server_json(pattern, 2.0, alpha_us=1.0, work_us=0.0, connections_accepted=2), 0.3, 0.1)
+    high = with_waits(server_json(pattern, 2.0, alpha_us=1.0, work_us=20.0, connections_accepted=2), 1.2, 0.2)
+    clients = [sleeping_client(0.1, 6.0 + 4.0 * 0.2 + 10.0 * 0.1), sleeping_client(0.9, 6.0 + 4.0 + 9.0)]
+    rates = calibrate([low, high], pattern, clients=clients, wake_us=4.0)
+    m = re.search(
+        r", less the client's ([0-9.]+) sleeps per message × its cpu per sleep ([0-9.]+) µs",
+        rates.source["r_z"],
+    )
+    assert m is not None, rates.source["r_z"]
+    assert float(m.group(1)) == pytest.approx(0.5) and float(m.group(2)) == pytest.approx(10.0, rel=1e-3)
+    # …and less ω × the runs' requests that woke the dispatcher (0.6 per message pooled), not the chain's:
+    # T₀ exactly.
+    assert rates.source["r_z"].endswith(
+        ", less the server's 0.6 blocking waits per message not ended by a kick × ω"
+    )
+    assert 1 / rates.r_z == pytest.approx(13.4 - 10.0 * 0.5 - 4.0 * 0.6, rel=1e-3)
+    # One setting: the same runs at work 0 only; its T less ω × its 0.2 wake-ups.
+    alone = calibrate([low], pattern, clients=clients[:1], wake_us=4.0)
+    assert "cpu per sleep" not in alone.source["r_z"]
+    assert 1 / alone.r_z == pytest.approx(7.8 - 4.0 * 0.2, rel=1e-3)
+    # Sleeps 0.1 against 0.35 per message: too close to tell the sleeps' CPU from the rest.
+    close = [clients[0], sleeping_client(0.35, 6.0 + 4.0 + 3.5)]
+    near = calibrate([low, high], pattern, clients=close, wake_us=4.0)
+    assert "cpu per sleep" not in near.source["r_z"]
+    # Without the server's blocking waits (runs before the idle timing) the ω part is unknown: no fit.
+    bare = calibrate([low, {**high, "ops": {k: v for k, v in high["ops"].items() if k != "idle"}}], pattern,
+                     clients=clients, wake_us=4.0)  # fmt: skip
+    assert "cpu per sleep" not in bare.source["r_z"] and "in the chain × ω" in bare.source["r_z"]
+    # The fitted rates' chain turns the client's messages around faster than the runs' pooled T did.
+    plain = calibrate([low, high], pattern, clients=[{**c, "sleeps": None} for c in clients], wake_us=4.0)
+    assert 1 / rates.r_z < 1 / plain.r_z - 2.5
+
+
+@pytest.mark.parametrize("count", [-1, 2.5, "9", None])
+def test_a_blocking_wait_count_that_is_not_a_count_is_an_error(count: object) -> None:
+    res = with_waits(
+        server_json("proactor", 2.0, alpha_us=1.0, work_us=0.0, connections_accepted=2), 0.3, 0.1
+    )
+    res["ops"]["idle"] = {**res["ops"]["idle"], "count": count}
+    with pytest.raises(DemuxlabError) as err:
+        calibrate([res], "proactor", clients=[sleeping_client(0.1, 8.0)], wake_us=4.0)
+    assert str(err.value) == (
+        f"calibrate proactor: server result #0: ops.idle.count must be a non-negative integer, got {count!r}"
+    )
+
+
 @pytest.mark.parametrize("sleeps", [-1, 1.5, "1650", True])
 def test_a_client_sleeps_that_is_not_a_count_is_an_error(sleeps: object) -> None:
     res = server_json("hsha", 2.0, alpha_us=1.0, work_us=0.0, connections_accepted=2)

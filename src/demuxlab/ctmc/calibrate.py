@@ -47,8 +47,12 @@ r_n    ``notify_by_events`` + overhead per call      intercept α (≥ 0); a dis
 r_x    CPU − timed operations, per message           the handling role's untimed CPU
 r_z    client CPU per message × its CPU share        the client's turnaround (``clients=``; its share
                                                      from its ``wait_s``, else the server's speed); with
-                                                     ``wake_us``, less the chain's wake-ups per message
-                                                     × ω (:func:`client_in_chain`)
+                                                     ``wake_us``, less ω per request that woke the
+                                                     dispatcher (the runs' ``idle`` − ``kick``; the
+                                                     chain's own where not timed), and less the
+                                                     client's sleeps × its CPU per sleep, fitted over
+                                                     the settings where their sleeps differ
+                                                     (:func:`client_in_chain`)
 r_v    ``wake_us`` (ω) × the client's share          HSHA, proactor: the client's CPU to wake a
                                                      dispatcher asleep in its notifier, measured apart
                                                      (``build/bin/wake-cost``); unset: instant
@@ -128,6 +132,9 @@ WAKE_REL_CI = 0.05  # the SSA's CI for the chain's wake-ups in those rounds (at 
 WAKE = CLIENT_WAKE  # the transition of a chain whose client can wake its dispatcher (parts.py)
 SLEEPS_TOLERANCE = 0.10  # client_in_chain: the chain's client sleeps per message within 10 % of the real
 LATENCY_US = (0.1, 200.0)  # …and the latency 1/r_u that makes them so, within these bounds
+# client_in_chain: the client's CPU per sleep of its own is fitted where the calibration settings' client
+# sleeps per message differ by at least this much (work 0 against 200 µs: about 0.1 against 1)
+SLEEPS_SPREAD = 0.3
 SPIN_FLOOR = 0.02  # a handling role's CPU beyond its spin below this × the spin: see calibrate()
 KICK_RATE = "r_k"  # fitted per kick (ops.kick), not per message as the other operations' rates
 
@@ -464,7 +471,7 @@ def _fit(
     if wake_us and client is not None:
         rates = client_in_chain(
             rates, pattern, server_results, connections, wake_us / client[1], clients=clients,
-            client_cores=client_cores,
+            client_cores=client_cores, client_share=client[1],
         )  # fmt: skip
     if measured is not None:
         got = self_check(
@@ -718,6 +725,7 @@ def client_in_chain(
     *,
     clients: Sequence[dict[str, Any] | None] | None = None,
     client_cores: Sequence[int | None] | None = None,
+    client_share: float = 1.0,
 ) -> Rates:
     """``rates`` with the wake-ups between the client and the server charged in the chain's own
     (docs/ctmc.md, "The client that wakes the dispatcher", "The send that wakes the client"): a request
@@ -742,24 +750,57 @@ def client_in_chain(
     ``client_wake`` step, or rates without a client, are returned as they are; a T₀ or S₀ that is not
     positive is refused. Where no latency makes the chain's client sleep as often as the client did (its
     one station against the client's threads), the sends' wake-ups stay in r_o and r_u is instant, its
-    source says why."""
+    source says why.
+
+    Where the calibration runs time the dispatcher's blocking waits (``idle``), f is not the chain's but
+    the runs' own count (:func:`_woke`: the blocking waits less the re-arms' kicks, which ended the
+    others), as S₀ takes the measured sleeps; T₀ needs no fixed point then. And the client's own sleeps
+    cost it CPU too (woken, it calls its notifier again; on a VM its idle CPU wakes), which T holds at the
+    calibration runs' rate while the chain has its client wait the latency 1/r_u per sleep of its own
+    (fitted to the count): where the calibration settings' client sleeps per message differ by
+    :data:`SLEEPS_SPREAD` or more (work 0 against 200 µs), their CPU per sleep c is the slope of the
+    client's CPU per message, less ω per request that woke the dispatcher, against its sleeps per message
+    (:func:`_client_cpu_per_sleep`), and T is taken less c × the measured sleeps first (where that leaves
+    it positive). Without both the chain's client turned a message around in the calibration's T at any
+    concurrency, where the client's CPU per message falls as the server's threads grow: on the slow
+    2-core host the chain's client became the bottleneck at 3 and 4 threads (docs/ctmc.md, "The client's
+    turnaround from what the runs counted")."""
     threads = calibration_threads(pattern)
     steps = {tr.name for tr in structure(pattern, threads, full=True).transitions}
     if not rates.has_client or WAKE not in steps:
         return rates
     weights: dict[Workload, int] = {}
     sleeps: list[tuple[float, float]] | None = []
+    woken: list[tuple[int, int]] | None = []
     for i, res in enumerate(server_results):
         where = _workload(pattern, i, res, connections, clients, client_cores)
         if where is not None:
             weights[where] = weights.get(where, 0) + _messages(f"server result #{i}", res)
             got = _client_sleeps(pattern, i, clients[i] if clients is not None else None)
             sleeps = None if sleeps is None or got is None else [*sleeps, got]
+            w = _woke(i, res)
+            woken = None if woken is None or w is None else [*woken, w]
     if not weights:
         return rates
     real_sleeps = sum(n for n, _ in sleeps) / sum(m for _, m in sleeps) if sleeps else 0.0
+    woke = sum(n for n, _ in woken) / sum(m for _, m in woken) if woken else None
+    per_sleep = (
+        _client_cpu_per_sleep(
+            pattern, server_results, connections, clients, client_cores, omega_us * client_share
+        )
+        if sleeps and woke is not None
+        else None
+    )
+    if per_sleep is not None:
+        c = per_sleep / client_share  # at the client's share, as T is
+        less = 1.0 / rates.r_z - c * real_sleeps
+        if less > 0.0:
+            why = f"less the client's {real_sleeps:.3g} sleeps per message × its cpu per sleep {c:.3g} µs"
+            rates = replace(
+                rates, r_z=1.0 / less, source={**rates.source, "r_z": f"{rates.source.get('r_z', '')}, {why}"}
+            )
     if SEND_WAKE in steps and real_sleeps > 0.0:
-        fitted, ratio = _wakes_in_chain(rates, pattern, weights, omega_us, real_sleeps)
+        fitted, ratio = _wakes_in_chain(rates, pattern, weights, omega_us, real_sleeps, woke)
         if abs(ratio - 1.0) <= SLEEPS_TOLERANCE:
             return fitted
         # The chain's client does not sleep as the real one did at any latency (its one station against
@@ -769,22 +810,33 @@ def client_in_chain(
             f"instant:the chain's client sleeps {chain:.3g} per message at a latency of {latency:.3g} µs, "
             f"the client {real_sleeps:.3g}: the sends' wake-ups stay in r_o"
         )
-        fitted, _ = _wakes_in_chain(rates, pattern, weights, omega_us, None)
+        fitted, _ = _wakes_in_chain(rates, pattern, weights, omega_us, None, woke)
         return replace(fitted, source={**fitted.source, "r_u": why})
-    return _wakes_in_chain(rates, pattern, weights, omega_us, None)[0]
+    return _wakes_in_chain(rates, pattern, weights, omega_us, None, woke)[0]
 
 
 def _wakes_in_chain(
-    rates: Rates, pattern: str, weights: dict[Workload, int], omega_us: float, real_sleeps: float | None
+    rates: Rates,
+    pattern: str,
+    weights: dict[Workload, int],
+    omega_us: float,
+    real_sleeps: float | None,
+    woke: float | None,
 ) -> tuple[Rates, float]:
-    """client_in_chain's fixed point at the calibration runs' settings (``weights``): r_z, and with the
-    client's measured ``real_sleeps`` per message r_o and r_u too; and the chain's sleeps over those at
-    the end (1 without them)."""
+    """client_in_chain's fixed point at the calibration runs' settings (``weights``): r_z (T less ω ×
+    ``woke``, the requests per message that woke the dispatcher in the runs, where they were counted;
+    else less ω × the chain's own, found by the fixed point), and with the client's measured
+    ``real_sleeps`` per message r_o and r_u too; and the chain's sleeps over those at the end (1 without
+    them)."""
     turnaround = 1.0 / rates.r_z
     base = {"r_z": turnaround}
     fitted = replace(rates, r_v=1.0 / omega_us)
-    source = dict(fitted.source)
+    source = {**fitted.source, "r_v": f"wake-cost {omega_us:.3g} µs at the client's share"}
     ratio = 1.0
+    if woke is not None:
+        base["r_z"] = _less_wakes(pattern, "the client's turnaround", turnaround, woke, omega_us)
+        less = f"less the server's {woke:.3g} blocking waits per message not ended by a kick × ω"
+        source["r_z"] = f"{rates.source.get('r_z', '')}, {less}"
     if real_sleeps is not None:
         # The send without the wake-ups the client's sleeps measured; the latency that makes the chain's
         # client sleep as often, from ω.
@@ -792,18 +844,19 @@ def _wakes_in_chain(
         base["r_o"] = _less_wakes(pattern, "the server's send", send, real_sleeps, omega_us)
         base["r_u"] = omega_us
         source["r_o"] = f"{source.get('r_o', '')}, less the client's {real_sleeps:.3g} sleeps per message × ω"
+    elif woke is not None:
+        return replace(fitted, **_per_us(base), source=source), ratio
+    steps = ([] if woke is not None else [WAKE]) + ([] if real_sleeps is None else [SEND_WAKE])
     for _round in range(WAKE_ROUNDS):
         fitted = replace(fitted, **_per_us(base), source=source)
-        wakes = _chain_wakes(fitted, pattern, weights, [WAKE] if real_sleeps is None else [WAKE, SEND_WAKE])
-        new = _less_wakes(pattern, "the client's turnaround", turnaround, wakes[WAKE], omega_us)
-        moved = abs(new - base["r_z"]) > PER_CALL_TOLERANCE * base["r_z"]
-        base["r_z"] = new
-        less = f"less {wakes[WAKE]:.3g} wake-ups per message in the chain × ω"
-        source = {
-            **source,
-            "r_z": f"{rates.source.get('r_z', '')}, {less}",
-            "r_v": f"wake-cost {omega_us:.3g} µs at the client's share",
-        }
+        wakes = _chain_wakes(fitted, pattern, weights, steps)
+        moved = False
+        if woke is None:
+            new = _less_wakes(pattern, "the client's turnaround", turnaround, wakes[WAKE], omega_us)
+            moved = abs(new - base["r_z"]) > PER_CALL_TOLERANCE * base["r_z"]
+            base["r_z"] = new
+            less = f"less {wakes[WAKE]:.3g} wake-ups per message in the chain × ω"
+            source = {**source, "r_z": f"{rates.source.get('r_z', '')}, {less}"}
         if real_sleeps is not None:
             # More latency, fewer and longer sleeps: L ← L·(g / sleeps)², at most ×4 either way a round;
             # at a bound that does not reach them, no more rounds.
@@ -829,6 +882,60 @@ def _less_wakes(pattern: str, what: str, cost_us: float, wakes: float, omega_us:
             f"wake-ups ({wakes:.3g} per message × ω {omega_us:.3g} µs)"
         )
     return left
+
+
+def _client_cpu_per_sleep(
+    pattern: str,
+    server_results: Sequence[dict[str, Any]],
+    connections: Sequence[int | None] | None,
+    clients: Sequence[dict[str, Any] | None] | None,
+    client_cores: Sequence[int | None] | None,
+    omega_us: float,
+) -> float | None:
+    """The client's CPU per sleep of its own (µs of CPU, as ``omega_us`` is): per calibration setting, the
+    client's CPU per message less ``omega_us`` per request that woke the dispatcher (the server's
+    ``idle`` count, its blocking waits, less its ``kick`` count, per message), against its sleeps per
+    message; the slope between the settings with the fewest and the most sleeps. None where the
+    settings' sleeps differ by less than :data:`SLEEPS_SPREAD` (one setting: no slope), a run lacks what
+    it needs (a client's ``cpu_s``, ``sleeps``; a server's ``idle``), or the slope is not positive."""
+    by: dict[Workload, list[float]] = {}
+    for i, res in enumerate(server_results):
+        where = _workload(pattern, i, res, connections, clients, client_cores)
+        client = clients[i] if clients is not None else None
+        got = _client_sleeps(pattern, i, client)
+        if where is None or got is None or not isinstance(client, dict):
+            continue
+        times, woke = client.get("cpu_s"), _woke(i, res)
+        if not isinstance(times, dict) or woke is None:
+            return None
+        cpu_us = (float(times.get("user", 0.0)) + float(times.get("sys", 0.0))) * 1e6
+        acc = by.setdefault(where, [0.0, 0.0, 0.0])
+        acc[0] += got[1]  # messages
+        acc[1] += cpu_us - omega_us * woke[0] * got[1] / woke[1]
+        acc[2] += got[0]  # sleeps
+    points = sorted((sleeps / msgs, cpu / msgs) for msgs, cpu, sleeps in by.values() if msgs > 0)
+    if len(points) < 2 or points[-1][0] - points[0][0] < SLEEPS_SPREAD:
+        return None
+    (s0, t0), (s1, t1) = points[0], points[-1]
+    slope = (t1 - t0) / (s1 - s0)
+    return slope if slope > 0.0 else None
+
+
+def _woke(i: int, res: dict[str, Any]) -> tuple[int, int] | None:
+    """(the requests that woke the dispatcher, the messages) of server result #``i``: its blocking waits
+    in the notifier (``idle``, CONTRACTS §1) less the waits a re-arm's kick ended (``kick``), at least 0;
+    None for a run without the ``idle`` timing (uninstrumented, or from before it)."""
+    ops = res.get("ops")
+    idle = ops.get("idle") if isinstance(ops, dict) else None
+    if not isinstance(ops, dict) or not isinstance(idle, dict):
+        return None
+    waits = idle.get("count")
+    if isinstance(waits, bool) or not isinstance(waits, int) or waits < 0:
+        raise DemuxlabError(
+            f"calibrate {res.get('pattern')}: server result #{i}: ops.idle.count must be a non-negative "
+            f"integer, got {waits!r}"
+        )
+    return max(waits - _kicks([res]), 0), _messages(f"server result #{i}", res)
 
 
 def _client_sleeps(pattern: str, i: int, client: dict[str, Any] | None) -> tuple[float, float] | None:
