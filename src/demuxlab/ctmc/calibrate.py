@@ -772,24 +772,24 @@ def client_in_chain(
     weights: dict[Workload, int] = {}
     sleeps: list[tuple[float, float]] | None = []
     woken: list[tuple[int, int]] | None = []
+    counted: list[_Counted] = []  # the runs whose client counted its sleeps and server its blocking waits
     for i, res in enumerate(server_results):
         where = _workload(pattern, i, res, connections, clients, client_cores)
         if where is not None:
             weights[where] = weights.get(where, 0) + _messages(f"server result #{i}", res)
-            got = _client_sleeps(pattern, i, clients[i] if clients is not None else None)
+            client = clients[i] if clients is not None else None
+            got = _client_sleeps(pattern, i, client)
             sleeps = None if sleeps is None or got is None else [*sleeps, got]
             w = _woke(i, res)
             woken = None if woken is None or w is None else [*woken, w]
+            if got is not None and w is not None and isinstance(client, dict):
+                counted.append(_Counted(where, client.get("cpu_s"), got, w))
     if not weights:
         return rates
     real_sleeps = sum(n for n, _ in sleeps) / sum(m for _, m in sleeps) if sleeps else 0.0
     woke = sum(n for n, _ in woken) / sum(m for _, m in woken) if woken else None
     per_sleep = (
-        _client_cpu_per_sleep(
-            pattern, server_results, connections, clients, client_cores, omega_us * client_share
-        )
-        if sleeps and woke is not None
-        else None
+        _client_cpu_per_sleep(counted, omega_us * client_share) if sleeps and woke is not None else None
     )
     if per_sleep is not None:
         c = per_sleep / client_share  # at the client's share, as T is
@@ -884,36 +884,34 @@ def _less_wakes(pattern: str, what: str, cost_us: float, wakes: float, omega_us:
     return left
 
 
-def _client_cpu_per_sleep(
-    pattern: str,
-    server_results: Sequence[dict[str, Any]],
-    connections: Sequence[int | None] | None,
-    clients: Sequence[dict[str, Any] | None] | None,
-    client_cores: Sequence[int | None] | None,
-    omega_us: float,
-) -> float | None:
+@dataclass(frozen=True)
+class _Counted:
+    """A calibration run's setting, its client's ``cpu_s``, its client's (sleeps, messages) and its server's
+    (requests that woke the dispatcher, messages): what :func:`_client_cpu_per_sleep` fits from."""
+
+    where: Workload
+    cpu_s: Any
+    sleeps: tuple[float, float]
+    woke: tuple[int, int]
+
+
+def _client_cpu_per_sleep(runs: Sequence[_Counted], omega_us: float) -> float | None:
     """The client's CPU per sleep of its own (µs of CPU, as ``omega_us`` is): per calibration setting, the
-    client's CPU per message less ``omega_us`` per request that woke the dispatcher (the server's
-    ``idle`` count, its blocking waits, less its ``kick`` count, per message), against its sleeps per
-    message; the slope between the settings with the fewest and the most sleeps. None where the
-    settings' sleeps differ by less than :data:`SLEEPS_SPREAD` (one setting: no slope), a run lacks what
-    it needs (a client's ``cpu_s``, ``sleeps``; a server's ``idle``), or the slope is not positive."""
+    client's CPU per message less ``omega_us`` per request that woke the dispatcher (:func:`_woke`),
+    against its sleeps per message; the slope between the settings with the fewest and the most sleeps.
+    None where the settings' sleeps differ by less than :data:`SLEEPS_SPREAD` (one setting: no slope), a
+    client lacks its ``cpu_s``, or the slope is not positive."""
     by: dict[Workload, list[float]] = {}
-    for i, res in enumerate(server_results):
-        where = _workload(pattern, i, res, connections, clients, client_cores)
-        client = clients[i] if clients is not None else None
-        got = _client_sleeps(pattern, i, client)
-        if where is None or got is None or not isinstance(client, dict):
-            continue
-        times, woke = client.get("cpu_s"), _woke(i, res)
-        if not isinstance(times, dict) or woke is None:
+    for run in runs:
+        if not isinstance(run.cpu_s, dict):
             return None
-        cpu_us = (float(times.get("user", 0.0)) + float(times.get("sys", 0.0))) * 1e6
-        acc = by.setdefault(where, [0.0, 0.0, 0.0])
-        acc[0] += got[1]  # messages
-        acc[1] += cpu_us - omega_us * woke[0] * got[1] / woke[1]
-        acc[2] += got[0]  # sleeps
-    points = sorted((sleeps / msgs, cpu / msgs) for msgs, cpu, sleeps in by.values() if msgs > 0)
+        cpu_us = (float(run.cpu_s.get("user", 0.0)) + float(run.cpu_s.get("sys", 0.0))) * 1e6
+        n, msgs = run.sleeps
+        acc = by.setdefault(run.where, [0.0, 0.0, 0.0])
+        acc[0] += msgs
+        acc[1] += cpu_us - omega_us * run.woke[0] * msgs / run.woke[1]
+        acc[2] += n
+    points = sorted((sleeps / msgs, cpu / msgs) for msgs, cpu, sleeps in by.values())
     if len(points) < 2 or points[-1][0] - points[0][0] < SLEEPS_SPREAD:
         return None
     (s0, t0), (s1, t1) = points[0], points[-1]
