@@ -16,7 +16,9 @@ launcher runs each pair, bench/images_lib.py) — no database, no network. Per s
    client threads); with --max-background, a run during which other processes used more than that share
    of the host's CPUs (from /proc/stat, less the server's and the client's own CPU time) is run again, up
    to --retries times (each after waiting up to --quiet-wait s for a quiet host), and the least disturbed
-   run is kept;
+   run is kept — if it is within the limit: a run still over it after its tries is left out (printed, and
+   kept in the --runs-out file's ``disturbed`` list, not its ``runs``), since a calibration that pools it
+   or a point that averages it describes the other processes, not the server;
 3. ``calibrate()`` per (pattern, notifier, connections, size), pooling the work values, with the
    self-check against its own runs and the clients' CPU times (a refused fit is printed and leaves the
    calibrated column empty), and ω: what a request costs the client more when it wakes a dispatcher asleep
@@ -26,7 +28,8 @@ launcher runs each pair, bench/images_lib.py) — no database, no network. Per s
    runs had: the server's cores (the planner's CPUs), the client's threads and cores.
 
 --runs-out keeps every run (server and client JSON) and --replay calibrates and predicts them again, a
-model change against the same measurements; --probe adds one instrumented run of every point beyond the
+model change against the same measurements (with the file's --max-background unless one is given: a run
+kept over it by an older bench is left out); --probe adds one instrumented run of every point beyond the
 calibration concurrency to them (what the server did there: calls per message, each role's CPU and waits).
 On a lent machine with little time: --measure-only stops after the runs (--replay predicts them elsewhere),
 --time-limit S starts no run after S seconds (the --runs-out file is rewritten after every run, so it holds
@@ -207,8 +210,20 @@ def save_runs(
     load_before: tuple[float, ...],
     results: dict[Point, list[Kept]],
     wake_us: float | None = None,
+    disturbed: list[tuple[Point, Kept]] | None = None,
 ) -> None:
-    """Every run as measured (gzip JSON): what --replay calibrates and predicts again."""
+    """Every run as measured (gzip JSON): what --replay calibrates and predicts again (``runs``), and the
+    runs left out as still disturbed after their tries (``disturbed``, the same fields: never replayed)."""
+
+    def entry(p: Point, k: Kept) -> dict[str, Any]:
+        return {
+            "point": dataclasses.asdict(p),
+            "server": k.result.server,
+            "client": k.result.client,
+            "background": k.background,
+            "round_trip_ns": list(k.round_trip) if k.round_trip else None,
+        }
+
     doc = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "args": vars(a),
@@ -216,17 +231,8 @@ def save_runs(
         "wake_us": wake_us,
         "load_before": list(load_before),
         "load_after": list(os.getloadavg()),
-        "runs": [
-            {
-                "point": dataclasses.asdict(p),
-                "server": k.result.server,
-                "client": k.result.client,
-                "background": k.background,
-                "round_trip_ns": list(k.round_trip) if k.round_trip else None,
-            }
-            for p, rs in results.items()
-            for k in rs
-        ],
+        "runs": [entry(p, k) for p, rs in results.items() for k in rs],
+        "disturbed": [entry(p, k) for p, k in disturbed or ()],
     }
     tmp = f"{path}.tmp"
     with gzip.open(tmp, "wt") as f:
@@ -346,7 +352,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=None, help="measured runs per point (default: the spec's)")
     ap.add_argument("--calib-repeats", type=int, default=1)
     ap.add_argument("--spec-phases", action="store_true", help="use the specs' warm-up and measure times")
-    ap.add_argument("--max-background", type=float, default=None, help="rerun a run disturbed above this")
+    ap.add_argument(
+        "--max-background",
+        type=float,
+        default=None,
+        help="rerun a run during which other processes used more than this share of the CPUs, and leave "
+        "it out if it still did after --retries tries (with --replay: the file's, unless given)",
+    )
     ap.add_argument(
         "--max-round-trip",
         type=float,
@@ -421,6 +433,8 @@ def main() -> None:
         raise BenchError(
             "--measure-only needs --runs-out (where the runs go for a later --replay), not --replay"
         )
+    if a.max_background is not None and not 0.0 <= a.max_background <= 1.0:
+        raise BenchError(f"--max-background: must be a share of the CPUs in [0, 1], got {a.max_background!r}")
     if a.sleeps and a.method != "ssa":
         raise BenchError(f"--sleeps: the chain's sleeps are counted by the SSA, not --method {a.method}")
     replay_doc: dict[str, Any] = {}
@@ -428,6 +442,8 @@ def main() -> None:
         replay_doc = load_runs(a.replay)
         for name in POINT_ARGS:  # the points are the measured ones
             setattr(a, name, replay_doc["args"][name])
+        if a.max_background is None:
+            a.max_background = replay_doc["args"].get("max_background")
 
     threads_filter = set(int_list(a.threads)) if a.threads else None
     points: list[Point] = []
@@ -496,14 +512,18 @@ def main() -> None:
         return a.warmup, a.duration
 
     results: dict[Point, list[Kept]] = defaultdict(list)
+    disturbed: list[tuple[Point, Kept]] = []  # runs still over --max-background after their tries
     t0 = time.monotonic()
     if a.replay:
         jobs = []
         for run in replay_doc["runs"]:
             rt = run.get("round_trip_ns")
-            results[Point(**run["point"])].append(
-                Kept(Result(run["server"], run["client"]), run["background"], tuple(rt) if rt else None)
-            )
+            p = Point(**run["point"])
+            k = Kept(Result(run["server"], run["client"]), run["background"], tuple(rt) if rt else None)
+            if a.max_background is not None and k.background > a.max_background:
+                disturbed.append((p, k))  # an older bench kept it
+            else:
+                results[p].append(k)
         print(
             f"# replay of {a.replay}: {len(replay_doc['runs'])} runs measured {replay_doc['when']}",
             flush=True,
@@ -523,7 +543,7 @@ def main() -> None:
     failed: list[tuple[Point, str]] = []
     keep = a.runs_out and not a.replay
     if keep:  # before the runs, then after each: a bench stopped part way keeps what it measured
-        save_runs(a.runs_out, a, facts, load_before, results, wake_us)
+        save_runs(a.runs_out, a, facts, load_before, results, wake_us, disturbed)
     for n, (p, _rep) in enumerate(jobs, 1):
         if a.time_limit is not None and time.monotonic() - t0 > a.time_limit:
             print(
@@ -576,18 +596,38 @@ def main() -> None:
             far_runs += far
         if best is None:
             continue
-        results[p].append(best)
+        over = a.max_background is not None and best.background > a.max_background
+        if over:
+            disturbed.append((p, best))
+        else:
+            results[p].append(best)
         trip = f", round trip {best.round_trip[0]:.0f}/{best.round_trip[1]:.0f} ns" if best.round_trip else ""
+        out = (
+            f": over --max-background {a.max_background:.0%} after {a.retries} tries: left out"
+            if over
+            else ""
+        )
         print(
             f"# [{n}/{len(jobs)}] {p.label()}: {best.result.throughput:,.0f} msg/s, "
-            f"background {best.background:.0%}{trip}",
+            f"background {best.background:.0%}{trip}{out}",
             flush=True,
         )
         if keep:
-            save_runs(a.runs_out, a, facts, load_before, results, wake_us)
+            save_runs(a.runs_out, a, facts, load_before, results, wake_us, disturbed)
     measure_s = time.monotonic() - t0
     for p, why in failed:
         print(f"# failed: {p.label()}: {why}", flush=True)
+    for p, k in disturbed:
+        print(
+            f"# left out: {p.label()}: {k.result.throughput:,.0f} msg/s, other processes took "
+            f"{k.background:.0%} of the CPUs (over --max-background {a.max_background:.0%})",
+            flush=True,
+        )
+    if disturbed and not any(results.values()):
+        raise BenchError(
+            f"every run was left out: other processes took more than --max-background {a.max_background:.0%} "
+            "of the CPUs during each"
+        )
     if a.measure_only:
         print(
             f"# measured {sum(map(len, results.values()))} runs in {measure_s:.0f} s: {a.runs_out}",
@@ -781,7 +821,8 @@ def main() -> None:
     bgs = [k.background for rs in results.values() for k in rs]
     print(
         f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (1 min); other processes' "
-        f"share of the CPUs during the runs: mean {statistics.mean(bgs):.0%}, max {max(bgs):.0%}"
+        f"share of the CPUs during the runs kept: mean {statistics.mean(bgs):.0%}, max {max(bgs):.0%}"
+        + (f"; {len(disturbed)} run(s) left out, still over --max-background" if disturbed else "")
     )
     measured_how = (
         f"replayed the runs measured {replay_doc['when']}" if a.replay else f"measured in {measure_s:.0f} s"

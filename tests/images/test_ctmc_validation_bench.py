@@ -199,6 +199,39 @@ def test_measure_only_runs_in_rounds_and_keeps_every_run(tmp_path: Path, server_
     line = f"the repeats of one point differ by (fastest / slowest − 1, 2 points): median {spreads[0]:.1%}"
     assert line in res.stdout
 
+    # A run that other processes disturbed beyond the file's --max-background (an older bench kept it
+    # after its tries) is left out of the replay and named; a --max-background given to the replay wins;
+    # a file whose every run is over it is a one-line error.
+    doc = json.loads(gzip.decompress(runs.read_bytes()))
+    doc["args"]["max_background"] = 0.1
+    noisy = next(r for r in doc["runs"] if r["point"]["threads"] == 2)
+    noisy["background"] = 0.5
+    over = tmp_path / "over.json.gz"
+    over.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    res = bench(tmp_path, "--replay", str(over), "--method", "fluid", "--jobs", "1", "--json", str(out))
+    assert res.returncode == 0, res.stderr[-2000:]
+    thr = noisy["client"]["throughput_msgs_per_s"]
+    line = f"# left out: lf/epoll-lt t2 w10 c8 b1: {thr:,.0f} msg/s, other processes took 50% of the CPUs"
+    assert f"{line} (over --max-background 10%)" in res.stdout
+    assert "; 1 run(s) left out, still over --max-background" in res.stdout
+    two = next(p for p in json.loads(out.read_text())["points"] if p["threads"] == 2)
+    others = [r for r in doc["runs"] if r["point"] == noisy["point"] and r is not noisy]
+    assert two["runs"] == [r["client"]["throughput_msgs_per_s"] for r in others] and len(others) == 1
+    res = bench(tmp_path, "--replay", str(over), "--method", "fluid", "--max-background", "0.6")
+    assert res.returncode == 0 and "# left out:" not in res.stdout, res.stderr[-2000:]
+    for r in doc["runs"]:
+        r["background"] = 0.5
+    over.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    res = bench(tmp_path, "--replay", str(over), "--method", "fluid")
+    assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+        "ctmc_validation.py: error: every run was left out: other processes took more than --max-background "
+        "10% of the CPUs during each"
+    ]
+    res = bench(tmp_path, "--replay", str(over), "--max-background", "5")
+    assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+        "ctmc_validation.py: error: --max-background: must be a share of the CPUs in [0, 1], got 5.0"
+    ]
+
     # Less work than any of the calibration's runs had (a cut calibration): those points get the paper's
     # prediction only, and the bench says why; the others, more work included, from the calibration.
     doc = json.loads(gzip.decompress(runs.read_bytes()))
