@@ -903,9 +903,10 @@ def _client_cpu_per_sleep(runs: Sequence[_Counted], omega_us: float) -> float | 
     client lacks its ``cpu_s``, or the slope is not positive."""
     by: dict[Workload, list[float]] = {}
     for run in runs:
-        if not isinstance(run.cpu_s, dict):
+        used = _cpu_s(run.cpu_s)
+        if used is None:
             return None
-        cpu_us = (float(run.cpu_s.get("user", 0.0)) + float(run.cpu_s.get("sys", 0.0))) * 1e6
+        cpu_us = used * 1e6
         n, msgs = run.sleeps
         acc = by.setdefault(run.where, [0.0, 0.0, 0.0])
         acc[0] += msgs
@@ -1308,10 +1309,9 @@ def _client_rate(
     for i, c in enumerate(clients):
         if not isinstance(c, dict):
             continue
-        times, m = c.get("cpu_s"), c.get("messages")
-        if not isinstance(times, dict) or not isinstance(m, int) or m <= 0:
+        used, m = _cpu_s(c.get("cpu_s")), c.get("messages")
+        if used is None or not isinstance(m, int) or m <= 0:
             continue
-        used = float(times.get("user", 0.0)) + float(times.get("sys", 0.0))
         cpu += used
         msgs += m
         wait = c.get("wait_s")
@@ -1327,6 +1327,13 @@ def _client_rate(
         return None
     share = min(cpu / runnable, 1.0) if measured_wait and runnable > 0 else speed
     return share / (cpu * 1e6 / msgs), share
+
+
+def _cpu_s(times: Any) -> float | None:
+    """A client's CPU seconds, user + sys, from its ``cpu_s`` (CONTRACTS §2); None where it has none."""
+    if not isinstance(times, dict):
+        return None
+    return float(times.get("user", 0.0)) + float(times.get("sys", 0.0))
 
 
 def _mean_events(results: Sequence[dict[str, Any]]) -> float:
