@@ -88,8 +88,8 @@ from demuxlab.point import Point as SpecPoint
 from demuxlab.topology import collect_facts
 
 # The options that decide the points: a replay takes them from the runs' file.
-POINT_ARGS = ("spec", "patterns", "only", "patterns_of_smoke", "notifier", "work", "threads", "connections")
-POINT_ARGS += ("client_threads",)
+POINT_ARGS: tuple[str, ...] = ("spec", "patterns", "only", "patterns_of_smoke", "notifier", "work", "threads")
+POINT_ARGS += ("connections", "client_threads")
 TARGETS = {"2-core": (0.10, 0.25), "16-core": (0.06, 0.15)}
 
 
@@ -647,21 +647,21 @@ def main() -> None:
     refused: dict[tuple[str, str, str, int, int], str] = {}
     checks: dict[tuple[str, str, str, int, int], list[SelfCheck]] = {}
     for key, runs in sorted(cal_runs.items()):
-        got: list[SelfCheck] = []
+        own: list[SelfCheck] = []
         try:
             rates[key] = calibrate(
-                [r.server for r in runs],
+                [run.server for run in runs],
                 key[1],
-                measured=[r.throughput for r in runs],
-                clients=[r.client for r in runs],
+                measured=[run.throughput for run in runs],
+                clients=[run.client for run in runs],
                 client_cores=[len(client_cpus)] * len(runs),
-                checks=got,
+                checks=own,
                 wake_us=wake_us,
             )
         except DemuxlabError as exc:
             rates[key] = None
             refused[key] = exc.message
-        checks[key] = got
+        checks[key] = own
     server_host = Host(cores=len(server_cpus))
 
     measured = {
@@ -676,17 +676,19 @@ def main() -> None:
     uncalibrated: dict[tuple[str, str, str, int, int], set[float]] = defaultdict(set)
     for p in keys:
         ct = p.client_threads or len(client_cpus)
-        for source, r in (("paper", None), ("calibrated", rates.get(p.workload))):
+        for source, fit in (("paper", None), ("calibrated", rates.get(p.workload))):
             if source == "calibrated" and p.work_us < min(cal_work[p.workload], default=p.work_us):
                 # Less work than any of its calibration's runs had (a --time-limit or a failed run cut the
                 # others): the client's turnaround and the untimed CPU that a long spin hides, which the
                 # least-work runs fit, would be guessed. More work than some run had is predicted.
                 uncalibrated[p.workload].add(p.work_us)
                 continue
-            if source == "calibrated" and r is None:
+            if source == "calibrated" and fit is None:
                 continue
             h = Host(
-                server_host.cores, client_threads=ct if r is not None else None, client_cores=len(client_cpus)
+                server_host.cores,
+                client_threads=ct if fit is not None else None,
+                client_cores=len(client_cpus),
             )
             reqs.append(
                 PredictRequest(
@@ -695,12 +697,12 @@ def main() -> None:
                     p.work_us,
                     p.connections,
                     method=a.method,
-                    rates=r,
+                    rates=fit,
                     rel_ci=a.rel_ci,
                     seed=0,
                     host=h,
                     notifier=p.notifier,
-                    counts=(SEND_WAKE,) if a.sleeps and r is not None and r.client_sleeps else (),
+                    counts=(SEND_WAKE,) if a.sleeps and fit is not None and fit.client_sleeps else (),
                 )
             )
             slots.append((p, source))
@@ -752,7 +754,7 @@ def main() -> None:
     )  # fmt: skip
     print()
     for key in sorted(cal_runs):
-        r = rates[key]
+        fitted = rates[key]
         what = f"{key[1]}/{key[2]} c{key[3]} b{key[4]} ({key[0]})"
         if uncalibrated[key]:
             cut = ", ".join(f"{w:g}" for w in sorted(uncalibrated[key]))
@@ -760,12 +762,12 @@ def main() -> None:
                 f"# calibration {what}: has no run at {cut} µs work or less (cut short): its points there "
                 "are not predicted from it"
             )
-        if r is None:
+        if fitted is None:
             print(f"# calibration {what}: REFUSED: {refused[key]}")
             continue
         sc = ", ".join(f"w{c.work_us:g} {c.rel_error:+.1%}" for c in checks[key])
-        print(f"# calibration {what}: speed {r.speed:.2f}, self-check {sc}; "
-              + " ".join(f"1/{k}={1 / v:.3g}µs" for k, v in r.as_dict().items() if k != "speed"))  # fmt: skip
+        costs = " ".join(f"1/{k}={1 / v:.3g}µs" for k, v in fitted.as_dict().items() if k != "speed")
+        print(f"# calibration {what}: speed {fitted.speed:.2f}, self-check {sc}; {costs}")
     print()
     summary = []
     patterns = sorted({k[1] for k in per})

@@ -117,9 +117,9 @@ def generate(conninfo: str, runs_wanted: int, seconds: int, seed: int = 1) -> di
                             key = f"{p}/{nf}/t{t}/w{w:g}/c512/b1/ct1/rclosed"
                             point_rows.append((exp_id, key, p, nf, t, w, 512, 1, 1, False))
                         if p in ("hsha", "lf"):
-                            t0 = 2 if p == "hsha" else 1
-                            key = f"{p}/{nf}/t{t0}/w{w:g}/c512/b1/ct1/rclosed/instr"
-                            point_rows.append((exp_id, key, p, nf, t0, w, 512, 1, 1, True))
+                            low = 2 if p == "hsha" else 1
+                            key = f"{p}/{nf}/t{low}/w{w:g}/c512/b1/ct1/rclosed/instr"
+                            point_rows.append((exp_id, key, p, nf, low, w, 512, 1, 1, True))
         counts["points"] = _copy(
             cur,
             "points",
@@ -241,7 +241,7 @@ def generate(conninfo: str, runs_wanted: int, seconds: int, seed: int = 1) -> di
         )
         counts["samples"] = cur.rowcount
         counts["samples_s"] = round(time.perf_counter() - t0)
-        op_rows = []
+        op_rows: list[tuple[Any, ...]] = []
         for rid in dict.fromkeys(instr + run_ids[: len(run_ids) // 10]):
             for op in OPS:
                 mean = float(rng.uniform(50, 3000))
@@ -321,7 +321,7 @@ def generate(conninfo: str, runs_wanted: int, seconds: int, seed: int = 1) -> di
                     ),
                 )
                 cal_ids[(p, nf)] = cur.fetchone()[0]  # type: ignore[index]
-        pred_rows = []
+        pred_rows: list[tuple[Any, ...]] = []
         for pid, pattern, nf, threads, work, is_instr in points:
             if pattern not in ("hsha", "lf") or is_instr:
                 continue

@@ -71,8 +71,8 @@ def run_isolated(func, arg, timeout: float, memory_mb: int) -> tuple[str, str, f
     elapsed = time.monotonic() - t0
     if not data:
         return "hang", f"child died (status {status}; out of memory?)", elapsed, elapsed
-    cpu, cls, detail = data.split("\t", 2)
-    return cls, detail, elapsed, float(cpu)
+    used, cls, detail = data.split("\t", 2)
+    return cls, detail, elapsed, float(used)
 
 
 def special_spec_files(tmp: Path) -> list[tuple[str, Path]]:

@@ -231,17 +231,17 @@ def spec_variant(rng: random.Random) -> tuple[str, bytes]:
         levels, width = rng.choice([(3, 3), (5, 9), (9, 9), (20, 2)])
         return f"{name}: alias bomb {levels}x{width}", (text + _laughs(levels, width)).encode()
     if kind < 0.9:
-        data = bytearray(text.encode())
+        flipped = bytearray(text.encode())
         for _ in range(rng.randint(1, 6)):
             op = rng.random()
-            at = rng.randrange(len(data))
+            at = rng.randrange(len(flipped))
             if op < 0.4:
-                data[at] = rng.randrange(256)
+                flipped[at] = rng.randrange(256)
             elif op < 0.7:
-                del data[at]
+                del flipped[at]
             else:
-                data.insert(at, rng.choice(b":-[]{}&*!|>'\"#%@`\t\n\x00\xff"))
-        return f"{name}: bytes flipped", bytes(data)
+                flipped.insert(at, rng.choice(b":-[]{}&*!|>'\"#%@`\t\n\x00\xff"))
+        return f"{name}: bytes flipped", bytes(flipped)
     if kind < 0.95:
         return f"{name}: truncated", text.encode()[: rng.randrange(len(text))]
     size = rng.choice([300 * 1024, 3 * 1024 * 1024])

@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -128,7 +128,7 @@ def main() -> int:
                 for i, (case, record, flags) in enumerate(record_cases()):
                     path = tmp / f"r{i}.json"
                     path.write_text(json.dumps(record))
-                    replace = "always" if flags else "never"
+                    replace: Literal["always", "never"] = "always" if flags else "never"
                     times = []
                     with engine.connect() as conn:
                         before = fuzz_lib.table_rows(conn)
