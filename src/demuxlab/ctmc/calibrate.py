@@ -783,7 +783,7 @@ def client_in_chain(
             w = _woke(i, res)
             woken = None if woken is None or w is None else [*woken, w]
             if got is not None and w is not None and isinstance(client, dict):
-                counted.append(_Counted(where, client.get("cpu_s"), got, w))
+                counted.append(_Counted(where, _cpu_s(client.get("cpu_s")), got, w))
     if not weights:
         return rates
     real_sleeps = sum(n for n, _ in sleeps) / sum(m for _, m in sleeps) if sleeps else 0.0
@@ -886,11 +886,12 @@ def _less_wakes(pattern: str, what: str, cost_us: float, wakes: float, omega_us:
 
 @dataclass(frozen=True)
 class _Counted:
-    """A calibration run's setting, its client's ``cpu_s``, its client's (sleeps, messages) and its server's
-    (requests that woke the dispatcher, messages): what :func:`_client_cpu_per_sleep` fits from."""
+    """A calibration run's setting, its client's CPU seconds (:func:`_cpu_s`; None: not reported), its
+    client's (sleeps, messages) and its server's (requests that woke the dispatcher, messages): what
+    :func:`_client_cpu_per_sleep` fits from."""
 
     where: Workload
-    cpu_s: Any
+    cpu_s: float | None
     sleeps: tuple[float, float]
     woke: tuple[int, int]
 
@@ -903,10 +904,9 @@ def _client_cpu_per_sleep(runs: Sequence[_Counted], omega_us: float) -> float | 
     client lacks its ``cpu_s``, or the slope is not positive."""
     by: dict[Workload, list[float]] = {}
     for run in runs:
-        used = _cpu_s(run.cpu_s)
-        if used is None:
+        if run.cpu_s is None:
             return None
-        cpu_us = used * 1e6
+        cpu_us = run.cpu_s * 1e6
         n, msgs = run.sleeps
         acc = by.setdefault(run.where, [0.0, 0.0, 0.0])
         acc[0] += msgs
