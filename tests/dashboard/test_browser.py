@@ -784,3 +784,42 @@ def test_every_pattern_has_its_model_lines_and_a_what_if_on_a_core_count(site: S
     site.page.wait_for_selector("#model-input-error")
     assert "server cores must be more than 0" in site.page.inner_text("#model-input-error")
     site.no_console_errors()
+
+
+def test_the_what_if_offers_each_rate_of_the_chosen_pattern_and_says_what_it_cannot_answer(
+    site: Site,
+) -> None:
+    """The boxes are the steps the chosen pattern's chain takes (uring's has no lock and no recv of its own:
+    the kernel receives inside its call), each showing the rate it would replace; a typed rate moves the
+    curve; one the chain does not read, typed into the address, is named as changing nothing; and where the
+    fluid approximation stalls (one connection per multireactor thread) its points are left out and named."""
+    fluid = "() => document.querySelector('#model-whatif-graph .js-plotly-plot').data[0].y"
+    site.goto("/model?pattern=uring&threads=1-4&work=5&connections=64", "#model-whatif-graph .js-plotly-plot")
+    site.page.wait_for_function(
+        "() => document.querySelector('#model-rates-origin').innerText.includes(\"uring's chain\")"
+    )
+    shown = [
+        k
+        for k in ("r_l", "r_i", "r_o", "r_t", "r_e", "r_n", "r_x", "r_z")
+        if site.page.is_visible(f"#model-{k}")
+    ]
+    assert shown == ["r_t", "r_e", "r_n", "r_x", "r_z"]
+    assert site.page.get_attribute("#model-r_e", "placeholder") == "0.635"  # seed 001's LF-like notifier
+    assert site.page.get_attribute("#model-r_x", "placeholder") == "instant"
+    before = site.page.evaluate(fluid)
+    site.page.fill("#model-r_x", "20")
+    site.page.press("#model-r_x", "Enter")
+    site.page.wait_for_function(f"() => ({fluid})()[0] < 0.8 * {before[0]}")
+    after = site.page.evaluate(fluid)
+    assert len(after) == 4 and all(a < 0.8 * b for a, b in zip(after, before, strict=True))
+    site.shot("model-uring-rates")
+    site.goto("/model?pattern=uring&threads=1-4&work=5&connections=64&r_l=3", "#model-rates-flag")
+    assert "lock acquire/release (r_l): uring's chain does not take this step" in site.page.inner_text(
+        "#model-rates-flag"
+    )
+    site.goto("/model?pattern=multireactor&threads=1-4&work=5&connections=4", "#model-fluid-stalled")
+    assert "does not settle at 3, 4 thread(s)" in site.page.inner_text("#model-fluid-stalled")
+    y = site.page.evaluate(fluid)
+    assert y[2:] == [None, None] and all(v > 50_000 for v in y[:2])
+    site.shot("model-fluid-stalled")
+    site.no_console_errors()

@@ -325,3 +325,17 @@ def test_a_run_record_is_observed_with_its_host_cpus_and_samples() -> None:
     with pytest.raises(DemuxlabError, match="is not its fields' key"):
         observe(bad, "r.json")
     assert math.isclose(observe({**record, "status": "failed"}, "r").run_s, 11.0)
+
+
+def test_a_fluid_that_does_not_settle_gives_no_shape() -> None:
+    """A multireactor thread with one connection of its own stalls the fluid approximation at a tiny
+    throughput: that point gets no shape (and a note), the others theirs."""
+    from demuxlab.adaptive.models import model_shapes
+
+    def mr(threads: int, connections: int) -> Point:
+        return Point("multireactor", "epoll-lt", threads, 5.0, connections, 1, 1, None)
+
+    shapes = model_shapes([mr(1, 4), mr(2, 4), mr(4, 4)], [])
+    assert sorted(shapes.by_point) == [mr(1, 4).point_key, mr(2, 4).point_key]
+    assert all(v > 50_000 for v in shapes.by_point.values())
+    assert f"{mr(4, 4).point_key}: no model (the fluid approximation did not settle)" in shapes.notes

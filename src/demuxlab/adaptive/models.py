@@ -22,7 +22,7 @@ from demuxlab.adaptive.runs import Observed
 from demuxlab.ctmc.rates import Rates
 from demuxlab.point import Point
 from demuxlab.validation.calibration import CalibrationKey
-from demuxlab.vocab import SOURCE_CALIBRATION
+from demuxlab.vocab import METHOD_FLUID, SOURCE_CALIBRATION
 
 
 @dataclass
@@ -114,6 +114,10 @@ def model_shapes(
     best: dict[str, tuple[str, float, float | None]] = {}
     for pred, (mp, cal) in zip(predictions, plan.jobs, strict=True):
         source = "paper" if cal is None else SOURCE_CALIBRATION
+        if pred.method == METHOD_FLUID and not pred.details.get("converged", True):
+            # a fluid that stalls (one connection per thread or fewer) answers nothing: no shape from it
+            out.notes.append(f"{mp.point_key}: no model (the fluid approximation did not settle)")
+            continue
         if mp.point_key not in best or source == SOURCE_CALIBRATION:
             best[mp.point_key] = (source, pred.throughput_msgs_per_s, pred.ci_halfwidth_rel)
     for key, (source, mean, ci) in sorted(best.items()):

@@ -570,6 +570,18 @@ def dependencies(st: ModelStructure) -> Dependencies:
     return Dependencies(reads=reads, changes=tuple(changes), pool_reads=pool_reads)
 
 
+def parameters_read(st: ModelStructure) -> frozenset[int] | None:
+    """The positions of the parameter vector ``r`` (:data:`RATE_NAMES`) that some φ or pool runnable count of
+    ``st`` reads, or None where one reads it in a way not known (then every position has to be assumed)."""
+    found: set[int] = set()
+    for fn in (*(tr.rate for tr in st.transitions), *(p.runnable for p in st.pools)):
+        got = subscripts(fn, 1, len(RATE_NAMES))
+        if got is None:
+            return None
+        found |= got
+    return frozenset(found)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Kernel templates. These functions are not called here: their source is copied into every generated
 # kernel module, after the model-specific part, which defines the ``_gen_*`` names they call (the stubs

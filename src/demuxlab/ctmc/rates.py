@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,7 +10,16 @@ import numpy as np
 
 from demuxlab import vocab
 from demuxlab.ctmc import hsha, lf, proactor, reactor, tpc, uring, uring_shared
-from demuxlab.ctmc.engine import CORES, KZ, LOAD, RATE_NAMES, FloatArray, ModelInstance, ModelStructure
+from demuxlab.ctmc.engine import (
+    CORES,
+    KZ,
+    LOAD,
+    RATE_NAMES,
+    FloatArray,
+    ModelInstance,
+    ModelStructure,
+    parameters_read,
+)
 from demuxlab.errors import DemuxlabError
 
 PATTERNS: tuple[str, ...] = vocab.PATTERNS
@@ -18,6 +28,9 @@ RATE_FIELDS: tuple[str, ...] = ("r_l", "r_p", "r_g", "r_t", "r_i", "r_o", "r_a",
 EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z", "r_w", "r_v", "r_k", "r_u")
 ALL_RATE_FIELDS: tuple[str, ...] = RATE_FIELDS + EXTRA_FIELDS
 INSTANT_RATE = 1000.0  # per µs: a step of 1 ns, for model steps that cost (next to) nothing
+# The rates that take effect only with others (Rates.active): the client's CPU to wake a dispatcher (r_v)
+# is paid by a modelled client (r_z); the woken client's latency (r_u) by one whose wake-ups cost (r_v).
+REQUIRES: dict[str, tuple[str, ...]] = {"r_v": ("r_z",), "r_u": ("r_v", "r_z")}
 NO_REARM_NOTIFIERS = frozenset({"epoll-et"})
 UNBOUNDED = 1e9  # "a core per thread", "the client turns every connection around at once"
 
@@ -79,32 +92,38 @@ class Rates:
         if self.speed > 1.0:
             raise DemuxlabError(f"rates: speed: a share of the CPUs, at most 1, got {self.speed!r}")
 
+    def active(self, name: str) -> bool:
+        """Whether rate ``name`` reaches the chains as its own step: it is set (not instant), and so is every
+        rate it needs (:data:`REQUIRES`). An instant r_z, r_w, r_v, r_k or r_u means "not measured" and
+        turns its step off (see the class)."""
+        return all(getattr(self, k) != INSTANT_RATE for k in (name, *REQUIRES.get(name, ())))
+
     @property
     def has_client(self) -> bool:
         """Whether the client's turnaround was measured (the chains then model the client)."""
-        return self.r_z != INSTANT_RATE
+        return self.active("r_z")
 
     @property
     def scheduled(self) -> bool:
         """Whether the scheduler's wake-up was measured (sched.py: run to block on fewer cores than
         threads)."""
-        return self.r_w != INSTANT_RATE
+        return self.active("r_w")
 
     @property
     def wakes(self) -> bool:
         """Whether the client's CPU to wake a sleeping dispatcher was measured (r_v, with r_z)."""
-        return self.r_v != INSTANT_RATE and self.has_client
+        return self.active("r_v")
 
     @property
     def client_sleeps(self) -> bool:
         """Whether the client's sleeps were fitted (r_u, with ω): the chains then charge the sender of a
         response that finds the client asleep its wake-up, and the client its latency."""
-        return self.r_u != INSTANT_RATE and self.wakes
+        return self.active("r_u")
 
     @property
     def kicks(self) -> bool:
         """Whether a re-arm's kick of the waiting dispatcher was measured (r_k): the chains then kick."""
-        return self.r_k != INSTANT_RATE
+        return self.active("r_k")
 
     @property
     def extended(self) -> bool:
@@ -310,6 +329,23 @@ def structures(pattern: str) -> tuple[ModelStructure, ...]:
     if pattern == "uring-shared":
         return (structure(pattern, 1), structure(pattern, 2), *scheduled)
     return (structure(pattern), *scheduled)
+
+
+@functools.cache
+def rates_read(pattern: str) -> tuple[str, ...]:
+    """The rates (:data:`ALL_RATE_FIELDS`, in that order) some chain of ``pattern`` reads: those a change of
+    can move its prediction. Read from the chains' own expressions; the vector's r_s is r_v at the server's
+    share (:meth:`Rates.vector`)."""
+    check_pattern(pattern)
+    read: set[str] = set()
+    for st in structures(pattern):
+        positions = parameters_read(st)
+        if positions is None:
+            return ALL_RATE_FIELDS
+        read |= {RATE_NAMES[i] for i in positions}
+    if "r_s" in read:
+        read.add("r_v")
+    return tuple(k for k in ALL_RATE_FIELDS if k in read)
 
 
 def min_threads(pattern: str) -> int:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from demuxlab.dashboard.figures import base
 from demuxlab.dashboard.figures import model as figs
+from demuxlab.vocab import METHOD_FLUID
 
 MAX_POINTS = 32
 MAX_THREADS = 128
@@ -38,9 +39,17 @@ def model_patterns() -> tuple[str, ...]:
 
 
 def rate_fields() -> tuple[str, ...]:
-    from demuxlab.ctmc.rates import RATE_FIELDS
+    """Every rate a model has: seed 001's eight, then those the other chains and a calibration add."""
+    from demuxlab.ctmc.rates import ALL_RATE_FIELDS
 
-    return tuple(RATE_FIELDS)
+    return tuple(ALL_RATE_FIELDS)
+
+
+def pattern_rates(pattern: str) -> tuple[str, ...]:
+    """The rates ``pattern``'s chains read (the what-if's boxes for it; the others would change nothing)."""
+    from demuxlab.ctmc.rates import rates_read
+
+    return rates_read(pattern)
 
 
 def min_threads(pattern: str) -> int:
@@ -148,12 +157,45 @@ def number(v: Any) -> float | None:
 
 
 def override(rates: Any, overrides: dict[str, float]) -> Any:
-    """The rates with each given time per operation (µs) replacing its rate (1/µs)."""
+    """The rates with each given time per operation (µs) replacing its rate (1/µs), in the pooled rates
+    and in each workload's of a calibration of several (:func:`workload_rates` serves those)."""
     if not overrides:
         return rates
     src = dict(rates.source)
     src.update({k: "what-if" for k in overrides})
-    return replace(rates, **{k: 1.0 / v for k, v in overrides.items()}, source=src)
+    workloads = {k: override(w, overrides) for k, w in rates.workloads.items()}
+    return replace(rates, **{k: 1.0 / v for k, v in overrides.items()}, source=src, workloads=workloads)
+
+
+def chosen_us(rates: Any, rate: str) -> str:
+    """A rate of the chosen rates as the what-if's box shows it before anything is typed: its time per
+    operation (µs), or ``instant`` where it is not measured (its step costs 1 ns or is off)."""
+    from demuxlab.ctmc.rates import INSTANT_RATE
+
+    v = float(getattr(rates, rate))
+    if v == INSTANT_RATE or str(rates.source.get(rate, "")).startswith("instant:"):
+        return "instant"
+    return f"{1.0 / v:.3g}"
+
+
+def override_notes(pattern: str, rates: Any, overrides: dict[str, float]) -> list[str]:
+    """What a typed rate cannot do with these rates: a step ``pattern``'s chains do not take (a box the
+    page hides, typed through the address), or a rate that needs another the rates leave instant."""
+    from demuxlab.ctmc.rates import INSTANT_RATE, REQUIRES
+
+    read = pattern_rates(pattern)
+    notes = []
+    for k in overrides:
+        if k not in read:
+            notes.append(
+                f"{figs.rate_name(k)}: {pattern}'s chain does not take this step; it changes nothing."
+            )
+        elif k in REQUIRES and not rates.active(k):
+            need = ", ".join(figs.rate_name(d) for d in REQUIRES[k] if getattr(rates, d) == INSTANT_RATE)
+            notes.append(
+                f"{figs.rate_name(k)}: changes nothing without {need} (from a calibration, or typed)."
+            )
+    return notes
 
 
 @functools.lru_cache(maxsize=4096)
@@ -165,12 +207,14 @@ def _predict(
     connections: int,
     method: str,
     host: tuple[int | None, int | None],
-) -> tuple[float, float | None]:
+) -> tuple[float, float | None, bool]:
     """One prediction; cached, since the solvers are deterministic (the SSA's seed is fixed) and the
     what-if asks the same points again as the user moves one control. ``rates`` is the models' own
     :class:`demuxlab.ctmc.rates.Rates` (a frozen dataclass: its rates are its hash), passed whole so that
     whatever a calibration holds beyond the eight rates reaches the model. ``host``: (server cores, client
-    threads), None for a core per thread and one client thread."""
+    threads), None for a core per thread and one client thread. The flag: whether the solver settled (the
+    fluid: its averages over the last quarters agree; at one connection per thread or fewer it can stall,
+    and its value is no answer)."""
     from demuxlab.ctmc.predict import predict
     from demuxlab.ctmc.rates import Host
 
@@ -179,7 +223,8 @@ def _predict(
     p = predict(
         pattern, threads, work_us, method=method, connections=connections, rates=rates, rel_ci=0.03, host=h
     )
-    return p.throughput_msgs_per_s, p.ci_halfwidth_rel
+    settled = method != METHOD_FLUID or bool(p.details.get("converged", True))
+    return p.throughput_msgs_per_s, p.ci_halfwidth_rel, settled
 
 
 def out_of_range(pattern: str, threads: list[int]) -> list[int]:
@@ -210,11 +255,27 @@ def predict_curve(
     method: str,
     host: tuple[int | None, int | None] = (None, None),
 ) -> pd.DataFrame:
+    """Per thread count the pattern runs: the throughput, its CI (SSA) and whether the solver settled
+    (``settled`` false: a fluid that did not settle; its throughput is NaN, as it answers nothing)."""
     rates = workload_rates(rates, connections)
     rows = []
     for t in threads:
         if t < min_threads(pattern) or t > max_threads(pattern):
             continue
-        thr, ci = _predict(pattern, rates, t, float(work_us), int(connections), method, host)
-        rows.append({"threads": t, "throughput_msgs_per_s": thr, "ci_halfwidth_rel": ci})
-    return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel"])
+        thr, ci, settled = _predict(pattern, rates, t, float(work_us), int(connections), method, host)
+        rows.append(
+            {"threads": t, "throughput_msgs_per_s": thr if settled else math.nan, "ci_halfwidth_rel": ci}
+            | {"settled": settled}
+        )
+    return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel", "settled"])
+
+
+def unsettled_note(fluid: pd.DataFrame) -> str | None:
+    """One line where the fluid approximation did not settle (left out of its curve), else None."""
+    stalled = fluid.loc[~fluid["settled"].astype(bool), "threads"].tolist()
+    if not stalled:
+        return None
+    return (
+        f"The fluid approximation does not settle at {', '.join(map(str, stalled))} thread(s): too few "
+        "connections per thread to treat as a fluid. Left out of its curve; press “Run SSA”."
+    )

@@ -145,18 +145,23 @@ def whatif_table(fluid: pd.DataFrame, ssa: pd.DataFrame | None = None) -> pd.Dat
     difference from it; ``fluid_outside_ssa_ci`` is true where that difference exceeds the SSA's 95 %
     interval (the approximation is not to be trusted there)."""
     table = fluid.rename(columns={"throughput_msgs_per_s": "fluid_msgs_per_s"}).drop(
-        columns="ci_halfwidth_rel"
+        columns=["ci_halfwidth_rel", "settled"], errors="ignore"
     )
     if ssa is None or ssa.empty:
         return table
     table = table.merge(
-        ssa.rename(columns={"throughput_msgs_per_s": "ssa_msgs_per_s", "ci_halfwidth_rel": "ssa_ci_rel"}),
+        ssa.rename(
+            columns={"throughput_msgs_per_s": "ssa_msgs_per_s", "ci_halfwidth_rel": "ssa_ci_rel"}
+        ).drop(columns="settled", errors="ignore"),
         on="threads",
         how="left",
     )
     diff = (table["fluid_msgs_per_s"] - table["ssa_msgs_per_s"]) / table["ssa_msgs_per_s"]
     table["fluid_vs_ssa_pct"] = (diff * 100).round(2)
-    table["fluid_outside_ssa_ci"] = diff.abs() > table["ssa_ci_rel"].fillna(0)
+    # where the fluid did not settle (NaN) there is nothing to hold against the SSA
+    table["fluid_outside_ssa_ci"] = [
+        bool(d == d and abs(d) > c) for d, c in zip(diff, table["ssa_ci_rel"].fillna(0), strict=True)
+    ]
     return table
 
 
@@ -193,14 +198,15 @@ def whatif_figure(
     fig.add_trace(
         scatter(
             x=fluid["threads"].tolist(),
-            y=fluid["throughput_msgs_per_s"].tolist(),
+            y=[base.f(v) for v in fluid["throughput_msgs_per_s"]],  # a point left out (NaN): a gap
             mode="lines" if len(fluid) > 1 else "lines+markers",
             name="fluid",
             line={"color": c, "width": 2},
             marker={"color": c},
         )
     )
-    top = float(fluid["throughput_msgs_per_s"].max())
+    top = float(fluid["throughput_msgs_per_s"].max(skipna=True))
+    top = 0.0 if top != top else top
     if ssa is not None and not ssa.empty:
         table = whatif_table(fluid, ssa)
         off = table.get("fluid_outside_ssa_ci", pd.Series([False] * len(table))).fillna(False).tolist()

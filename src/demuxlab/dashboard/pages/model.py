@@ -26,6 +26,7 @@ from demuxlab.dashboard.whatif import (
     MAX_CORES,
     MAX_WORK_US,
     InputError,
+    chosen_us,
     count,
     max_threads,
     min_threads,
@@ -33,13 +34,17 @@ from demuxlab.dashboard.whatif import (
     number,
     out_of_range,
     override,
+    override_notes,
     paper,
     parse_threads,
+    pattern_rates,
     positive,
     predict_curve,
     rate_fields,
     rate_overrides,
     shown,
+    unsettled_note,
+    workload_rates,
 )
 from demuxlab.errors import DemuxlabError
 from demuxlab.vocab import METHOD_FLUID, METHOD_SSA, SOURCE_PAPER
@@ -100,6 +105,7 @@ def layout(
                     style={"width": "120px"},
                 ),
             ],
+            id=f"model-rate-box-{k}",
             className="dlx-control dlx-rate",
         )
         for k in rate_fields()
@@ -222,7 +228,10 @@ def layout(
                     className="dlx-controls",
                 ),
                 html.P(
-                    "Time per operation, over the chosen rates (empty: as chosen):", className="dlx-muted"
+                    "Time per operation of each step the pattern's chain takes, over the chosen rates "
+                    "(empty: as chosen, in grey):",
+                    className="dlx-muted",
+                    id="model-rates-origin",
                 ),
                 html.Div(rate_inputs, className="dlx-controls"),
                 html.Div(id="model-whatif-status"),
@@ -322,7 +331,9 @@ def whatif(
         if not float(conns).is_integer():
             raise InputError(f"connections must be a whole number (got {shown(connections)})")
         pattern, rates = base_rates(choice, pattern)
-        rates = override(rates, rate_overrides(overrides))
+        typed = rate_overrides(overrides)
+        rates = override(rates, typed)
+        typed_notes = override_notes(pattern, workload_rates(rates, int(conns)), typed)
         left_out = out_of_range(pattern, threads)
         fluid = predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_FLUID, host)
         ssa = (
@@ -359,11 +370,55 @@ def whatif(
         lines.append(
             f" {experiment} has no ok runs of {pattern} at {work_us:g} µs and {int(conns)} connections."
         )
-    notes = [common.message(lines, id="model-whatif-note")]
-    flag = figs.disagreement(table)
-    if flag:
-        notes.append(common.message(flag, "warning", id="model-fluid-flag"))
+    notes = [common.message(lines, id="model-whatif-note"), *_warnings(fluid, table, typed_notes)]
     return fig, t["data"], t["columns"], notes
+
+
+def _warnings(fluid: pd.DataFrame, table: pd.DataFrame, typed: list[str]) -> list[Any]:
+    """The what-if's warnings: where the fluid did not settle, typed rates that change nothing, and where
+    the fluid leaves the SSA's interval."""
+    found = [
+        ("model-fluid-stalled", unsettled_note(fluid)),
+        ("model-rates-flag", " ".join(typed)),
+        ("model-fluid-flag", figs.disagreement(table)),
+    ]
+    return [common.message(text, "warning", id=name) for name, text in found if text]
+
+
+@callback(
+    Output("model-rates-origin", "children"),
+    *[Output(f"model-rate-box-{k}", "style") for k in rate_fields()],
+    *[Output(f"model-{k}", "placeholder") for k in rate_fields()],
+    Input("model-pattern", "value"),
+    Input("model-rates-choice", "value"),
+    Input("model-connections", "value"),
+)
+def rate_boxes(pattern: str, choice: str, connections: Any) -> tuple[Any, ...]:
+    """A box for each rate the chain of the pattern predicted reads (a calibration's own pattern where one
+    is chosen), each showing the chosen rate it would replace (the workload's, for a calibration of
+    several); the other boxes are hidden, as typing in them would change nothing."""
+    fields = rate_fields()
+    try:
+        if pattern not in model_patterns():
+            raise InputError(f"pattern {shown(pattern)}")
+        pattern, rates = base_rates(choice, pattern)
+        conns = number(connections)
+        if conns is not None and conns.is_integer():
+            rates = workload_rates(rates, int(conns))
+    except (InputError, DemuxlabError, data.DataUnavailable, data.NotFound):
+        # the what-if's own message says what is wrong; meanwhile every box, with nothing to show
+        return (
+            "Time per operation, over the chosen rates (empty: as chosen):",
+            *[{} for _ in fields],
+            *["as chosen" for _ in fields],
+        )
+    read = set(pattern_rates(pattern))
+    origin = (
+        f"Time per operation of each step {pattern}'s chain takes, over the chosen rates (empty: the "
+        "chosen value, in grey; instant: not measured, the step costs nothing or is off):"
+    )
+    styles = [{} if k in read else {"display": "none"} for k in fields]
+    return (origin, *styles, *[chosen_us(rates, k) for k in fields])
 
 
 def _measured(experiment: str, pattern: str, work_us: float, connections: int) -> pd.DataFrame:

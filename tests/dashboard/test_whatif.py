@@ -1,0 +1,120 @@
+"""The Model page's what-if without a browser: which rates each pattern's boxes offer, that a typed rate
+reaches the prediction (a calibration of several workloads included), and what it says when it cannot."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from demuxlab.ctmc.rates import ALL_RATE_FIELDS, DESIGNS, PATTERNS, Rates, paper_rates
+from demuxlab.dashboard.figures import model as figs
+from demuxlab.dashboard.whatif import (
+    chosen_us,
+    override,
+    override_notes,
+    pattern_rates,
+    predict_curve,
+    rate_fields,
+    unsettled_note,
+)
+from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID
+
+
+def _every_rate_measured(pattern: str) -> Rates:
+    """Nothing instant: a calibrated client, its wake-ups and latency, kicks and the scheduler's wake-up, so
+    that each rate a chain reads has a step of its own."""
+    extra = {"r_n": 1.5, "r_x": 2.0, "r_z": 3.0, "r_w": 20.0, "r_v": 8.0, "r_k": 0.7, "r_u": 30.0}
+    rates: Rates = override(paper_rates(pattern), extra)
+    return rates
+
+
+# Two connections on three threads and two cores: small enough to solve exactly (deterministic: a rate the
+# chains do not read leaves the answer bit for bit), where every step of every chain fires.
+THREADS, CORES, WORK, CONNECTIONS = 3, 2, 5.0, 2
+
+
+def _throughput(pattern: str, rates: object) -> float:
+    threads = min(THREADS, DESIGNS[pattern].max_threads or THREADS)
+    curve = predict_curve(pattern, rates, [threads], WORK, CONNECTIONS, METHOD_EXACT, (CORES, 2))
+    return float(curve["throughput_msgs_per_s"].iloc[0])
+
+
+def test_the_boxes_are_every_rate_and_each_pattern_gets_those_its_chain_reads() -> None:
+    assert rate_fields() == ALL_RATE_FIELDS
+    read = {p: set(pattern_rates(p)) for p in PATTERNS}
+    # The kernel receives and sends inside io_uring's call: no recv, send or re-arm step of uring's own.
+    assert read["uring"] == {"r_t", "r_e", "r_n", "r_x", "r_z"}
+    assert {"r_i", "r_o", "r_x", "r_z"} == read["tpc"]  # no notifier: a thread per connection blocks
+    assert {"r_k", "r_v", "r_u", "r_w"} <= read["hsha"] and not {"r_k", "r_v", "r_u", "r_w"} & read["lf"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_rate_moves_the_prediction_exactly_when_its_pattern_reads_it(pattern: str) -> None:
+    """The hidden boxes would change nothing, the shown ones do: each rate ×20 slower, one at a time."""
+    rates = _every_rate_measured(pattern)
+    base = _throughput(pattern, rates)
+    read = pattern_rates(pattern)
+    for k in ALL_RATE_FIELDS:
+        moved = _throughput(pattern, override(rates, {k: 20.0 / getattr(rates, k)}))
+        if k in read:
+            assert moved != pytest.approx(base, rel=1e-4), f"{pattern}: {k} moves nothing"
+        else:
+            assert moved == base, f"{pattern}: {k} is not read, yet moves it"
+
+
+def test_a_typed_rate_reaches_each_workload_of_a_calibration() -> None:
+    """A calibration of several workloads predicts a workload from its own rates: a typed rate replaces
+    the rate there too (it used to replace the pooled rate only, which that workload never read)."""
+    lf = paper_rates("lf")
+    cal = replace(lf, workloads={"c64/b1": replace(lf, r_i=1 / 4.0), "c512/b1": replace(lf)})
+    mine = predict_curve("lf", cal, [1, 2], 10.0, 64, METHOD_FLUID)["throughput_msgs_per_s"].tolist()
+    typed = override(cal, {"r_i": 50.0})
+    slower = predict_curve("lf", typed, [1, 2], 10.0, 64, METHOD_FLUID)["throughput_msgs_per_s"].tolist()
+    assert all(s < 0.5 * m for s, m in zip(slower, mine, strict=True))
+    assert typed.workloads["c64/b1"].r_i == typed.workloads["c512/b1"].r_i == typed.r_i == 1 / 50.0
+    assert typed.workloads["c64/b1"].source["r_i"] == "what-if"
+
+
+def test_a_typed_rate_that_changes_nothing_says_why() -> None:
+    uring = paper_rates("uring")
+    assert override_notes("uring", uring, {"r_x": 2.0}) == []
+    (note,) = override_notes("uring", uring, {"r_l": 2.0})
+    assert note == "lock acquire/release (r_l): uring's chain does not take this step; it changes nothing."
+    hsha = paper_rates("hsha")
+    (note,) = override_notes("hsha", override(hsha, {"r_u": 30.0}), {"r_u": 30.0})
+    assert note == (
+        "woken client's latency (r_u): changes nothing without client waking the dispatcher (r_v), client "
+        "turnaround (r_z) (from a calibration, or typed)."
+    )
+    two = {"r_u": 30.0, "r_v": 8.0}  # r_v typed too: only the client is missing, for both
+    assert override_notes("hsha", override(hsha, two), two) == [
+        f"{name}: changes nothing without client turnaround (r_z) (from a calibration, or typed)."
+        for name in ("woken client's latency (r_u)", "client waking the dispatcher (r_v)")
+    ]
+    typed = {"r_u": 30.0, "r_v": 8.0, "r_z": 3.0}
+    assert override_notes("hsha", override(hsha, typed), typed) == []
+
+
+def test_a_box_shows_the_rate_it_would_replace() -> None:
+    lf = paper_rates("lf")
+    assert chosen_us(lf, "r_i") == "9.2" and chosen_us(lf, "r_e") == "0.635"
+    assert chosen_us(lf, "r_z") == "instant"  # not measured: no client in the chain
+    assert chosen_us(paper_rates("lf", "epoll-et"), "r_a") == "instant"  # never re-arms
+
+
+def test_a_fluid_that_does_not_settle_is_left_out_and_named() -> None:
+    """A multireactor thread with one connection (or none spare) is no fluid: its ODE stalls at a tiny
+    throughput. The curve leaves those thread counts out (a gap), and the page says where and why."""
+    curve = predict_curve("multireactor", paper_rates("multireactor"), [1, 2, 3, 4], 5.0, 4, METHOD_FLUID)
+    assert curve["settled"].tolist() == [True, True, False, False]
+    assert all(v > 50_000 for v in curve["throughput_msgs_per_s"][:2])
+    assert all(math.isnan(v) for v in curve["throughput_msgs_per_s"][2:])
+    note = unsettled_note(curve)
+    assert note is not None and note.startswith("The fluid approximation does not settle at 3, 4 thread(s)")
+    assert unsettled_note(curve[curve["settled"]]) is None
+    fig = figs.whatif_figure(curve, pattern="multireactor")
+    (line,) = [t for t in fig["data"] if t["name"] == "fluid"]
+    assert line["y"][2:] == [None, None] and fig["layout"]["yaxis"]["range"][1] > max(line["y"][:2])
+    assert "settled" not in figs.whatif_table(curve, curve)
