@@ -538,6 +538,25 @@ def test_cli_predict_any_pattern_on_a_core_count() -> None:
     assert res.output == ""
 
 
+def test_cli_predict_gives_no_value_where_the_fluid_does_not_settle() -> None:
+    """One connection per multireactor thread stalls the fluid at ~600 msg/s: no value there (``-``, JSON
+    null with ``settled`` false) and one line on stderr naming where and what to use instead."""
+    args = ["predict", "--pattern", "multireactor", "--threads", "1-4", "--work-us", "5", "--method", "fluid",
+            "--connections", "4"]  # fmt: skip
+    res = CliRunner().invoke(model, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    got = [json.loads(x) for x in res.stdout.splitlines()]
+    assert [d["throughput_msgs_per_s"] is None for d in got] == [False, False, True, True]
+    assert [d.get("settled") for d in got] == [None, None, False, False]
+    assert all(d["throughput_msgs_per_s"] > 50_000 for d in got[:2])
+    assert res.stderr == (
+        "3 threads at 5 µs, 4 threads at 5 µs: no value, the fluid approximation did not settle (one "
+        "connection per thread or fewer): use the SSA (--method ssa)\n"
+    )
+    res = CliRunner().invoke(model, args)
+    assert [line.split()[-2] for line in res.stdout.splitlines()[1:]][2:] == ["-", "-"]
+
+
 def test_speed_from_the_kernels_run_delay_or_without_it() -> None:
     """With ``wait_s`` (schedstat's run_delay) the runnable time is CPU + waiting; a server from before it
     falls back to the time neither idle nor busy; waiting behind the run's own threads is not load."""

@@ -338,4 +338,5 @@ def test_a_fluid_that_does_not_settle_gives_no_shape() -> None:
     shapes = model_shapes([mr(1, 4), mr(2, 4), mr(4, 4)], [])
     assert sorted(shapes.by_point) == [mr(1, 4).point_key, mr(2, 4).point_key]
     assert all(v > 50_000 for v in shapes.by_point.values())
-    assert f"{mr(4, 4).point_key}: no model (the fluid approximation did not settle)" in shapes.notes
+    stalled = "the fluid approximation did not settle (one connection per thread or fewer): use the SSA"
+    assert f"{mr(4, 4).point_key}: no model ({stalled})" in shapes.notes

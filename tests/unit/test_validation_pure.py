@@ -20,6 +20,8 @@ from demuxlab.validation.calibration import (
 )
 from demuxlab.validation.prediction import (
     ModelPoint,
+    classes_of,
+    drop_unsettled,
     plan_predictions,
     prediction_entries,
     predictions_message,
@@ -154,6 +156,37 @@ def test_plan_skips_what_the_models_do_not_describe() -> None:
         "hw-a",
     )
     assert predictions_message(entries) == "predictions: 3 stored, 4 skipped"
+
+
+def test_a_fluid_that_did_not_settle_is_skipped_not_stored() -> None:
+    """A stalled fluid's value is no prediction (Prediction.settled): its pair leaves the plan for the
+    skipped entries, with the reason and the calibration's class, and the rest are stored as planned."""
+    pts = [point(1, classes=("hw-a",)), point(2)]
+    ids = {("lf", "epoll-lt", "hw-a"): 11}
+    plan = plan_predictions(pts, ids, {11: paper_rates("lf")}, method="fluid", rel_ci=0.01, seed=0)
+    assert [(pt.point_id, cal) for pt, cal in plan.jobs] == [(1, None), (1, 11), (2, None)]
+
+    def made(value: float, converged: bool) -> Prediction:
+        return Prediction("lf", 2, 10.0, 8, "fluid", value, None, {"converged": converged})
+
+    got = drop_unsettled(plan, [made(5e4, True), made(600.0, False), made(6e4, True)], classes_of(ids))
+    assert [p.throughput_msgs_per_s for p in got] == [5e4, 6e4]
+    assert [(pt.point_id, cal) for pt, cal in plan.jobs] == [(1, None), (2, None)]
+    assert len(plan.requests) == 2 and plan.requests[1].rates is None
+    assert plan.skipped[0]["skipped"] == "no calibration of lf/epoll-lt"  # point 2's, as planned
+    assert plan.skipped[1:] == [
+        {
+            "point_key": pts[0].point_key,
+            "rates_source": SOURCE_CALIBRATION,
+            "skipped": "the fluid approximation did not settle (one connection per thread or fewer): "
+            "use the SSA",
+            "hardware_class": "hw-a",
+        }
+    ]
+    entries = prediction_entries(plan, got, [101, 102], ids)
+    assert predictions_message(entries) == "predictions: 2 stored, 2 skipped"
+    assert made(1.0, False).as_dict()["throughput_msgs_per_s"] == 1.0  # the solver's value is kept there
+    assert not made(1.0, False).settled and Prediction("lf", 2, 10.0, 8, "ssa", 1.0, 0.01, {}).settled
 
 
 def test_measured_rows_are_the_modelled_patterns_only() -> None:

@@ -22,7 +22,7 @@ from demuxlab.adaptive.runs import Observed
 from demuxlab.ctmc.rates import Rates
 from demuxlab.point import Point
 from demuxlab.validation.calibration import CalibrationKey
-from demuxlab.vocab import METHOD_FLUID, SOURCE_CALIBRATION
+from demuxlab.vocab import SOURCE_CALIBRATION
 
 
 @dataclass
@@ -50,7 +50,7 @@ def model_shapes(
     from demuxlab.ctmc.predict import predict_many
     from demuxlab.ctmc.rates import PATTERNS as MODELLED
     from demuxlab.validation.calibration import CalibrationRun, fit_calibration
-    from demuxlab.validation.prediction import ModelPoint, plan_predictions
+    from demuxlab.validation.prediction import FLUID_STALLED, ModelPoint, drop_unsettled, plan_predictions
 
     out = Shapes()
     modelled = [p for p in points if p.pattern in MODELLED and not p.instrument]
@@ -109,15 +109,14 @@ def model_shapes(
     for skip in plan.skipped:
         if skip["rates_source"] != SOURCE_CALIBRATION:
             out.notes.append(f"{skip['point_key']}: no model ({skip['skipped']})")
-    predictions = predict_many(plan.requests)
+    predictions = drop_unsettled(plan, predict_many(plan.requests), {})
+    for skip in plan.skipped:
+        if skip["skipped"] == FLUID_STALLED:
+            out.notes.append(f"{skip['point_key']}: no model ({FLUID_STALLED})")
     by_key = {p.point_key: p for p in modelled}
     best: dict[str, tuple[str, float, float | None]] = {}
     for pred, (mp, cal) in zip(predictions, plan.jobs, strict=True):
         source = "paper" if cal is None else SOURCE_CALIBRATION
-        if pred.method == METHOD_FLUID and not pred.details.get("converged", True):
-            # a fluid that stalls (one connection per thread or fewer) answers nothing: no shape from it
-            out.notes.append(f"{mp.point_key}: no model (the fluid approximation did not settle)")
-            continue
         if mp.point_key not in best or source == SOURCE_CALIBRATION:
             best[mp.point_key] = (source, pred.throughput_msgs_per_s, pred.ci_halfwidth_rel)
     for key, (source, mean, ci) in sorted(best.items()):

@@ -80,17 +80,24 @@ def predict(
     )
     if not as_json:
         click.echo(f"{'pattern':<8}{'threads':>8}{'work_us':>9}{'method':>7}{'msgs/s':>14}{'ci_rel':>9}")
-    for p in predictions:
+    stalled: list[str] = []
+    for p in predictions:  # printed as they come
         d = p.as_dict()
         if calibration_id is not None:
             d["calibration_id"] = calibration_id
+        if not p.settled:  # no value: a stalled fluid's is no answer (Prediction.settled)
+            d |= {"throughput_msgs_per_s": None, "settled": False}
+            stalled.append(f"{p.threads} threads at {p.work_us:g} µs")
         if as_json:
             click.echo(json.dumps(d))
         else:
             ci = "-" if p.ci_halfwidth_rel is None else f"{p.ci_halfwidth_rel:.4f}"
-            click.echo(
-                f"{pattern:<8}{p.threads:>8}{p.work_us:>9g}{method:>7}{p.throughput_msgs_per_s:>14.0f}{ci:>9}"
-            )
+            thr = f"{p.throughput_msgs_per_s:>14.0f}" if p.settled else f"{'-':>14}"
+            click.echo(f"{pattern:<8}{p.threads:>8}{p.work_us:>9g}{method:>7}{thr}{ci:>9}")
+    if stalled:
+        from demuxlab.validation.prediction import FLUID_STALLED
+
+        click.echo(f"{', '.join(stalled)}: no value, {FLUID_STALLED} (--method ssa)", err=True)
 
 
 @model.command()

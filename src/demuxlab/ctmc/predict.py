@@ -33,6 +33,15 @@ class Prediction:
     ci_halfwidth_rel: float | None
     details: dict[str, Any]
 
+    @property
+    def settled(self) -> bool:
+        """Whether the value is an answer: false for a fluid approximation that did not settle (its averages
+        over the last quarters of the horizon disagree). At one connection per thread or fewer (a
+        multireactor or uring thread with one connection; HSHA and the proactor with one) the ODE stalls and
+        creeps at a few hundred msg/s, where the SSA gives tens of thousands (docs/ctmc.md, "Where the fluid
+        stalls"). The SSA and the exact solution always are."""
+        return self.method != METHOD_FLUID or bool(self.details.get("converged", True))
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "pattern": self.pattern,

@@ -15,7 +15,6 @@ import pandas as pd
 
 from demuxlab.dashboard.figures import base
 from demuxlab.dashboard.figures import model as figs
-from demuxlab.vocab import METHOD_FLUID
 
 MAX_POINTS = 32
 MAX_THREADS = 128
@@ -223,8 +222,7 @@ def _predict(
     p = predict(
         pattern, threads, work_us, method=method, connections=connections, rates=rates, rel_ci=0.03, host=h
     )
-    settled = method != METHOD_FLUID or bool(p.details.get("converged", True))
-    return p.throughput_msgs_per_s, p.ci_halfwidth_rel, settled
+    return p.throughput_msgs_per_s, p.ci_halfwidth_rel, p.settled
 
 
 def out_of_range(pattern: str, threads: list[int]) -> list[int]:

@@ -105,6 +105,35 @@ def plan_predictions(
     return plan
 
 
+FLUID_STALLED = "the fluid approximation did not settle (one connection per thread or fewer): use the SSA"
+
+
+def classes_of(calibration_ids: Mapping[CalibrationKey, int]) -> dict[int, str | None]:
+    """Calibration id → the hardware class it was fitted on (None: unclassed)."""
+    return {cid: cls for (_p, _n, cls), cid in calibration_ids.items()}
+
+
+def drop_unsettled(
+    plan: PredictionPlan, predictions: Sequence[Prediction], class_of: Mapping[int, str | None]
+) -> list[Prediction]:
+    """The predictions that answer (:attr:`Prediction.settled`), in the plan's order; each that does not (a
+    fluid that stalled) leaves the plan's jobs and requests for its skipped entries, with the reason."""
+    kept: list[Prediction] = []
+    jobs, requests = [], []
+    for p, (pt, cal), req in zip(predictions, plan.jobs, plan.requests, strict=True):
+        if p.settled:
+            kept.append(p)
+            jobs.append((pt, cal))
+            requests.append(req)
+            continue
+        source = SOURCE_PAPER if cal is None else SOURCE_CALIBRATION
+        skip: dict[str, Any] = {"point_key": pt.point_key, "rates_source": source, "skipped": FLUID_STALLED}
+        cls = class_of.get(cal) if cal is not None else None
+        plan.skipped.append({**skip, "hardware_class": cls} if cls else skip)
+    plan.jobs[:], plan.requests[:] = jobs, requests
+    return kept
+
+
 def prediction_entries(
     plan: PredictionPlan,
     predictions: Sequence[Prediction],
@@ -114,7 +143,7 @@ def prediction_entries(
     """One entry per point, rates source (and class): the stored prediction (``predictions`` and their
     ``prediction_ids`` in the plan's order), or the skipped pair with its reason; sorted by point."""
     entries = list(plan.skipped)
-    class_of = {cid: cls for (_p, _n, cls), cid in calibration_ids.items()}
+    class_of = classes_of(calibration_ids)
     for pid, p, (pt, cal) in zip(prediction_ids, predictions, plan.jobs, strict=True):
         entry: dict[str, Any] = {
             "point_key": pt.point_key,

@@ -19,7 +19,13 @@ from demuxlab.validation.calibration import (
     calibrations_doc,
     fit_calibration,
 )
-from demuxlab.validation.prediction import plan_predictions, prediction_entries, predictions_doc
+from demuxlab.validation.prediction import (
+    classes_of,
+    drop_unsettled,
+    plan_predictions,
+    prediction_entries,
+    predictions_doc,
+)
 from demuxlab.validation.rows import measured_by_point, validation_table
 from demuxlab.vocab import METHOD_SSA
 
@@ -73,7 +79,7 @@ def predict_experiment(
     plan = plan_predictions(
         db.model_points(spec, url), calibration_ids, rates_of, method=method, rel_ci=rel_ci, seed=seed
     )
-    predictions = predict_many(plan.requests, jobs=jobs)
+    predictions = drop_unsettled(plan, predict_many(plan.requests, jobs=jobs), classes_of(calibration_ids))
     ids = db.save_predictions(
         [(p, pt.point_id, cal) for p, (pt, cal) in zip(predictions, plan.jobs, strict=True)], url
     )
