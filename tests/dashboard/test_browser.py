@@ -356,6 +356,16 @@ def test_every_page_renders(site: Site) -> None:
     site.goto("/model?experiment=dashdemo", "#model-whatif-graph .js-plotly-plot")
     assert site.graph("model-whatif-graph")["names"][0] == "fluid"
     site.page.wait_for_selector("#model-validation .dash-spreadsheet")
+    # Every rate at once (the calibrations measured them all): each name stays clear of its neighbours,
+    # and the legend is whole.
+    rates = site.drawn("model-rates-graph")
+    assert not rates["legendScroll"] and len(rates["axes"]["xaxis"]["ticks"]) == 15
+    assert [t["name"] for t in rates["traces"][:2]] == ["paper: hsha, proactor", "paper: lf, uring"]
+    assert site.page.evaluate(
+        """() => { const boxes = Array.from(document.querySelectorAll('#model-rates-graph .xtick text'))
+                     .map(t => t.getBoundingClientRect()).sort((a, b) => a.left - b.left);
+                   return boxes.every((b, i) => i === 0 || boxes[i - 1].right + 2 <= b.left); }"""
+    ), "rate names under the bars run into each other"
     site.shot("model")
 
     site.goto("/compare?a=dashdemo&b=dashdemo&b_pair=local", "#compare-graph .js-plotly-plot")

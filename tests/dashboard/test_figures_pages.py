@@ -157,6 +157,22 @@ def test_rates_table_against_the_paper_named_by_operation() -> None:
     for rate in model.RATE_NAMES:  # no line of a name wider than its bars, but for a single longer word
         lines = model._tick(rate).split("<br>")[:-1]
         assert all(len(line) <= model.TICK_WIDTH or " " not in line for line in lines), rate
+    # seed 001's rates are the same for every pattern but r_e: one grey bar per set of values, named by
+    # the patterns that share it (not a bar per pattern in repeating greys)
+    cals = pd.DataFrame(
+        [
+            {"id": i, "pattern": p, "notifier": "poll", "rates": rates}
+            for i, p in enumerate(("tpc", "hsha", "lf"))
+        ]
+    )
+    paper = {p: {"r_e": 1 / (2.9 if p == "hsha" else 0.635), "r_l": 1 / 0.013} for p in ("hsha", "lf", "tpc")}
+    fig = model.rates_figure(model.rates_table(cals, paper, ("r_l", "r_e")))
+    greys = [t for t in fig["data"] if t["name"].startswith("paper: ")]
+    assert [(t["name"], t["y"]) for t in greys] == [
+        ("paper: hsha", [0.013, 2.9]),  # no bar for r_n: not in seed 001
+        ("paper: lf, tpc", [0.013, 0.635]),
+    ]
+    assert len({t["marker"]["color"] for t in greys}) == 2
     assert model.rate_name("r_q") == "r_q"  # a rate without a name here: its own
     assert model.rate_name("r_w") == "wake-up, per other thread (r_w)"
 

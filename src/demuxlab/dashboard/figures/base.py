@@ -16,9 +16,11 @@ from demuxlab.dashboard.plot import Fig, FigureDict
 #: Columns that, beside the point's parameters, tell series apart: a line per hardware class (runs of
 #: different classes are never joined) and per server build where a frame has them.
 CLASS_KEYS: tuple[str, ...] = ("hardware_class",)
-#: Height of one vertical legend entry (px), and what a figure needs around its legend.
-LEGEND_ENTRY_PX = 19
-LEGEND_MARGIN_PX = 110
+#: Height of one vertical legend entry (px); the legend's own padding; the top and bottom margins of
+#: style.base_layout, between which the legend stands.
+LEGEND_ENTRY_PX = 20  # Plotly draws 19.9 at font size 13
+LEGEND_PAD_PX = 12
+LEGEND_MARGINS_PX = 100
 
 
 def empty_figure(message: str, height: int = 320) -> FigureDict:
@@ -156,10 +158,11 @@ def x_axis(x: str, values: Iterable[Any]) -> dict[str, Any]:
     return props
 
 
-def legend_height(entries: int, plot_px: int) -> int:
+def legend_height(entries: int, plot_px: int, margins_px: int = LEGEND_MARGINS_PX) -> int:
     """A figure height at which a vertical legend of ``entries`` fits whole: Plotly scrolls an overflowing
-    legend on screen and cuts it in PNG/SVG exports."""
-    return max(plot_px, LEGEND_MARGIN_PX + LEGEND_ENTRY_PX * entries)
+    legend on screen and cuts it in PNG/SVG exports. ``margins_px``: the figure's top and bottom margins
+    together, where they are not style.base_layout's (the legend has the height between them)."""
+    return max(plot_px, margins_px + LEGEND_PAD_PX + LEGEND_ENTRY_PX * entries)
 
 
 def legend_entries(fig: FigureDict) -> int:

@@ -46,7 +46,11 @@ def rate_name(rate: str) -> str:
     return f"{name} ({rate})" if name else rate
 
 
-TICK_WIDTH = 12  # characters per line of a rate's name under its bars (wider ones run into the next name)
+# Characters per line of a rate's name under its bars, at TICK_FONT px: with every rate shown (fifteen groups
+# beside the legend, ~70 px each on a 1,400 px page) two neighbours' widest lines stay apart
+# (tests/dashboard/test_browser.py measures the drawn labels).
+TICK_WIDTH = 10
+TICK_FONT = 10
 
 
 def _tick(rate: str) -> str:
@@ -103,13 +107,19 @@ def rates_figure(table: pd.DataFrame) -> FigureDict:
         return base.empty_figure("no calibrations yet (experiments with calibration runs make them)", 300)
     fig = Fig()
     ops = [_tick(r) for r in dict.fromkeys(table["rate"])]
-    for i, (pattern, grp) in enumerate(table.groupby("pattern", sort=True)):
-        first = grp.drop_duplicates("rate")
+    # One grey bar per set of paper values, named by the patterns that share it: seed 001 gives every
+    # pattern the same rates but r_e, so a bar per pattern would repeat the same bar in repeating greys.
+    paper_sets: dict[tuple[tuple[str, float], ...], list[str]] = {}
+    for pattern, grp in table.groupby("pattern", sort=True):
+        first = grp[grp["paper_us"].notna()].drop_duplicates("rate")
+        key = tuple((str(r), float(v)) for r, v in zip(first["rate"], first["paper_us"], strict=True))
+        paper_sets.setdefault(key, []).append(str(pattern))
+    for i, (key, patterns) in enumerate(paper_sets.items()):
         fig.add_trace(
             bar(
-                x=[_tick(r) for r in first["rate"]],
-                y=first["paper_us"].tolist(),
-                name=f"paper: {pattern}",
+                x=[_tick(r) for r, _ in key],
+                y=[v for _, v in key],
+                name=f"paper: {', '.join(patterns)}",
                 marker={"color": _PAPER_GREYS[i % len(_PAPER_GREYS)]},
             )
         )
@@ -126,15 +136,21 @@ def rates_figure(table: pd.DataFrame) -> FigureDict:
                 },
             )
         )
+    margin = {"l": 60, "r": 20, "t": 50, "b": 110}  # the bottom: a name's four lines and its symbol
     fig.update_layout(
         **style.base_layout(
             title={"text": "Rates: time per operation, calibrated vs paper", "x": 0.01},
             barmode="group",
-            height=base.legend_height(len(fig.data), 380),
+            height=base.legend_height(len(fig.data), 380, margin["t"] + margin["b"]),
             yaxis_type="log",
             yaxis_title="µs per operation (1/rate)",
-            xaxis={"categoryorder": "array", "categoryarray": ops, "tickangle": 0},
-            margin={"l": 60, "r": 20, "t": 50, "b": 110},
+            xaxis={
+                "categoryorder": "array",
+                "categoryarray": ops,
+                "tickangle": 0,
+                "tickfont": {"size": TICK_FONT},
+            },
+            margin=margin,
         )
     )
     return fig.to_dict()
