@@ -110,15 +110,14 @@ def model_shapes(
         if skip["rates_source"] != SOURCE_CALIBRATION:
             out.notes.append(f"{skip['point_key']}: no model ({skip['skipped']})")
     predictions = drop_unsettled(plan, predict_many(plan.requests), {})
-    for skip in plan.skipped:
-        if skip["skipped"] == FLUID_STALLED:
-            out.notes.append(f"{skip['point_key']}: no model ({FLUID_STALLED})")
+    stalled = dict.fromkeys(s["point_key"] for s in plan.skipped if s["skipped"] == FLUID_STALLED)
     by_key = {p.point_key: p for p in modelled}
     best: dict[str, tuple[str, float, float | None]] = {}
     for pred, (mp, cal) in zip(predictions, plan.jobs, strict=True):
         source = "paper" if cal is None else SOURCE_CALIBRATION
         if mp.point_key not in best or source == SOURCE_CALIBRATION:
             best[mp.point_key] = (source, pred.throughput_msgs_per_s, pred.ci_halfwidth_rel)
+    out.notes += [f"{key}: no model ({FLUID_STALLED})" for key in stalled if key not in best]
     for key, (source, mean, ci) in sorted(best.items()):
         if mean > 0:
             out.by_point[key] = mean

@@ -261,9 +261,9 @@ def predict_curve(
         if t < min_threads(pattern) or t > max_threads(pattern):
             continue
         thr, ci, settled = _predict(pattern, rates, t, float(work_us), int(connections), method, host)
+        value = thr if settled else math.nan
         rows.append(
-            {"threads": t, "throughput_msgs_per_s": thr if settled else math.nan, "ci_halfwidth_rel": ci}
-            | {"settled": settled}
+            {"threads": t, "throughput_msgs_per_s": value, "ci_halfwidth_rel": ci, "settled": settled}
         )
     return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel", "settled"])
 
