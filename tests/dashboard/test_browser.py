@@ -823,6 +823,25 @@ def test_the_what_if_offers_each_rate_of_the_chosen_pattern_and_says_what_it_can
     after = site.page.evaluate(fluid)
     assert len(after) == 4 and all(a < 0.8 * b for a, b in zip(after, before, strict=True))
     site.shot("model-uring-rates")
+    # A calibration predicts its own pattern only: uring's rates offer uring's calibrations; an address
+    # with a calibration of another pattern opens on the calibration's pattern; another pattern chosen
+    # starts from the paper's rates.
+    site.page.click("#model-rates-choice")
+    labels = site.page.get_by_role("option").all_inner_texts()
+    site.page.keyboard.press("Escape")
+    assert labels[0] == "paper's rates (seed 001)" and len(labels) >= 2
+    assert all(": uring/uring (" in label for label in labels[1:]), labels
+    uring = labels[1].split("#")[1].split(":")[0]
+    site.goto(f"/model?pattern=hsha&rates={uring}&threads=1-4&work=5&connections=64", "#model-whatif-graph")
+    site.page.wait_for_function(
+        "() => (document.querySelector('#model-whatif-graph .js-plotly-plot')?.layout?.title?.text || '')"
+        f".includes('What if: uring, calibration #{uring},')"
+    )
+    assert site.page.inner_text("#model-pattern").strip() == "uring"
+    site.choose("model-pattern", "lf")
+    site.page.wait_for_function(
+        "() => document.querySelector('#model-rates-choice').innerText.includes(\"paper's rates\")"
+    )
     site.goto("/model?pattern=uring&threads=1-4&work=5&connections=64&r_l=3", "#model-rates-flag")
     assert "lock acquire/release (r_l): uring's chain does not take this step" in site.page.inner_text(
         "#model-rates-flag"

@@ -12,7 +12,7 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import Input, Output, callback, ctx, dcc, html
+from dash import Input, Output, State, callback, ctx, dcc, html
 
 from demuxlab.dashboard import common, data
 from demuxlab.dashboard.data import models as model_queries
@@ -82,13 +82,10 @@ def layout(
             if workload and pinned is not None:
                 workload["cores"] = str(pinned)
     pattern = pattern if pattern in patterns else workload.get("pattern", patterns[0])
-    cal_options = [{"label": "paper's rates (seed 001)", "value": SOURCE_PAPER}] + [
-        {
-            "label": f"calibration #{c.id!s}: {c.pattern!s}/{c.notifier!s} ({c.experiment or '?'!s})",
-            "value": str(c.id),
-        }
-        for c in cals.itertuples()
-    ]
+    of_rates = cals.loc[cals["id"].astype(str) == str(rates), "pattern"] if not cals.empty else cals
+    if len(of_rates):  # an address with a calibration of another pattern: the calibration's pattern
+        pattern = str(of_rates.iloc[0])
+    cal_options = rates_options(cals, pattern)
     provenance = cals.drop(columns=["rates"]).rename(columns={"hostname": "host"})
     rate_rows = figs.rates_table(cals, paper(), rate_fields())
     rate_inputs = [
@@ -267,6 +264,38 @@ common.url_sync(
         *[(f"model-{k}", "value", k) for k in rate_fields()],
     ],
 )
+
+
+def rates_options(cals: pd.DataFrame, pattern: str) -> list[dict[str, str]]:
+    """The rates the what-if of ``pattern`` can start from: the paper's, and the calibrations of that
+    pattern (a calibration predicts its own pattern only)."""
+    mine = cals[cals["pattern"] == pattern] if not cals.empty else cals
+    return [{"label": "paper's rates (seed 001)", "value": SOURCE_PAPER}] + [
+        {
+            "label": f"calibration #{c.id!s}: {c.pattern!s}/{c.notifier!s} ({c.experiment or '?'!s})",
+            "value": str(c.id),
+        }
+        for c in mine.itertuples()
+    ]
+
+
+@callback(
+    Output("model-rates-choice", "options"),
+    Output("model-rates-choice", "value"),
+    Input("model-pattern", "value"),
+    State("model-rates-choice", "value"),
+    prevent_initial_call=True,
+)
+def pattern_rates_choice(pattern: str, choice: str | None) -> tuple[Any, ...]:
+    """Another pattern: its calibrations to choose from, and the paper's rates unless the chosen
+    calibration is one of them."""
+    try:
+        with common.store().connect() as conn:
+            options = rates_options(model_queries.calibrations(conn), pattern)
+    except data.DataUnavailable:
+        return dash.no_update, dash.no_update
+    kept = choice if choice in {o["value"] for o in options} else SOURCE_PAPER
+    return options, kept
 
 
 # -- predictions -----------------------------------------------------------------------------------------
