@@ -764,6 +764,7 @@ def test_every_pattern_has_its_model_lines_and_a_what_if_on_a_core_count(site: S
     names = site.graph("sweep-graph")["names"]
     lines = {n.split(" · ")[0] for n in names if n.endswith("model, paper rates")}
     assert lines == patterns, names
+    assert not site.drawn("sweep-graph")["legendScroll"]  # every series and model line named, none hidden
     site.shot("sweep-every-pattern")
 
     what_if = "/model?experiment=smoke&pattern=tpc&threads=1-4&work=5&connections=32&cores={}"

@@ -85,7 +85,9 @@ def base_layout(**extra: Any) -> dict[str, Any]:
         "template": TEMPLATE,
         "font": {"family": FONT, "size": 13},
         "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
-        "legend": {"orientation": "v"},
+        # no gap between legend groups (a series groups its band, residual and model traces): every entry
+        # is then one line high, which base.legend_height sizes the figure for
+        "legend": {"orientation": "v", "tracegroupgap": 0},
         "colorway": list(OKABE_ITO),
     }
     layout.update(extra)

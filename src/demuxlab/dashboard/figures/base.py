@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -165,5 +165,7 @@ def legend_height(entries: int, plot_px: int, margins_px: int = LEGEND_MARGINS_P
     return max(plot_px, margins_px + LEGEND_PAD_PX + LEGEND_ENTRY_PX * entries)
 
 
-def legend_entries(fig: FigureDict) -> int:
-    return sum(1 for t in fig["data"] if t.get("showlegend", True) and t.get("name"))
+def legend_entries(traces: Sequence[Mapping[str, Any]]) -> int:
+    """How many entries the legend of a figure with these traces has (a trace without a name, or with
+    ``showlegend`` false, has none)."""
+    return sum(1 for t in traces if t.get("showlegend", True) and t.get("name"))

@@ -368,13 +368,16 @@ def sweep_figure(
     if clipped:
         notes.append(f"{clipped} interval(s) clipped at 0 msg/s")
     plot_px = _RESIDUAL_PX if show_res else _PLOT_PX
-    height = base.legend_height(len(shown), plot_px)
+    # the notes sit in the bottom margin, which the legend does not use
+    margin = {"l": 70, "r": 20, "t": 60, "b": 60 + (22 + 18 * len(notes) if notes else 0)}
+    entries = base.legend_entries(fig.data)  # the model-only curves' entries too
+    height = base.legend_height(entries, plot_px + 24 * len(notes), margin["t"] + margin["b"])
     fig.update_layout(
         **style.base_layout(
             title={"text": title or "Throughput", "x": 0.01},
-            height=height + (24 * len(notes)),
+            height=height,
             hovermode="closest",
-            margin={"l": 70, "r": 20, "t": 60, "b": 60 + (22 + 18 * len(notes) if notes else 0)},
+            margin=margin,
         )
     )
     for i, note in enumerate(notes):
