@@ -457,6 +457,9 @@ def test_each_pattern_has_one_colour_on_every_page(site: Site) -> None:
         seen[page] = pattern_colours(site.drawn(graph))
         assert seen[page], page
         site.shot(f"colours-{page}")
+        if page == "compare":  # the ratios to A are numbered (B's ratio axis, under the second column: y5)
+            ticks = site.page.locator(f"#{graph} .yaxislayer-above .y5tick text").all_text_contents()
+            assert len(ticks) >= 2 and all(float(t) > 0 for t in ticks), ticks
     patterns = set().union(*seen.values())
     assert {"hsha", "lf", "reactor", "tpc"} <= patterns
     for pattern in patterns:

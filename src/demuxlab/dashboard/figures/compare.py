@@ -232,7 +232,9 @@ def compare_figure(
         title_text="throughput (msg/s)", row=1, col=1, rangemode="tozero", range=[0, max(top, 1.0) * 1.06]
     )
     fig.update_yaxes(row=2, autorange=True)  # see base.x_axis: a matched group left without a range
-    fig.update_yaxes(title_text="ratio to A", row=2, col=2 if n > 1 else 1)
+    # The ratios' scale on the first side that has them: shared axes number only the first column's, and
+    # A's (no ratio to itself) is hidden, which left the ratios without a number.
+    fig.update_yaxes(title_text="ratio to A", showticklabels=True, row=2, col=2 if n > 1 else 1)
     return fig.to_dict()
 
 
