@@ -117,4 +117,7 @@ def test_a_fluid_that_does_not_settle_is_left_out_and_named() -> None:
     fig = figs.whatif_figure(curve, pattern="multireactor")
     (line,) = [t for t in fig["data"] if t["name"] == "fluid"]
     assert line["y"][2:] == [None, None] and fig["layout"]["yaxis"]["range"][1] > max(line["y"][:2])
-    assert "settled" not in figs.whatif_table(curve, curve)
+    table = figs.whatif_table(curve, curve)
+    assert "settled" not in table
+    # a point the fluid left out has nothing to hold against the SSA: not flagged as outside its interval
+    assert table["fluid_outside_ssa_ci"].tolist() == [False, False, False, False]

@@ -427,20 +427,21 @@ def rate_boxes(pattern: str, choice: str, connections: Any) -> tuple[Any, ...]:
     is chosen), each showing the chosen rate it would replace (the workload's, for a calibration of
     several); the other boxes are hidden, as typing in them would change nothing."""
     fields = rate_fields()
+    # where the inputs name no rates, the what-if's own message says why; meanwhile every box, blank
+    unknown = (
+        "Time per operation, over the chosen rates (empty: as chosen):",
+        *[{} for _ in fields],
+        *["as chosen" for _ in fields],
+    )
+    if pattern not in model_patterns():
+        return unknown
     try:
-        if pattern not in model_patterns():
-            raise InputError(f"pattern {shown(pattern)}")
         pattern, rates = base_rates(choice, pattern)
-        conns = number(connections)
-        if conns is not None and conns.is_integer():
-            rates = workload_rates(rates, int(conns))
-    except (InputError, DemuxlabError, data.DataUnavailable, data.NotFound):
-        # the what-if's own message says what is wrong; meanwhile every box, with nothing to show
-        return (
-            "Time per operation, over the chosen rates (empty: as chosen):",
-            *[{} for _ in fields],
-            *["as chosen" for _ in fields],
-        )
+    except (DemuxlabError, data.DataUnavailable, data.NotFound):
+        return unknown
+    conns = number(connections)
+    if conns is not None and conns.is_integer():
+        rates = workload_rates(rates, int(conns))
     read = set(pattern_rates(pattern))
     origin = (
         f"Time per operation of each step {pattern}'s chain takes, over the chosen rates (empty: the "
