@@ -3,10 +3,16 @@
 
     .venv/bin/python bench/ctmc_bench.py [--jobs 0] [--rel-ci 0.01] [--seed 0] [--connections 512]
     .venv/bin/python bench/ctmc_bench.py --what-if [--cores 2] [--work 10]
+    .venv/bin/python bench/ctmc_bench.py --small [--cores 2] [--work 5]
 
 What-if (issue 19): per pattern, one curve over every thread count of 1–16 it runs, 512 connections, on
 one core (this process; CPU time, so other load on the host counts less), once with a core per thread and
 once with ``--cores``: target fluid ≤ 50 ms per curve, SSA to a 1 % CI ≤ 10 s per curve.
+
+Small populations (``--small``): per pattern and connections 1, 2, 4, 8 (seed 001's rates, ``--cores``
+cores, 1–16 threads), the what-if's curve at once (the dashboard's ``quick_curve``: exact where the chain
+is small, else the fluid) against the SSA (the page's, to a 3 % CI): its CPU time, how many points were
+exact, and the largest |error| of the fluid alone and of the curve at once, against the SSA.
 
 Targets (docs/ctmc.md): SSA median ≤ 0.5 s per point to a 1 % CI, fluid ≤ 20 ms per point, the grid of
 both patterns × N = 1–16 × work 10/20/50 µs ≤ 30 s. The grid runs through ``predict_many`` (``--jobs``
@@ -50,14 +56,22 @@ def main() -> None:
     ap.add_argument("--fresh-compile", action="store_true", help="time a compile into an empty cache")
     ap.add_argument("--what-if", action="store_true", help="the what-if curves of every pattern instead")
     ap.add_argument("--cores", type=int, default=2, help="--what-if: the core count of the second curve")
-    ap.add_argument("--work", type=float, default=10.0, help="--what-if: work per message, µs")
+    ap.add_argument("--small", action="store_true", help="the what-if's curve at once at small populations")
+    ap.add_argument(
+        "--work", type=float, default=None, help="--what-if (10), --small (5): work per message, µs"
+    )
     args = ap.parse_args()
 
     fresh = tempfile.mkdtemp(prefix="demuxlab-kernels-") if args.fresh_compile else None
     try:
         if fresh is not None:
             os.environ["DEMUXLAB_KERNEL_CACHE"] = fresh
-        what_if(args) if args.what_if else run(args)
+        if args.small:
+            small(args)
+        elif args.what_if:
+            what_if(args)
+        else:
+            run(args)
     finally:
         if fresh is not None:
             shutil.rmtree(fresh, ignore_errors=True)
@@ -117,8 +131,71 @@ def run(args: argparse.Namespace) -> None:
         print(f"{n:>3} " + " ".join(cells))
 
 
+def _threads(pattern: str) -> list[int]:
+    d = DESIGNS[pattern]
+    return [t for t in range(1, 17) if t >= d.min_threads and (d.max_threads is None or t <= d.max_threads)]
+
+
+def _pct(e: float) -> str:
+    return "no value" if e == float("inf") else f"{e * 100:.1f} %"
+
+
+def small(args: argparse.Namespace) -> None:
+    """Per pattern × connections: the what-if's curve at once against the fluid alone, both held against
+    the SSA."""
+    from demuxlab.ctmc.rates import paper_rates
+    from demuxlab.dashboard import whatif
+
+    work = 5.0 if args.work is None else args.work
+    load = os.getloadavg()
+    print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
+    print(
+        f"seed 001's rates, {work:g} µs of work, {args.cores} cores, 1–16 threads (those each pattern runs)"
+    )
+    print(
+        f"{'pattern':>13} {'conns':>5} {'points':>6} {'exact':>5} {'at once CPU':>11} "
+        f"{'fluid max|err|':>14} {'at once max|err|':>16}"
+    )
+    worst = {"cpu": 0.0, "fluid": 0.0, "once": 0.0}
+    host = (args.cores, None)
+    for p in ALL_PATTERNS:
+        ts = _threads(p)
+        rates = paper_rates(p)
+        for conns in (1, 2, 4, 8):
+            c0 = time.process_time()
+            once = whatif.quick_curve(p, rates, ts, work, conns, host)
+            cpu = time.process_time() - c0
+            fluid = whatif.predict_curve(p, rates, ts, work, conns, "fluid", host)
+            ssa = whatif.predict_curve(p, rates, ts, work, conns, "ssa", host)
+            ref = ssa["throughput_msgs_per_s"]
+
+            def err(col: object, ref: object = ref) -> float:
+                e = ((col - ref) / ref).abs()  # type: ignore[operator]
+                return float("inf") if e.isna().any() else float(e.max())  # NaN: the fluid did not settle
+
+            f_err, o_err = err(fluid["throughput_msgs_per_s"]), err(once["throughput_msgs_per_s"])
+            exact = int((once["method"] == "exact").sum())
+            worst = {
+                "cpu": max(worst["cpu"], cpu),
+                "fluid": max(worst["fluid"], f_err),
+                "once": max(worst["once"], o_err),
+            }
+            print(
+                f"{p:>13} {conns:>5} {len(ts):>6} {exact:>5} {cpu * 1e3:>9.0f}ms "
+                f"{_pct(f_err):>14} {_pct(o_err):>16}",
+                flush=True,
+            )
+    load = os.getloadavg()
+    print(f"load average after: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(
+        f"largest |error| against the SSA (the page's, to a 3 % CI): the fluid alone {_pct(worst['fluid'])}, "
+        f"the curve at once {_pct(worst['once'])}; slowest curve at once {worst['cpu'] * 1e3:.0f} ms CPU"
+    )
+
+
 def what_if(args: argparse.Namespace) -> None:
     """Per pattern: a curve over 1–16 threads (those it runs), fluid and SSA, CPU seconds of this process."""
+    work = 10.0 if args.work is None else args.work
     load = os.getloadavg()
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} CPUs)")
     t0 = time.perf_counter()
@@ -131,8 +208,7 @@ def what_if(args: argparse.Namespace) -> None:
     print(f"{'pattern':>13} {'cores':>7} {'points':>6} {'fluid CPU':>10} {'SSA CPU':>8}  SSA curve, k msgs/s")
     worst = {"fluid": 0.0, "ssa": 0.0}
     for p in ALL_PATTERNS:
-        d = DESIGNS[p]
-        ts = [t for t in range(1, 17) if t >= d.min_threads and (d.max_threads is None or t <= d.max_threads)]
+        ts = _threads(p)
         for cores in (None, args.cores):
             host = Host(cores=cores)
             cost: dict[str, float] = {}
@@ -140,7 +216,7 @@ def what_if(args: argparse.Namespace) -> None:
             for method in ("fluid", "ssa"):
                 c0 = time.process_time()
                 got = [
-                    predict(p, t, args.work, method=method, connections=args.connections, host=host,
+                    predict(p, t, work, method=method, connections=args.connections, host=host,
                             rel_ci=args.rel_ci, seed=args.seed)
                     for t in ts
                 ]  # fmt: skip

@@ -47,29 +47,29 @@ def test_simulation_matches_exact_solution(pattern: str, threads: int, conns: in
 CALIBRATED = dict(r_n=1 / 0.7, r_x=1 / 1.3, r_z=1 / 4.0)
 
 
-@pytest.mark.parametrize(
-    ("pattern", "threads", "conns", "work", "cores", "r_w"),
-    [
-        ("reactor", 1, 4, 10.0, 1, None),
-        ("multireactor", 3, 6, 5.0, 1, None),
-        ("multireactor", 2, 4, 0.0, None, None),
-        ("tpc", 2, 4, 10.0, 1, None),
-        ("tpc", 3, 5, 20.0, 2, None),
-        ("proactor", 3, 3, 10.0, 1, None),
-        ("proactor", 2, 3, 0.0, None, None),
-        ("uring", 1, 4, 10.0, None, None),
-        ("uring", 3, 6, 5.0, 1, None),
-        ("uring-shared", 1, 3, 10.0, 1, None),
-        ("uring-shared", 3, 3, 10.0, 2, None),
-        ("hsha", 3, 3, 10.0, 1, None),
-        ("lf", 3, 3, 5.0, 2, None),
-        # run to block (sched.py): a measured wake-up, more threads than cores
-        ("hsha", 3, 3, 10.0, 1, 1 / 4.0),
-        ("hsha", 3, 3, 0.0, 2, 1 / 4.0),
-        ("proactor", 3, 3, 5.0, 1, 1 / 2.0),
-        ("uring-shared", 3, 3, 10.0, 1, 1 / 6.0),
-    ],
-)
+CHAINS = [
+    ("reactor", 1, 4, 10.0, 1, None),
+    ("multireactor", 3, 6, 5.0, 1, None),
+    ("multireactor", 2, 4, 0.0, None, None),
+    ("tpc", 2, 4, 10.0, 1, None),
+    ("tpc", 3, 5, 20.0, 2, None),
+    ("proactor", 3, 3, 10.0, 1, None),
+    ("proactor", 2, 3, 0.0, None, None),
+    ("uring", 1, 4, 10.0, None, None),
+    ("uring", 3, 6, 5.0, 1, None),
+    ("uring-shared", 1, 3, 10.0, 1, None),
+    ("uring-shared", 3, 3, 10.0, 2, None),
+    ("hsha", 3, 3, 10.0, 1, None),
+    ("lf", 3, 3, 5.0, 2, None),
+    # run to block (sched.py): a measured wake-up, more threads than cores
+    ("hsha", 3, 3, 10.0, 1, 1 / 4.0),
+    ("hsha", 3, 3, 0.0, 2, 1 / 4.0),
+    ("proactor", 3, 3, 5.0, 1, 1 / 2.0),
+    ("uring-shared", 3, 3, 10.0, 1, 1 / 6.0),
+]
+
+
+@pytest.mark.parametrize(("pattern", "threads", "conns", "work", "cores", "r_w"), CHAINS)
 def test_every_chain_simulation_matches_exact_solution(
     pattern: str, threads: int, conns: int, work: float, cores: int | None, r_w: float | None
 ) -> None:
@@ -95,6 +95,51 @@ def test_every_chain_simulation_matches_exact_solution(
         # with its own noise; the two agree within the CI plus the fixed point's tolerance.
         half += 0.01 * exact.throughput_msgs_per_s
     assert abs(sim.throughput_msgs_per_s - exact.throughput_msgs_per_s) <= half, (sim, exact)
+
+
+@pytest.mark.parametrize(("pattern", "threads", "conns", "work", "cores", "r_w"), CHAINS)
+def test_the_compiled_exploration_is_the_reference_one(
+    pattern: str, threads: int, conns: int, work: float, cores: int | None, r_w: float | None
+) -> None:
+    """The what-if's exact points explore through the model's kernel: the same states in the same order,
+    the same generator and the same answer as the Python reference the other tests hold the SSA to."""
+    from dataclasses import replace
+
+    from demuxlab.ctmc.exact import explore
+    from demuxlab.ctmc.rates import Host, paper_rates
+
+    rates = replace(paper_rates(pattern), **CALIBRATED, **({} if r_w is None else {"r_w": r_w}))
+    m = build(pattern, threads, work, conns, rates, host=Host(cores=cores, client_threads=1))
+    (ref, q_ref), (fast, q_fast) = explore(m), explore(m, compiled=True)
+    assert ref == fast
+    assert abs(q_ref - q_fast).max() <= 1e-12 * abs(q_ref).max()
+    a, b = solve_exact(m), solve_exact(m, compiled=True)
+    assert b.throughput_per_us == pytest.approx(a.throughput_per_us, rel=1e-12)
+    assert b.runnable == pytest.approx(a.runnable, rel=1e-12)
+
+
+def test_the_exact_solution_where_it_is_small_and_none_beyond() -> None:
+    """predict_small: exact for a small chain (its value the exact solution's), None past the connections it
+    allows, and why not past the states or where the sparse LU cannot be trusted."""
+    from demuxlab.ctmc.exact import IllConditioned, TooManyStates
+    from demuxlab.ctmc.predict import EXACT_MAX_CONNECTIONS, EXACT_MAX_STATES, predict_small
+    from demuxlab.ctmc.rates import Host
+
+    two = Host(cores=2)
+    small = predict_small("lf", 4, 5.0, connections=4, host=two)
+    assert small is not None and small.method == "exact" and small.details["states"] <= EXACT_MAX_STATES
+    ref = predict("lf", 4, 5.0, method="exact", connections=4, host=two)
+    assert small.throughput_msgs_per_s == pytest.approx(ref.throughput_msgs_per_s, rel=1e-12)
+    assert predict_small("lf", 4, 5.0, connections=EXACT_MAX_CONNECTIONS + 1, host=two) is None
+    with pytest.raises(TooManyStates, match=f"more than max_states={EXACT_MAX_STATES}"):
+        predict_small("hsha", 8, 5.0, connections=8, host=two)  # 26,838 states
+    # a tagged design follows one thread's connections: 64 over 16 threads is 4 each
+    assert predict_small("multireactor", 16, 5.0, connections=64, host=two) is not None
+    assert predict_small("multireactor", 4, 5.0, connections=64, host=two) is None
+    # io_uring's chain at one thread and 6 connections: stationary probabilities over ~30 orders of
+    # magnitude, which the LU solves into negative ones
+    with pytest.raises(IllConditioned, match="singular generator"):
+        predict_small("uring", 1, 5.0, connections=6, host=two)
 
 
 def test_shared_cores_bound_the_throughput() -> None:

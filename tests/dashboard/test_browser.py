@@ -792,7 +792,11 @@ def test_every_pattern_has_its_model_lines_and_a_what_if_on_a_core_count(site: S
             f"() => (document.querySelector('#model-whatif-graph .js-plotly-plot').layout.title.text || '')"
             f".includes('What if: {pattern},')"
         )
-        assert site.graph("model-whatif-graph")["names"][0] == "fluid", pattern
+        # 16 connections: the fluid where the chain holds them all, exact where a tagged design's thread
+        # follows 8 or fewer; every thread count drawn by exactly one of them
+        drawn = [t for t in site.drawn("model-whatif-graph")["traces"] if t["name"] in ("exact", "fluid")]
+        runs = len(drawn[0]["y"]) if drawn else 0  # the thread counts of 1–3 it runs (the reactor: 1)
+        assert runs and sum(y is not None for t in drawn for y in t["y"]) == runs, (pattern, drawn)
     site.page.fill("#model-cores", "0")
     site.page.press("#model-cores", "Enter")
     site.page.wait_for_selector("#model-input-error")
@@ -806,7 +810,7 @@ def test_the_what_if_offers_each_rate_of_the_chosen_pattern_and_says_what_it_can
     """The boxes are the steps the chosen pattern's chain takes (uring's has no lock and no recv of its own:
     the kernel receives inside its call), each showing the rate it would replace; a typed rate moves the
     curve; one the chain does not read, typed into the address, is named as changing nothing; and where the
-    fluid approximation stalls (one connection per multireactor thread) its points are left out and named."""
+    fluid approximation stalled (one connection per multireactor thread) the exact solution answers."""
     fluid = "() => document.querySelector('#model-whatif-graph .js-plotly-plot').data[0].y"
     site.goto("/model?pattern=uring&threads=1-4&work=5&connections=64", "#model-whatif-graph .js-plotly-plot")
     site.page.wait_for_function(
@@ -850,9 +854,33 @@ def test_the_what_if_offers_each_rate_of_the_chosen_pattern_and_says_what_it_can
     assert "lock acquire/release (r_l): uring's chain does not take this step" in site.page.inner_text(
         "#model-rates-flag"
     )
-    site.goto("/model?pattern=multireactor&threads=1-4&work=5&connections=4", "#model-fluid-stalled")
-    assert "does not settle at 3, 4 thread(s)" in site.page.inner_text("#model-fluid-stalled")
-    y = site.page.evaluate(fluid)
-    assert y[2:] == [None, None] and all(v > 50_000 for v in y[:2])
-    site.shot("model-fluid-stalled")
+    # One connection per multireactor thread: the fluid stalled there (a few hundred msg/s); the curve at
+    # once is the exact solution, which the SSA confirms point by point.
+    site.goto("/model?pattern=multireactor&threads=1-4&work=5&connections=4", "#model-whatif-note")
+    site.page.wait_for_function(
+        "() => document.querySelector('#model-whatif-note').innerText.includes('Exact solution shown')"
+    )
+    assert not site.page.is_visible("#model-fluid-stalled")
+    (exact,) = [t for t in site.drawn("model-whatif-graph")["traces"] if t["name"] == "exact"]
+    assert len(exact["y"]) == 4 and all(v > 50_000 for v in exact["y"]) and exact["points"] == 4
+    site.page.click("#model-ssa")
+    site.page.wait_for_function(
+        "() => document.querySelector('#model-whatif-graph .js-plotly-plot').data"
+        ".some(t => t.name === 'SSA (95 % CI)')",
+        timeout=60_000,
+    )
+    (ssa,) = [t for t in site.drawn("model-whatif-graph")["traces"] if t["name"] == "SSA (95 % CI)"]
+    assert all(abs(e - s) / s < 0.05 for e, s in zip(exact["y"], ssa["y"], strict=True)), (exact, ssa)
+    assert not site.page.is_visible("#model-fluid-flag")
+    site.shot("model-exact-small")
+    # HSHA at 8 connections: exact while its states stay few, the fluid (dashed) beyond; both named
+    site.goto("/model?pattern=hsha&threads=2-8&work=5&connections=8&cores=2", "#model-whatif-note")
+    site.page.wait_for_function(
+        "() => document.querySelector('#model-whatif-note').innerText.includes('the fluid approximation at')"
+    )
+    both = {t["name"]: t for t in site.drawn("model-whatif-graph")["traces"]}
+    assert {"exact", "fluid"} <= set(both) and both["exact"]["y"][0] is not None and both["fluid"]["y"][-1]
+    legend = site.page.evaluate("() => document.querySelector('#model-whatif-graph .legend').textContent")
+    assert "exact" in legend and "fluid" in legend
+    site.shot("model-exact-and-fluid")
     site.no_console_errors()

@@ -185,8 +185,13 @@ def test_whatif_flags_fluid_outside_the_ssa_interval() -> None:
         {"threads": [1, 2, 4], "throughput_msgs_per_s": [101.0, 260.0, 400.0], "ci_halfwidth_rel": 0.02}
     )
     table = model.whatif_table(fluid, ssa)
-    assert table["fluid_outside_ssa_ci"].tolist() == [False, True, False]
+    assert table["model_outside_ssa_ci"].tolist() == [False, True, False]
     assert "1 of 3 thread counts" in str(model.disagreement(table))
+    # the same values solved exactly: the SSA estimates them, a miss of its interval is chance, not a flag
+    exact = model.whatif_table(fluid.assign(method="exact"), ssa)
+    assert (
+        exact["model_outside_ssa_ci"].tolist() == [False, False, False] and model.disagreement(exact) is None
+    )
     assert model.disagreement(model.whatif_table(fluid, fluid.assign(ci_halfwidth_rel=0.01))) is None
 
 

@@ -16,10 +16,12 @@ from demuxlab.dashboard.whatif import (
     override_notes,
     pattern_rates,
     predict_curve,
+    quick_curve,
     rate_fields,
+    shown_methods,
     unsettled_note,
 )
-from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID
+from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID, METHOD_SSA
 
 
 def _every_rate_measured(pattern: str) -> Rates:
@@ -120,4 +122,65 @@ def test_a_fluid_that_does_not_settle_is_left_out_and_named() -> None:
     table = figs.whatif_table(curve, curve)
     assert "settled" not in table
     # a point the fluid left out has nothing to hold against the SSA: not flagged as outside its interval
-    assert table["fluid_outside_ssa_ci"].tolist() == [False, False, False, False]
+    assert table["model_outside_ssa_ci"].tolist() == [False, False, False, False]
+
+
+def test_the_curve_at_once_is_exact_where_the_chain_is_small() -> None:
+    """Where the populations are small the fluid is no guide: LF with one connection on 2 cores, seed 001's
+    rates, is 57k msg/s at every thread count (one message at a time), and the fluid makes it 40k at 1
+    thread and 115k at 16. The curve the page draws at once is the exact solution there, which the SSA
+    confirms, and says so per point."""
+    lf = paper_rates("lf")
+    threads = [1, 2, 4, 8, 16]
+    curve = quick_curve("lf", lf, threads, 5.0, 1, (2, None))
+    assert curve["method"].tolist() == [METHOD_EXACT] * 5 and shown_methods(curve) == "Exact solution shown"
+    ssa = predict_curve("lf", lf, threads, 5.0, 1, METHOD_SSA, (2, None))
+    fluid = predict_curve("lf", lf, threads, 5.0, 1, METHOD_FLUID, (2, None))
+    for e, s, ci, f in zip(
+        curve["throughput_msgs_per_s"],
+        ssa["throughput_msgs_per_s"],
+        ssa["ci_halfwidth_rel"],
+        fluid["throughput_msgs_per_s"],
+        strict=True,
+    ):
+        assert abs(e - s) / s <= ci + 0.01  # the SSA at 3 %: the exact value within its interval (+1 %)
+        assert abs(f - e) / e > 0.25  # what the page drew before: the fluid, 30–100 % off
+    table = figs.whatif_table(curve, ssa)
+    assert table["method"].tolist() == [METHOD_EXACT] * 5 and not table["model_outside_ssa_ci"].any()
+
+
+def test_the_curve_turns_to_the_fluid_where_the_exact_solution_is_out_of_reach() -> None:
+    """HSHA at 8 connections: exact while its states stay few (2 and 3 threads), the fluid from the first
+    thread count beyond them on (the states only grow with the threads: no larger count is tried); at 512
+    connections the fluid throughout. The figure draws each method as a trace of its own, with gaps where
+    the other one stands."""
+    hsha = paper_rates("hsha")
+    curve = quick_curve("hsha", hsha, [2, 3, 4, 8, 16], 5.0, 8, (2, None))
+    methods = curve["method"].tolist()
+    assert methods[0] == METHOD_EXACT and methods[-1] == METHOD_FLUID
+    assert methods == sorted(methods)  # "exact" < "fluid": never exact again after the first fluid
+    first_fluid = methods.index(METHOD_FLUID)
+    assert shown_methods(curve).startswith(
+        f"Exact solution at {', '.join(map(str, [2, 3, 4, 8, 16][:first_fluid]))}"
+    )
+    fig = figs.whatif_figure(curve, pattern="hsha")
+    exact, fluid = (next(t for t in fig["data"] if t["name"] == m) for m in (METHOD_EXACT, METHOD_FLUID))
+    assert exact["line"]["dash"] == "solid" and fluid["line"]["dash"] == "dash"
+    assert [y is not None for y in exact["y"]] == [m == METHOD_EXACT for m in methods]
+    assert [y is not None for y in fluid["y"]] == [m == METHOD_FLUID for m in methods]
+    wide = quick_curve("hsha", hsha, [2, 4], 5.0, 512, (2, None))
+    assert (
+        wide["method"].tolist() == [METHOD_FLUID] * 2 and shown_methods(wide) == "Fluid approximation shown"
+    )
+    assert [t["name"] for t in figs.whatif_figure(wide, pattern="hsha")["data"]] == [METHOD_FLUID]
+
+
+def test_a_tagged_design_is_solved_exactly_wherever_its_thread_has_few_connections() -> None:
+    """The multireactor's chain follows one thread and its share of the connections: at 16 connections
+    that is 16 at 1 thread (the fluid), then 8, 4, 2 (exact) — where the fluid stalled at 16 threads, one
+    connection each, the exact solution answers."""
+    mr = paper_rates("multireactor")
+    curve = quick_curve("multireactor", mr, [1, 2, 4, 8, 16], 5.0, 16, (2, None))
+    assert curve["method"].tolist() == [METHOD_FLUID] + [METHOD_EXACT] * 4
+    assert curve["settled"].all() and curve["throughput_msgs_per_s"].min() > 50_000
+    assert unsettled_note(curve) is None

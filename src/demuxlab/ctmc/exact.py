@@ -1,8 +1,10 @@
-"""Exact steady state of tiny configurations: explore the reachable states from the initial state with the
-Python-level definition, build the generator Q (scipy.sparse) and solve πQ = 0, Σπ = 1."""
+"""Exact steady state of small configurations: explore the reachable states from the initial state with the
+Python-level definition (or, ``compiled``, the model's numba kernel: the what-if's exact points), build the
+generator Q (scipy.sparse) and solve πQ = 0, Σπ = 1."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -11,6 +13,21 @@ import scipy.sparse.linalg as spla
 
 from demuxlab.ctmc.engine import FloatArray, ModelInstance
 from demuxlab.errors import DemuxlabError
+
+
+class ExactUnavailable(DemuxlabError):
+    """The exact solution cannot be had for this chain: more reachable states than allowed, or a generator
+    too ill-conditioned for the sparse LU (stationary probabilities spanning tens of orders of magnitude:
+    io_uring's chain at one thread and six or more connections, where the instant steps run 10⁴ times
+    the slowest). A model that is fine otherwise: the SSA and the fluid still answer."""
+
+
+class TooManyStates(ExactUnavailable):
+    """More reachable states than ``max_states``."""
+
+
+class IllConditioned(ExactUnavailable):
+    """The sparse LU's solution is no distribution (negative or not finite probabilities)."""
 
 
 @dataclass(frozen=True)
@@ -27,9 +44,14 @@ class ExactResult:
         return self.throughput_per_us * 1e6
 
 
-def explore(model: ModelInstance, max_states: int = 200_000) -> tuple[list[tuple[int, ...]], sp.csr_matrix]:
-    """Reachable states and generator Q (rows = from)."""
+def explore(
+    model: ModelInstance, max_states: int = 200_000, *, compiled: bool = False
+) -> tuple[list[tuple[int, ...]], sp.csr_matrix]:
+    """Reachable states and generator Q (rows = from). ``compiled``: the rates and jumps from the model's
+    numba kernel (the same definition, tested against the reference on random states and paths; ~4×
+    faster here), else the Python reference (the tests' oracle, independent of the kernel the SSA runs)."""
     st = model.structure
+    rates, delta = _steps(model, compiled)
     start = tuple(int(v) for v in model.initial)
     index: dict[tuple[int, ...], int] = {start: 0}
     states = [start]
@@ -39,18 +61,18 @@ def explore(model: ModelInstance, max_states: int = 200_000) -> tuple[list[tuple
     i = 0
     while i < len(states):
         x = np.array(states[i], dtype=np.float64)
-        a = st.rates(x, model.r)
+        a = rates(x)
         out = 0.0
         for k in np.flatnonzero(a > 0.0):
-            y = x + st.delta(int(k), x)
-            if np.any(y < 0) or np.any(y != np.round(y)):
+            y = x + delta(int(k), x)
+            key = tuple(y.astype(np.int64).tolist())
+            if min(key) < 0 or not np.array_equal(key, y):
                 name = st.transitions[int(k)].name
                 raise DemuxlabError(f"exact {st.name}: {name} leaves the lattice from {states[i]}")
-            key = tuple(int(v) for v in y)
             j = index.get(key)
             if j is None:
                 if len(states) >= max_states:
-                    raise DemuxlabError(
+                    raise TooManyStates(
                         f"exact {st.name}: more than max_states={max_states} reachable states"
                     )
                 j = len(states)
@@ -74,8 +96,33 @@ def explore(model: ModelInstance, max_states: int = 200_000) -> tuple[list[tuple
     return states, q
 
 
-def solve_exact(model: ModelInstance, max_states: int = 200_000) -> ExactResult:
-    states, q = explore(model, max_states)
+def _steps(
+    model: ModelInstance, compiled: bool
+) -> tuple[Callable[[FloatArray], FloatArray], Callable[[int, FloatArray], FloatArray]]:
+    """(x ↦ every φ_k(x) with its pool's factor, (k, x) ↦ l_k(x)): the kernel's or the reference's."""
+    st = model.structure
+    if not compiled:
+        return (lambda x: st.rates(x, model.r)), st.delta
+    from demuxlab.ctmc.engine import compile_structure
+
+    kernel = compile_structure(st)
+
+    def rates(x: FloatArray) -> FloatArray:
+        out = np.empty(kernel.n_transitions, dtype=np.float64)
+        kernel.all_rates(x, model.r, out)
+        return out
+
+    def delta(k: int, x: FloatArray) -> FloatArray:
+        d = np.empty(kernel.n_species, dtype=np.float64)
+        kernel.apply_jump(k, x, d)
+        return d
+
+    return rates, delta
+
+
+def solve_exact(model: ModelInstance, max_states: int = 200_000, *, compiled: bool = False) -> ExactResult:
+    """πQ = 0, Σπ = 1 over the reachable states (:func:`explore`, ``compiled`` as there)."""
+    states, q = explore(model, max_states, compiled=compiled)
     n = len(states)
     # πQ = 0 ⇔ Qᵀπᵀ = 0; replace one (redundant) balance equation by the normalisation Σπ = 1.
     a = q.T.tolil()
@@ -84,18 +131,20 @@ def solve_exact(model: ModelInstance, max_states: int = 200_000) -> ExactResult:
     b[n - 1] = 1.0
     pi = np.asarray(spla.spsolve(a.tocsc(), b), dtype=np.float64)
     if not np.all(np.isfinite(pi)) or pi.min() < -1e-9:
-        raise DemuxlabError(
-            f"exact {model.structure.name}: singular generator (more than one recurrent class?)"
+        raise IllConditioned(
+            f"exact {model.structure.name}: singular generator (more than one recurrent class, or too stiff "
+            "for the sparse LU)"
         )
     pi = np.clip(pi, 0.0, None)
     pi /= pi.sum()
     st = model.structure
+    rates, _ = _steps(model, compiled)
     k = st.throughput_index
     thr = 0.0
     run = 0.0
     for p, s in zip(pi, states, strict=True):
         x = np.array(s, dtype=np.float64)
-        thr += float(p) * float(st.rates(x, model.r)[k])  # φ_thr with its pool's factor
+        thr += float(p) * float(rates(x)[k])  # φ_thr with its pool's factor
         run += float(p) * st.runnable(x, model.r)
     return ExactResult(
         throughput_per_us=thr, states=n, transitions=q.nnz - n, pi=pi, state_list=tuple(states), runnable=run

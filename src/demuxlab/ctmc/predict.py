@@ -12,7 +12,7 @@ from typing import Any
 from demuxlab.ctmc.engine import ModelInstance
 from demuxlab.ctmc.rates import DESIGNS, Host, Rates, build, tagged_connections
 from demuxlab.errors import DemuxlabError
-from demuxlab.vocab import METHOD_FLUID, METHOD_SSA, SOLVER_METHODS
+from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID, METHOD_SSA, SOLVER_METHODS
 
 # The multireactor's and uring's fixed point on the other threads' runnable share (see predict()).
 FIXED_POINT_TOL = 0.01
@@ -20,6 +20,12 @@ FIXED_POINT_ITERATIONS = 8
 FIXED_POINT_REL_CI = 0.03
 # The precision (relative CI) a step's count per message is simulated to, at least (predict's ``counts``).
 COUNT_REL_CI = 0.02
+# The exact solution where it is cheap (:func:`predict_small`): a chain of at most this many connections
+# (the one thread's a tagged design follows) and states. Through the compiled kernel an exact solve takes
+# ~40 µs of CPU per state (HSHA, 1,218 states: 47 ms), 10–50 times a fluid point; where it reaches, the
+# fluid can be 20–100 % off (docs/ctmc.md, "Small populations").
+EXACT_MAX_CONNECTIONS = 8
+EXACT_MAX_STATES = 3_000
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,7 @@ class Prediction:
 
 
 def _solve(
-    model: ModelInstance, method: str, rel_ci: float, seed: int
+    model: ModelInstance, method: str, rel_ci: float, seed: int, max_states: int, compiled: bool
 ) -> tuple[float, float | None, float, dict[str, Any]]:
     """(throughput per µs of the chain, its relative CI or None, the mean runnable count of the server
     pool, details)."""
@@ -73,7 +79,7 @@ def _solve(
         return f.throughput_per_us, None, f.runnable, details
     from demuxlab.ctmc.exact import solve_exact
 
-    e = solve_exact(model)
+    e = solve_exact(model, max_states, compiled=compiled)
     return e.throughput_per_us, None, e.runnable, {"states": e.states, "transitions": e.transitions}
 
 
@@ -90,6 +96,8 @@ def predict(
     host: Host | None = None,
     notifier: str | None = None,
     counts: Sequence[str] = (),
+    max_states: int = 200_000,
+    compiled: bool = False,
 ) -> Prediction:
     """The steady-state throughput (msgs/s) of ``pattern`` at ``threads`` threads and ``work_us`` of work
     per message, on ``host`` (default: a core per thread and no client, seed 001's setting).
@@ -97,7 +105,9 @@ def predict(
     ``counts`` names chain steps (transitions) to count too: the details' ``per_message`` gives how often
     each of those the chain has fires per message (SSA only, at ``rel_ci`` or :data:`COUNT_REL_CI`,
     whichever is coarser: ``ssa.per_message``), the figures to hold against what the server or the client
-    counted (e.g. ``send_wake`` against the client's ``sleeps``).
+    counted (e.g. ``send_wake`` against the client's ``sleeps``). ``max_states`` bounds the exact
+    solution's state space (:class:`demuxlab.ctmc.exact.ExactUnavailable` beyond it); ``compiled`` explores
+    it through the model's kernel instead of the Python reference (:func:`demuxlab.ctmc.exact.explore`).
 
     The multireactor and uring are T independent threads with N/T connections each: the chain follows
     one of them and puts the others into the server pool's load — as many as are runnable on average,
@@ -134,7 +144,7 @@ def predict(
                     notifier=notifier,
                     others=(active - 1) * u,
                 )
-                _, _, u_new, _ = _solve(trial, method, coarse, seed + rounds)
+                _, _, u_new, _ = _solve(trial, method, coarse, seed + rounds, max_states, compiled)
                 done = abs(u_new - u) < FIXED_POINT_TOL
                 u = u_new
                 if done:
@@ -151,7 +161,7 @@ def predict(
                 notifier=notifier,
                 others=(active - 1) * u,
             )
-    thr, ci, runnable, solved = _solve(model, method, rel_ci, seed)
+    thr, ci, runnable, solved = _solve(model, method, rel_ci, seed, max_states, compiled)
     details.update(solved)
     details["runnable"] = runnable
     details["cores"] = model.parameters["cores"]
@@ -161,6 +171,40 @@ def predict(
         details["per_message"] = per_message(model, counts, thr, rel_ci=max(rel_ci, COUNT_REL_CI), seed=seed)
     return Prediction(
         pattern, threads, float(work_us), connections, method, float(thr * scale * 1e6), ci, details
+    )
+
+
+def predict_small(
+    pattern: str,
+    threads: int,
+    work_us: float,
+    *,
+    connections: int,
+    rates: Rates | None = None,
+    host: Host | None = None,
+    notifier: str | None = None,
+) -> Prediction | None:
+    """The exact solution where the chain is small, through the compiled kernel: None where the chain
+    holds more than :data:`EXACT_MAX_CONNECTIONS` connections (a tagged design: the one thread's it
+    follows), :class:`demuxlab.ctmc.exact.TooManyStates` past :data:`EXACT_MAX_STATES` states and
+    :class:`demuxlab.ctmc.exact.IllConditioned` where the sparse LU cannot be trusted. Where the
+    populations are this small the fluid approximation is no guide (docs/ctmc.md, "Small populations"):
+    with seed 001's rates, 5 µs of work and 2 cores, LF at 1 connection and 16 threads is 115k msg/s by the
+    fluid and 57k exactly, HSHA at 2 connections and 3 threads 57k against 95k, the proactor at 2
+    connections 26k against 74k."""
+    if tagged_connections(pattern, threads, connections) > EXACT_MAX_CONNECTIONS:
+        return None
+    return predict(
+        pattern,
+        threads,
+        work_us,
+        method=METHOD_EXACT,
+        connections=connections,
+        rates=rates,
+        host=host,
+        notifier=notifier,
+        max_states=EXACT_MAX_STATES,
+        compiled=True,
     )
 
 

@@ -215,14 +215,26 @@ def _predict(
     fluid: its averages over the last quarters agree; at one connection per thread or fewer it can stall,
     and its value is no answer)."""
     from demuxlab.ctmc.predict import predict
+
+    p = predict(
+        pattern,
+        threads,
+        work_us,
+        method=method,
+        connections=connections,
+        rates=rates,
+        rel_ci=0.03,
+        host=_host(rates, host),
+    )
+    return p.throughput_msgs_per_s, p.ci_halfwidth_rel, p.settled
+
+
+def _host(rates: Any, host: tuple[int | None, int | None]) -> Any:
+    """The models' Host from the what-if's (server cores, client threads)."""
     from demuxlab.ctmc.rates import Host
 
     cores, clients = host
-    h = Host(cores=cores, client_threads=(clients or 1) if rates.has_client else None)
-    p = predict(
-        pattern, threads, work_us, method=method, connections=connections, rates=rates, rel_ci=0.03, host=h
-    )
-    return p.throughput_msgs_per_s, p.ci_halfwidth_rel, p.settled
+    return Host(cores=cores, client_threads=(clients or 1) if rates.has_client else None)
 
 
 def out_of_range(pattern: str, threads: list[int]) -> list[int]:
@@ -253,19 +265,101 @@ def predict_curve(
     method: str,
     host: tuple[int | None, int | None] = (None, None),
 ) -> pd.DataFrame:
-    """Per thread count the pattern runs: the throughput, its CI (SSA) and whether the solver settled
-    (``settled`` false: a fluid that did not settle; its throughput is NaN, as it answers nothing)."""
+    """Per thread count the pattern runs: the throughput, its CI (SSA), whether the solver settled
+    (``settled`` false: a fluid that did not settle; its throughput is NaN, as it answers nothing) and the
+    method."""
     rates = workload_rates(rates, connections)
     rows = []
-    for t in threads:
-        if t < min_threads(pattern) or t > max_threads(pattern):
-            continue
+    for t in _runs(pattern, threads):
         thr, ci, settled = _predict(pattern, rates, t, float(work_us), int(connections), method, host)
-        value = thr if settled else math.nan
-        rows.append(
-            {"threads": t, "throughput_msgs_per_s": value, "ci_halfwidth_rel": ci, "settled": settled}
+        rows.append(_row(t, thr, ci, settled, method))
+    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+@functools.lru_cache(maxsize=4096)
+def _predict_small(
+    pattern: str,
+    rates: Any,
+    threads: int,
+    work_us: float,
+    connections: int,
+    host: tuple[int | None, int | None],
+) -> tuple[float | None, bool]:
+    """(the exact throughput where the chain is small, else None; whether it was left for its states, which
+    only grow with more threads): :func:`demuxlab.ctmc.predict.predict_small`, cached as :func:`_predict`."""
+    from demuxlab.ctmc.exact import IllConditioned, TooManyStates
+    from demuxlab.ctmc.predict import predict_small
+
+    try:
+        p = predict_small(
+            pattern, threads, work_us, connections=connections, rates=rates, host=_host(rates, host)
         )
-    return pd.DataFrame(rows, columns=["threads", "throughput_msgs_per_s", "ci_halfwidth_rel", "settled"])
+    except TooManyStates:
+        return None, True
+    except IllConditioned:
+        return None, False
+    return (None if p is None else p.throughput_msgs_per_s), False
+
+
+def quick_curve(
+    pattern: str,
+    rates: Any,
+    threads: list[int],
+    work_us: float,
+    connections: int,
+    host: tuple[int | None, int | None] = (None, None),
+) -> pd.DataFrame:
+    """The curve the what-if draws at once: the exact solution where the chain is small (few connections:
+    there the fluid approximation can be 20–100 % off, or not settle at all), the fluid elsewhere; the
+    ``method`` column says which. A chain's states grow with its threads, so once one thread count has too
+    many the larger ones are not tried (a tagged design's chain follows one thread, whose connections
+    shrink as the threads grow: there every thread count is tried)."""
+    from demuxlab.ctmc.rates import DESIGNS
+    from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID
+
+    rates = workload_rates(rates, connections)
+    rows = []
+    grown = False
+    for t in _runs(pattern, threads):
+        thr, too_many = (
+            (None, True) if grown else _predict_small(pattern, rates, t, float(work_us), connections, host)
+        )
+        if thr is not None:
+            rows.append(_row(t, thr, None, True, METHOD_EXACT))
+            continue
+        grown = too_many and not DESIGNS[pattern].tagged
+        thr, ci, settled = _predict(pattern, rates, t, float(work_us), int(connections), METHOD_FLUID, host)
+        rows.append(_row(t, thr, ci, settled, METHOD_FLUID))
+    return pd.DataFrame(rows, columns=CURVE_COLUMNS)
+
+
+CURVE_COLUMNS = ["threads", "throughput_msgs_per_s", "ci_halfwidth_rel", "settled", "method"]
+
+
+def _runs(pattern: str, threads: list[int]) -> list[int]:
+    return [t for t in threads if min_threads(pattern) <= t <= max_threads(pattern)]
+
+
+def _row(threads: int, thr: float, ci: float | None, settled: bool, method: str) -> dict[str, Any]:
+    return {
+        "threads": threads,
+        "throughput_msgs_per_s": thr if settled else math.nan,
+        "ci_halfwidth_rel": ci,
+        "settled": settled,
+        "method": method,
+    }
+
+
+def shown_methods(curve: pd.DataFrame) -> str:
+    """What the curve drawn at once is, in a few words: the exact solution, the fluid, or which where."""
+    from demuxlab.vocab import METHOD_EXACT
+
+    exact = curve.loc[curve["method"] == METHOD_EXACT, "threads"].tolist()
+    if not exact:
+        return "Fluid approximation shown"
+    if len(exact) == len(curve):
+        return "Exact solution shown"
+    return f"Exact solution at {', '.join(map(str, exact))} thread(s), the fluid approximation at the others"
 
 
 def unsettled_note(fluid: pd.DataFrame) -> str | None:

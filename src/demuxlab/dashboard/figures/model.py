@@ -1,6 +1,7 @@
 """The Model page's builders: calibrated rates next to the paper's, named by the operation each stands for;
-the what-if figure (fluid curve, SSA points with their interval, the measured points per notifier with
-theirs) and its table, which flags where the fluid approximation leaves the SSA's interval. Whatever
+the what-if figure (the model's curve at once: exact where the chain is small, else fluid; SSA points with
+their interval, the measured points per notifier with theirs) and its table, which flags where the fluid
+approximation leaves the SSA's interval. Whatever
 patterns and rates :mod:`demuxlab.ctmc` models come in through the frames: nothing here names one."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pandas as pd
 from demuxlab.dashboard import style
 from demuxlab.dashboard.figures import base
 from demuxlab.dashboard.plot import Fig, FigureDict, bar, scatter
+from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID
 
 # What each rate stands for (docs/ctmc.md): seed 001 §V-A's, then what a calibration adds; a rate a model
 # adds without an entry here is shown by its own name.
@@ -156,11 +158,13 @@ def rates_figure(table: pd.DataFrame) -> FigureDict:
     return fig.to_dict()
 
 
-def whatif_table(fluid: pd.DataFrame, ssa: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per thread count: the fluid throughput, and with an SSA its throughput, interval and the fluid's
-    difference from it; ``fluid_outside_ssa_ci`` is true where that difference exceeds the SSA's 95 %
-    interval (the approximation is not to be trusted there)."""
-    table = fluid.rename(columns={"throughput_msgs_per_s": "fluid_msgs_per_s"}).drop(
+def whatif_table(curve: pd.DataFrame, ssa: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per thread count: the model's throughput at once and its ``method`` (the exact solution where the
+    chain is small, else the fluid approximation), and with an SSA its throughput, interval and the
+    model's difference from it; ``model_outside_ssa_ci`` is true where a fluid value leaves the SSA's 95 %
+    interval (the approximation is not to be trusted there). An exact value is the chain's own answer, which
+    the SSA estimates: its interval misses it one time in twenty by chance, and that flags nothing."""
+    table = curve.rename(columns={"throughput_msgs_per_s": "model_msgs_per_s"}).drop(
         columns=["ci_halfwidth_rel", "settled"], errors="ignore"
     )
     if ssa is None or ssa.empty:
@@ -168,64 +172,77 @@ def whatif_table(fluid: pd.DataFrame, ssa: pd.DataFrame | None = None) -> pd.Dat
     table = table.merge(
         ssa.rename(
             columns={"throughput_msgs_per_s": "ssa_msgs_per_s", "ci_halfwidth_rel": "ssa_ci_rel"}
-        ).drop(columns="settled", errors="ignore"),
+        ).drop(columns=["settled", "method"], errors="ignore"),
         on="threads",
         how="left",
     )
-    diff = (table["fluid_msgs_per_s"] - table["ssa_msgs_per_s"]) / table["ssa_msgs_per_s"]
-    table["fluid_vs_ssa_pct"] = (diff * 100).round(2)
+    diff = (table["model_msgs_per_s"] - table["ssa_msgs_per_s"]) / table["ssa_msgs_per_s"]
+    table["model_vs_ssa_pct"] = (diff * 100).round(2)
+    fluid = table.get("method", pd.Series([METHOD_FLUID] * len(table))) == METHOD_FLUID
     # where the fluid did not settle (NaN) there is nothing to hold against the SSA
-    table["fluid_outside_ssa_ci"] = [
-        bool(d == d and abs(d) > c) for d, c in zip(diff, table["ssa_ci_rel"].fillna(0), strict=True)
+    table["model_outside_ssa_ci"] = [
+        bool(f and d == d and abs(d) > c)
+        for f, d, c in zip(fluid, diff, table["ssa_ci_rel"].fillna(0), strict=True)
     ]
     return table
 
 
 def disagreement(table: pd.DataFrame) -> str | None:
     """One line when the fluid approximation leaves the SSA's interval somewhere, else None."""
-    if "fluid_outside_ssa_ci" not in table:
+    if "model_outside_ssa_ci" not in table:
         return None
-    bad = table[table["fluid_outside_ssa_ci"] == True]  # noqa: E712 - a pandas mask
+    bad = table[table["model_outside_ssa_ci"] == True]  # noqa: E712 - a pandas mask
     if bad.empty:
         return None
-    worst = bad.iloc[int(bad["fluid_vs_ssa_pct"].abs().to_numpy().argmax())]
+    worst = bad.iloc[int(bad["model_vs_ssa_pct"].abs().to_numpy().argmax())]
     return (
         f"Fluid and SSA disagree beyond the SSA's 95 % interval at {len(bad)} of {len(table)} thread "
-        f"counts (up to {worst['fluid_vs_ssa_pct']:+.1f} % at {int(worst['threads'])} threads): the fluid "
+        f"counts (up to {worst['model_vs_ssa_pct']:+.1f} % at {int(worst['threads'])} threads): the fluid "
         "approximation is off here; trust the SSA."
     )
 
 
 def whatif_figure(
-    fluid: pd.DataFrame,
+    curve: pd.DataFrame,
     ssa: pd.DataFrame | None = None,
     measured: pd.DataFrame | None = None,
     *,
     pattern: str | None = None,
     title: str = "What if",
 ) -> FigureDict:
-    """Predicted throughput vs threads: the fluid curve, SSA points with their 95 % CI (ringed where the
-    fluid curve leaves it), and the measured points of the pattern, one series per notifier (and hardware
-    class) with their 95 % CI, in the pattern's colour and the notifier's marker."""
-    if fluid.empty:
+    """Predicted throughput vs threads: the model's curve at once (solid with markers where it is the exact
+    solution, dashed where it is the fluid approximation; one trace each), SSA points with their 95 % CI
+    (ringed where the fluid curve leaves it), and the measured points of the pattern, one series per
+    notifier (and hardware class) with their 95 % CI, in the pattern's colour and the notifier's marker."""
+    if curve.empty:
         return base.empty_figure("no prediction for these inputs")
     c = style.colour_for(pattern) if pattern else style.OKABE_ITO[0]
     fig = Fig()
-    fig.add_trace(
-        scatter(
-            x=fluid["threads"].tolist(),
-            y=[base.f(v) for v in fluid["throughput_msgs_per_s"]],  # a point left out (NaN): a gap
-            mode="lines" if len(fluid) > 1 else "lines+markers",
-            name="fluid",
-            line={"color": c, "width": 2},
-            marker={"color": c},
+    method = curve.get("method", pd.Series([METHOD_FLUID] * len(curve))).tolist()
+    for name, dash, size in ((METHOD_EXACT, "solid", 7), (METHOD_FLUID, "dash", 4)):
+        mine = [m == name for m in method]
+        if not any(mine):
+            continue
+        fig.add_trace(
+            scatter(
+                x=curve["threads"].tolist(),
+                # the other method's points and a point left out (NaN): gaps
+                y=[
+                    base.f(v) if m else None
+                    for v, m in zip(curve["throughput_msgs_per_s"], mine, strict=True)
+                ],
+                mode="lines+markers",
+                name=name,
+                line={"color": c, "width": 2, "dash": dash},
+                marker={"color": c, "size": size},
+                showlegend=True,  # named even when alone: which method drew the curve
+            )
         )
-    )
-    top = float(fluid["throughput_msgs_per_s"].max(skipna=True))
+    top = float(curve["throughput_msgs_per_s"].max(skipna=True))
     top = 0.0 if top != top else top
     if ssa is not None and not ssa.empty:
-        table = whatif_table(fluid, ssa)
-        off = table.get("fluid_outside_ssa_ci", pd.Series([False] * len(table))).fillna(False).tolist()
+        table = whatif_table(curve, ssa)
+        off = table.get("model_outside_ssa_ci", pd.Series([False] * len(table))).fillna(False).tolist()
         err = (ssa["throughput_msgs_per_s"] * ssa["ci_halfwidth_rel"].fillna(0)).tolist()
         top = max(top, *(v + e for v, e in zip(ssa["throughput_msgs_per_s"], err, strict=True)))
         fig.add_trace(
@@ -286,7 +303,7 @@ def whatif_figure(
             yaxis_title="throughput (msg/s)",
         )
     )
-    fig.update_xaxes(**base.x_axis("threads", fluid["threads"]))
+    fig.update_xaxes(**base.x_axis("threads", curve["threads"]))
     fig.update_yaxes(rangemode="tozero", range=[0, max(top, 1.0) * 1.06])
     return fig.to_dict()
 

@@ -40,14 +40,16 @@ from demuxlab.dashboard.whatif import (
     pattern_rates,
     positive,
     predict_curve,
+    quick_curve,
     rate_fields,
     rate_overrides,
     shown,
+    shown_methods,
     unsettled_note,
     workload_rates,
 )
 from demuxlab.errors import DemuxlabError
-from demuxlab.vocab import METHOD_FLUID, METHOD_SSA, SOURCE_PAPER
+from demuxlab.vocab import METHOD_SSA, SOURCE_PAPER
 
 dash.register_page(__name__, path="/model", name="Model", title="demuxlab · model")
 
@@ -133,10 +135,11 @@ def layout(
                 html.H2("What if"),
                 html.P(
                     "Change the rates, the threads, the server's cores, the work or the connections: the "
-                    "fluid approximation answers at once; the SSA (stochastic simulation, 95 % CI) runs on "
-                    "request. No cores: a core per thread (seed 001); fewer cores than runnable threads "
-                    "share them. A calibration's client turns around as many messages at once as its "
-                    "threads. " + note,
+                    "model answers at once, exactly where the chain is small (a few connections; solid "
+                    "line) and by the fluid approximation elsewhere (dashed); the SSA (stochastic "
+                    "simulation, 95 % CI) runs on request. No cores: a core per thread (seed 001); fewer "
+                    "cores than runnable threads share them. A calibration's client turns around as many "
+                    "messages at once as its threads. " + note,
                     className="dlx-muted",
                     id="model-whatif-origin",
                 ),
@@ -364,7 +367,7 @@ def whatif(
         rates = override(rates, typed)
         typed_notes = override_notes(pattern, workload_rates(rates, int(conns)), typed)
         left_out = out_of_range(pattern, threads)
-        fluid = predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_FLUID, host)
+        curve = quick_curve(pattern, rates, threads, work_us, int(conns), host)
         ssa = (
             predict_curve(pattern, rates, threads, work_us, int(conns), METHOD_SSA, host) if run_ssa else None
         )
@@ -382,14 +385,16 @@ def whatif(
         return base.empty_figure("database unavailable"), [], [], common.unavailable_panel(exc)
     except data.NotFound as exc:
         return base.empty_figure(str(exc)), [], [], common.not_found_panel(exc, "calibration")
-    table = figs.whatif_table(fluid, ssa)
+    table = figs.whatif_table(curve, ssa)
     t = common.table_props(table.round(4))
     label = "paper's rates" if choice in (None, "", SOURCE_PAPER) else f"calibration #{choice}"
     where = f"{host[0]} server core(s)" if host[0] else "a core per thread"
     title = f"What if: {pattern}, {label}, work {work_us:g} µs, {int(conns)} connections, {where}"
-    fig = figs.whatif_figure(fluid, ssa, measured, pattern=pattern, title=title)
+    fig = figs.whatif_figure(curve, ssa, measured, pattern=pattern, title=title)
     lines: list[Any] = [
-        "SSA done." if run_ssa else "Fluid shown; press “Run SSA” for the stochastic simulation with its CI."
+        "SSA done."
+        if run_ssa
+        else f"{shown_methods(curve)}; press “Run SSA” for the stochastic simulation with its CI."
     ]
     if left_out:
         lines.append(
@@ -399,15 +404,15 @@ def whatif(
         lines.append(
             f" {experiment} has no ok runs of {pattern} at {work_us:g} µs and {int(conns)} connections."
         )
-    notes = [common.message(lines, id="model-whatif-note"), *_warnings(fluid, table, typed_notes)]
+    notes = [common.message(lines, id="model-whatif-note"), *_warnings(curve, table, typed_notes)]
     return fig, t["data"], t["columns"], notes
 
 
-def _warnings(fluid: pd.DataFrame, table: pd.DataFrame, typed: list[str]) -> list[Any]:
+def _warnings(curve: pd.DataFrame, table: pd.DataFrame, typed: list[str]) -> list[Any]:
     """The what-if's warnings: where the fluid did not settle, typed rates that change nothing, and where
     the fluid leaves the SSA's interval."""
     found = [
-        ("model-fluid-stalled", unsettled_note(fluid)),
+        ("model-fluid-stalled", unsettled_note(curve)),
         ("model-rates-flag", " ".join(typed)),
         ("model-fluid-flag", figs.disagreement(table)),
     ]
