@@ -9,10 +9,11 @@ What-if (issue 19): per pattern, one curve over every thread count of 1–16 it 
 one core (this process; CPU time, so other load on the host counts less), once with a core per thread and
 once with ``--cores``: target fluid ≤ 50 ms per curve, SSA to a 1 % CI ≤ 10 s per curve.
 
-Small populations (``--small``): per pattern and connections 1, 2, 4, 8 (seed 001's rates, ``--cores``
-cores, 1–16 threads), the what-if's curve at once (the dashboard's ``quick_curve``: exact where the chain
-is small, else the fluid) against the SSA (the page's, to a 3 % CI): its CPU time, how many points were
-exact, and the largest |error| of the fluid alone and of the curve at once, against the SSA.
+Small populations (``--small``): per pattern and connections 1, 2, 4, 8 (``--small-connections``), seed
+001's rates, ``--cores`` cores, 1–16 threads: the what-if's curve at once (the dashboard's
+``quick_curve``: exact where the chain is small, else the fluid) against the SSA (the page's, to a 3 %
+CI): its CPU time, how many points were exact, and the largest |error| of the fluid alone and of the
+curve at once, against the SSA.
 
 Targets (docs/ctmc.md): SSA median ≤ 0.5 s per point to a 1 % CI, fluid ≤ 20 ms per point, the grid of
 both patterns × N = 1–16 × work 10/20/50 µs ≤ 30 s. The grid runs through ``predict_many`` (``--jobs``
@@ -57,6 +58,12 @@ def main() -> None:
     ap.add_argument("--what-if", action="store_true", help="the what-if curves of every pattern instead")
     ap.add_argument("--cores", type=int, default=2, help="--what-if: the core count of the second curve")
     ap.add_argument("--small", action="store_true", help="the what-if's curve at once at small populations")
+    ap.add_argument(
+        "--small-connections",
+        type=lambda v: [int(c) for c in v.split(",")],
+        default=[1, 2, 4, 8],
+        help="--small: the connection counts (default 1,2,4,8)",
+    )
     ap.add_argument(
         "--work", type=float, default=None, help="--what-if (10), --small (5): work per message, µs"
     )
@@ -161,7 +168,7 @@ def small(args: argparse.Namespace) -> None:
     for p in ALL_PATTERNS:
         ts = _threads(p)
         rates = paper_rates(p)
-        for conns in (1, 2, 4, 8):
+        for conns in args.small_connections:
             c0 = time.process_time()
             once = whatif.quick_curve(p, rates, ts, work, conns, host)
             cpu = time.process_time() - c0

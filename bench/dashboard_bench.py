@@ -503,7 +503,7 @@ def steps(c: Client, exp: str, run_id: str, host_id: int) -> list[tuple[str, Cal
             ),
         ),
         (
-            "model: what-if change (fluid)",
+            "model: what-if change (fluid + SSA; the first request computes, the rest are cached)",
             lambda: c.call("model-whatif-graph.figure", {**whatif, "model-work.value": "20"}),
         ),
         (

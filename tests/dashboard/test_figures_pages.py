@@ -187,6 +187,11 @@ def test_whatif_flags_fluid_outside_the_ssa_interval() -> None:
     table = model.whatif_table(fluid, ssa)
     assert table["model_outside_ssa_ci"].tolist() == [False, True, False]
     assert "1 of 3 thread counts" in str(model.disagreement(table))
+    # outside a 2 % interval by 3 %: significant, but within the 5 % the fluid is held to
+    close = model.whatif_table(fluid, ssa.assign(throughput_msgs_per_s=[103.0, 206.0, 400.0]))
+    assert (
+        close["model_outside_ssa_ci"].tolist() == [False, False, False] and model.disagreement(close) is None
+    )
     # the same values solved exactly: the SSA estimates them, a miss of its interval is chance, not a flag
     exact = model.whatif_table(fluid.assign(method="exact"), ssa)
     assert (

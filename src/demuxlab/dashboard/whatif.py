@@ -351,15 +351,18 @@ def _row(threads: int, thr: float, ci: float | None, settled: bool, method: str)
 
 
 def shown_methods(curve: pd.DataFrame) -> str:
-    """What the curve drawn at once is, in a few words: the exact solution, the fluid, or which where."""
+    """What the curve is, in a few words: the exact solution, the SSA beside the fluid, or which where."""
     from demuxlab.vocab import METHOD_EXACT
 
     exact = curve.loc[curve["method"] == METHOD_EXACT, "threads"].tolist()
     if not exact:
-        return "Fluid approximation shown"
+        return "The SSA (95 % CI) beside the fluid approximation (dashed)"
     if len(exact) == len(curve):
         return "Exact solution shown"
-    return f"Exact solution at {', '.join(map(str, exact))} thread(s), the fluid approximation at the others"
+    return (
+        f"Exact solution at {', '.join(map(str, exact))} thread(s); at the others the SSA (95 % CI) beside "
+        "the fluid approximation (dashed)"
+    )
 
 
 def unsettled_note(fluid: pd.DataFrame) -> str | None:
@@ -369,5 +372,5 @@ def unsettled_note(fluid: pd.DataFrame) -> str | None:
         return None
     return (
         f"The fluid approximation does not settle at {', '.join(map(str, stalled))} thread(s): too few "
-        "connections per thread to treat as a fluid. Left out of its curve; press “Run SSA”."
+        "connections per thread to treat as a fluid. Left out of its curve; the SSA stands there."
     )
