@@ -48,8 +48,9 @@ def explore(
     model: ModelInstance, max_states: int = 200_000, *, compiled: bool = False
 ) -> tuple[list[tuple[int, ...]], sp.csr_matrix]:
     """Reachable states and generator Q (rows = from). ``compiled``: the rates and jumps from the model's
-    numba kernel (the same definition, tested against the reference on random states and paths; ~4×
-    faster here), else the Python reference (the tests' oracle, independent of the kernel the SSA runs)."""
+    numba kernel (the same definition, tested against the reference on random states, along paths and
+    here state by state; ~2.3× faster: HSHA's 1,218 states in 47 ms against 110 ms), else the Python
+    reference (the tests' oracle, independent of the kernel the SSA runs)."""
     st = model.structure
     rates, delta = _steps(model, compiled)
     start = tuple(int(v) for v in model.initial)

@@ -309,7 +309,7 @@ def quick_curve(
     connections: int,
     host: tuple[int | None, int | None] = (None, None),
 ) -> pd.DataFrame:
-    """The curve the what-if draws at once: the exact solution where the chain is small (few connections:
+    """The what-if's model curve: the exact solution where the chain is small (few connections:
     there the fluid approximation can be 20–100 % off, or not settle at all), the fluid elsewhere; the
     ``method`` column says which. A chain's states grow with its threads, so once one thread count has too
     many the larger ones are not tried (a tagged design's chain follows one thread, whose connections

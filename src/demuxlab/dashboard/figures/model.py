@@ -1,8 +1,8 @@
 """The Model page's builders: calibrated rates next to the paper's, named by the operation each stands for;
-the what-if figure (the model's curve at once: exact where the chain is small, else fluid; SSA points with
-their interval, the measured points per notifier with theirs) and its table, which flags where the fluid
-approximation leaves the SSA's interval. Whatever
-patterns and rates :mod:`demuxlab.ctmc` models come in through the frames: nothing here names one."""
+the what-if figure (the exact solution where the chain is small, else the fluid approximation with the
+SSA's points and their interval beside it; the measured points per notifier with theirs) and its table,
+which flags where the fluid leaves the SSA's interval. Whatever patterns and rates :mod:`demuxlab.ctmc`
+models come in through the frames: nothing here names one."""
 
 from __future__ import annotations
 
