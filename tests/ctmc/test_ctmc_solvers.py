@@ -118,7 +118,7 @@ def test_the_compiled_exploration_is_the_reference_one(
     assert b.runnable == pytest.approx(a.runnable, rel=1e-12)
 
 
-def test_the_exact_solution_where_it_is_small_and_none_beyond() -> None:
+def test_the_exact_solution_where_it_is_small_and_none_beyond(monkeypatch: pytest.MonkeyPatch) -> None:
     """predict_small: exact for a small chain (its value the exact solution's), None past the connections it
     allows, and why not past the states or where the sparse LU cannot be trusted."""
     from demuxlab.ctmc.exact import IllConditioned, TooManyStates
@@ -136,10 +136,40 @@ def test_the_exact_solution_where_it_is_small_and_none_beyond() -> None:
     # a tagged design follows one thread's connections: 64 over 16 threads is 4 each
     assert predict_small("multireactor", 16, 5.0, connections=64, host=two) is not None
     assert predict_small("multireactor", 4, 5.0, connections=64, host=two) is None
-    # io_uring's chain at one thread and 6 connections: stationary probabilities over ~30 orders of
-    # magnitude, which the LU solves into negative ones
+    # io_uring's chain at one thread and 6 connections: stationary probabilities down to 1e-44, which the
+    # LU solves into negative ones; GTH solves it (next test), and without GTH it is IllConditioned
+    monkeypatch.setattr("demuxlab.ctmc.exact.GTH_MAX_STATES", 100)
     with pytest.raises(IllConditioned, match="singular generator"):
         predict_small("uring", 1, 5.0, connections=6, host=two)
+
+
+@pytest.mark.parametrize("conns", [6, 8])
+def test_gth_solves_what_the_lu_cannot(conns: int) -> None:
+    """io_uring's chain at one thread, 6 and 8 connections, 2 cores: the sparse LU's probabilities are no
+    distribution (some negative, to −6e-4); GTH's are (down to 1e-62), and the SSA confirms its throughput.
+    On a chain the LU solves, GTH gives the same distribution."""
+    from scipy.sparse import linalg as spla
+
+    from demuxlab.ctmc.exact import _distribution, _gth, explore
+    from demuxlab.ctmc.rates import Host
+
+    two = Host(cores=2)
+    m = build("uring", 1, 5.0, conns, host=two)
+    states, q = explore(m, compiled=True)
+    n = len(states)
+    a = q.T.tolil()
+    a[n - 1, :] = np.ones(n)
+    lu = spla.spsolve(a.tocsc(), np.eye(n)[n - 1])
+    assert not _distribution(lu)
+    pi = _gth(q)
+    assert _distribution(pi) and abs(pi @ q).max() < 1e-12
+    exact = predict("uring", 1, 5.0, method="exact", connections=conns, host=two)
+    sim = predict("uring", 1, 5.0, method="ssa", connections=conns, host=two, rel_ci=0.005, seed=3)
+    half = (sim.ci_halfwidth_rel or 0.0) * sim.throughput_msgs_per_s
+    assert abs(sim.throughput_msgs_per_s - exact.throughput_msgs_per_s) <= half, (sim, exact)
+    small = build("hsha", 3, 10.0, 3)
+    _, q_small = explore(small)
+    assert _gth(q_small) == pytest.approx(solve_exact(small).pi, abs=1e-12)
 
 
 def test_shared_cores_bound_the_throughput() -> None:
