@@ -179,7 +179,12 @@ def test_rates_table_against_the_paper_named_by_operation() -> None:
 
 def test_whatif_flags_fluid_outside_the_ssa_interval() -> None:
     fluid = pd.DataFrame(
-        {"threads": [1, 2, 4], "throughput_msgs_per_s": [100.0, 200.0, 400.0], "ci_halfwidth_rel": None}
+        {
+            "threads": [1, 2, 4],
+            "throughput_msgs_per_s": [100.0, 200.0, 400.0],
+            "ci_halfwidth_rel": None,
+            "method": "fluid",
+        }
     )
     ssa = pd.DataFrame(
         {"threads": [1, 2, 4], "throughput_msgs_per_s": [101.0, 260.0, 400.0], "ci_halfwidth_rel": 0.02}
@@ -204,7 +209,12 @@ def test_whatif_measured_overlay_per_notifier_with_its_interval() -> None:
     from demuxlab.dashboard.figures.summary import summarise
 
     fluid = pd.DataFrame(
-        {"threads": [2, 4, 8], "throughput_msgs_per_s": [1.0, 2.0, 3.0], "ci_halfwidth_rel": None}
+        {
+            "threads": [2, 4, 8],
+            "throughput_msgs_per_s": [1.0, 2.0, 3.0],
+            "ci_halfwidth_rel": None,
+            "method": "fluid",
+        }
     )
     measured = summarise(points(patterns=("lf",)))
     fig = model.whatif_figure(fluid, None, measured, pattern="lf")

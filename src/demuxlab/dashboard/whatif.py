@@ -322,7 +322,9 @@ def quick_curve(
     grown = False
     for t in _runs(pattern, threads):
         thr, too_many = (
-            (None, True) if grown else _predict_small(pattern, rates, t, float(work_us), connections, host)
+            (None, True)
+            if grown
+            else _predict_small(pattern, rates, t, float(work_us), int(connections), host)
         )
         if thr is not None:
             rows.append(_row(t, thr, None, True, METHOD_EXACT))

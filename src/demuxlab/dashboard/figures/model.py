@@ -184,7 +184,7 @@ def whatif_table(curve: pd.DataFrame, ssa: pd.DataFrame | None = None) -> pd.Dat
     )
     diff = (table["model_msgs_per_s"] - table["ssa_msgs_per_s"]) / table["ssa_msgs_per_s"]
     table["model_vs_ssa_pct"] = (diff * 100).round(2)
-    fluid = table.get("method", pd.Series([METHOD_FLUID] * len(table))) == METHOD_FLUID
+    fluid = table["method"] == METHOD_FLUID
     # where the fluid did not settle (NaN) there is nothing to hold against the SSA
     table["model_outside_ssa_ci"] = [
         bool(f and d == d and abs(d) > max(c, FLUID_TOLERANCE))
@@ -225,7 +225,7 @@ def whatif_figure(
         return base.empty_figure("no prediction for these inputs")
     c = style.colour_for(pattern) if pattern else style.OKABE_ITO[0]
     fig = Fig()
-    method = curve.get("method", pd.Series([METHOD_FLUID] * len(curve))).tolist()
+    method = curve["method"].tolist()
     for name, dash, size in ((METHOD_EXACT, "solid", 7), (METHOD_FLUID, "dash", 4)):
         mine = [m == name for m in method]
         if not any(mine):
