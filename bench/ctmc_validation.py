@@ -91,6 +91,11 @@ from demuxlab.topology import collect_facts
 POINT_ARGS: tuple[str, ...] = ("spec", "patterns", "only", "patterns_of_smoke", "notifier", "work", "threads")
 POINT_ARGS += ("connections", "client_threads")
 TARGETS = {"2-core": (0.10, 0.25), "16-core": (0.06, 0.15)}
+# The manual grid's options (without --spec) and their defaults: with --spec each but --threads (there a
+# filter) is an error.
+MANUAL_DEFAULTS: dict[str, Any] = {
+    "patterns": "hsha,lf", "notifier": "epoll-lt", "work": "10,20,50", "connections": 512, "threads": "1-8",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -142,9 +147,10 @@ def cpu_list(cpus: tuple[int, ...]) -> str:
 
 
 def spec_points(
-    path: str, threads_filter: set[int] | None, patterns: set[str] | None
+    path: str, threads_filter: set[int] | None, patterns: set[str] | None, client_threads: int | None = None
 ) -> tuple[list[Point], dict[str, Any]]:
-    """The measured and calibration points of a spec (its phases alongside)."""
+    """The measured and calibration points of a spec (its phases alongside); ``client_threads`` replaces
+    the spec's client's threads (a 16-core spec's 8 on a 2-core host)."""
     from demuxlab.spec import expand_points, load_checked_spec
 
     spec = load_checked_spec(path)
@@ -156,7 +162,10 @@ def spec_points(
             continue
         if threads_filter is not None and p.threads not in threads_filter:
             continue
-        measured.append(Point(**{**dataclasses.asdict(p), "instrument": False}, spec=spec.name))
+        fields = {**dataclasses.asdict(p), "instrument": False}
+        if client_threads is not None:
+            fields["client_threads"] = client_threads
+        measured.append(Point(**fields, spec=spec.name))
     calib = sorted(
         {dataclasses.replace(m, threads=calibration_threads(m.pattern), instrument=True) for m in measured},
         key=lambda p: p.label(),
@@ -341,14 +350,21 @@ def print_sleeps(
 def main() -> None:
     ap = load_parser(__doc__, duration=5.0)
     ap.add_argument("--spec", action="append", default=[], help="an experiment spec (repeatable)")
-    ap.add_argument("--patterns", default="hsha,lf", help="without --spec: the patterns (comma list)")
+    ap.add_argument("--patterns", default=None, help="without --spec: the patterns (comma list; hsha,lf)")
     ap.add_argument("--only", default=None, help="with --spec: only these patterns (comma list)")
     ap.add_argument("--patterns-of-smoke", default=None, help="patterns of the spec named smoke (comma list)")
-    ap.add_argument("--notifier", default="epoll-lt", help="without --spec")
-    ap.add_argument("--work", default="10,20,50", help="without --spec: work per message, µs (comma list)")
+    ap.add_argument("--notifier", default=None, help="without --spec (epoll-lt)")
+    ap.add_argument(
+        "--work", default=None, help="without --spec: work per message, µs (comma list; 10,20,50)"
+    )
     ap.add_argument("--threads", default=None, help="total threads, e.g. 1-4 (with --spec: a filter)")
-    ap.add_argument("--connections", type=int, default=512, help="without --spec")
-    ap.add_argument("--client-threads", type=int, default=None, help="without --spec: default one per CPU")
+    ap.add_argument("--connections", type=int, default=None, help="without --spec (512)")
+    ap.add_argument(
+        "--client-threads",
+        type=int,
+        default=None,
+        help="the client's threads (with --spec: instead of each spec's; without: default one per CPU)",
+    )
     ap.add_argument("--repeats", type=int, default=None, help="measured runs per point (default: the spec's)")
     ap.add_argument("--calib-repeats", type=int, default=1)
     ap.add_argument("--spec-phases", action="store_true", help="use the specs' warm-up and measure times")
@@ -429,6 +445,12 @@ def main() -> None:
         "against the same measurements)",
     )
     a = ap.parse_args()
+    if a.spec and not a.replay:  # a manual grid's option with a spec would be silently ignored
+        for name in MANUAL_DEFAULTS.keys() - {"threads"}:
+            if getattr(a, name) is not None:
+                raise BenchError(f"--{name}: sets the manual grid, not a spec's points (with --spec: --only)")
+    if a.client_threads is not None and a.client_threads < 1:
+        raise BenchError(f"--client-threads: must be at least 1, got {a.client_threads}")
     if a.measure_only and (not a.runs_out or a.replay):
         raise BenchError(
             "--measure-only needs --runs-out (where the runs go for a later --replay), not --replay"
@@ -452,12 +474,13 @@ def main() -> None:
         only: set[str] | None = set(a.only.split(",")) if a.only else None
         if a.patterns_of_smoke and Path(path).stem == "smoke":
             only = set(a.patterns_of_smoke.split(","))
-        pts, ph = spec_points(path, threads_filter, only)
+        pts, ph = spec_points(path, threads_filter, only, a.client_threads)
         points += pts
         phases[pts[0].spec if pts else path] = ph
     if not a.spec:
-        if a.threads is None:
-            a.threads = "1-8"
+        for name, default in MANUAL_DEFAULTS.items():
+            if getattr(a, name) is None:
+                setattr(a, name, default)
         points = manual_points(a)
     if not points:
         raise BenchError("no points: check --spec, --only and --threads")

@@ -317,6 +317,41 @@ def test_keep_going_reports_a_failed_run_and_measures_the_others(tmp_path: Path,
     assert res.stderr.startswith("ctmc_validation.py: error: ") and len(res.stderr.strip().splitlines()) == 1
 
 
+def test_a_manual_grid_option_with_a_spec_is_an_error_and_client_threads_replace_the_specs(
+    tmp_path: Path,
+) -> None:
+    """--patterns, --notifier, --work and --connections set the manual grid: with --spec they were silently
+    ignored (a 16-core spec measured every design for "--patterns uring-shared"), now each is a one-line
+    error naming --only; --client-threads replaces each spec's client threads (a 16-core spec's 8 on a
+    2-core host) instead of being ignored."""
+    spec = str(REPO / "bench" / "specs" / "multicore-16-short.yaml")
+    for flag, value in (
+        ("--patterns", "uring-shared"),
+        ("--notifier", "uring"),
+        ("--work", "10"),
+        ("--connections", "8"),
+    ):
+        res = bench(tmp_path, "--spec", spec, flag, value)
+        assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+            f"ctmc_validation.py: error: {flag}: sets the manual grid, not a spec's points "
+            "(with --spec: --only)"
+        ]
+    res = bench(tmp_path, "--spec", spec, "--client-threads", "0")
+    assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+        "ctmc_validation.py: error: --client-threads: must be at least 1, got 0"
+    ]
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from ctmc_validation import spec_points
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    own, _ = spec_points(spec, {1, 2}, {"uring-shared"})
+    two, _ = spec_points(spec, {1, 2}, {"uring-shared"}, 2)
+    assert {p.pattern for p in own} == {"uring-shared"} and {p.client_threads for p in own} == {8}
+    assert [p.client_threads for p in two] == [2] * len(own)
+    assert [p.label() for p in two] == [p.label() for p in own]  # only the client's threads differ
+
+
 def synthetic_run(
     size: int,
     sleeps: float,

@@ -97,7 +97,12 @@ def predict(
     if stalled:
         from demuxlab.validation.prediction import FLUID_STALLED
 
-        click.echo(f"{', '.join(stalled)}: no value, {FLUID_STALLED} (--method ssa)", err=True)
+        # a stalled chain is a small one: its exact solution is within reach too (ctmc.predict.predict_small)
+        click.echo(
+            f"{', '.join(stalled)}: no value, {FLUID_STALLED} (--method ssa) or the exact solution (--method "
+            "exact)",
+            err=True,
+        )
 
 
 @model.command()
