@@ -123,6 +123,14 @@ def test_a_fluid_that_does_not_settle_is_left_out_and_named() -> None:
     assert "settled" not in table
     # a point the fluid left out has nothing to hold against the SSA: not flagged as outside its interval
     assert table["model_outside_ssa_ci"].tolist() == [False, False, False, False]
+    # the SSA's points never take the curve's colour: black over a coloured curve, grey over the
+    # multireactor's black one
+    for pattern in ("multireactor", "hsha"):
+        traces = figs.whatif_figure(curve, curve, pattern=pattern)["data"]
+        ssa_trace = next(t for t in traces if t["name"] == "SSA (95 % CI)")
+        colour = ssa_trace["marker"]["color"]
+        assert colour == ssa_trace["error_y"]["color"] == ssa_trace["marker"]["line"]["color"]
+        assert colour != next(t for t in traces if t["name"] == "fluid")["line"]["color"]
 
 
 def test_the_curve_at_once_is_exact_where_the_chain_is_small() -> None:

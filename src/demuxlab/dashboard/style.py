@@ -50,6 +50,13 @@ REGRESSION = "#D55E00"
 IMPROVEMENT = "#0072B2"
 
 
+def beside(colour: str) -> str:
+    """The colour of marks drawn over a series of ``colour`` that are not that series (the SSA's points on
+    the what-if's curve): black, or the palette's grey where the series is itself black (the multireactor),
+    so the two never read as one."""
+    return OKABE_ITO[-1] if colour == "#000000" else "#000000"
+
+
 def colour_for(value: Any, order: list[Any] | None = None) -> str:
     """A pattern's own colour; any other value (a notifier, a work value when the user colours by it)
     takes the palette by its place in ``order``, else by a stable hash of its text."""

@@ -259,12 +259,12 @@ def whatif_figure(
                 mode="markers",
                 name="SSA (95 % CI)",
                 marker={
-                    "color": "#000000",
+                    "color": style.beside(c),
                     "size": 9,
                     "symbol": "hexagon-open",
-                    "line": {"width": [3 if o else 1 for o in off], "color": "#000000"},
+                    "line": {"width": [3 if o else 1 for o in off], "color": style.beside(c)},
                 },
-                error_y={"type": "data", "array": err, "color": "#000000"},
+                error_y={"type": "data", "array": err, "color": style.beside(c)},
             )
         )
     if measured is not None and not measured.empty:
