@@ -15,7 +15,7 @@ from demuxlab.cli.model import model
 from demuxlab.ctmc.calibrate import INSTANT, INSTANT_RATE, PEEK_ONLY, CalibrationRefused, calibrate
 from demuxlab.ctmc.engine import RATE_NAMES
 from demuxlab.ctmc.params import parse_int_list
-from demuxlab.ctmc.rates import Host, Rates, build, paper_rates
+from demuxlab.ctmc.rates import UNBOUNDED, Host, Rates, build, paper_rates
 from demuxlab.ctmc.ssa import simulate
 from demuxlab.errors import DemuxlabError
 from helpers.ctmc_runs import DEFAULT_US, SHAPES, op, server_json
@@ -69,6 +69,38 @@ def test_a_completion_peek_is_not_judged_against_epolls_descriptor_cost() -> Non
     assert rates.source["r_e"] == "fit:notify_by_events" and 1 / rates.r_e < 0.031
     with pytest.raises(CalibrationRefused, match=r"refused: r_e \(fit:notify_by_events\) is a service time"):
         calibrate([server_json("uring", 0.0, alpha_us=0.031)], "uring")
+
+
+def test_uring_shareds_submission_lock_holds_and_hand_off_are_fitted() -> None:
+    """uring-shared's handler submits its echo (the send runs inline) and its completion thread re-submits
+    each receive holding the ring's submission lock: the ``send`` and ``rearm`` timings are the lock's hold
+    (r_o, r_a), and ω (``wake_us``) its hand-off to a waiter asleep on it (r_v). Runs from before those
+    timings leave both instant, their time in the roles' untimed CPU, as before."""
+    runs = [server_json("uring-shared", 2.0), server_json("uring-shared", 2.0, scale=7)]
+    rates = calibrate(runs, "uring-shared", wake_us=6.0)
+    assert (
+        1 / rates.r_o == pytest.approx(TRUE_US["send"], rel=1e-6) and rates.source["r_o"] == "op:send/message"
+    )
+    assert 1 / rates.r_a == pytest.approx(TRUE_US["rearm"], rel=1e-6)
+    assert 1 / rates.r_v == pytest.approx(6.0) and "submission lock's hand-off" in rates.source["r_v"]
+    for res in runs:
+        del res["ops"]["send"], res["ops"]["rearm"]
+    old = calibrate(runs, "uring-shared")
+    assert old.r_o == old.r_a == old.r_v == INSTANT_RATE
+    assert old.source["r_o"].startswith("instant:the runs predate the timing of the handler's submit")
+    # what the timings held is untimed CPU now: the handler's send is in its r_x
+    assert 1 / old.r_x == pytest.approx(TRUE_US["send"], rel=1e-6)
+    # One thread handles inline (uring's chain, no re-submission step of its own): the re-submission is its
+    # CPU per message again; the handler's submit has no inline counterpart (the echo rides the loop's batch
+    # submit). Runs without the timings: nothing to add.
+    one = build("uring-shared", 1, 10.0, 8, rates, host=Host(cores=1, client_threads=1))
+    assert 1 / one.r[RATE_NAMES.index("r_x")] == pytest.approx(1 / rates.r_x + TRUE_US["rearm"], rel=1e-6)
+    assert build("uring-shared", 1, 10.0, 8, old).r[RATE_NAMES.index("r_x")] == old.r_x
+    # The hand-off costs ω where each thread has a core; on shared cores the lock goes to whoever runs.
+    rv = RATE_NAMES.index("r_v")
+    own = build("uring-shared", 4, 10.0, 8, rates, host=Host(cores=4, client_threads=1))
+    shared = build("uring-shared", 4, 10.0, 8, rates, host=Host(cores=1, client_threads=1))
+    assert own.r[rv] == pytest.approx(1 / 6.0) and shared.r[rv] == UNBOUNDED
 
 
 @pytest.mark.parametrize("pattern", ["hsha", "proactor"])

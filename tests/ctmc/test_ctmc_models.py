@@ -83,9 +83,10 @@ CONSERVED: dict[str, tuple[tuple[str, ...], ...]] = {
     "uring": (("c0", "u1", "u2", "u3", "u4"), ("g1", "g2", "g3", "g4")),
     "uring-shared": (
         ("c0", "u1", "u2", "u3"),
-        ("w1", "w2", "w3", "w4"),
-        ("h1", "h2", "h3", "h4"),
+        ("w1", "w2", "w3", "w4", "w5"),
+        ("h1", "h2", "h3", "h4", "h5"),
         ("q1", "q2"),
+        ("s1", "s2", "s3"),
     ),
 }
 # The same threads and locks as the chain they schedule; the cores' holders are not conserved.
@@ -150,7 +151,11 @@ def _invariants(name: str, x: np.ndarray, start: np.ndarray, cores: float | None
     elif name == "uring":
         assert v["e1"] + v["e2"] <= sum(v0[s] for s in CONSERVED[name][0])
     elif name.startswith("uring-shared"):
-        assert v["q2"] + v["w3"] + v["h2"] + v["h3"] == v["u3"]
+        assert v["q2"] + v["w3"] + v["h2"] + v["h5"] + v["h3"] == v["u3"]
+        # the submission lock is held by the completion thread re-submitting (w4) or one handler submitting
+        # (h3), or is being handed to a sleeping waiter (s3), who is then still waiting
+        assert v["s2"] == v["w4"] + v["h3"] <= 1
+        assert v["s3"] <= v["w5"] + v["h5"]
 
 
 def _random_states(st_: ModelStructure, rng: np.random.Generator, n: int, real: bool) -> list[np.ndarray]:

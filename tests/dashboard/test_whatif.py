@@ -37,9 +37,9 @@ def _every_rate_measured(pattern: str) -> Rates:
 THREADS, CORES, WORK, CONNECTIONS = 3, 2, 5.0, 2
 
 
-def _throughput(pattern: str, rates: object) -> float:
+def _throughput(pattern: str, rates: object, cores: int | None = CORES) -> float:
     threads = min(THREADS, DESIGNS[pattern].max_threads or THREADS)
-    curve = predict_curve(pattern, rates, [threads], WORK, CONNECTIONS, METHOD_EXACT, (CORES, 2))
+    curve = predict_curve(pattern, rates, [threads], WORK, CONNECTIONS, METHOD_EXACT, (cores, 2))
     return float(curve["throughput_msgs_per_s"].iloc[0])
 
 
@@ -59,11 +59,17 @@ def test_a_rate_moves_the_prediction_exactly_when_its_pattern_reads_it(pattern: 
     base = _throughput(pattern, rates)
     read = pattern_rates(pattern)
     for k in ALL_RATE_FIELDS:
-        moved = _throughput(pattern, override(rates, {k: 20.0 / getattr(rates, k)}))
+        cores, before = CORES, base
+        if pattern == "uring-shared" and k == "r_v":
+            # the submission lock's hand-off to a sleeping waiter costs a wake-up where each thread has a
+            # core, not on this setting's shared cores
+            cores = None
+            before = _throughput(pattern, rates, cores)
+        moved = _throughput(pattern, override(rates, {k: 20.0 / getattr(rates, k)}), cores)
         if k in read:
-            assert moved != pytest.approx(base, rel=1e-4), f"{pattern}: {k} moves nothing"
+            assert moved != pytest.approx(before, rel=1e-4), f"{pattern}: {k} moves nothing"
         else:
-            assert moved == base, f"{pattern}: {k} is not read, yet moves it"
+            assert moved == before, f"{pattern}: {k} is not read, yet moves it"
 
 
 def test_a_typed_rate_reaches_each_workload_of_a_calibration() -> None:
@@ -87,13 +93,13 @@ def test_a_typed_rate_that_changes_nothing_says_why() -> None:
     hsha = paper_rates("hsha")
     (note,) = override_notes("hsha", override(hsha, {"r_u": 30.0}), {"r_u": 30.0})
     assert note == (
-        "woken client's latency (r_u): changes nothing without client waking the dispatcher (r_v), client "
+        "woken client's latency (r_u): changes nothing without a sleeping thread's wake-up (ω) (r_v), client "
         "turnaround (r_z) (from a calibration, or typed)."
     )
     two = {"r_u": 30.0, "r_v": 8.0}  # r_v typed too: only the client is missing, for both
     assert override_notes("hsha", override(hsha, two), two) == [
         f"{name}: changes nothing without client turnaround (r_z) (from a calibration, or typed)."
-        for name in ("woken client's latency (r_u)", "client waking the dispatcher (r_v)")
+        for name in ("woken client's latency (r_u)", "a sleeping thread's wake-up (ω) (r_v)")
     ]
     typed = {"r_u": 30.0, "r_v": 8.0, "r_z": 3.0}
     assert override_notes("hsha", override(hsha, typed), typed) == []

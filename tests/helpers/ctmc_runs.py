@@ -22,7 +22,9 @@ SHAPES: dict[str, tuple[tuple[str, tuple[str, ...], bool], ...]] = {
     ),
     "tpc": (("connection", ("send",), False),),
     "uring": (("proactor", (), True),),
-    "uring-shared": (("completion", ("queue_put",), True), ("handler", ("queue_get",), False)),
+    # the completion thread re-submits each receive and the handler submits its echo under the ring's
+    # submission lock (timed as rearm and send)
+    "uring-shared": (("completion", ("queue_put", "rearm"), True), ("handler", ("queue_get", "send"), False)),
 }
 THREADS = {"hsha": 2, "proactor": 2, "uring-shared": 2}
 DEFAULT_US = {"lock": 0.02, "queue_put": 0.3, "queue_get": 0.4, "recv": 7.5, "send": 2.5, "rearm": 0.7}

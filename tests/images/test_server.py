@@ -184,7 +184,7 @@ def instrumented_run(
         ("reactor", "poll", 1, {"idle", "recv", "rearm", "send", "accept"}, {"promote", "queue_get"}),
         ("proactor", "poll", 2, {"idle", "queue_put", "queue_get", "recv", "rearm", "send"}, {"promote"}),
         ("uring", "uring", 2, {"idle"}, {"promote", "rearm", "queue_put", "queue_get", "lock", "kick"}),
-        ("uring-shared", "uring", 2, {"idle", "queue_put", "queue_get"}, {"promote", "rearm"}),
+        ("uring-shared", "uring", 2, {"idle", "queue_put", "queue_get", "send", "rearm"}, {"promote"}),
         ("tpc", "none", 2, {"recv", "send", "accept"}, {"idle", "rearm", "lock", "kick"}),
         ("multireactor", "epoll-lt", 2, {"idle", "recv", "rearm", "send"}, {"queue_put", "promote"}),
     ],

@@ -49,21 +49,29 @@ static void prep_listen_poll(struct server *s)
     pthread_mutex_unlock(&U.sq_lock);
 }
 
+/* With --instrument the time sq_lock is held is timed: the receive's re-submission as `rearm` (here and
+ * the completion thread's batch submit), the handler's submit of its echo, which runs the send inline, as
+ * `send` (CONTRACTS.md §1): the lock's service time, which serialises the handlers on many cores. */
 static void prep_recv(struct server *s, struct conn *c)
 {
     lock_timed(&U.sq_lock);
+    uint64_t t0 = instr_start();
     uring_prep_recv(get_sqe(), &s->ct, c);
     conn_handoff(c); /* after the last touch of c: the completion may run at once */
+    instr_end(OP_REARM, t0);
     pthread_mutex_unlock(&U.sq_lock);
 }
 
 static void prep_send(struct server *s, struct conn *c, bool submit)
 {
     lock_timed(&U.sq_lock);
+    uint64_t t0 = instr_start();
     uring_prep_send(get_sqe(), &s->ct, c);
     conn_handoff(c);
-    if (submit)
+    if (submit) {
         io_uring_submit(&U.ring);
+        instr_end(OP_SEND, t0);
+    }
     pthread_mutex_unlock(&U.sq_lock);
 }
 
@@ -128,8 +136,10 @@ static void *completion_loop(void *arg)
 {
     struct server *s = arg;
     while (!stopping(s)) {
-        pthread_mutex_lock(&U.sq_lock);
-        io_uring_submit(&U.ring);
+        lock_timed(&U.sq_lock);
+        uint64_t t0 = instr_start();
+        if (io_uring_submit(&U.ring) > 0)
+            instr_end(OP_REARM, t0); /* the receives prepared since the last wait */
         pthread_mutex_unlock(&U.sq_lock);
 
         /* Handlers submit under sq_lock too; the wait itself only reads the completion side. */

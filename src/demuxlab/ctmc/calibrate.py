@@ -30,9 +30,11 @@ r_l    ``lock`` median                               the uncontended acquisition
 r_p    ``queue_put`` / message                       HSHA, proactor, uring-shared
 r_g    ``queue_get`` / message                       HSHA, proactor, uring-shared
 r_i    ``recv`` / message                            two calls per message under epoll-et (EAGAIN)
-r_o    ``send`` / message                            a large message takes several calls
+r_o    ``send`` / message                            a large message takes several calls; uring-shared:
+                                                     the handler's submit, the submission lock's hold
 r_a    ``rearm`` / message                           epoll-et never re-arms: instant (a kick's wall
-                                                     time is not in ``rearm``)
+                                                     time is not in ``rearm``); uring-shared: the
+                                                     receive's re-submission under the submission lock
 r_k    ``kick`` / kick (the kicker's CPU)            select, poll (HSHA, proactor): the re-arm's kick
                                                      of a dispatcher asleep in its call; runs without
                                                      a ``kick``: instant, no kicks in the chain
@@ -53,7 +55,9 @@ r_z    client CPU per message × its CPU share        the client's turnaround (`
                                                      client's sleeps × its CPU per sleep, fitted over
                                                      the settings where their sleeps differ
                                                      (:func:`client_in_chain`)
-r_v    ``wake_us`` (ω) × the client's share          HSHA, proactor: the client's CPU to wake a
+r_v    ``wake_us`` (ω) × the client's share          uring-shared: ω itself, the submission lock's
+                                                     hand-off to a waiter asleep on it (:data:`HANDOFF`);
+                                                     HSHA, proactor: the client's CPU to wake a
                                                      dispatcher asleep in its notifier, measured apart
                                                      (``build/bin/wake-cost``); unset: instant
 r_w    the dispatching role's ``wait_s`` per call    where the runs had more threads than cores (HSHA,
@@ -69,8 +73,9 @@ The notifier fit: a call's mean time against h, the descriptors (io_uring: compl
 seed 001's r_e/h). ``notify`` is the service time only: a wait that found nothing and blocked is ``idle``.
 A server result without ``events_per_call.cache`` predates that split and is refused. tpc blocks in
 ``recv`` (the server times the blocking call): its ``recv`` is the thread's waiting, its CPU goes to r_x
-and r_i is instant. The io_uring patterns time no recv/send (the kernel runs them inside the notifier
-call): r_i, r_o instant.
+and r_i is instant. The io_uring patterns time no recv (the kernel runs it inside the notifier call):
+r_i instant; uring times no send either (r_o instant), uring-shared its handler's submit, which runs the
+send, as the submission lock's hold (runs from before that timing: r_o and r_a instant, :data:`TIMED_SINCE`).
 
 Refusals (``CalibrationRefused``, naming pattern, notifier, reason and the figure):
 
@@ -193,9 +198,19 @@ ROLES: dict[str, tuple[Role, ...]] = {
     "tpc": (Role(("connection",), (("send", "r_o"),), False, "r_x", True),),
     "uring": (Role(("proactor",), (), True, "r_x", True),),
     "uring-shared": (
-        Role(("completion",), (("queue_put", "r_p"),), True, "r_n", False),
-        Role(("handler",), (("queue_get", "r_g"),), False, "r_x", True),
+        Role(("completion",), (("queue_put", "r_p"), ("rearm", "r_a")), True, "r_n", False),
+        Role(("handler",), (("queue_get", "r_g"), ("send", "r_o")), False, "r_x", True),
     ),
+}
+# Chains that hand a contended lock to a sleeping waiter at r_v = 1/ω (uring_shared.py), and which lock.
+HANDOFF: dict[str, str] = {"uring-shared": "the submission lock's hand-off to a sleeping waiter"}
+# Operations a server timed only from some version on: runs without them in every run leave the rate
+# instant (their time stays in the role's untimed CPU, as before), with the reason.
+TIMED_SINCE: dict[str, dict[str, str]] = {
+    "uring-shared": {
+        "r_o": "the runs predate the timing of the handler's submit under the submission lock",
+        "r_a": "the runs predate the timing of the receive's re-submission under the submission lock",
+    },
 }
 # Rates a pattern's chain does not have, or whose operation runs in the kernel: instant, and why.
 INSTANT: dict[str, dict[str, str]] = {
@@ -204,11 +219,7 @@ INSTANT: dict[str, dict[str, str]] = {
         "r_i": "runs in the kernel, inside the notifier call",
         "r_o": "runs in the kernel, inside the notifier call",
     },
-    "uring-shared": {
-        "r_i": "runs in the kernel, inside the notifier call",
-        "r_o": "the handler's submit is untimed: in r_x",
-        "r_a": "the receive's re-submission is untimed: in the completion thread's α",
-    },
+    "uring-shared": {"r_i": "runs in the kernel, inside the notifier call"},
 }
 
 
@@ -444,6 +455,10 @@ def _fit(
     for rate, why in INSTANT.get(pattern, {}).items():
         values[rate] = INSTANT_RATE
         source[rate] = f"instant:{why}"
+    for rate, why in TIMED_SINCE.get(pattern, {}).items():
+        if rate not in values:
+            values[rate] = INSTANT_RATE
+            source[rate] = f"instant:{why}"
     if notifier in NO_REARM_NOTIFIERS:
         values["r_a"] = INSTANT_RATE
         source["r_a"] = f"instant:{notifier} does not re-arm"
@@ -481,6 +496,10 @@ def _fit(
             rates, pattern, server_results, connections, wake_us / client[1], clients=clients,
             client_cores=client_cores, client_share=client[1],
         )  # fmt: skip
+    if wake_us and pattern in HANDOFF:
+        # The lock handed to a waiter asleep on it: the waiter runs after a wake-up, ω (the host's).
+        source = {**rates.source, "r_v": f"wake_us: ω, {HANDOFF[pattern]}"}
+        rates = replace(rates, r_v=1.0 / wake_us, source=source)
     if measured is not None:
         got = self_check(
             rates, pattern, server_results, measured, connections, clients=clients, client_cores=client_cores
@@ -1052,6 +1071,8 @@ def _demand(
             # any run the chain does not kick (r_k instant) and a kick's CPU, if any, is untimed (r_x).
             if _kicks(results) > 0:
                 walls[rate] = sum(_op_total_ns(n, r, op, required=False) for n, r in runs) / msgs / 1000
+            continue
+        if rate in TIMED_SINCE.get(pattern, {}) and not any(op in (r.get("ops") or {}) for r in results):
             continue
         walls[rate] = sum(_op_total_ns(n, r, op) for n, r in runs) / msgs / 1000
     notify_per_msg = 0.0

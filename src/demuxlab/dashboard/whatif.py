@@ -180,17 +180,18 @@ def chosen_us(rates: Any, rate: str) -> str:
 def override_notes(pattern: str, rates: Any, overrides: dict[str, float]) -> list[str]:
     """What a typed rate cannot do with these rates: a step ``pattern``'s chains do not take (a box the
     page hides, typed through the address), or a rate that needs another the rates leave instant."""
-    from demuxlab.ctmc.rates import INSTANT_RATE, REQUIRES
+    from demuxlab.ctmc.rates import INSTANT_RATE, requires
 
     read = pattern_rates(pattern)
     notes = []
     for k in overrides:
+        missing = [d for d in requires(pattern, k) if getattr(rates, d) == INSTANT_RATE]
         if k not in read:
             notes.append(
                 f"{figs.rate_name(k)}: {pattern}'s chain does not take this step; it changes nothing."
             )
-        elif k in REQUIRES and not rates.active(k):
-            need = ", ".join(figs.rate_name(d) for d in REQUIRES[k] if getattr(rates, d) == INSTANT_RATE)
+        elif missing:
+            need = ", ".join(figs.rate_name(d) for d in missing)
             notes.append(
                 f"{figs.rate_name(k)}: changes nothing without {need} (from a calibration, or typed)."
             )

@@ -35,7 +35,7 @@ RATE_NAMES: dict[str, str] = {
     "r_x": "untimed CPU, per message",
     "r_z": "client turnaround",
     "r_w": "wake-up, per other thread",
-    "r_v": "client waking the dispatcher",
+    "r_v": "a sleeping thread's wake-up (ω)",  # HSHA, proactor: the client's; uring-shared: a lock's waiter
     "r_k": "re-arm's kick of the dispatcher",
     "r_u": "woken client's latency",
 }
