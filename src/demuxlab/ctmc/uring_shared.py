@@ -65,7 +65,6 @@ from demuxlab.ctmc.engine import (
     RT,
     RV,
     RX,
-    Expr,
     FloatArray,
     ModelStructure,
     Pool,
@@ -141,16 +140,17 @@ def _chain(handoff: bool) -> ModelStructure:
     woken: tuple[TransitionClass, ...] = ()
     if handoff:
         woken = (
+            # the handed lock goes to one sleeper, in the lock-competition shares of the acquisitions
             step(
                 "woken_completion",
                 "completion thread woken with the lock",
-                Expr(f"safe_div(r[{RV}] * x[{S3}] * x[{W5}], x[{W5}] + x[{H5}])"),
+                contended(RV, (W5, S3), SQ_LOCK),
                 {"w5": -1, "w4": 1, "s3": -1, "s2": 1},
             ),
             step(
                 "woken_handler",
                 "handler woken with the lock",
-                Expr(f"safe_div(r[{RV}] * x[{S3}] * x[{H5}], x[{W5}] + x[{H5}])"),
+                contended(RV, (H5, S3), SQ_LOCK),
                 {"h5": -1, "h3": 1, "s3": -1, "s2": 1},
             ),
         )
