@@ -509,3 +509,72 @@ def test_the_submission_lock_and_its_hand_off_explain_uring_shared_on_16_cores()
     assert res.returncode == 1 and res.stderr.strip().splitlines() == [
         "uring_shared_lock.py: error: --wake-us: a comma list of µs, got 'x'"
     ]
+
+
+# A lent many-core host has Python's standard library and numpy; bench/device16.sh carries the rest.
+DEVICE_GUARD = """
+import importlib.machinery, sys
+ALLOWED = set(sys.stdlib_module_names) | {allowed!r}
+OURS = {ours!r}
+
+class OnlyTheDevicesPackages:
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        if top in ALLOWED or importlib.machinery.PathFinder.find_spec(top, OURS) is not None:
+            return None
+        raise ModuleNotFoundError(f"No module named {{top!r}} (not on a lent host)", name=top)
+
+sys.meta_path.insert(0, OnlyTheDevicesPackages())
+"""
+DEVICE_PACKAGES = (
+    *("numpy", "yaml", "_yaml", "jsonschema", "jsonschema_specifications", "referencing", "rpds", "attr"),
+    *("attrs", "typing_extensions", "sitecustomize", "usercustomize"),
+)
+
+
+def device16(tmp_path: Path, kit: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    guard = tmp_path / "guard"
+    guard.mkdir(exist_ok=True)
+    (guard / "sitecustomize.py").write_text(
+        DEVICE_GUARD.format(allowed=set(DEVICE_PACKAGES), ours=[str(REPO / "src"), str(REPO / "bench")])
+    )
+    return subprocess.run(
+        ["bash", str(REPO / "bench" / "device16.sh"), "measure"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={
+            **os.environ,
+            **{"PYTHON": sys.executable, "KIT": str(kit), "PYTHONPATH": str(guard), "TIME_LIMIT": "1"},
+            **{"EXTRA": "--only reactor --duration 0.3 --warmup 0.1", **env},
+        },
+    )
+
+
+def test_device16_measures_with_only_numpy_and_the_kits_packages(tmp_path: Path, server_bin: Path) -> None:
+    """The lent host's call (bench/device16.sh measure): the 16-core spec's runs, ω and the host's facts
+    into $OUT, with nothing importable but the standard library, numpy and what the kit carries (here the
+    venv's copies of those; anything else the bench came to need would fail this, as it would there)."""
+    out = tmp_path / "out"
+    version = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    res = device16(tmp_path, tmp_path / "kit", OUT=str(out))
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert res.stderr.startswith(f"device16: no {tmp_path / 'kit' / version} for this host's Python 3.")
+    (tmp_path / "kit" / version).mkdir(parents=True)
+    res = device16(tmp_path, tmp_path / "kit", OUT=str(out))
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    done = run_lines(res.stdout)
+    assert done and all(label.startswith("reactor/epoll-lt t1 ") for label in done), res.stdout
+    doc = json.loads(gzip.decompress((out / "m16.json.gz").read_bytes()))
+    assert len(doc["runs"]) == len(done) and doc["args"]["spec"] == ["bench/specs/multicore-16-short.yaml"]
+    assert doc["wake_us"] > 0 and doc["args"]["measure_only"] and doc["args"]["time_limit"] == 1.0
+    assert (out / "facts.txt").read_text().splitlines()[1] == str(os.cpu_count())
+
+    # The guard is real: a package the lent host lacks (here: jsonschema's stand-in in the kit, which needs
+    # scipy) fails the bench's import check before any run, named.
+    (tmp_path / "kit" / version / "jsonschema.py").write_text("import scipy\n")
+    res = device16(tmp_path, tmp_path / "kit", OUT=str(out))
+    assert res.returncode == 2 and not run_lines(res.stdout), res.stdout[-2000:]
+    assert res.stderr.startswith("device16: the bench cannot import its packages here:\n")
+    assert "No module named 'scipy' (not on a lent host)" in res.stderr
