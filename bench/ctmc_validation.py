@@ -22,8 +22,9 @@ launcher runs each pair, bench/images_lib.py) — no database, no network. Per s
 3. ``calibrate()`` per (pattern, notifier, connections, size), pooling the work values, with the
    self-check against its own runs and the clients' CPU times (a refused fit is printed and leaves the
    calibrated column empty), and ω: what a request costs the client more when it wakes a dispatcher asleep
-   in its notifier (HSHA, proactor), measured by build/bin/wake-cost from the client's first CPU to the
-   server's before the runs and kept with them (--wake-us gives one, 0 charges none);
+   in its notifier (HSHA, proactor), and the hand-off of a released lock to a waiter asleep on it
+   (uring-shared's submission lock), both measured by build/bin/wake-cost from the client's first CPU to
+   the server's before the runs and kept with them (--wake-us, --handoff-us give them, 0 charges none);
 4. ``predict_many()`` for every measured point from the paper's and the calibrated rates, on the host the
    runs had: the server's cores (the planner's CPUs), the client's threads and cores.
 
@@ -82,7 +83,7 @@ from demuxlab.ctmc.parts import SEND_WAKE
 from demuxlab.ctmc.predict import PredictRequest, predict_many
 from demuxlab.ctmc.rates import DESIGNS, Host, Rates, calibration_threads
 from demuxlab.errors import DemuxlabError
-from demuxlab.launch.wake import measure_wake_us
+from demuxlab.launch.wake import measure_wake
 from demuxlab.plan import plan_pinning
 from demuxlab.point import Point as SpecPoint
 from demuxlab.topology import collect_facts
@@ -218,7 +219,7 @@ def save_runs(
     facts: dict[str, Any],
     load_before: tuple[float, ...],
     results: dict[Point, list[Kept]],
-    wake_us: float | None = None,
+    wake: Wake | None = None,
     disturbed: list[tuple[Point, Kept]] | None = None,
 ) -> None:
     """Every run as measured (gzip JSON): what --replay calibrates and predicts again (``runs``), and the
@@ -237,7 +238,8 @@ def save_runs(
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "args": vars(a),
         "host": facts,
-        "wake_us": wake_us,
+        "wake_us": wake.wake_us if wake else None,
+        "handoff_us": wake.handoff_us if wake else None,
         "load_before": list(load_before),
         "load_after": list(os.getloadavg()),
         "runs": [entry(p, k) for p, rs in results.items() for k in rs],
@@ -261,32 +263,51 @@ def load_runs(path: str, what: str = "--replay") -> dict[str, Any]:
     return doc
 
 
-def client_wake_us(
-    a: Any, replay_doc: dict[str, Any], sender: int, receiver: int
-) -> tuple[float | None, str]:
-    """(ω µs or None: the client's CPU to wake a dispatcher asleep in its notifier, which the calibrations
-    charge; how it was found): --wake-us, else a replayed file's, else measured by wake-cost from the
-    client's first CPU to the server's (None where it cannot be: the calibrations then do not charge it)."""
-    if a.wake_us is not None:
-        if not a.wake_us >= 0:
-            raise BenchError(f"--wake-us: must be a number of µs ≥ 0, got {a.wake_us!r}")
-        return a.wake_us, "--wake-us"
-    if a.replay:
-        got = replay_doc.get("wake_us")
-        if isinstance(got, int | float) and not isinstance(got, bool):
-            return float(got), f"measured with the runs, {replay_doc.get('when')}"
-        return None, f"{a.replay} holds none (measured before it was recorded): not charged; give --wake-us"
-    if sender == receiver:
-        return None, "the client and the server share a CPU: not measured, not charged"
-    try:
-        omega = measure_wake_us(
-            sender, receiver, runs=5, prog=build_helper("wake_cost", REPO / "build" / "bin")
-        )
-    except BenchError as exc:
-        return None, f"not measured ({exc}): not charged"
-    except DemuxlabError as exc:
-        return None, f"not measured ({exc.message}): not charged"
-    return omega, f"wake-cost from CPU {sender} to CPU {receiver}, median of 5"
+class Wake(NamedTuple):
+    """What the calibrations charge of the host's wake-ups, µs (None: not charged), and how each was found."""
+
+    wake_us: float | None  # ω: the client's CPU to wake a dispatcher asleep in its notifier (r_v)
+    handoff_us: float | None  # a released lock's hand-off to a waiter asleep on it (r_h)
+    wake_how: str
+    handoff_how: str
+
+
+def host_wake(a: Any, replay_doc: dict[str, Any], sender: int, receiver: int) -> Wake:
+    """ω and the lock's hand-off: --wake-us / --handoff-us, else a replayed file's, else measured by
+    wake-cost from the client's first CPU to the server's (None where it cannot be: the calibrations then
+    do not charge it)."""
+    given: dict[str, tuple[float | None, str]] = {}
+    for field, option in (("wake_us", "--wake-us"), ("handoff_us", "--handoff-us")):
+        value = getattr(a, field)
+        if value is not None:
+            if not value >= 0:
+                raise BenchError(f"{option}: must be a number of µs ≥ 0, got {value!r}")
+            given[field] = (value, option)
+        elif a.replay:
+            got = replay_doc.get(field)
+            if isinstance(got, int | float) and not isinstance(got, bool):
+                given[field] = (float(got), f"measured with the runs, {replay_doc.get('when')}")
+            else:
+                why = f"{a.replay} holds none (measured before it was recorded): not charged; give {option}"
+                given[field] = (None, why)
+    if len(given) < 2:
+        if sender == receiver:
+            why = "the client and the server share a CPU: not measured, not charged"
+            measured: tuple[float | None, float | None, str] = (None, None, why)
+        else:
+            try:
+                got = measure_wake(
+                    sender, receiver, runs=5, prog=build_helper("wake_cost", REPO / "build" / "bin")
+                )
+                how = f"wake-cost from CPU {sender} to CPU {receiver}, median of 5"
+                measured = (got.wake_us, got.handoff_us, how)
+            except BenchError as exc:
+                measured = (None, None, f"not measured ({exc}): not charged")
+            except DemuxlabError as exc:
+                measured = (None, None, f"not measured ({exc.message}): not charged")
+        given.setdefault("wake_us", (measured[0], measured[2]))
+        given.setdefault("handoff_us", (measured[1], measured[2]))
+    return Wake(given["wake_us"][0], given["handoff_us"][0], given["wake_us"][1], given["handoff_us"][1])
 
 
 def repeat_spread(runs: dict[Any, list[float]]) -> dict[str, float | int] | None:
@@ -415,6 +436,14 @@ def main() -> None:
         "runs (with --replay: the file's); 0: not charged",
     )
     ap.add_argument(
+        "--handoff-us",
+        type=float,
+        default=None,
+        help="µs from a lock's release to its waiter, asleep on it on another core, holding it "
+        "(uring-shared's submission lock; docs/ctmc.md); default: measured by build/bin/wake-cost before "
+        "the runs (with --replay: the file's); 0: not charged",
+    )
+    ap.add_argument(
         "--probe",
         action="store_true",
         help="also one instrumented run of every measured point beyond the calibration concurrency (its "
@@ -500,9 +529,12 @@ def main() -> None:
         f"# load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True
     )
     print(f"# server CPUs {cpu_list(server_cpus)}, client CPUs {cpu_list(client_cpus)}", flush=True)
-    wake_us, wake_how = client_wake_us(a, replay_doc, client_cpus[0], server_cpus[0])
+    wake = host_wake(a, replay_doc, client_cpus[0], server_cpus[0])
+    wake_us = wake.wake_us
     omega = f"{wake_us:.2f} µs" if wake_us is not None else "-"
-    print(f"# the client's wake-up of a sleeping dispatcher (ω): {omega} ({wake_how})", flush=True)
+    print(f"# the client's wake-up of a sleeping dispatcher (ω): {omega} ({wake.wake_how})", flush=True)
+    handoff = f"{wake.handoff_us:.2f} µs" if wake.handoff_us is not None else "-"
+    print(f"# a released lock's hand-off to a sleeping waiter: {handoff} ({wake.handoff_how})", flush=True)
 
     if a.probe:
         points += [
@@ -566,7 +598,7 @@ def main() -> None:
     failed: list[tuple[Point, str]] = []
     keep = a.runs_out and not a.replay
     if keep:  # before the runs, then after each: a bench stopped part way keeps what it measured
-        save_runs(a.runs_out, a, facts, load_before, results, wake_us, disturbed)
+        save_runs(a.runs_out, a, facts, load_before, results, wake, disturbed)
     for n, (p, _rep) in enumerate(jobs, 1):
         if a.time_limit is not None and time.monotonic() - t0 > a.time_limit:
             print(
@@ -636,7 +668,7 @@ def main() -> None:
             flush=True,
         )
         if keep:
-            save_runs(a.runs_out, a, facts, load_before, results, wake_us, disturbed)
+            save_runs(a.runs_out, a, facts, load_before, results, wake, disturbed)
     measure_s = time.monotonic() - t0
     for p, why in failed:
         print(f"# failed: {p.label()}: {why}", flush=True)
@@ -680,6 +712,7 @@ def main() -> None:
                 client_cores=[len(client_cpus)] * len(runs),
                 checks=own,
                 wake_us=wake_us,
+                handoff_us=wake.handoff_us,
             )
         except DemuxlabError as exc:
             rates[key] = None
@@ -768,7 +801,8 @@ def main() -> None:
     print()
     print(
         f"method {a.method}; host {host}; server CPUs {cpu_list(server_cpus)}, "
-        f"client CPUs {cpu_list(client_cpus)}; ω {omega} ({wake_how})"
+        f"client CPUs {cpu_list(client_cpus)}; ω {omega} ({wake.wake_how}); hand-off {handoff} "
+        f"({wake.handoff_how})"
     )
     print_table(
         ["spec", "pattern", "notifier", "threads", "work µs", "conns", "size", "measured", "bg", "paper",
@@ -859,6 +893,7 @@ def main() -> None:
             "server_cpus": list(server_cpus),
             "client_cpus": list(client_cpus),
             "wake_us": wake_us,
+            "handoff_us": wake.handoff_us,
             "args": vars(a),
             "load_before": load_before,
             "load_after": load_after,

@@ -2,20 +2,22 @@
 submission lock".
 
     .venv/bin/python bench/uring_shared_lock.py bench/ctmc/validation-2026-11-28-16core.json.gz \
-        --wake-us 4,5,6,7
+        --handoff-us 4,5,6,7
 
 The handler of uring-shared holds the shared ring's submission lock across its submit, in which the kernel
 runs the send; a thread that finds the lock held sleeps on it, and the release hands it to a sleeper, who
-runs after its wake-up ω (uring_shared.py). Servers since 2026-11-29 time the hold (``send``, ``rearm``) and
-the validation bench measures ω (``wake_us``); a runs file from before has neither, and its calibration
+runs after its wake-up (uring_shared.py: r_h). Servers since 2026-11-29 time the hold (``send``, ``rearm``)
+and the validation bench measures the hand-off (``handoff_us``); a runs file from before has neither, and its
+calibration
 leaves the lock uncontended (the chain's growth with the threads, +400 % at 8 threads on 16 cores).
 
 This bench calibrates uring-shared from such a file's runs at the calibration concurrency as the validation
 bench does, and then predicts every measured thread count three ways (SSA): as calibrated; with the hold
 taken as the handlers' **system CPU per message** (their one system call per message is that submit: a
 proxy for the timing the runs lack; moved out of r_x, so the CPU per message is unchanged) and an
-instant hand-off; and with that hold and each ω given (not measured on that host). It prints measured
-against each, and per ω the mean and largest |error|: how far the lock and its hand-off explain the server.
+instant hand-off; and with that hold and each hand-off given (not measured on that host). It prints measured
+against each, and per hand-off the mean and largest |error|: how far the lock and its hand-off explain the
+server.
 ``--rearm-us`` is the completion thread's hold per message (the runs lack it too; default 0.1 µs, its
 ``prep_recv``).
 """
@@ -45,7 +47,7 @@ def handler_sys_us(runs: list[dict[str, Any]]) -> float:
     return sys_s / sum(int(r["server"]["messages"]) for r in runs) * 1e6
 
 
-def with_lock(rates: Rates, hold_us: float, rearm_us: float, wake_us: float | None) -> Rates:
+def with_lock(rates: Rates, hold_us: float, rearm_us: float, handoff_us: float | None) -> Rates:
     """``rates`` with the lock's hold taken out of the handler's untimed CPU (at the calibration's speed)."""
     left = 1.0 / rates.r_x - hold_us * rates.speed
     if left <= 0:
@@ -58,7 +60,7 @@ def with_lock(rates: Rates, hold_us: float, rearm_us: float, wake_us: float | No
         r_o=1.0 / hold_us,
         r_a=1.0 / rearm_us,
         r_x=1.0 / left,
-        r_v=1.0 / wake_us if wake_us else rates.r_v,
+        r_h=1.0 / handoff_us if handoff_us else rates.r_h,
         source=source,
         workloads={},
     )
@@ -67,18 +69,18 @@ def with_lock(rates: Rates, hold_us: float, rearm_us: float, wake_us: float | No
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", help="a --runs-out file of bench/ctmc_validation.py with uring-shared's runs")
-    ap.add_argument("--wake-us", default="4,5,6,7", help="ω values to try, µs (comma list)")
+    ap.add_argument("--handoff-us", default="4,5,6,7", help="hand-offs to try, µs (comma list)")
     ap.add_argument(
         "--rearm-us", type=float, default=0.1, help="the completion thread's hold per message, µs"
     )
     ap.add_argument("--rel-ci", type=float, default=0.02, help="SSA target relative CI")
     a = ap.parse_args()
     try:
-        omegas = [float(w) for w in a.wake_us.split(",")]
+        omegas = [float(w) for w in a.handoff_us.split(",")]
     except ValueError:
-        raise BenchError(f"--wake-us: a comma list of µs, got {a.wake_us!r}") from None
+        raise BenchError(f"--handoff-us: a comma list of µs, got {a.handoff_us!r}") from None
     if any(w <= 0 for w in omegas) or a.rearm_us <= 0:
-        raise BenchError("--wake-us and --rearm-us: µs > 0")
+        raise BenchError("--handoff-us and --rearm-us: µs > 0")
     doc = load_runs(a.runs)
     runs = [r for r in doc["runs"] if r["point"]["pattern"] == PATTERN]
     if not runs:
@@ -100,8 +102,8 @@ def main() -> None:
     server_cores = max(len({t.get("cpu") for t in r["server"]["threads_detail"]}) for r in runs)
     host_doc = doc.get("host") or {}
     print(
-        f"# {a.runs}: {len(runs)} {PATTERN} runs; host {host_doc.get('cpu_model', '?')}, ω measured: "
-        f"{doc.get('wake_us')}"
+        f"# {a.runs}: {len(runs)} {PATTERN} runs; host {host_doc.get('cpu_model', '?')}, hand-off measured: "
+        f"{doc.get('handoff_us')}"
     )
     errors: dict[str, list[float]] = defaultdict(list)
     rows = []
@@ -120,7 +122,7 @@ def main() -> None:
         m = statistics.mean(values)
         row: list[object] = [threads, f"{work:g}", conns, f"{m:,.0f}", f"{hold:.2f}"]
         for label, r in [("calibrated", rates), ("hold", with_lock(rates, hold, a.rearm_us, None))] + [
-            (f"ω {w:g}", with_lock(rates, hold, a.rearm_us, w)) for w in omegas
+            (f"hand-off {w:g}", with_lock(rates, hold, a.rearm_us, w)) for w in omegas
         ]:
             got = predict(PATTERN, threads, work, connections=conns, rates=r, host=host, rel_ci=a.rel_ci)
             err = got.throughput_msgs_per_s / m - 1
@@ -129,8 +131,8 @@ def main() -> None:
         rows.append(row)
     if not rows:
         raise BenchError(f"{a.runs}: no measured point has a calibration run at {lo} threads")
-    heads = ["threads", "work µs", "conns", "measured", "hold µs", "calibrated", "hold, ω 0"]
-    print_table(heads + [f"hold, ω {w:g} µs" for w in omegas], rows)
+    heads = ["threads", "work µs", "conns", "measured", "hold µs", "calibrated", "hold, hand-off 0"]
+    print_table(heads + [f"hold, hand-off {w:g} µs" for w in omegas], rows)
     print()
     print_table(
         ["chain", "points", "mean |error|", "max |error|"],

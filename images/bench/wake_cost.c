@@ -15,10 +15,17 @@
  *   asleep on a busy CPU: as asleep, with a third thread spinning on CPU B
  *           (the server's case: one thread asleep while another runs).
  * The loopback runs the receive path in the sender's softirq, inside its send
- * call, so the difference is the wake-up. Prints one JSON line:
+ * call, so the difference is the wake-up.
+ *
+ * Then the hand-off of a lock to a sleeper (uring-shared's submission lock,
+ * docs/ctmc.md): a thread on CPU B blocks on a pthread mutex that a thread on
+ * CPU A holds (B's CPU idle meanwhile), A releases it, N times; the latency
+ * from the release (just before pthread_mutex_unlock) to B holding the lock is
+ * how long the released lock stays idle until its woken waiter runs.
+ * Prints one JSON line:
  *   {"cpus": [A, B], "sends": N, "asleep_ns": median, "awake_ns": median,
  *    "busy_ns": median (asleep on a busy CPU), "wake_ns": asleep_ns - awake_ns,
- *    "busy_wake_ns": busy_ns - awake_ns}
+ *    "busy_wake_ns": busy_ns - awake_ns, "handoff_ns": median hand-off}
  * Exit 2 for bad options, 1 when it cannot pin or set up the connection. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -102,17 +109,78 @@ static void *spin(void *arg)
     return NULL;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The lock's hand-off: the waiter's side, on CPU B. */
+struct handoff {
+    int cpu;
+    uint64_t rounds;
+    uint64_t *latency;      /* per round: from the release to the waiter holding the lock, ns */
+    pthread_mutex_t mu;     /* held by the releaser whenever a round starts */
+    _Atomic uint64_t start; /* the rounds the waiter may start (block on the lock) */
+    _Atomic uint64_t done;  /* the rounds it finished */
+    _Atomic uint64_t released_at;
+    _Atomic int failed;
+};
+
+static void *take_handed_lock(void *arg)
+{
+    struct handoff *h = arg;
+    if (pin_self_to_cpu(h->cpu) < 0) {
+        atomic_store(&h->failed, errno ? errno : EINVAL);
+        atomic_store(&h->done, h->rounds);
+        return NULL;
+    }
+    for (uint64_t i = 0; i < h->rounds; i++) {
+        while (atomic_load(&h->start) <= i)
+            ;
+        pthread_mutex_lock(&h->mu); /* held: sleeps in the futex until the release */
+        h->latency[i] = now_ns() - atomic_load(&h->released_at);
+        pthread_mutex_unlock(&h->mu);
+        atomic_store(&h->done, i + 1);
+    }
+    return NULL;
+}
+
+/* The median hand-off of a released lock to its waiter asleep on CPU `cpu`, in ns; 0 on failure. */
+static uint64_t measure_handoff(int cpu, uint64_t rounds, uint64_t *latency)
+{
+    struct handoff h = {.cpu = cpu, .rounds = rounds, .latency = latency};
+    if (pthread_mutex_init(&h.mu, NULL) != 0)
+        return 0;
+    pthread_mutex_lock(&h.mu);
+    pthread_t t;
+    if (pthread_create(&t, NULL, take_handed_lock, &h) != 0)
+        return 0;
+    for (uint64_t i = 0; i < rounds && !atomic_load(&h.failed); i++) {
+        atomic_store(&h.start, i + 1);
+        spin_us(SETTLE_US); /* the waiter blocks on the lock and its CPU goes idle */
+        atomic_store(&h.released_at, now_ns());
+        pthread_mutex_unlock(&h.mu);
+        while (atomic_load(&h.done) <= i)
+            ;
+        pthread_mutex_lock(&h.mu);
+    }
+    pthread_mutex_unlock(&h.mu);
+    pthread_join(t, NULL);
+    pthread_mutex_destroy(&h.mu);
+    if (atomic_load(&h.failed)) {
+        errno = atomic_load(&h.failed);
+        return 0;
+    }
+    qsort(latency, rounds, sizeof(latency[0]), cmp_u64);
+    return latency[rounds / 2];
+}
+
 static uint64_t thread_cpu_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
 }
 
 /* The median CPU time of `sends` one-byte sends in the receiver's current mode; 0 on failure. */
@@ -196,6 +264,7 @@ int main(int argc, char **argv)
         awake = measure(fds[0], &r, sends, times);
     atomic_store(&r.stop, 1);
     pthread_join(t, NULL);
+    uint64_t handoff = awake ? measure_handoff(cpus[1], sends, times) : 0;
     free(times);
     if (atomic_load(&r.failed) || atomic_load(&sp.failed)) {
         errno = atomic_load(&r.failed) ? atomic_load(&r.failed) : atomic_load(&sp.failed);
@@ -207,9 +276,11 @@ int main(int argc, char **argv)
     }
     if (asleep == 0 || busy == 0 || awake == 0)
         return fail("send failed");
+    if (handoff == 0)
+        return fail("the lock's hand-off failed (pin to the second CPU, or a thread)");
     printf("{\"cpus\": [%d, %d], \"sends\": %llu, \"asleep_ns\": %llu, \"awake_ns\": %llu, \"busy_ns\": %llu, "
-           "\"wake_ns\": %lld, \"busy_wake_ns\": %lld}\n",
+           "\"wake_ns\": %lld, \"busy_wake_ns\": %lld, \"handoff_ns\": %llu}\n",
            cpus[0], cpus[1], (unsigned long long)sends, (unsigned long long)asleep, (unsigned long long)awake,
-           (unsigned long long)busy, (long long)asleep - (long long)awake, (long long)busy - (long long)awake);
+           (unsigned long long)busy, (long long)asleep - (long long)awake, (long long)busy - (long long)awake, (unsigned long long)handoff);
     return 0;
 }

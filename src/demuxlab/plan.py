@@ -41,6 +41,9 @@ class Pinning:
     # ω, µs: the client's wake-up of a server thread asleep on the server's first CPU, measured before an
     # instrumented run on one host (demuxlab.launch.wake); None where not measured.
     wake_us: float | None = None
+    # µs from a mutex's release to its waiter, asleep on the server's first CPU, holding it: measured with
+    # wake_us (demuxlab.launch.wake); None where not measured.
+    handoff_us: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +54,7 @@ class Pinning:
             "notes": list(self.notes),
             **({"irq": self.irq} if self.irq is not None else {}),
             **({"wake_us": self.wake_us} if self.wake_us is not None else {}),
+            **({"handoff_us": self.handoff_us} if self.handoff_us is not None else {}),
         }
 
 

@@ -74,19 +74,21 @@ def test_a_completion_peek_is_not_judged_against_epolls_descriptor_cost() -> Non
 def test_uring_shareds_submission_lock_holds_and_hand_off_are_fitted() -> None:
     """uring-shared's handler submits its echo (the send runs inline) and its completion thread re-submits
     each receive holding the ring's submission lock: the ``send`` and ``rearm`` timings are the lock's hold
-    (r_o, r_a), and ω (``wake_us``) its hand-off to a waiter asleep on it (r_v). Runs from before those
+    (r_o, r_a), and ``handoff_us`` its hand-off to a waiter asleep on it (r_h; the client's ω, ``wake_us``,
+    is not that: uring-shared's client wakes no dispatcher, r_v stays instant). Runs from before those
     timings leave both instant, their time in the roles' untimed CPU, as before."""
     runs = [server_json("uring-shared", 2.0), server_json("uring-shared", 2.0, scale=7)]
-    rates = calibrate(runs, "uring-shared", wake_us=6.0)
+    rates = calibrate(runs, "uring-shared", wake_us=9.0, handoff_us=6.0)
     assert (
         1 / rates.r_o == pytest.approx(TRUE_US["send"], rel=1e-6) and rates.source["r_o"] == "op:send/message"
     )
     assert 1 / rates.r_a == pytest.approx(TRUE_US["rearm"], rel=1e-6)
-    assert 1 / rates.r_v == pytest.approx(6.0) and "submission lock's hand-off" in rates.source["r_v"]
+    assert 1 / rates.r_h == pytest.approx(6.0) and rates.r_v == INSTANT_RATE
+    assert rates.source["r_h"] == "handoff_us: 6 µs, the submission lock's hand-off to a sleeping waiter"
     for res in runs:
         del res["ops"]["send"], res["ops"]["rearm"]
     old = calibrate(runs, "uring-shared")
-    assert old.r_o == old.r_a == old.r_v == INSTANT_RATE
+    assert old.r_o == old.r_a == old.r_v == old.r_h == INSTANT_RATE
     assert old.source["r_o"].startswith("instant:the runs predate the timing of the handler's submit")
     # what the timings held is untimed CPU now: the handler's send is in its r_x
     assert 1 / old.r_x == pytest.approx(TRUE_US["send"], rel=1e-6)
@@ -96,11 +98,15 @@ def test_uring_shareds_submission_lock_holds_and_hand_off_are_fitted() -> None:
     one = build("uring-shared", 1, 10.0, 8, rates, host=Host(cores=1, client_threads=1))
     assert 1 / one.r[RATE_NAMES.index("r_x")] == pytest.approx(1 / rates.r_x + TRUE_US["rearm"], rel=1e-6)
     assert build("uring-shared", 1, 10.0, 8, old).r[RATE_NAMES.index("r_x")] == old.r_x
-    # The hand-off costs ω where each thread has a core; on shared cores the lock goes to whoever runs.
-    rv = RATE_NAMES.index("r_v")
+    # The hand-off costs its latency where each thread has a core; on shared cores the lock goes to whoever
+    # runs; not measured: at once.
+    rh = RATE_NAMES.index("r_h")
     own = build("uring-shared", 4, 10.0, 8, rates, host=Host(cores=4, client_threads=1))
     shared = build("uring-shared", 4, 10.0, 8, rates, host=Host(cores=1, client_threads=1))
-    assert own.r[rv] == pytest.approx(1 / 6.0) and shared.r[rv] == UNBOUNDED
+    unmeasured = build("uring-shared", 4, 10.0, 8, old, host=Host(cores=4, client_threads=1))
+    assert own.r[rh] == pytest.approx(1 / 6.0) and shared.r[rh] == unmeasured.r[rh] == UNBOUNDED
+    with pytest.raises(DemuxlabError, match=r"calibrate uring-shared: handoff_us: must be a number of µs"):
+        calibrate(runs, "uring-shared", handoff_us=-1.0)
 
 
 @pytest.mark.parametrize("pattern", ["hsha", "proactor"])

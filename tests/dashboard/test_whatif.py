@@ -27,7 +27,7 @@ from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID, METHOD_SSA
 def _every_rate_measured(pattern: str) -> Rates:
     """Nothing instant: a calibrated client, its wake-ups and latency, kicks and the scheduler's wake-up, so
     that each rate a chain reads has a step of its own."""
-    extra = {"r_n": 1.5, "r_x": 2.0, "r_z": 3.0, "r_w": 20.0, "r_v": 8.0, "r_k": 0.7, "r_u": 30.0}
+    extra = {"r_n": 1.5, "r_x": 2.0, "r_z": 3.0, "r_w": 20.0, "r_v": 8.0, "r_k": 0.7, "r_u": 30.0, "r_h": 6.0}
     rates: Rates = override(paper_rates(pattern), extra)
     return rates
 
@@ -50,6 +50,8 @@ def test_the_boxes_are_every_rate_and_each_pattern_gets_those_its_chain_reads() 
     assert read["uring"] == {"r_t", "r_e", "r_n", "r_x", "r_z"}
     assert {"r_i", "r_o", "r_x", "r_z"} == read["tpc"]  # no notifier: a thread per connection blocks
     assert {"r_k", "r_v", "r_u", "r_w"} <= read["hsha"] and not {"r_k", "r_v", "r_u", "r_w"} & read["lf"]
+    # a lock handed to a sleeping waiter: uring-shared's submission lock only, and not its client's ω
+    assert [p for p in PATTERNS if "r_h" in read[p]] == ["uring-shared"] and "r_v" not in read["uring-shared"]
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -60,7 +62,7 @@ def test_a_rate_moves_the_prediction_exactly_when_its_pattern_reads_it(pattern: 
     read = pattern_rates(pattern)
     for k in ALL_RATE_FIELDS:
         cores, before = CORES, base
-        if pattern == "uring-shared" and k == "r_v":
+        if pattern == "uring-shared" and k == "r_h":
             # the submission lock's hand-off to a sleeping waiter costs a wake-up where each thread has a
             # core, not on this setting's shared cores
             cores = None
@@ -93,13 +95,13 @@ def test_a_typed_rate_that_changes_nothing_says_why() -> None:
     hsha = paper_rates("hsha")
     (note,) = override_notes("hsha", override(hsha, {"r_u": 30.0}), {"r_u": 30.0})
     assert note == (
-        "woken client's latency (r_u): changes nothing without a sleeping thread's wake-up (ω) (r_v), client "
-        "turnaround (r_z) (from a calibration, or typed)."
+        "woken client's latency (r_u): changes nothing without client waking the dispatcher (ω) (r_v), "
+        "client turnaround (r_z) (from a calibration, or typed)."
     )
     two = {"r_u": 30.0, "r_v": 8.0}  # r_v typed too: only the client is missing, for both
     assert override_notes("hsha", override(hsha, two), two) == [
         f"{name}: changes nothing without client turnaround (r_z) (from a calibration, or typed)."
-        for name in ("woken client's latency (r_u)", "a sleeping thread's wake-up (ω) (r_v)")
+        for name in ("woken client's latency (r_u)", "client waking the dispatcher (ω) (r_v)")
     ]
     typed = {"r_u": 30.0, "r_v": 8.0, "r_z": 3.0}
     assert override_notes("hsha", override(hsha, typed), typed) == []

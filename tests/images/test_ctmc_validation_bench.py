@@ -66,6 +66,12 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
     assert omega is not None, res.stdout[:2000]
     doc = json.loads(out.read_text())
     assert doc["wake_us"] == pytest.approx(float(omega.group(1)), abs=0.005) and 1.0 < doc["wake_us"] < 100.0
+    # and, from the same wake-cost runs, a released lock's hand-off to a waiter asleep on it
+    handoff = re.search(
+        r"^# a released lock's hand-off to a sleeping waiter: ([0-9.]+) µs \(wake-cost", res.stdout, re.M
+    )
+    assert handoff is not None and doc["handoff_us"] == pytest.approx(float(handoff.group(1)), abs=0.005)
+    assert 0.5 < doc["handoff_us"] < 1000.0
     # Every run has the round trip between the server's and the client's CPU, before and after it.
     trips = [t for p in doc["points"] for pair in p["round_trip_ns"] for t in pair]
     assert len(trips) == 2 * sum(len(p["runs"]) for p in doc["points"]) and all(
@@ -106,7 +112,8 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
     redo = json.loads(again.read_text())
     assert redo["points"] == doc["points"]
     assert redo["calibrations"] == doc["calibrations"]
-    assert redo["wake_us"] == json.loads(gzip.decompress(runs.read_bytes()))["wake_us"]
+    kept_wake = json.loads(gzip.decompress(runs.read_bytes()))
+    assert (redo["wake_us"], redo["handoff_us"]) == (kept_wake["wake_us"], kept_wake["handoff_us"])
     assert "(measured with the runs, " in res.stdout
 
     # --sleeps: the client's sleeps per message at every point (it counted them), and the chain's where
@@ -134,14 +141,23 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
     # one-line error.
     old = tmp_path / "old.json.gz"
     kept_doc = json.loads(gzip.decompress(runs.read_bytes()))
-    del kept_doc["wake_us"]
+    del kept_doc["wake_us"], kept_doc["handoff_us"]
     old.write_bytes(gzip.compress(json.dumps(kept_doc).encode()))
     res = bench(tmp_path, "--replay", str(old), "--method", "exact", "--jobs", "1", "--json", str(again))
     assert res.returncode == 0, res.stderr[-2000:]
     assert f"(ω): - ({old} holds none (measured before it was recorded): not charged; give --wake-us)" in (
         res.stdout
     )
-    assert json.loads(again.read_text())["wake_us"] is None
+    assert (
+        f"hand-off to a sleeping waiter: - ({old} holds none (measured before it was recorded): not charged; "
+        in (res.stdout)
+    )
+    assert json.loads(again.read_text())["wake_us"] is json.loads(again.read_text())["handoff_us"] is None
+    res = bench(
+        tmp_path, "--replay", str(old), "--method", "fluid", "--handoff-us", "7", "--json", str(again)
+    )
+    assert res.returncode == 0 and "hand-off to a sleeping waiter: 7.00 µs (--handoff-us)" in res.stdout
+    assert json.loads(again.read_text())["handoff_us"] == 7.0
     res = bench(tmp_path, "--replay", str(old), "--wake-us", "-1")
     assert res.returncode == 1
     assert res.stderr.strip().splitlines() == [
@@ -484,30 +500,30 @@ def test_client_cost_fit_asks_the_chain_for_the_dispatchers_sleeps(tmp_path: Pat
 def test_the_submission_lock_and_its_hand_off_explain_uring_shared_on_16_cores() -> None:
     """bench/uring_shared_lock.py on the shipped 16-core runs (which predate the lock's timing): the chain
     as calibrated grows with the threads (+400 % at 8), the lock's hold alone leaves it far above the server,
-    and the hold with a hand-off of ω = 5 µs brings every point within 15 % (docs/ctmc.md)."""
+    and the hold with a hand-off of 5 µs brings every point within 15 % (docs/ctmc.md)."""
     runs = REPO / "bench" / "ctmc" / "validation-2026-11-28-16core.json.gz"
     script = str(REPO / "bench" / "uring_shared_lock.py")
     res = subprocess.run(
-        [sys.executable, script, str(runs), "--wake-us", "5", "--rel-ci", "0.03"],
+        [sys.executable, script, str(runs), "--handoff-us", "5", "--rel-ci", "0.03"],
         capture_output=True, text=True, timeout=300, check=False, cwd=REPO / "bench",
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     summary = dict(
         (m.group(1), (float(m.group(2)), float(m.group(3))))
         for m in re.finditer(
-            r"^\s*(calibrated|hold|ω 5)\s+6\s+([\d.]+)%\s+([\d.]+)%$", res.stdout, flags=re.M
+            r"^\s*(calibrated|hold|hand-off 5)\s+6\s+([\d.]+)%\s+([\d.]+)%$", res.stdout, flags=re.M
         )
     )
-    assert set(summary) == {"calibrated", "hold", "ω 5"}, res.stdout
+    assert set(summary) == {"calibrated", "hold", "hand-off 5"}, res.stdout
     assert summary["calibrated"][1] > 300.0  # the uncontended chain: +400 % at 8 threads
     assert summary["hold"][1] > 40.0  # the hold alone: the lock idle while a waiter wakes is missing
-    assert summary["ω 5"][0] < 6.0 and summary["ω 5"][1] < 15.0, res.stdout
+    assert summary["hand-off 5"][0] < 6.0 and summary["hand-off 5"][1] < 15.0, res.stdout
     res = subprocess.run(
-        [sys.executable, script, str(runs), "--wake-us", "x"],
+        [sys.executable, script, str(runs), "--handoff-us", "x"],
         capture_output=True, text=True, timeout=60, check=False, cwd=REPO / "bench",
     )  # fmt: skip
     assert res.returncode == 1 and res.stderr.strip().splitlines() == [
-        "uring_shared_lock.py: error: --wake-us: a comma list of µs, got 'x'"
+        "uring_shared_lock.py: error: --handoff-us: a comma list of µs, got 'x'"
     ]
 
 

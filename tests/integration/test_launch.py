@@ -83,12 +83,12 @@ def test_the_wake_up_is_measured_for_instrumented_runs_on_one_host_only(
     finally:
         signal.signal(signal.SIGTERM, handler)
     assert timed["status"] == "ok", timed["failure_reason"]
-    assert 1.0 < timed["pinning"]["wake_us"] < 1000.0
-    assert record["status"] == "ok" and "wake_us" not in record["pinning"]
+    assert 1.0 < timed["pinning"]["wake_us"] < 1000.0 and 0.5 < timed["pinning"]["handoff_us"] < 1000.0
+    assert record["status"] == "ok" and not {"wake_us", "handoff_us"} & set(record["pinning"])
     req = request(point(), instrument=True, measure_s=0.5)
     missing = tmp_path / "wake-cost"
     pinned = with_wake_cost(req.pinning, prog=missing)
-    assert pinned.wake_us is None
+    assert pinned.wake_us is None and pinned.handoff_us is None
     assert pinned.notes[-1] == (
         f"the client's wake-up cost was not measured: wake-cost not found at {missing}: run `make build`"
     )

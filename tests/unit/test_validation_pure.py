@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from demuxlab.ctmc.predict import Prediction
-from demuxlab.ctmc.rates import PATTERNS, paper_rates
+from demuxlab.ctmc.rates import INSTANT_RATE, PATTERNS, paper_rates
 from demuxlab.errors import DemuxlabError
 from demuxlab.validation.calibration import (
     CalibrationOutcome,
@@ -95,6 +95,31 @@ def test_the_wake_up_measured_beside_the_runs_is_charged() -> None:
     assert fit.outcome.rate_sources["r_v"] == "wake-cost 4.5 µs at the client's share"
     fit = fit_calibration(("proactor", "epoll-lt", None), [run("a", None)], 0, "e", SHA)
     assert fit.rates is not None and not fit.rates.wakes and 1 / fit.rates.r_z == pytest.approx(8.0)
+
+
+def test_the_lock_hand_off_measured_beside_the_runs_is_charged_to_uring_shared() -> None:
+    """The pinning's ``handoff_us`` (measured with ω): the fit charges the runs' median to uring-shared's
+    submission lock (r_h) and to no client (r_v stays instant there); runs without it charge none."""
+    from demuxlab.validation.calibration import pinned_wake_us
+    from helpers.ctmc_runs import server_json
+
+    assert pinned_wake_us({"wake_us": 8.0, "handoff_us": 21.5}, "handoff_us") == 21.5
+    assert pinned_wake_us({"wake_us": 8.0}, "handoff_us") is None
+    res = server_json("uring-shared", 2.0)
+
+    def run(rid: str, handoff: float | None) -> CalibrationRun:
+        return CalibrationRun(
+            rid, res, None, 8, 1, {"sha256": "x"}, "native", wake_us=9.0, handoff_us=handoff
+        )
+
+    fit = fit_calibration(
+        ("uring-shared", "uring", None), [run("a", 20.0), run("b", 30.0), run("c", None)], 0, "e", SHA
+    )
+    assert fit.rates is not None and 1 / fit.rates.r_h == pytest.approx(25.0)
+    assert fit.rates.r_v == INSTANT_RATE and fit.outcome.rate_sources is not None
+    assert fit.outcome.rate_sources["r_h"].startswith("handoff_us: 25 µs, the submission lock's hand-off")
+    fit = fit_calibration(("uring-shared", "uring", None), [run("a", None)], 0, "e", SHA)
+    assert fit.rates is not None and fit.rates.r_h == INSTANT_RATE
 
 
 def test_stored_outcome_and_document_round_trip() -> None:

@@ -73,6 +73,7 @@ def model_shapes(
                 client_result=dict(r.client_result) if r.client_result else None,
                 client_cores=r.client_cpus,
                 wake_us=r.wake_us,
+                handoff_us=r.handoff_us,
             )
             for r in mine
             if r.ok and r.server_result

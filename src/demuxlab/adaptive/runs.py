@@ -40,6 +40,7 @@ class Observed:
     client_result: Mapping[str, Any] | None = None  # the client's JSON (the models' client turnaround)
     client_cpus: int | None = None  # CPUs the client was pinned to
     wake_us: float | None = None  # the client's wake-up cost measured beside the run (pinning.wake_us)
+    handoff_us: float | None = None  # a lock's hand-off measured beside it (pinning.handoff_us)
 
     @property
     def run_s(self) -> float:
@@ -131,6 +132,7 @@ def observe(record: Mapping[str, Any], source: str) -> Observed:
         client_result=client if client else None,
         client_cpus=len(client_cpus) if isinstance(client_cpus, list) and client_cpus else None,
         wake_us=pinned_wake_us(pinning),
+        handoff_us=pinned_wake_us(pinning, "handoff_us"),
     )
 
 

@@ -55,11 +55,12 @@ r_z    client CPU per message × its CPU share        the client's turnaround (`
                                                      client's sleeps × its CPU per sleep, fitted over
                                                      the settings where their sleeps differ
                                                      (:func:`client_in_chain`)
-r_v    ``wake_us`` (ω) × the client's share          uring-shared: ω itself, the submission lock's
-                                                     hand-off to a waiter asleep on it (:data:`HANDOFF`);
-                                                     HSHA, proactor: the client's CPU to wake a
+r_v    ``wake_us`` (ω) × the client's share          HSHA, proactor: the client's CPU to wake a
                                                      dispatcher asleep in its notifier, measured apart
                                                      (``build/bin/wake-cost``); unset: instant
+r_h    ``handoff_us``                                uring-shared: the submission lock's hand-off to a
+                                                     waiter asleep on it (:data:`HANDOFF`), wake-cost's
+                                                     to the server's CPU; unset: instant
 r_w    the dispatching role's ``wait_s`` per call    where the runs had more threads than cores (HSHA,
                                                      proactor, uring-shared): the scheduler's wake-up,
                                                      matched in the chain's own waits with α
@@ -202,7 +203,7 @@ ROLES: dict[str, tuple[Role, ...]] = {
         Role(("handler",), (("queue_get", "r_g"), ("send", "r_o")), False, "r_x", True),
     ),
 }
-# Chains that hand a contended lock to a sleeping waiter at r_v = 1/ω (uring_shared.py), and which lock.
+# Chains that hand a contended lock to a sleeping waiter at r_h (uring_shared.py), and which lock.
 HANDOFF: dict[str, str] = {"uring-shared": "the submission lock's hand-off to a sleeping waiter"}
 # Operations a server timed only from some version on: runs without them in every run leave the rate
 # instant (their time stays in the role's untimed CPU, as before), with the reason.
@@ -265,6 +266,7 @@ def calibrate(
     clients: Sequence[dict[str, Any] | None] | None = None,
     client_cores: Sequence[int | None] | None = None,
     wake_us: float | None = None,
+    handoff_us: float | None = None,
 ) -> Rates:
     """Rates of ``pattern`` from lowest-concurrency instrumented server exit JSONs (see :func:`_fit`).
 
@@ -299,6 +301,7 @@ def calibrate(
             clients=clients,
             client_cores=client_cores,
             wake_us=wake_us,
+            handoff_us=handoff_us,
         )
 
     def pick(seq: Sequence[Any] | None, idx: list[int]) -> list[Any] | None:
@@ -306,7 +309,7 @@ def calibrate(
 
     pooled = _fit(
         server_results, pattern, labels, connections=connections, clients=clients, client_cores=client_cores,
-        wake_us=wake_us,
+        wake_us=wake_us, handoff_us=handoff_us,
     )  # fmt: skip
     workloads: dict[str, Rates] = {}
     got: list[SelfCheck] = []
@@ -316,7 +319,7 @@ def calibrate(
             workloads[key] = _fit(
                 [server_results[i] for i in idx], pattern, pick(labels, idx), measured=pick(measured, idx),
                 connections=pick(connections, idx), checks=mine, clients=pick(clients, idx),
-                client_cores=pick(client_cores, idx), wake_us=wake_us,
+                client_cores=pick(client_cores, idx), wake_us=wake_us, handoff_us=handoff_us,
             )  # fmt: skip
         finally:
             got += mine
@@ -336,6 +339,7 @@ def _fit(
     clients: Sequence[dict[str, Any] | None] | None = None,
     client_cores: Sequence[int | None] | None = None,
     wake_us: float | None = None,
+    handoff_us: float | None = None,
 ) -> Rates:
     """Rates of ``pattern`` from lowest-concurrency instrumented server exit JSONs of one workload.
 
@@ -347,7 +351,10 @@ def _fit(
     result) the CPUs it was pinned to (default: one per client thread). ``wake_us`` (ω, µs of the client's
     CPU; ``build/bin/wake-cost`` measures it) is what a request costs the client more when it wakes a
     dispatcher asleep in its notifier: HSHA's and the proactor's chains charge it (r_v) and the client's
-    turnaround is fitted without it (:func:`client_in_chain`); None or 0: not charged. The server's cores
+    turnaround is fitted without it (:func:`client_in_chain`); None or 0: not charged. ``handoff_us`` (µs
+    from a lock's release to its waiter, asleep on it on the server's CPU, holding it; wake-cost
+    measures it) is what a chain that hands a contended lock to a sleeper charges (:data:`HANDOFF`: r_h);
+    None or 0: not charged. The server's cores
     are the CPUs its threads were pinned to (``threads_detail[].cpu``). ``checks``, if given, receives the
     self-check's comparisons. Raises :class:`CalibrationRefused` (a ``DemuxlabError``) for a refusal,
     ``DemuxlabError`` for bad input.
@@ -363,12 +370,12 @@ def _fit(
     for what, seq in (("clients", clients), ("client_cores", client_cores), ("measured", measured)):
         if seq is not None and len(seq) != len(server_results):
             raise DemuxlabError(f"calibrate: {what} and server results differ in number")
-    number = isinstance(wake_us, int | float) and not isinstance(wake_us, bool)
-    if wake_us is not None and not (number and 0 <= wake_us <= MAX_OVERHEAD_US):
-        raise DemuxlabError(
-            f"calibrate {pattern}: wake_us: must be a number of µs in [0, {MAX_OVERHEAD_US:g}], "
-            f"got {wake_us!r}"
-        )
+    for name, us in (("wake_us", wake_us), ("handoff_us", handoff_us)):
+        number = isinstance(us, int | float) and not isinstance(us, bool)
+        if us is not None and not (number and 0 <= us <= MAX_OVERHEAD_US):
+            raise DemuxlabError(
+                f"calibrate {pattern}: {name}: must be a number of µs in [0, {MAX_OVERHEAD_US:g}], got {us!r}"
+            )
     for name, res in zip(names, server_results, strict=True):
         _check_run(name, res, pattern)
     notifiers = sorted({str(res.get("notifier")) for res in server_results})
@@ -496,10 +503,10 @@ def _fit(
             rates, pattern, server_results, connections, wake_us / client[1], clients=clients,
             client_cores=client_cores, client_share=client[1],
         )  # fmt: skip
-    if wake_us and pattern in HANDOFF:
-        # The lock handed to a waiter asleep on it: the waiter runs after a wake-up, ω (the host's).
-        source = {**rates.source, "r_v": f"wake_us: ω, {HANDOFF[pattern]}"}
-        rates = replace(rates, r_v=1.0 / wake_us, source=source)
+    if handoff_us and pattern in HANDOFF:
+        # The lock handed to a waiter asleep on it: the waiter runs after its wake-up (the server host's).
+        source = {**rates.source, "r_h": f"handoff_us: {handoff_us:.3g} µs, {HANDOFF[pattern]}"}
+        rates = replace(rates, r_h=1.0 / handoff_us, source=source)
     if measured is not None:
         got = self_check(
             rates, pattern, server_results, measured, connections, clients=clients, client_cores=client_cores

@@ -80,9 +80,10 @@ RATE_NAMES: tuple[str, ...] = (
     "r_k",  # a re-arm's kick of the dispatcher waiting in select/poll (1/κ, the kicker's CPU); 0: no kicks
     "r_s",  # a server thread's CPU to wake the client asleep, after a send (1/ω at the server's share)
     "r_u",  # how soon a client woken by a response runs (1/its wake-up latency; per client server)
+    "r_h",  # a released lock's hand-off to a waiter asleep on it (1/the waiter's wake-up latency)
 )
 RL, RP, RG, RT, RI, RO, RA, RE, RC = range(9)
-RN, RX, RZ, KZ, CORES, LOAD, RW, RV, RK, RS, RU = range(9, 20)
+RN, RX, RZ, KZ, CORES, LOAD, RW, RV, RK, RS, RU, RH = range(9, 21)
 # The most descriptors (io_uring: completions) one notifier call returns: the server's MAX_EVENTS.
 CACHE_SIZE = 64.0
 

@@ -15,7 +15,7 @@ from demuxlab.ctmc.engine import (
     KZ,
     LOAD,
     RATE_NAMES,
-    RV,
+    RH,
     FloatArray,
     ModelInstance,
     ModelStructure,
@@ -26,7 +26,7 @@ from demuxlab.errors import DemuxlabError
 PATTERNS: tuple[str, ...] = vocab.PATTERNS
 # Seed 001 §V-A's eight rates, then those the other chains and a calibration add (module docstrings).
 RATE_FIELDS: tuple[str, ...] = ("r_l", "r_p", "r_g", "r_t", "r_i", "r_o", "r_a", "r_e")
-EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z", "r_w", "r_v", "r_k", "r_u")
+EXTRA_FIELDS: tuple[str, ...] = ("r_n", "r_x", "r_z", "r_w", "r_v", "r_k", "r_u", "r_h")
 ALL_RATE_FIELDS: tuple[str, ...] = RATE_FIELDS + EXTRA_FIELDS
 INSTANT_RATE = 1000.0  # per µs: a step of 1 ns, for model steps that cost (next to) nothing
 # The rates that take effect only with others (Rates.active): the client's CPU to wake a dispatcher (r_v)
@@ -57,9 +57,13 @@ class Rates:
     CPU a handler's re-arm spends to kick a dispatcher waiting in select or poll, which then calls again;
     HSHA's and the proactor's chains) is instant unless measured (the server's ``kick`` operation), and
     instant means "no kicks": the notifier does not kick (epoll) or the runs predate the ``kick`` timing
-    (in the parameter vector: 0, which turns the chains' kick steps off). ``speed``
-    is the share of its CPUs the server got while the calibration runs ran (1 on a quiet host): every
-    server rate, work included, is multiplied by it (``r_z`` is the client's own and already includes its
+    (in the parameter vector: 0, which turns the chains' kick steps off). ``r_h`` (1/the latency from a
+    lock's release to its waiter, asleep on it, holding it: the futex wake-up of a thread on another
+    core; uring-shared's submission lock) is the server host's, measured by wake-cost with the waiter on
+    the server's first CPU; instant means "not measured": a released lock goes to its waiter at once (in
+    the vector: unbounded; also where the threads outnumber the cores, :func:`build`). ``speed`` is the
+    share of its CPUs the server got while the calibration runs ran (1 on a quiet host): every server
+    rate, work included, is multiplied by it (``r_z`` is the client's own and already includes its
     share). ``source`` says, per rate, where the value came from (``paper``, ``instant:…`` or what it was
     measured from).
     """
@@ -79,6 +83,7 @@ class Rates:
     r_v: float = INSTANT_RATE
     r_k: float = INSTANT_RATE
     r_u: float = INSTANT_RATE
+    r_h: float = INSTANT_RATE
     speed: float = 1.0
     source: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
     # A calibration from runs of several workloads: each workload's own rates (workload_key()); these
@@ -95,7 +100,7 @@ class Rates:
 
     def active(self, name: str) -> bool:
         """Whether rate ``name`` reaches the chains as its own step: it is set (not instant), and so is every
-        rate it needs (:data:`REQUIRES`). An instant r_z, r_w, r_v, r_k or r_u means "not measured" and
+        rate it needs (:data:`REQUIRES`). An instant r_z, r_w, r_v, r_k, r_u or r_h means "not measured" and
         turns its step off (see the class)."""
         return all(getattr(self, k) != INSTANT_RATE for k in (name, *REQUIRES.get(name, ())))
 
@@ -186,16 +191,15 @@ class Rates:
             self.r_v * s if self.client_sleeps else INSTANT_RATE,
             self.r_u if self.client_sleeps else INSTANT_RATE,
         ]
+        # r_h: a latency on the server host (the waiter's wake-up), not CPU: not scaled by the share
+        v += [self.r_h if self.active("r_h") else UNBOUNDED]
         out = np.array(v, dtype=np.float64)
         assert len(out) == len(RATE_NAMES)
         return out
 
 
-def requires(pattern: str, rate: str) -> tuple[str, ...]:
-    """The rates ``rate`` needs to take effect in ``pattern``'s chains (:data:`REQUIRES`; uring-shared's
-    r_v, its submission lock's hand-off, is the server's and needs no client)."""
-    if pattern == "uring-shared" and rate == "r_v":
-        return ()
+def requires(rate: str) -> tuple[str, ...]:
+    """The rates ``rate`` needs to take effect in the chains (:data:`REQUIRES`)."""
     return REQUIRES.get(rate, ())
 
 
@@ -288,6 +292,7 @@ def paper_rates(pattern: str, notifier: str | None = None) -> Rates:
     source["r_v"] = "instant:not in seed 001 (the client's wake-ups cost it nothing beyond r_z)"
     source["r_k"] = "instant:not in seed 001 (a re-arm does not kick the waiting dispatcher)"
     source["r_u"] = "instant:not in seed 001 (a woken client runs at once)"
+    source["r_h"] = "instant:not in seed 001 (a released lock goes to its waiter at once)"
     r_a = 1 / 0.589
     if notifier in NO_REARM_NOTIFIERS:
         r_a = INSTANT_RATE
@@ -449,12 +454,10 @@ def build(
     if pattern == "uring-shared" and threads == 1:
         rates = inline(rates)
     r = rates.vector(work_us, Host(cores, h.client_threads, h.client_cores, h.load))
-    if pattern == "uring-shared":
-        # The submission lock's hand-off costs a sleeping waiter's wake-up (ω, the server host's: no client
-        # needed) on a core of its own; on shared cores the waiter runs as the cores are shared, and the
-        # lock goes to whoever runs first.
-        handed = rates.r_v != INSTANT_RATE and not (cores is not None and threads > cores)
-        r[RV] = rates.r_v if handed else UNBOUNDED
+    if cores is not None and threads > cores:
+        # A lock's hand-off costs its sleeping waiter's wake-up on a core of its own; on shared cores the
+        # waiter runs as the cores are shared, and the lock goes to whoever runs first.
+        r[RH] = UNBOUNDED
     r[KZ] *= kz_scale
     r[LOAD] += float(others)
     return ModelInstance(

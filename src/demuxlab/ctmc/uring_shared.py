@@ -21,14 +21,14 @@ take_send           r_t · w2 · H(e2)                             e2 − 1, w2 
 sq_lock_completion  r_l · w5 · s1 / (w5 + h5)                    w5 → w4, s1 → s2
 rearm               r_a · w4                                     w4 → w2 (prepares the receive), s2 → s1,
                                                                  or → s3 while w5 + h5 > 0
-woken_completion    r_v · s3 · w5 / (w5 + h5)                    w5 → w4, s3 → s2
+woken_completion    r_h · s3 · w5 / (w5 + h5)                    w5 → w4, s3 → s2
 take_recv           r_t · w2 · H(u2) · (1 − H(e2))               u2 → u3, w2 → w3
 put                 r_p · w3                                     q1 → q2, w3 → w2
 idle                r_t · w2 · (1 − H(e2)) · (1 − H(u2))         w2 → w1
 get                 r_g · h1 · H(q2)                             q2 → q1, h1 → h2
 work                r_c · h2                                     h2 → h5
 sq_lock_handler     r_l · h5 · s1 / (w5 + h5)                    h5 → h3, s1 → s2
-woken_handler       r_v · s3 · h5 / (w5 + h5)                    h5 → h3, s3 → s2
+woken_handler       r_h · s3 · h5 / (w5 + h5)                    h5 → h3, s3 → s2
 send                r_o · h3                                     u3 → c0, e1 + 1, h3 → h4, s2 → s1, or → s3
                                                                  while w5 + h5 > 0
 overhead            r_x · h4                                     h4 → h1
@@ -39,13 +39,13 @@ client              r_z · min(c0, k_z)                           c0 → u1
 send (1/r_o, the server's ``send`` timing: the lock's hold), and the completion thread while it re-submits
 a receive (1/r_a, ``rearm``: its ``prep_recv`` and its share of the batch submit before each wait). A
 thread that finds it held sleeps on it; the release then hands it to one of the sleepers, who runs after
-its wake-up, 1/r_v = ω (the host's, ``wake_us``): the lock is idle meanwhile (on fewer cores than threads
-rates.build leaves the hand-off instant: a waiter there runs as the cores are shared). On 16 cores this is
-what stops the server near 60–70k msg/s whatever its threads (docs/ctmc.md, "uring-shared's submission
-lock").
-Without the timings (runs before them, the paper's rates) r_o and r_a are instant or the paper's, and
-without ω the hand-off is instant. The queue lock is not modelled (its hold, tens of ns, is far below the
-steps here). Runnable (pool ``server``): w1·H(u1 + e1) + w2 + w3 + w4 + w5·s1 + h2 + h3 + h4 + h5·s1.
+its wake-up, 1/r_h (the server host's ``handoff_us``: wake-cost's, the waiter on the server's CPU), the
+lock idle meanwhile (on fewer cores than threads rates.build leaves the hand-off instant: a waiter there
+runs as the cores are shared). On 16 cores this is what stops the server near 60–70k msg/s whatever its
+threads (docs/ctmc.md, "uring-shared's submission lock"). Without the timings (runs before them, the
+paper's rates) r_o and r_a are instant or the paper's, and without the hand-off's measure it is instant.
+The queue lock is not modelled (its hold, tens of ns, is far below the steps here).
+Runnable (pool ``server``): w1·H(u1 + e1) + w2 + w3 + w4 + w5·s1 + h2 + h3 + h4 + h5·s1.
 
 :data:`SCHEDULED` is this chain on fewer cores than threads with the scheduler's wake-up measured (r_w): run
 to block (sched.py), its roles the completion thread and the handlers (:data:`ROLES`), without the
@@ -59,11 +59,11 @@ from demuxlab.ctmc.engine import (
     RA,
     RC,
     RG,
+    RH,
     RL,
     RO,
     RP,
     RT,
-    RV,
     RX,
     FloatArray,
     ModelStructure,
@@ -134,7 +134,7 @@ def send_jump(x: FloatArray, d: FloatArray) -> None:
 
 def _chain(handoff: bool) -> ModelStructure:
     """The chain; ``handoff``: a lock released while someone waits for it is handed to a sleeping waiter,
-    who runs after the wake-up 1/r_v (a core per thread or processor sharing); without (run to block), the
+    who runs after the wake-up 1/r_h (a core per thread or processor sharing); without (run to block), the
     waiters take it as they get a core, as the scheduler's chain grants them."""
     released = {"s2": -1, "s1": 1}
     woken: tuple[TransitionClass, ...] = ()
@@ -144,13 +144,13 @@ def _chain(handoff: bool) -> ModelStructure:
             step(
                 "woken_completion",
                 "completion thread woken with the lock",
-                contended(RV, (W5, S3), SQ_LOCK),
+                contended(RH, (W5, S3), SQ_LOCK),
                 {"w5": -1, "w4": 1, "s3": -1, "s2": 1},
             ),
             step(
                 "woken_handler",
                 "handler woken with the lock",
-                contended(RV, (H5, S3), SQ_LOCK),
+                contended(RH, (H5, S3), SQ_LOCK),
                 {"h5": -1, "h3": 1, "s3": -1, "s2": 1},
             ),
         )

@@ -185,7 +185,7 @@ def override_notes(pattern: str, rates: Any, overrides: dict[str, float]) -> lis
     read = pattern_rates(pattern)
     notes = []
     for k in overrides:
-        missing = [d for d in requires(pattern, k) if getattr(rates, d) == INSTANT_RATE]
+        missing = [d for d in requires(k) if getattr(rates, d) == INSTANT_RATE]
         if k not in read:
             notes.append(
                 f"{figs.rate_name(k)}: {pattern}'s chain does not take this step; it changes nothing."

@@ -1,14 +1,18 @@
-"""ω: what a request costs the client more when it wakes a server thread asleep in its notifier, measured on
-the host by ``build/bin/wake-cost`` (images/bench/wake_cost.c) between the client's and the server's first
-CPUs.
+"""ω: what a request costs the client more when it wakes a server thread asleep in its notifier, and the
+hand-off of a released lock to a server thread asleep on it, measured on the host by ``build/bin/wake-cost``
+(images/bench/wake_cost.c) from the client's first CPU to the server's.
 
 A one-byte loopback send that wakes a thread asleep in epoll_wait on another CPU costs its sender ~8 µs
 more than one that finds it polling (2-core VM; docs/ctmc.md, "The client that wakes the dispatcher").
-HSHA's and the proactor's calibrated chains charge it to the client (``Rates.r_v``), so the calibration
-needs it from the host of its runs: a run point on the local launchers (``runpoint.run_leased``: native,
-docker) measures it before every instrumented run whose sides share this host (``Pinning.wake_us`` in the
-run record) and ``validation.calibration`` passes it on. Runs whose client is on another host have none:
-there the client's send does not wake the server, the NIC's interrupt does.
+HSHA's and the proactor's calibrated chains charge it to the client (``Rates.r_v``). A pthread mutex
+released while a thread on another CPU sleeps on it stays idle until that thread runs, 20–28 µs later on
+the same VM: uring-shared's chain holds its submission lock that long per hand-off (``Rates.r_h``;
+"uring-shared's submission lock"). So the calibration needs both from the host of its runs: a run point on
+the local launchers (``runpoint.run_leased``: native, docker) measures them before every instrumented run
+whose sides share this host (``Pinning.wake_us``, ``Pinning.handoff_us`` in the run record) and
+``validation.calibration`` passes them on. Runs whose client is on another host have neither: there the
+client's send does not wake the server, the NIC's interrupt does (and the server host's hand-off is not
+measured there yet).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import json
 import os
 import statistics
 import subprocess
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from demuxlab.errors import LaunchError
@@ -32,13 +36,26 @@ def wake_cost_path() -> Path:
     return bin_dir() / WAKE_COST
 
 
+@dataclass(frozen=True)
+class WakeCost:
+    wake_us: float  # ω: the sender's CPU to wake the receiver asleep in epoll_wait (wake_ns)
+    handoff_us: float  # a released mutex's hand-off to its waiter asleep on it (handoff_ns)
+
+
 def measure_wake_us(sender: int, receiver: int, runs: int = RUNS, prog: Path | None = None) -> float:
-    """ω in µs: the median over ``runs`` runs of wake-cost's ``wake_ns`` with the sender on CPU ``sender``
-    and the sleeping receiver on CPU ``receiver``. Raises :class:`LaunchError` naming what failed."""
+    """ω in µs (:func:`measure_wake`)."""
+    return measure_wake(sender, receiver, runs, prog).wake_us
+
+
+def measure_wake(sender: int, receiver: int, runs: int = RUNS, prog: Path | None = None) -> WakeCost:
+    """The medians over ``runs`` runs of wake-cost's ``wake_ns`` and ``handoff_ns``, in µs, with the sender
+    (and the lock's releaser) on CPU ``sender`` and the sleeper on CPU ``receiver``. Raises
+    :class:`LaunchError` naming what failed."""
     path = prog if prog is not None else wake_cost_path()
     if not os.access(path, os.X_OK):
         raise LaunchError(f"{WAKE_COST} not found at {path}: run `make build`")
     got: list[float] = []
+    handoffs: list[float] = []
     for _ in range(runs):
         try:
             res = subprocess.run(
@@ -49,23 +66,29 @@ def measure_wake_us(sender: int, receiver: int, runs: int = RUNS, prog: Path | N
         if res.returncode != 0:
             raise LaunchError(f"{WAKE_COST}: {res.stderr.strip() or f'exit status {res.returncode}'}")
         try:
-            got.append(float(json.loads(res.stdout)["wake_ns"]) / 1000.0)
+            doc = json.loads(res.stdout)
+            got.append(float(doc["wake_ns"]) / 1000.0)
+            handoffs.append(float(doc["handoff_ns"]) / 1000.0)
         except (ValueError, KeyError, TypeError):
-            raise LaunchError(f"{WAKE_COST}: no wake_ns in its output {res.stdout.strip()[:200]!r}") from None
-    return statistics.median(got)
+            raise LaunchError(
+                f"{WAKE_COST}: no wake_ns and handoff_ns in its output {res.stdout.strip()[:200]!r} (an old "
+                "build: run `make build`)"
+            ) from None
+    return WakeCost(statistics.median(got), statistics.median(handoffs))
 
 
 def with_wake_cost(pinning: Pinning, prog: Path | None = None) -> Pinning:
-    """``pinning`` with ω measured from the client's first CPU to the server's (``wake_us``), where both
-    sides share this host on different CPUs; otherwise as it is. A measurement that fails leaves ``wake_us``
-    unset and says why in the notes (the calibration then charges no wake-up)."""
+    """``pinning`` with ω and the lock's hand-off measured from the client's first CPU to the server's
+    (``wake_us``, ``handoff_us``), where both sides share this host on different CPUs; otherwise as it is.
+    A measurement that fails leaves them unset and says why in the notes (the calibration then charges
+    neither)."""
     if not (pinning.same_host and pinning.server_cpus and pinning.client_cpus):
         return pinning
     sender, receiver = pinning.client_cpus[0], pinning.server_cpus[0]
     if sender == receiver:
         return pinning
     try:
-        omega = measure_wake_us(sender, receiver, prog=prog)
+        got = measure_wake(sender, receiver, prog=prog)
     except LaunchError as exc:
         return replace(pinning, notes=(*pinning.notes, f"the client's wake-up cost was not measured: {exc}"))
-    return replace(pinning, wake_us=round(omega, 3))
+    return replace(pinning, wake_us=round(got.wake_us, 3), handoff_us=round(got.handoff_us, 3))

@@ -36,12 +36,13 @@ class CalibrationRun:
     client_result: dict[str, Any] | None = None  # the client's JSON (its CPU per message: r_z)
     client_cores: int | None = None  # the CPUs the client was pinned to (None: one per client thread)
     wake_us: float | None = None  # ω measured beside the run (its pinning's wake_us; None: not measured)
+    handoff_us: float | None = None  # a lock's hand-off measured beside it (pinning.handoff_us)
 
 
-def pinned_wake_us(pinning: Any) -> float | None:
+def pinned_wake_us(pinning: Any, field: str = "wake_us") -> float | None:
     """The client's wake-up cost measured beside a run (its record's ``pinning.wake_us``,
-    demuxlab.launch.wake), None where it was not measured."""
-    got = pinning.get("wake_us") if isinstance(pinning, Mapping) else None
+    demuxlab.launch.wake; ``field="handoff_us"``: the lock's hand-off), None where it was not measured."""
+    got = pinning.get(field) if isinstance(pinning, Mapping) else None
     if not isinstance(got, int | float) or isinstance(got, bool) or not math.isfinite(got) or got < 0:
         return None
     return float(got)
@@ -131,6 +132,7 @@ def fit_calibration(
         )
     checks: list[SelfCheck] = []
     omegas = [r.wake_us for r in runs if r.wake_us is not None]
+    handoffs = [r.handoff_us for r in runs if r.handoff_us is not None]
     try:
         rates = calibrate(
             [r.server_result for r in runs],
@@ -144,6 +146,8 @@ def fit_calibration(
             # The client's wake-up of a sleeping dispatcher: the median of what was measured beside the
             # runs (none on two hosts: the calibration then charges no wake-up).
             wake_us=statistics.median(omegas) if omegas else None,
+            # A lock's hand-off to a sleeping waiter, likewise (none on two hosts: not measured there).
+            handoff_us=statistics.median(handoffs) if handoffs else None,
         )
     except DemuxlabError as exc:
         done = tuple(c.as_dict() for c in checks)

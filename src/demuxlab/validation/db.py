@@ -72,6 +72,7 @@ def calibration_runs(
                         client_result=run.client_result,
                         client_cores=_cpu_count(run.pinning, "client_cpus"),
                         wake_us=pinned_wake_us(run.pinning),
+                        handoff_us=pinned_wake_us(run.pinning, "handoff_us"),
                     )
                 )
             else:

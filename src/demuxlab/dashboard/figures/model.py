@@ -35,9 +35,10 @@ RATE_NAMES: dict[str, str] = {
     "r_x": "untimed CPU, per message",
     "r_z": "client turnaround",
     "r_w": "wake-up, per other thread",
-    "r_v": "a sleeping thread's wake-up (ω)",  # HSHA, proactor: the client's; uring-shared: a lock's waiter
+    "r_v": "client waking the dispatcher (ω)",
     "r_k": "re-arm's kick of the dispatcher",
     "r_u": "woken client's latency",
+    "r_h": "lock's hand-off to a sleeping waiter",
 }
 _PAPER_GREYS: tuple[str, ...] = ("#BBBBBB", "#888888", "#DDDDDD", "#666666")
 
