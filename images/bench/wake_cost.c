@@ -154,8 +154,13 @@ static uint64_t measure_handoff(int cpu, uint64_t rounds, uint64_t *latency)
         return 0;
     pthread_mutex_lock(&h.mu);
     pthread_t t;
-    if (pthread_create(&t, NULL, take_handed_lock, &h) != 0)
+    int rc = pthread_create(&t, NULL, take_handed_lock, &h);
+    if (rc != 0) {
+        pthread_mutex_unlock(&h.mu);
+        pthread_mutex_destroy(&h.mu);
+        errno = rc;
         return 0;
+    }
     for (uint64_t i = 0; i < rounds && !atomic_load(&h.failed); i++) {
         atomic_store(&h.start, i + 1);
         spin_us(SETTLE_US); /* the waiter blocks on the lock and its CPU goes idle */
@@ -281,6 +286,7 @@ int main(int argc, char **argv)
     printf("{\"cpus\": [%d, %d], \"sends\": %llu, \"asleep_ns\": %llu, \"awake_ns\": %llu, \"busy_ns\": %llu, "
            "\"wake_ns\": %lld, \"busy_wake_ns\": %lld, \"handoff_ns\": %llu}\n",
            cpus[0], cpus[1], (unsigned long long)sends, (unsigned long long)asleep, (unsigned long long)awake,
-           (unsigned long long)busy, (long long)asleep - (long long)awake, (long long)busy - (long long)awake, (unsigned long long)handoff);
+           (unsigned long long)busy, (long long)asleep - (long long)awake, (long long)busy - (long long)awake,
+           (unsigned long long)handoff);
     return 0;
 }
