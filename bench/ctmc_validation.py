@@ -296,11 +296,11 @@ def host_wake(a: Any, replay_doc: dict[str, Any], sender: int, receiver: int) ->
             measured: tuple[float | None, float | None, str] = (None, None, why)
         else:
             try:
-                got = measure_wake(
+                cost = measure_wake(
                     sender, receiver, runs=5, prog=build_helper("wake_cost", REPO / "build" / "bin")
                 )
                 how = f"wake-cost from CPU {sender} to CPU {receiver}, median of 5"
-                measured = (got.wake_us, got.handoff_us, how)
+                measured = (cost.wake_us, cost.handoff_us, how)
             except BenchError as exc:
                 measured = (None, None, f"not measured ({exc}): not charged")
             except DemuxlabError as exc:

@@ -42,11 +42,6 @@ class WakeCost:
     handoff_us: float  # a released mutex's hand-off to its waiter asleep on it (handoff_ns)
 
 
-def measure_wake_us(sender: int, receiver: int, runs: int = RUNS, prog: Path | None = None) -> float:
-    """ω in µs (:func:`measure_wake`)."""
-    return measure_wake(sender, receiver, runs, prog).wake_us
-
-
 def measure_wake(sender: int, receiver: int, runs: int = RUNS, prog: Path | None = None) -> WakeCost:
     """The medians over ``runs`` runs of wake-cost's ``wake_ns`` and ``handoff_ns``, in µs, with the sender
     (and the lock's releaser) on CPU ``sender`` and the sleeper on CPU ``receiver``. Raises
