@@ -359,8 +359,11 @@ def test_every_page_renders(site: Site) -> None:
     # Every rate at once (the calibrations measured them all): each name stays clear of its neighbours,
     # and the legend is whole.
     rates = site.drawn("model-rates-graph")
-    assert not rates["legendScroll"] and len(rates["axes"]["xaxis"]["ticks"]) == 15
-    assert [t["name"] for t in rates["traces"][:2]] == ["paper: hsha, proactor", "paper: lf, uring"]
+    assert not rates["legendScroll"] and len(rates["axes"]["xaxis"]["ticks"]) == 16
+    assert [t["name"] for t in rates["traces"][:2]] == [
+        "paper: hsha, proactor, uring-shared",
+        "paper: lf, uring",
+    ]
     assert site.page.evaluate(
         """() => { const boxes = Array.from(document.querySelectorAll('#model-rates-graph .xtick text'))
                      .map(t => t.getBoundingClientRect()).sort((a, b) => a.left - b.left);

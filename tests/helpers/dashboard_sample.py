@@ -268,12 +268,20 @@ def store_model(spec: Any, url: str) -> None:
         url=url,
     )
     # Calibrations as the full model stages make them: every rate the pattern's chains read measured (the
-    # per-call notifier cost, the untimed CPU, the client, its wake-ups, kicks, the scheduler's wake-up),
-    # so the model page shows every rate at once, as a researcher's does.
+    # per-call notifier cost, the untimed CPU, the client, its wake-ups, kicks, the scheduler's wake-up, a
+    # lock's hand-off), so the model page shows every rate at once, as a researcher's does.
     from demuxlab.ctmc.rates import rates_read
 
-    measured_us = {"r_n": 1.4, "r_x": 2.1, "r_z": 3.3, "r_w": 21.0, "r_v": 8.3, "r_k": 0.67, "r_u": 31.6}
-    for pattern, notifier in (("hsha", "select"), ("proactor", "poll"), ("uring", "uring")):
+    measured_us = {
+        **{"r_n": 1.4, "r_x": 2.1, "r_z": 3.3, "r_w": 21.0, "r_v": 8.3, "r_k": 0.67, "r_u": 31.6},
+        "r_h": 24.0,  # uring-shared's submission lock handed to a sleeping waiter
+    }
+    for pattern, notifier in (
+        ("hsha", "select"),
+        ("proactor", "poll"),
+        ("uring", "uring"),
+        ("uring-shared", "uring"),
+    ):
         mine = {k: 1 / v for k, v in measured_us.items() if k in rates_read(pattern)}
         paper = paper_rates(pattern)
         full = replace(paper, **mine, source={**paper.source, **{k: "fit" for k in mine}})
