@@ -225,3 +225,52 @@ def test_every_state_dependent_jump_is_analysed() -> None:
             deps = dependencies(st)
             unread = [st.transitions[k].name for k, c in enumerate(deps.changes) if c is None]
             assert unread == [], (st.name, unread)
+
+
+def test_syntax_trees_are_safe_from_other_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPython 3.11 counts the ast module's recursion depth once per interpreter: two threads parsing at
+    once could fail with "AST constructor recursion depth mismatch" (the dashboard's callbacks did, in CI).
+    The engine's parses hold one lock, so its own threads agree with one another; one raced by a thread
+    outside it is made again, a few times at most, and any other SystemError is not hidden."""
+    import ast
+    import threading
+
+    from demuxlab.ctmc import engine
+    from demuxlab.ctmc.rates import PATTERNS, structures
+
+    chains = [st for p in PATTERNS for st in structures(p)]
+    want = [engine.parameters_read(st) for st in chains]
+    got: list[list[frozenset[int] | None]] = []
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            for _ in range(5):
+                got.append([engine.parameters_read(st) for st in chains])
+        except BaseException as exc:  # reported below, with the thread's own error
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(got) == 40 and all(g == want for g in got)
+
+    parse = ast.parse
+    raced = {"left": 2}
+
+    def racing(*args: object, **kwargs: object) -> ast.AST:
+        if raced["left"]:
+            raced["left"] -= 1
+            raise SystemError("AST constructor recursion depth mismatch (before=72, after=60)")
+        return parse(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ast, "parse", racing)
+    assert isinstance(engine.parse_expr("r[0] * x[1]").body, ast.BinOp) and raced["left"] == 0
+    raced["left"] = engine.AST_TRIES
+    with pytest.raises(SystemError, match="recursion depth mismatch"):
+        engine.parse_expr("x[0]")
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: (_ for _ in ()).throw(SystemError("other")))
+    with pytest.raises(SystemError, match="other"):
+        engine.parse_module("y = 1")

@@ -57,6 +57,45 @@ FloatArray = npt.NDArray[np.float64]
 RateFn = Callable[[FloatArray, FloatArray], float]
 JumpFn = Callable[[FloatArray, FloatArray], None]
 
+# CPython 3.11 keeps the ast module's recursion-depth count once per interpreter, so two threads making or
+# reading Python syntax-tree objects at once (``ast.parse``; ``compile`` of a tree) can fail with
+# "SystemError: AST constructor recursion depth mismatch" (python/cpython#106905): two dashboard callbacks
+# each asking for a chain's rates did, in CI on 2026-11-29. Every such call here holds this lock, and one
+# that a thread outside it (another library's) raced is made again: the call is pure, and each starts
+# the count afresh.
+_AST_LOCK = threading.Lock()
+AST_TRIES = 3
+
+
+def _ast_call(fn: Callable[[], Any]) -> Any:
+    for attempt in range(AST_TRIES):
+        try:
+            with _AST_LOCK:
+                return fn()
+        except SystemError as exc:
+            if "recursion depth mismatch" not in str(exc) or attempt == AST_TRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def parse_expr(text: str) -> ast.Expression:
+    """``ast.parse(text, mode="eval")``, safe from other threads' syntax trees (:data:`_AST_LOCK`)."""
+    tree: ast.Expression = _ast_call(lambda: ast.parse(text, mode="eval"))
+    return tree
+
+
+def parse_module(text: str) -> ast.Module:
+    """``ast.parse(text)``, safe from other threads' syntax trees (:data:`_AST_LOCK`)."""
+    tree: ast.Module = _ast_call(lambda: ast.parse(text))
+    return tree
+
+
+def compile_tree(tree: ast.Module | ast.Expression, filename: str, mode: str) -> types.CodeType:
+    """``compile(tree, filename, mode)`` of a syntax tree, safe from other threads' (:data:`_AST_LOCK`)."""
+    code: types.CodeType = _ast_call(lambda: compile(tree, filename, mode))
+    return code
+
+
 # Positions in the parameter vector ``r`` every φ receives. The first nine are seed 001's rates (per µs; r_c
 # is 1/work), then the rates the other chains add (per µs) and the host (not rates: counts).
 RATE_NAMES: tuple[str, ...] = (
@@ -149,7 +188,7 @@ class Expr:
 
     def __post_init__(self) -> None:
         try:
-            tree = ast.parse(self.text, mode="eval")
+            tree = parse_expr(self.text)
         except SyntaxError as exc:
             raise DemuxlabError(f"rate expression {self.text!r}: {exc.msg}") from None
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
@@ -177,7 +216,7 @@ def operand(e: Expr, *, left: bool) -> str:
     """``e``'s text as the left or right operand of ``*`` (or ``/``): as it is where Python's precedence
     and left-to-right order keep its meaning (a call, a subscript, a constant; a product or quotient on the
     left), else in parentheses."""
-    node = ast.parse(e.text, mode="eval").body
+    node = parse_expr(e.text).body
     if not isinstance(node, ast.BinOp) or (left and isinstance(node.op, ast.Mult | ast.Div)):
         return e.text
     return f"({e.text})"
@@ -187,7 +226,7 @@ def _summand(term: int | Expr, *, first: bool) -> str:
     """A population index or an expression as a term of a left-to-right sum."""
     if isinstance(term, int):
         return f"x[{term}]"
-    node = ast.parse(term.text, mode="eval").body
+    node = parse_expr(term.text).body
     if not first and isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Sub):
         return f"({term.text})"
     return term.text
@@ -456,7 +495,7 @@ def _constant_index(node: ast.expr, env: dict[str, Any], size: int) -> int | Non
     if not all(isinstance(sub, _INDEX_NODES) for sub in ast.walk(node)):
         return None
     try:
-        value = eval(compile(ast.Expression(node), "<index>", "eval"), env)
+        value = eval(compile_tree(ast.Expression(node), "<index>", "eval"), env)
     except Exception:
         return None
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or not -size <= value < size:
@@ -472,9 +511,9 @@ def subscripts(fn: Callable[..., Any], param: int, size: int) -> frozenset[int] 
     if isinstance(fn, Expr):
         if param > 1:
             return None
-        return _subscripts_in(ast.parse(fn.text, mode="eval"), ("x", "r")[param], {}, size)
+        return _subscripts_in(parse_expr(fn.text), ("x", "r")[param], {}, size)
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        tree = parse_module(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
         return None
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
@@ -511,7 +550,7 @@ def _is_source_of(fdef: ast.FunctionDef, fn: Callable[..., Any]) -> bool:
         body = [ast.FunctionDef(name="_enclosing", args=no_args, body=[*free, fdef], decorator_list=[])]
     try:
         tree = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
-        consts = compile(tree, "<source check>", "exec").co_consts
+        consts = compile_tree(tree, "<source check>", "exec").co_consts
     except (SyntaxError, ValueError, TypeError):
         return False
     if code.co_freevars:
