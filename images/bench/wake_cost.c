@@ -59,13 +59,21 @@ struct receiver {
     _Atomic uint64_t taken;  /* bytes received */
 };
 
+/* Pins the calling helper thread to `cpu`; where it cannot, records why in
+ * *failed (the main thread reports it) and returns -1. */
+static int pin_or_record(int cpu, _Atomic int *failed)
+{
+    if (pin_self_to_cpu(cpu) == 0)
+        return 0;
+    atomic_store(failed, errno ? errno : EINVAL);
+    return -1;
+}
+
 static void *receive(void *arg)
 {
     struct receiver *r = arg;
-    if (pin_self_to_cpu(r->cpu) < 0) {
-        atomic_store(&r->failed, errno ? errno : EINVAL);
+    if (pin_or_record(r->cpu, &r->failed) < 0)
         return NULL;
-    }
     int ep = epoll_create1(0);
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = r->fd};
     if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, r->fd, &ev) < 0) {
@@ -100,10 +108,8 @@ struct spinner {
 static void *spin(void *arg)
 {
     struct spinner *sp = arg;
-    if (pin_self_to_cpu(sp->cpu) < 0) {
-        atomic_store(&sp->failed, errno ? errno : EINVAL);
+    if (pin_or_record(sp->cpu, &sp->failed) < 0)
         return NULL;
-    }
     while (!atomic_load_explicit(&sp->stop, memory_order_relaxed))
         ;
     return NULL;
@@ -130,9 +136,8 @@ struct handoff {
 static void *take_handed_lock(void *arg)
 {
     struct handoff *h = arg;
-    if (pin_self_to_cpu(h->cpu) < 0) {
-        atomic_store(&h->failed, errno ? errno : EINVAL);
-        atomic_store(&h->done, h->rounds);
+    if (pin_or_record(h->cpu, &h->failed) < 0) {
+        atomic_store(&h->done, h->rounds); /* the releaser stops waiting for rounds */
         return NULL;
     }
     for (uint64_t i = 0; i < h->rounds; i++) {
