@@ -75,12 +75,11 @@ def test_unusable_timings_are_refused_with_the_reason() -> None:
 def test_the_wake_up_measured_beside_the_runs_is_charged() -> None:
     """The runs' pinning carries ω (demuxlab.launch.wake); the fit charges their median to HSHA's and the
     proactor's client (r_v), and a pinning without one (two hosts, not measured, junk) charges none."""
-    from demuxlab.validation.calibration import pinned_wake_us
+    from demuxlab.validation.calibration import pinned_us
     from helpers.ctmc_runs import server_json
 
-    assert [pinned_wake_us(p) for p in ({"wake_us": 8.25}, {}, None, {"wake_us": "8"}, {"wake_us": -1})] == [
-        8.25, None, None, None, None,
-    ]  # fmt: skip
+    pinnings = ({"wake_us": 8.25}, {}, None, {"wake_us": "8"}, {"wake_us": -1})
+    assert [pinned_us(p, "wake_us") for p in pinnings] == [8.25, None, None, None, None]
     client = {"threads": 1, "messages": 3000, "cpu_s": {"user": 0.012, "sys": 0.012}}
     res = server_json("proactor", 2.0, alpha_us=1.0, work_us=0.0, connections_accepted=2)
 
@@ -100,11 +99,11 @@ def test_the_wake_up_measured_beside_the_runs_is_charged() -> None:
 def test_the_lock_hand_off_measured_beside_the_runs_is_charged_to_uring_shared() -> None:
     """The pinning's ``handoff_us`` (measured with ω): the fit charges the runs' median to uring-shared's
     submission lock (r_h) and to no client (r_v stays instant there); runs without it charge none."""
-    from demuxlab.validation.calibration import pinned_wake_us
+    from demuxlab.validation.calibration import pinned_us
     from helpers.ctmc_runs import server_json
 
-    assert pinned_wake_us({"wake_us": 8.0, "handoff_us": 21.5}, "handoff_us") == 21.5
-    assert pinned_wake_us({"wake_us": 8.0}, "handoff_us") is None
+    assert pinned_us({"wake_us": 8.0, "handoff_us": 21.5}, "handoff_us") == 21.5
+    assert pinned_us({"wake_us": 8.0}, "handoff_us") is None
     res = server_json("uring-shared", 2.0)
 
     def run(rid: str, handoff: float | None) -> CalibrationRun:

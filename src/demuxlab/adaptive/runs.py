@@ -15,7 +15,7 @@ from demuxlab.errors import DemuxlabError
 from demuxlab.point import Point
 from demuxlab.stats import Summary, point_summary
 from demuxlab.steady import first_stop
-from demuxlab.validation.calibration import pinned_wake_us
+from demuxlab.validation.calibration import pinned_us
 from demuxlab.vocab import RUN_OK
 
 
@@ -131,8 +131,8 @@ def observe(record: Mapping[str, Any], source: str) -> Observed:
         run_id=str(record.get("run_id") or ""),
         client_result=client if client else None,
         client_cpus=len(client_cpus) if isinstance(client_cpus, list) and client_cpus else None,
-        wake_us=pinned_wake_us(pinning),
-        handoff_us=pinned_wake_us(pinning, "handoff_us"),
+        wake_us=pinned_us(pinning, "wake_us"),
+        handoff_us=pinned_us(pinning, "handoff_us"),
     )
 
 

@@ -68,14 +68,15 @@ AST_TRIES = 3
 
 
 def _ast_call(fn: Callable[[], Any]) -> Any:
-    for attempt in range(AST_TRIES):
+    for _ in range(AST_TRIES - 1):
         try:
             with _AST_LOCK:
                 return fn()
         except SystemError as exc:
-            if "recursion depth mismatch" not in str(exc) or attempt == AST_TRIES - 1:
+            if "recursion depth mismatch" not in str(exc):
                 raise
-    raise AssertionError("unreachable")
+    with _AST_LOCK:  # the last try: whatever it raises stands
+        return fn()
 
 
 def parse_expr(text: str) -> ast.Expression:

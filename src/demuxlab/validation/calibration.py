@@ -39,9 +39,9 @@ class CalibrationRun:
     handoff_us: float | None = None  # a lock's hand-off measured beside it (pinning.handoff_us)
 
 
-def pinned_wake_us(pinning: Any, field: str = "wake_us") -> float | None:
-    """The client's wake-up cost measured beside a run (its record's ``pinning.wake_us``,
-    demuxlab.launch.wake; ``field="handoff_us"``: the lock's hand-off), None where it was not measured."""
+def pinned_us(pinning: Any, field: str) -> float | None:
+    """A wake-up measured beside a run, µs (demuxlab.launch.wake): its record's ``pinning.wake_us`` (the
+    client's ω) or ``pinning.handoff_us`` (a lock's hand-off); None where it was not measured."""
     got = pinning.get(field) if isinstance(pinning, Mapping) else None
     if not isinstance(got, int | float) or isinstance(got, bool) or not math.isfinite(got) or got < 0:
         return None

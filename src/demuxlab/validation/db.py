@@ -15,7 +15,7 @@ from demuxlab.ctmc.predict import Prediction
 from demuxlab.ctmc.rates import PATTERNS, Rates
 from demuxlab.errors import DemuxlabError
 from demuxlab.spec import Spec
-from demuxlab.validation.calibration import CalibrationKey, CalibrationRun, Fit, pinned_wake_us
+from demuxlab.validation.calibration import CalibrationKey, CalibrationRun, Fit, pinned_us
 from demuxlab.validation.prediction import ModelPoint
 from demuxlab.validation.rows import StoredPrediction
 from demuxlab.vocab import RUN_OK
@@ -71,8 +71,8 @@ def calibration_runs(
                         launcher=str(run.launcher),
                         client_result=run.client_result,
                         client_cores=_cpu_count(run.pinning, "client_cpus"),
-                        wake_us=pinned_wake_us(run.pinning),
-                        handoff_us=pinned_wake_us(run.pinning, "handoff_us"),
+                        wake_us=pinned_us(run.pinning, "wake_us"),
+                        handoff_us=pinned_us(run.pinning, "handoff_us"),
                     )
                 )
             else:
