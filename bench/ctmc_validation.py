@@ -272,42 +272,50 @@ class Wake(NamedTuple):
     handoff_how: str
 
 
+WAKE_OPTIONS = {"wake_us": "--wake-us", "handoff_us": "--handoff-us"}  # Wake's fields and their options
+
+
 def host_wake(a: Any, replay_doc: dict[str, Any], sender: int, receiver: int) -> Wake:
-    """ω and the lock's hand-off: --wake-us / --handoff-us, else a replayed file's, else measured by
-    wake-cost from the client's first CPU to the server's (None where it cannot be: the calibrations then
-    do not charge it)."""
-    given: dict[str, tuple[float | None, str]] = {}
-    for field, option in (("wake_us", "--wake-us"), ("handoff_us", "--handoff-us")):
+    """ω and the lock's hand-off, each: its option (--wake-us, --handoff-us), else a replayed file's, else
+    measured by wake-cost from the client's first CPU to the server's (None where it cannot be: the
+    calibrations then do not charge it)."""
+    found: dict[str, tuple[float | None, str]] = {}
+    for field, option in WAKE_OPTIONS.items():
         value = getattr(a, field)
         if value is not None:
             if not value >= 0:
                 raise BenchError(f"{option}: must be a number of µs ≥ 0, got {value!r}")
-            given[field] = (value, option)
+            found[field] = (value, option)
         elif a.replay:
             got = replay_doc.get(field)
             if isinstance(got, int | float) and not isinstance(got, bool):
-                given[field] = (float(got), f"measured with the runs, {replay_doc.get('when')}")
+                found[field] = (float(got), f"measured with the runs, {replay_doc.get('when')}")
             else:
                 why = f"{a.replay} holds none (measured before it was recorded): not charged; give {option}"
-                given[field] = (None, why)
-    if len(given) < 2:
-        if sender == receiver:
-            why = "the client and the server share a CPU: not measured, not charged"
-            measured: tuple[float | None, float | None, str] = (None, None, why)
+                found[field] = (None, why)
+    if len(found) < len(WAKE_OPTIONS):
+        found = {**measured_wake(sender, receiver), **found}
+    (wake_us, wake_how), (handoff_us, handoff_how) = found["wake_us"], found["handoff_us"]
+    return Wake(wake_us, handoff_us, wake_how, handoff_how)
+
+
+def measured_wake(sender: int, receiver: int) -> dict[str, tuple[float | None, str]]:
+    """Both of :data:`WAKE_OPTIONS` as wake-cost measures them on this host, each with how it was found."""
+    if sender == receiver:
+        why = "the client and the server share a CPU: not measured, not charged"
+    else:
+        try:
+            cost = measure_wake(
+                sender, receiver, runs=5, prog=build_helper("wake_cost", REPO / "build" / "bin")
+            )
+        except BenchError as exc:
+            why = f"not measured ({exc}): not charged"
+        except DemuxlabError as exc:
+            why = f"not measured ({exc.message}): not charged"
         else:
-            try:
-                cost = measure_wake(
-                    sender, receiver, runs=5, prog=build_helper("wake_cost", REPO / "build" / "bin")
-                )
-                how = f"wake-cost from CPU {sender} to CPU {receiver}, median of 5"
-                measured = (cost.wake_us, cost.handoff_us, how)
-            except BenchError as exc:
-                measured = (None, None, f"not measured ({exc}): not charged")
-            except DemuxlabError as exc:
-                measured = (None, None, f"not measured ({exc.message}): not charged")
-        given.setdefault("wake_us", (measured[0], measured[2]))
-        given.setdefault("handoff_us", (measured[1], measured[2]))
-    return Wake(given["wake_us"][0], given["handoff_us"][0], given["wake_us"][1], given["handoff_us"][1])
+            how = f"wake-cost from CPU {sender} to CPU {receiver}, median of 5"
+            return {"wake_us": (cost.wake_us, how), "handoff_us": (cost.handoff_us, how)}
+    return dict.fromkeys(WAKE_OPTIONS, (None, why))
 
 
 def repeat_spread(runs: dict[Any, list[float]]) -> dict[str, float | int] | None:
