@@ -11,6 +11,8 @@
 #define DEMUX_MAX_WORK_US 1000000       /* server --work-us, microseconds */
 #define DEMUX_MAX_MSG_SIZE 1048576      /* server --msg-size, bytes */
 #define DEMUX_MAX_SLOTS 1048576         /* server connections (--max-conns) */
+#define DEMUX_MAX_STALL_MS 3600000      /* server --stall-ms, milliseconds */
+#define DEMUX_DEFAULT_STALL_MS 5000     /* server --stall-ms when not given */
 #define DEMUX_MAX_CPUS 1024             /* CPUs in a --cpus list (both) */
 #define DEMUX_CLIENT_MAX_THREADS 1024   /* client --threads (and at most --connections) */
 #define DEMUX_CLIENT_MAX_CONNS 1000000  /* client --connections */

@@ -71,13 +71,14 @@ static const char *notifier_names(void)
 void config_parse(struct config *cfg, int argc, char **argv)
 {
     enum { O_PATTERN = 256, O_NOTIFIER, O_THREADS, O_PORT, O_BIND, O_WORK, O_MSG, O_INSTR, O_CPUS, O_MAXC,
-           O_LIST, O_VERSION, O_HELP };
+           O_STALL, O_LIST, O_VERSION, O_HELP };
     static const struct option opts[] = {
         {"pattern", required_argument, NULL, O_PATTERN}, {"notifier", required_argument, NULL, O_NOTIFIER},
         {"threads", required_argument, NULL, O_THREADS}, {"port", required_argument, NULL, O_PORT},
         {"bind", required_argument, NULL, O_BIND},       {"work-us", required_argument, NULL, O_WORK},
         {"msg-size", required_argument, NULL, O_MSG},    {"instrument", no_argument, NULL, O_INSTR},
         {"cpus", required_argument, NULL, O_CPUS},       {"max-conns", required_argument, NULL, O_MAXC},
+        {"stall-ms", required_argument, NULL, O_STALL},
         {"list", no_argument, NULL, O_LIST},             {"version", no_argument, NULL, O_VERSION},
         {"help", no_argument, NULL, O_HELP},             {NULL, 0, NULL, 0},
     };
@@ -87,6 +88,7 @@ void config_parse(struct config *cfg, int argc, char **argv)
     cfg->msg_size = 1;
     cfg->bind_addr = "0.0.0.0";
     cfg->max_conns = -1;
+    cfg->stall_ms = DEMUX_DEFAULT_STALL_MS;
     opterr = 0;
     for (;;) {
         int o = getopt_long(argc, argv, "", opts, NULL);
@@ -129,6 +131,11 @@ void config_parse(struct config *cfg, int argc, char **argv)
             if (parse_u64(optarg, 1, MAX_SLOTS, &v) < 0)
                 usage_error("bad --max-conns '%s' (1..%d)", optarg, MAX_SLOTS);
             cfg->max_conns = (int)v;
+            break;
+        case O_STALL:
+            if (parse_u64(optarg, 1, DEMUX_MAX_STALL_MS, &v) < 0)
+                usage_error("bad --stall-ms '%s' (milliseconds, 1..%d)", optarg, DEMUX_MAX_STALL_MS);
+            cfg->stall_ms = (int)v;
             break;
         case O_LIST:
             print_list();

@@ -30,6 +30,7 @@ struct config {
     int cpus[MAX_CPUS];
     int ncpus;
     int max_conns; /* -1: not given */
+    int stall_ms;  /* a connection that cannot take its reply this long is closed (--stall-ms) */
 };
 
 /* Parses the command line into *cfg; answers --list, --version and --help

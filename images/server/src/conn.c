@@ -16,10 +16,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* A peer that stops reading while we echo gets this long before it is dropped:
- * a handler must not be held forever by one connection. */
-#define SEND_STALL_MS 5000
-
 struct conn *conn_open(struct conn_table *t, int fd)
 {
     if (fd >= t->nslots || atomic_load(&t->open) >= t->max_conns) {
@@ -160,8 +156,10 @@ static int wait_writable(const struct conn_table *t, int fd)
     struct pollfd p = {.fd = fd, .events = POLLOUT};
     int r;
     do
-        r = poll(&p, 1, SEND_STALL_MS);
+        r = poll(&p, 1, t->cfg->stall_ms);
     while (r < 0 && errno == EINTR && !conns_stopping(t));
+    if (r == 0)
+        count_stalled();
     return r > 0 ? 0 : -1;
 }
 

@@ -63,6 +63,7 @@ void tstat_merge(struct tstat *dst, const struct tstat *src)
     dst->messages += src->messages;
     dst->accepted += src->accepted;
     dst->closed += src->closed;
+    dst->stalled += src->stalled;
     dst->user_s += src->user_s;
     dst->sys_s += src->sys_s;
     dst->wait_s = dst->wait_s < 0 || src->wait_s < 0 ? -1.0 : dst->wait_s + src->wait_s;

@@ -54,6 +54,7 @@ struct tstat {
     uint64_t messages;
     uint64_t accepted;
     uint64_t closed;
+    uint64_t stalled; /* of those closed: closed because they would not take their reply (--stall-ms) */
     double user_s, sys_s;
     double wait_s;     /* runnable but waiting for a CPU (schedstat run_delay); < 0: unknown */
     long sleeps;       /* voluntary context switches (it blocked and was woken); < 0: unknown */
@@ -117,6 +118,12 @@ static inline void count_accepted(void)
 static inline void count_closed(void)
 {
     instr_ts->closed++;
+}
+
+/* A connection closed because it did not take its reply within --stall-ms (also counted as closed). */
+static inline void count_stalled(void)
+{
+    instr_ts->stalled++;
 }
 
 /* pthread_mutex_lock, with the wait counted as the `lock` operation (also the

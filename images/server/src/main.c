@@ -132,21 +132,22 @@ static void print_hist(const char *name, const struct hist *h, bool *first)
 
 static void print_exit(struct server *s, double elapsed, const char *extra)
 {
-    uint64_t messages = 0, accepted = 0, closed = 0;
+    uint64_t messages = 0, accepted = 0, closed = 0, stalled = 0;
     for (int i = 0; i < s->nthr; i++) {
         messages += s->thr[i].st.messages;
         accepted += s->thr[i].st.accepted;
         closed += s->thr[i].st.closed;
+        stalled += s->thr[i].st.stalled;
     }
     closed += s->main_closed;
     double user, sys;
     cpu_times(&user, &sys);
     printf("{\"event\": \"exit\", \"pattern\": \"%s\", \"notifier\": \"%s\", \"threads\": %d, "
            "\"work_us\": %.3f, \"msg_size\": %u, \"instrument\": %s, \"messages\": %" PRIu64
-           ", \"connections_accepted\": %" PRIu64 ", \"connections_closed\": %" PRIu64 ", \"elapsed_s\": %.6f, "
+           ", \"connections_accepted\": %" PRIu64 ", \"connections_closed\": %" PRIu64 ", \"connections_stalled\": %" PRIu64 ", \"elapsed_s\": %.6f, "
            "\"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}, \"threads_detail\": [",
            s->cfg.pattern->name, s->cfg.notifier_name, s->cfg.threads, s->cfg.work_us, s->cfg.msg_size,
-           s->cfg.instrument ? "true" : "false", messages, accepted, closed, elapsed, user, sys);
+           s->cfg.instrument ? "true" : "false", messages, accepted, closed, stalled, elapsed, user, sys);
     for (int i = 0; i < s->nthr; i++) {
         struct thr *t = &s->thr[i];
         char cpu[16];
