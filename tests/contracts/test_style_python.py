@@ -110,7 +110,8 @@ def module_docstring(path: Path) -> str:
 
 
 def test_long_modules_say_why() -> None:
-    """STYLE.md, Python: "Modules with several concerns" (the review), and issue 18's rule on them: no
+    """STYLE.md, Python: "A function that conducts everything is a module waiting to be split by step" (the
+    review), and issue 18's rule on modules: no
     module under src/ is over 500 lines unless its docstring says why ("Over 500 lines on purpose: ..."),
     so a long file is a decision a reader can find, not an accident."""
     unexplained = []
