@@ -337,6 +337,12 @@ MALFORMED = [
     ("field contradicts key", lambda r: _set(r, "point.threads", 8), "point.point_key", "does not match"),
     ("huge thread count", lambda r: _set(r, "point.threads", 10**30), "point.threads", "maximum"),
     ("negative latency", lambda r: _set(r, "client.latency_us.p99", -1), "client.latency_us.p99", "minimum"),
+    (
+        "negative lateness",
+        lambda r: _set(r, "client.lateness_us", {"p50": 1.0, "p99": -1.0}),
+        "client.lateness_us.p99",
+        "minimum",
+    ),
     ("huge core count", lambda r: _set(r, "hosts.server.cores", 2**40), "hosts.server.cores", "maximum"),
     ("huge op time", lambda r: _set(r, "server.ops.lock.max_ns", 1e300), "server.ops.lock.max_ns", "maximum"),
     # Issue 23: an ok record carries the evidence its status claims; every string is Unicode text.

@@ -156,6 +156,9 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "per_second": {"type": "array", "maxItems": MAX_PHASE_S + 1},
                 # Latencies in microseconds: none negative.
                 "latency_us": {"type": ["object", "null"], "additionalProperties": _NONNEG_OR_NULL},
+                # Open loop: how late the client sent against its schedule (CONTRACTS.md §2).
+                "lateness_us": {"type": ["object", "null"], "additionalProperties": _NONNEG_OR_NULL},
+                "spin_s": _NONNEG_OR_NULL,
                 "cpu_s": _CPU_S,
                 "errors": _COUNT,
             },
