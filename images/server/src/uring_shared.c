@@ -3,15 +3,22 @@
  * send are submitted to the kernel and one completion thread dispatches what they
  * complete.  A whole message goes to T-1 handler threads (or is handled
  * inline when T = 1), which spin the work and submit the echo.  Every
- * connection has at most one operation in flight.  A message counts once its
- * echo is submitted. */
+ * connection has at most one operation in flight (its recv, its send, or its
+ * wait for writability), so its memory is its message buffer whatever its peer
+ * does.  A message counts when its echo's last byte is sent (the completion
+ * thread, at the send completion); a reply is submitted as soon as its work is
+ * done (a handler's own submit; inline with work, before the next message's
+ * work, see uring_conn.h); a send the socket will not take waits for
+ * writability for up to --stall-ms, then the connection is closed as stalled.
+ * Wake-ups: the completion thread puts each whole message on the queue as it
+ * meets it, and a put wakes a sleeping handler unless one is already being
+ * woken (queue.h: a handler that leaves items behind wakes the next). */
 #include "queue.h"
 #include "server.h"
 #include "uring_conn.h"
 
 #include <errno.h>
 #include <liburing.h>
-#include <poll.h>
 #include <string.h>
 
 struct uring_p {
@@ -19,23 +26,16 @@ struct uring_p {
     pthread_mutex_t sq_lock; /* submission side: completion thread + handlers */
     struct queue done;
     bool inline_work;
+    struct __kernel_timespec stall; /* --stall-ms, for the waits for writability */
 };
 
 static struct uring_p U;
-
-/* Called with sq_lock held. */
-static struct io_uring_sqe *get_sqe(void)
-{
-    return uring_sqe(&U.ring);
-}
 
 /* Prepared here, submitted in a batch before the completion thread waits. */
 static void prep_accept(struct server *s)
 {
     lock_timed(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
-    io_uring_prep_accept(sqe, s->ct.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, uring_tag(s->ct.lfd, U_ACCEPT));
+    uring_prep_accept(uring_sqe(&U.ring), s->ct.lfd);
     pthread_mutex_unlock(&U.sq_lock);
 }
 
@@ -43,9 +43,7 @@ static void prep_accept(struct server *s)
 static void prep_listen_poll(struct server *s)
 {
     lock_timed(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
-    io_uring_prep_poll_add(sqe, s->ct.lfd, POLLIN);
-    io_uring_sqe_set_data64(sqe, uring_tag(s->ct.lfd, U_LISTEN));
+    uring_prep_listen_poll(uring_sqe(&U.ring), s->ct.lfd);
     pthread_mutex_unlock(&U.sq_lock);
 }
 
@@ -56,7 +54,7 @@ static void prep_recv(struct server *s, struct conn *c)
 {
     lock_timed(&U.sq_lock);
     uint64_t t0 = instr_start();
-    uring_prep_recv(get_sqe(), &s->ct, c);
+    uring_prep_recv(uring_sqe(&U.ring), &s->ct, c);
     conn_handoff(c); /* after the last touch of c: the completion may run at once */
     instr_end(OP_REARM, t0);
     pthread_mutex_unlock(&U.sq_lock);
@@ -66,12 +64,21 @@ static void prep_send(struct server *s, struct conn *c, bool submit)
 {
     lock_timed(&U.sq_lock);
     uint64_t t0 = instr_start();
-    uring_prep_send(get_sqe(), &s->ct, c);
+    uring_prep_send(uring_sqe(&U.ring), &s->ct, c);
     conn_handoff(c);
     if (submit) {
         io_uring_submit(&U.ring);
         instr_end(OP_SEND, t0);
     }
+    pthread_mutex_unlock(&U.sq_lock);
+}
+
+/* The socket took no more of the echo: the completion thread waits for it. */
+static void prep_wait_writable(struct conn *c)
+{
+    lock_timed(&U.sq_lock);
+    uring_prep_wait_writable(&U.ring, c->fd, false, &U.stall);
+    conn_handoff(c);
     pthread_mutex_unlock(&U.sq_lock);
 }
 
@@ -105,13 +112,13 @@ static void on_recv(struct server *s, struct conn *c, int res)
     case US_MESSAGE:
         if (U.inline_work) {
             conn_work(&s->ct);
-            count_message();
-            prep_send(s, c, false);
+            prep_send(s, c, uring_reply_at_once(&s->cfg));
         } else {
             queue_put(&U.done, c->fd);
         }
         break;
     case US_SEND:
+    case US_WAIT:
     case US_CLOSED:
         break;
     }
@@ -123,6 +130,9 @@ static void on_send(struct server *s, struct conn *c, int res)
     case US_SEND:
         prep_send(s, c, false);
         break;
+    case US_WAIT:
+        prep_wait_writable(c);
+        break;
     case US_RECV:
         prep_recv(s, c);
         break;
@@ -130,6 +140,12 @@ static void on_send(struct server *s, struct conn *c, int res)
     case US_CLOSED:
         break;
     }
+}
+
+static void on_writable(struct server *s, struct conn *c, int res)
+{
+    if (uring_writable_done(&s->ct, c, res) == US_SEND)
+        prep_send(s, c, false);
 }
 
 static void *completion_loop(void *arg)
@@ -168,9 +184,15 @@ static void *completion_loop(void *arg)
                 conn_takeover(conn_at(&s->ct, fd));
                 on_send(s, conn_at(&s->ct, fd), res);
                 break;
+            case U_WRITABLE:
+                conn_takeover(conn_at(&s->ct, fd));
+                on_writable(s, conn_at(&s->ct, fd), res);
+                break;
+            case U_STALL: /* its poll's completion says what happened */
             case U_WAKE:
             case U_INBOX: /* the per-thread rings' only */
             case U_PROBE:
+            case U_CANCEL:
                 break;
             }
         }
@@ -186,7 +208,6 @@ static void *handler_loop(void *arg)
         if (fd < 0)
             break;
         conn_work(&s->ct);
-        count_message();
         /* The completion thread may be blocked in wait: submit now. */
         prep_send(s, conn_at(&s->ct, fd), true);
     }
@@ -195,9 +216,15 @@ static void *handler_loop(void *arg)
 
 static int uring_start(struct server *s)
 {
+    /* Every connection can complete at once, with a wait for writability's
+     * timeout beside it: room for two each, as far as the kernel allows (CLAMP:
+     * it refuses more than its maximum, 65,536 here, and nslots follows the
+     * descriptor limit up to 1 M; completions beyond the ring wait in the
+     * kernel's overflow list). */
     struct io_uring_params p = {0};
-    p.flags = IORING_SETUP_CQSIZE;
-    p.cq_entries = (unsigned)s->ct.nslots + 64 > 8192 ? (unsigned)s->ct.nslots + 64 : 8192;
+    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+    unsigned cq = 2 * (unsigned)s->ct.nslots + 64;
+    p.cq_entries = cq > 8192 ? cq : 8192;
     int rc = io_uring_queue_init_params(4096, &U.ring, &p);
     if (rc < 0) {
         errno = -rc;
@@ -207,6 +234,7 @@ static int uring_start(struct server *s)
     if (queue_init(&U.done, 1024) < 0)
         return -1;
     U.inline_work = s->cfg.threads == 1;
+    U.stall = uring_stall_timeout(&s->cfg);
     prep_accept(s);
     spawn(s, s->cfg.threads == 1 ? "proactor" : "completion", completion_loop, s);
     for (int i = 1; i < s->cfg.threads; i++)
@@ -218,7 +246,7 @@ static void uring_wake(struct server *s)
 {
     (void)s;
     pthread_mutex_lock(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
+    struct io_uring_sqe *sqe = uring_sqe(&U.ring);
     io_uring_prep_nop(sqe);
     io_uring_sqe_set_data64(sqe, uring_tag(0, U_WAKE));
     io_uring_submit(&U.ring);
