@@ -402,18 +402,23 @@ static void on_recv_multi(struct server *s, struct uthr *t, struct conn *c, int 
         finish(s, t, c, u);
 }
 
+/* A send took n more bytes of out, which holds whole messages from its start:
+ * each whose last byte it took counts now. */
+static void sent_multi(const struct server *s, struct uconn *u, uint32_t n)
+{
+    const uint32_t b = s->cfg.msg_size;
+    uint32_t done = u->out_sent / b;
+    u->out_sent += n;
+    for (uint32_t k = u->out_sent / b - done; k > 0; k--)
+        count_message();
+}
+
 static void on_send_multi(struct server *s, struct uthr *t, struct conn *c, int res)
 {
     struct uconn *u = &U.uc[c->fd];
     u->send_busy = false;
     if (res > 0) {
-        /* out holds whole messages from its start: each whose last byte this
-         * send took counts now. */
-        const uint32_t b = s->cfg.msg_size;
-        uint32_t done = u->out_sent / b;
-        u->out_sent += (uint32_t)res;
-        for (uint32_t k = u->out_sent / b - done; k > 0; k--)
-            count_message();
+        sent_multi(s, u, (uint32_t)res);
         if (u->out_sent == u->out_len)
             u->out_len = u->out_sent = 0;
         resume_recv(t, c, u);
@@ -626,6 +631,17 @@ static void ring_init(struct server *s, struct uthr *t, int index)
         prep_accept(s, t);
 }
 
+/* uring_count_unreaped()'s bookkeeping: a thread's ring, so its own connections. */
+static void sent_unreaped(void *arg, int fd, uint32_t n)
+{
+    struct uthr *t = arg;
+    struct server *s = U.s;
+    if (HAS(t, UF_RECV_MULTISHOT))
+        sent_multi(s, &U.uc[fd], n);
+    else
+        uring_sent(&s->ct, conn_at(&s->ct, fd), n);
+}
+
 static void *uring_loop(void *arg)
 {
     struct server *s = U.s;
@@ -683,6 +699,7 @@ static void *uring_loop(void *arg)
             t->recycled = 0;
         }
     }
+    uring_count_unreaped(&t->ring, sent_unreaped, t); /* only this thread submits to its ring */
     return NULL;
 }
 

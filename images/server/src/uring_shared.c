@@ -27,6 +27,9 @@ struct uring_p {
     struct queue done;
     bool inline_work;
     struct __kernel_timespec stall; /* --stall-ms, for the waits for writability */
+    pthread_mutex_t exit_lock;      /* the handlers still running, for the stop's count */
+    pthread_cond_t exited;
+    int handlers;
 };
 
 static struct uring_p U;
@@ -148,6 +151,25 @@ static void on_writable(struct server *s, struct conn *c, int res)
         prep_send(s, c, false);
 }
 
+static void sent_unreaped(void *arg, int fd, uint32_t n)
+{
+    struct server *s = arg;
+    struct conn *c = conn_at(&s->ct, fd);
+    conn_takeover(c);
+    uring_sent(&s->ct, c, n);
+}
+
+/* The stop: once every handler has made its last submit, the sends left in the
+ * ring unreaped still count. */
+static void count_at_stop(struct server *s)
+{
+    pthread_mutex_lock(&U.exit_lock);
+    while (U.handlers > 0)
+        pthread_cond_wait(&U.exited, &U.exit_lock);
+    pthread_mutex_unlock(&U.exit_lock);
+    uring_count_unreaped(&U.ring, sent_unreaped, s);
+}
+
 static void *completion_loop(void *arg)
 {
     struct server *s = arg;
@@ -197,6 +219,7 @@ static void *completion_loop(void *arg)
             }
         }
     }
+    count_at_stop(s);
     return NULL;
 }
 
@@ -211,6 +234,10 @@ static void *handler_loop(void *arg)
         /* The completion thread may be blocked in wait: submit now. */
         prep_send(s, conn_at(&s->ct, fd), true);
     }
+    pthread_mutex_lock(&U.exit_lock);
+    U.handlers--;
+    pthread_cond_signal(&U.exited);
+    pthread_mutex_unlock(&U.exit_lock);
     return NULL;
 }
 
@@ -231,6 +258,9 @@ static int uring_start(struct server *s)
         return -1;
     }
     pthread_mutex_init(&U.sq_lock, NULL);
+    pthread_mutex_init(&U.exit_lock, NULL);
+    pthread_cond_init(&U.exited, NULL);
+    U.handlers = s->cfg.threads - 1;
     if (queue_init(&U.done, 1024) < 0)
         return -1;
     U.inline_work = s->cfg.threads == 1;
@@ -259,6 +289,8 @@ static void uring_cleanup(struct server *s)
     (void)s;
     io_uring_queue_exit(&U.ring);
     pthread_mutex_destroy(&U.sq_lock);
+    pthread_mutex_destroy(&U.exit_lock);
+    pthread_cond_destroy(&U.exited);
     queue_destroy(&U.done);
 }
 
