@@ -406,3 +406,44 @@ def test_sqe_gives_up_when_submit_keeps_failing(tmp_path: Path) -> None:
     assert res.returncode == 1, res
     assert res.stderr.strip().startswith("demux-server: io_uring:"), res.stderr
     assert os.strerror(17) in res.stderr, res.stderr  # EEXIST
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "release",
+        pytest.param("asan", marks=pytest.mark.sanitizer),
+        pytest.param("tsan", marks=pytest.mark.sanitizer),
+    ],
+)
+@pytest.mark.parametrize("path", ["uring", "uring-single"])
+def test_pipelined_messages_with_work(
+    run_server: Any, binaries: dict[str, Path], kind: str, path: str
+) -> None:
+    """With work, replies go out one message per send, each submitted after its own work: 512 KiB of
+    8-byte messages sent in one go while the reader lags (the multishot path pauses its receive when the
+    backlog passes 256 KiB, and takes the queued messages one by one) come back whole, in order, and
+    each counts once."""
+    b = 8
+    srv = start(run_server, binaries, kind, path, ["--threads", "1", "--msg-size", str(b), "--work-us", "1"])
+    data = os.urandom(512 << 10)
+    sock = connect(srv.port, timeout=120)
+    got = bytearray()
+
+    def reader() -> None:
+        threading.Event().wait(0.3)  # let the backlog build first
+        while len(got) < len(data):
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                return
+            got.extend(chunk)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    sock.sendall(data)
+    t.join(timeout=300)
+    assert not t.is_alive()
+    assert bytes(got) == data
+    sock.close()
+    doc = stop_clean(srv)
+    assert doc["messages"] == len(data) // b
