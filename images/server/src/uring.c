@@ -302,7 +302,8 @@ static void flush(struct server *s, struct uthr *t, struct conn *c, struct uconn
         u->out_sent = 0;
     }
     struct io_uring_sqe *sqe = uring_sqe(&t->ring);
-    io_uring_prep_send(sqe, c->fd, u->out + u->out_sent, u->out_len - u->out_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    io_uring_prep_send(sqe, c->fd, u->out + u->out_sent, u->out_len - u->out_sent,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
     if (u->fixed)
         sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, uring_tag(c->fd, U_SEND));

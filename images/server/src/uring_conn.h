@@ -11,8 +11,9 @@
  *    connection whose poll the timeout ends is closed and counted as stalled,
  *    as the readiness patterns' conn_respond() does;
  *  - a message counts when its echo completes: at the send completion that
- *    takes its last byte (count_message() in uring_send_done() here, in
- *    uring.c's on_send_multi() for the multishot path);
+ *    takes its last byte (uring_sent() here, uring.c's sent_multi() for the
+ *    multishot path), and at the stop for the sends not yet reaped
+ *    (uring_count_unreaped());
  *  - with work (W > 0) a finished reply is submitted before the next message's
  *    work begins (uring_reply_at_once()); without work, replies are batched
  *    into the next wait, since no reply then waits behind anybody's work. */
@@ -86,7 +87,8 @@ static inline void uring_prep_recv(struct io_uring_sqe *sqe, const struct conn_t
 
 static inline void uring_prep_send(struct io_uring_sqe *sqe, const struct conn_table *t, const struct conn *c)
 {
-    io_uring_prep_send(sqe, c->fd, c->buf + c->sent, t->cfg->msg_size - c->sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    io_uring_prep_send(sqe, c->fd, c->buf + c->sent, t->cfg->msg_size - c->sent,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
     io_uring_sqe_set_data64(sqe, uring_tag(c->fd, U_SEND));
 }
 
@@ -94,7 +96,8 @@ static inline void uring_prep_send(struct io_uring_sqe *sqe, const struct conn_t
  * the wait is submitted, so it lives in the pattern's state. */
 static inline struct __kernel_timespec uring_stall_timeout(const struct config *cfg)
 {
-    return (struct __kernel_timespec){.tv_sec = cfg->stall_ms / 1000, .tv_nsec = (long long)(cfg->stall_ms % 1000) * 1000000};
+    return (struct __kernel_timespec){.tv_sec = cfg->stall_ms / 1000,
+                                      .tv_nsec = (long long)(cfg->stall_ms % 1000) * 1000000};
 }
 
 /* A send completed with EAGAIN: a poll for writability, linked to the stall
