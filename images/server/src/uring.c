@@ -104,6 +104,7 @@ struct uthr {
     size_t br_bytes;
     char *bufs;
     int recycled;                   /* buffers handed back since the last advance */
+    bool replies;                   /* sends prepared since the last submit */
     uint64_t exhausted;             /* receives that found no buffer */
     int efd;        /* kicked when the inbox has connections, or at shutdown */
     uint64_t efd_v; /* the in-flight eventfd read's buffer */
@@ -123,7 +124,7 @@ struct uring_d {
     unsigned nbufs;
     int fixed_slots;
     uint32_t backlog_max;           /* a connection's unsent bytes before it is paused */
-    bool at_once;                   /* with work: each reply submitted when its work is done */
+    bool before_work;               /* with work: replies submitted before the next message's work */
     struct __kernel_timespec stall; /* --stall-ms, for the waits for writability */
 };
 
@@ -148,9 +149,21 @@ static void prep_recv(struct server *s, struct uthr *t, struct conn *c)
     uring_prep_recv(uring_sqe(&t->ring), &s->ct, c);
 }
 
+/* A message's work; with work the replies prepared before it go to the kernel
+ * first (uring_conn.h), else they would wait behind it for the next wait. */
+static void work(struct server *s, struct uthr *t)
+{
+    if (t->replies && U.before_work) {
+        io_uring_submit(&t->ring);
+        t->replies = false;
+    }
+    conn_work(&s->ct);
+}
+
 static void prep_send(struct server *s, struct uthr *t, struct conn *c)
 {
     uring_prep_send(uring_sqe(&t->ring), &s->ct, c);
+    t->replies = true;
 }
 
 static void on_recv_single(struct server *s, struct uthr *t, struct conn *c, int res)
@@ -160,10 +173,8 @@ static void on_recv_single(struct server *s, struct uthr *t, struct conn *c, int
         prep_recv(s, t, c);
         break;
     case US_MESSAGE:
-        conn_work(&s->ct);
+        work(s, t);
         prep_send(s, t, c);
-        if (U.at_once)
-            io_uring_submit(&t->ring);
         break;
     case US_SEND:
     case US_WAIT:
@@ -278,7 +289,7 @@ static void flush(struct server *s, struct uthr *t, struct conn *c, struct uconn
         uint32_t queued = u->pend_len - u->pend_head;
         if (queued == 0)
             return;
-        if (!U.at_once) {
+        if (!U.before_work) {
             if (u->pend_head > 0) /* never without work, which takes all: kept for the swap */
                 memmove(u->pend, u->pend + u->pend_head, queued);
             char *o = u->out;
@@ -297,7 +308,7 @@ static void flush(struct server *s, struct uthr *t, struct conn *c, struct uconn
             u->pend_head += b;
             if (u->pend_head == u->pend_len)
                 u->pend_head = u->pend_len = 0;
-            conn_work(&s->ct);
+            work(s, t);
         }
         u->out_sent = 0;
     }
@@ -308,8 +319,7 @@ static void flush(struct server *s, struct uthr *t, struct conn *c, struct uconn
         sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, uring_tag(c->fd, U_SEND));
     u->send_busy = true;
-    if (U.at_once)
-        io_uring_submit(&t->ring);
+    t->replies = true;
 }
 
 /* Arrived bytes: whole messages are queued for the echo; a partial one waits
@@ -650,6 +660,7 @@ static void *uring_loop(void *arg)
     struct uthr *t = &U.t[index];
     ring_init(s, t, index);
     while (!stopping(s)) {
+        t->replies = false; /* the wait submits them */
         int ready = uring_wait_timed(&t->ring, true);
         struct io_uring_cqe *cqe;
         for (int n = 0; n < ready && !stopping(s) && io_uring_peek_cqe(&t->ring, &cqe) == 0; n++) {
@@ -733,7 +744,7 @@ static int uring_start(struct server *s)
     U.fixed_slots = s->ct.nslots < FIXED_SLOTS_MAX ? s->ct.nslots : FIXED_SLOTS_MAX;
     uint64_t bl = (uint64_t)BACKLOG_MSGS * s->cfg.msg_size;
     U.backlog_max = bl > BACKLOG_MIN ? (uint32_t)bl : BACKLOG_MIN;
-    U.at_once = uring_reply_at_once(&s->cfg);
+    U.before_work = uring_replies_before_work(&s->cfg);
     U.stall = uring_stall_timeout(&s->cfg);
     U.t = calloc((size_t)U.n, sizeof(*U.t));
     U.uc = calloc((size_t)s->ct.nslots, sizeof(*U.uc));

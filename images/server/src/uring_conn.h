@@ -14,9 +14,12 @@
  *    takes its last byte (uring_sent() here, uring.c's sent_multi() for the
  *    multishot path), and at the stop for the sends not yet reaped
  *    (uring_count_unreaped());
- *  - with work (W > 0) a finished reply is submitted before the next message's
- *    work begins (uring_reply_at_once()); without work, replies are batched
- *    into the next wait, since no reply then waits behind anybody's work. */
+ *  - with work (W > 0) no finished reply waits behind another message's work:
+ *    before a message's work begins, the replies prepared since the last
+ *    submit go to the kernel (uring_replies_before_work()); a reply with no
+ *    work after it in its batch goes with the next wait, as every reply does
+ *    without work (no reply then waits behind anybody's work), so a batch
+ *    costs one submit more per message worked on after a reply, no more. */
 #ifndef DEMUX_URING_CONN_H
 #define DEMUX_URING_CONN_H
 
@@ -59,8 +62,9 @@ static inline enum uop uring_tag_op(uint64_t ud)
     return (enum uop)(ud & 0xff);
 }
 
-/* Finished replies go to the kernel at once only with work: see the rules above. */
-static inline bool uring_reply_at_once(const struct config *cfg)
+/* Replies go to the kernel before the next message's work only with work: see
+ * the rules above. */
+static inline bool uring_replies_before_work(const struct config *cfg)
 {
     return cfg->work_us > 0;
 }

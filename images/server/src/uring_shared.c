@@ -6,10 +6,11 @@
  * connection has at most one operation in flight (its recv, its send, or its
  * wait for writability), so its memory is its message buffer whatever its peer
  * does.  A message counts when its echo's last byte is sent (the completion
- * thread, at the send completion); a reply is submitted as soon as its work is
- * done (a handler's own submit; inline with work, before the next message's
- * work, see uring_conn.h); a send the socket will not take waits for
- * writability for up to --stall-ms, then the connection is closed as stalled.
+ * thread, at the send completion).  A handler submits each reply when its work
+ * is done; inline (T = 1) with work, the replies go to the kernel before the
+ * next message's work begins (uring_conn.h).  A send the socket will not take
+ * waits for writability for up to --stall-ms, then the connection is closed as
+ * stalled.
  * Wake-ups: the completion thread puts each whole message on the queue as it
  * meets it, and a put wakes a sleeping handler unless one is already being
  * woken (queue.h: a handler that leaves items behind wakes the next). */
@@ -26,6 +27,7 @@ struct uring_p {
     pthread_mutex_t sq_lock; /* submission side: completion thread + handlers */
     struct queue done;
     bool inline_work;
+    bool replies; /* inline: echoes prepared since the last submit (the completion thread's) */
     struct __kernel_timespec stall; /* --stall-ms, for the waits for writability */
     pthread_mutex_t exit_lock;      /* the handlers still running, for the stop's count */
     pthread_cond_t exited;
@@ -85,6 +87,22 @@ static void prep_wait_writable(struct conn *c)
     pthread_mutex_unlock(&U.sq_lock);
 }
 
+/* T = 1: a message's work in the completion thread; with work the replies
+ * prepared before it go to the kernel first (uring_conn.h), else they would
+ * wait behind it for the next wait. */
+static void work_inline(struct server *s)
+{
+    if (U.replies && uring_replies_before_work(&s->cfg)) {
+        lock_timed(&U.sq_lock);
+        uint64_t t0 = instr_start();
+        io_uring_submit(&U.ring);
+        instr_end(OP_SEND, t0);
+        pthread_mutex_unlock(&U.sq_lock);
+        U.replies = false;
+    }
+    conn_work(&s->ct);
+}
+
 static void new_conn(struct server *s, int fd)
 {
     struct conn *c = conn_open(&s->ct, fd);
@@ -114,8 +132,9 @@ static void on_recv(struct server *s, struct conn *c, int res)
         break;
     case US_MESSAGE:
         if (U.inline_work) {
-            conn_work(&s->ct);
-            prep_send(s, c, uring_reply_at_once(&s->cfg));
+            work_inline(s);
+            prep_send(s, c, false);
+            U.replies = true;
         } else {
             queue_put(&U.done, c->fd);
         }
@@ -179,6 +198,7 @@ static void *completion_loop(void *arg)
         if (io_uring_submit(&U.ring) > 0)
             instr_end(OP_REARM, t0); /* the receives prepared since the last wait */
         pthread_mutex_unlock(&U.sq_lock);
+        U.replies = false;
 
         /* Handlers submit under sq_lock too; the wait itself only reads the completion side. */
         struct io_uring_cqe *cqe;
