@@ -29,9 +29,9 @@
  *    sparse table);
  *  - without work (W = 0) sends are prepared while a completion batch is
  *    processed and go to the kernel with the next wait, one io_uring_enter per
- *    batch; with work, a reply is submitted as soon as its work is done, before
- *    the next message's work begins (uring_conn.h: no finished reply waits
- *    behind another message's work).
+ *    batch; with work, the replies prepared so far are submitted before the
+ *    next message's work begins (work(); uring_conn.h: no finished reply
+ *    waits behind another message's work).
  * With multishot receive a connection may have its receive and one send in
  * flight; whole messages that arrive while a send is in flight wait in a
  * second buffer (with work: not yet worked on) and go out when it completes,
@@ -279,8 +279,8 @@ static void append(struct uconn *u, const char *p, uint32_t len)
 
 /* With no send in flight, the next one: the rest of the last, or what is
  * queued -- without work all of it (the buffers trade places), with work the
- * next message, worked on now and submitted at once, before any other
- * message's work (uring_conn.h). */
+ * next message, worked on now (its send goes to the kernel before any other
+ * message's work, work()). */
 static void flush(struct server *s, struct uthr *t, struct conn *c, struct uconn *u)
 {
     if (u->send_busy)
