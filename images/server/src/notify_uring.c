@@ -37,7 +37,7 @@ static struct notifier *ur_create(const struct notifier_env *env)
     struct io_uring_params p = {0};
     unsigned entries = 4096;
     /* Every armed descriptor can complete at once; keep room for all. */
-    p.flags = IORING_SETUP_CQSIZE;
+    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP; /* the kernel's maximum where maxfd asks for more */
     p.cq_entries = (unsigned)maxfd + 64 > 2 * entries ? (unsigned)maxfd + 64 : 2 * entries;
     int rc = io_uring_queue_init_params(entries, &n->ring, &p);
     if (rc < 0) {
