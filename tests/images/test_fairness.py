@@ -43,8 +43,10 @@ def pipelined(port: int, connections: int = 4, rounds: int = 4) -> int:
 @pytest.mark.parametrize("notifier", NOTIFIERS)
 def test_the_proactor_demultiplexer_does_every_read(run_server: Any, notifier: str) -> None:
     srv: Server = run_server(
-        ["--pattern", "proactor", "--notifier", notifier, "--threads", "3", "--msg-size", str(MSG)]
-        + ["--work-us", "50", "--instrument"]
+        [
+            *("--pattern", "proactor", "--notifier", notifier, "--threads", "3", "--msg-size", str(MSG)),
+            *("--work-us", "50", "--instrument"),
+        ]
     )
     sent = pipelined(srv.port)
     out = srv.stop()
@@ -64,10 +66,11 @@ def test_the_proactor_demultiplexer_does_every_read(run_server: Any, notifier: s
 
 @pytest.mark.parametrize("notifier", ["poll", "epoll-et"])
 def test_lf_followers_wait_as_idle(run_server: Any, notifier: str) -> None:
-    """Three LF threads and one connection at a time: one thread leads while the others wait for
-    leadership. Each of those waits is an `idle` op of a thread that made no notifier call for it (it
-    never led then), so `idle` counts more than the blocked notifier waits; before, the waits were `lock`
-    ops and `idle` counted the blocked notifier waits exactly."""
+    """Three LF threads and one connection: while one thread processes a message, the next leader waits
+    in the notifier, so the first finds leadership taken when it comes back and waits for it. Each of those
+    waits is an `idle` op without a notifier call of its own, so `idle` counts more than the blocked
+    notifier waits; before, the waits were `lock` ops and `idle` counted the blocked notifier waits
+    exactly."""
     srv: Server = run_server(
         ["--pattern", "lf", "--notifier", notifier, "--threads", "3", "--msg-size", str(MSG), "--instrument"]
     )
@@ -78,9 +81,6 @@ def test_lf_followers_wait_as_idle(run_server: Any, notifier: str) -> None:
     ops = data["ops"]
     blocked = data["events_per_call"]["calls"] - ops.get("notify", {"count": 0})["count"]
     assert ops["idle"]["count"] > blocked
-    # Every thread waited for leadership at least once (at start only one can lead).
-    followers_waited = [t for t in data["threads_detail"] if t["op_counts"].get("idle", 0) > 0]
-    assert len(followers_waited) == 3
 
 
 @pytest.mark.parametrize(
@@ -99,8 +99,17 @@ def test_the_wake_up_policy_is_recorded(
     run_server: Any, pattern: str, threads: int, flag: list[str], recorded: str | None
 ) -> None:
     srv: Server = run_server(
-        ["--pattern", pattern, "--notifier", "epoll-lt", "--threads", str(threads), "--msg-size", str(MSG)]
-        + flag
+        [
+            "--pattern",
+            pattern,
+            "--notifier",
+            "epoll-lt",
+            "--threads",
+            str(threads),
+            "--msg-size",
+            str(MSG),
+            *flag,
+        ]
     )
     sent = pipelined(srv.port, connections=2, rounds=2)
     out = srv.stop()

@@ -254,14 +254,33 @@ static void unlist_locked(struct conn_table *t, struct conn *c)
     c->parked = false;
 }
 
-enum wr conn_resume(struct conn_table *t, struct conn *c)
+void conn_stall_watch(struct conn_table *t, struct conn *c)
+{
+    pthread_mutex_lock(&t->park_lock);
+    if (!c->parked) {
+        c->park_prev = NULL;
+        c->park_next = t->parked;
+        if (t->parked != NULL)
+            t->parked->park_prev = c;
+        t->parked = c;
+        c->parked = true;
+    }
+    pthread_mutex_unlock(&t->park_lock);
+}
+
+bool conn_stall_unwatch(struct conn_table *t, struct conn *c)
 {
     pthread_mutex_lock(&t->park_lock);
     unlist_locked(t, c);
     bool swept = c->swept;
     c->swept = false;
     pthread_mutex_unlock(&t->park_lock);
-    if (swept) {
+    return swept;
+}
+
+enum wr conn_resume(struct conn_table *t, struct conn *c)
+{
+    if (conn_stall_unwatch(t, c)) {
         mark_stalled(c);
         return WR_FAILED;
     }
@@ -332,26 +351,14 @@ void conn_park(struct conn_table *t, struct notifier *nt, struct conn *c)
 {
     /* What the last read saw is stale by the time the echo is out: read on after it. */
     c->drained = false;
-    pthread_mutex_lock(&t->park_lock);
-    if (!c->parked) {
-        c->park_prev = NULL;
-        c->park_next = t->parked;
-        if (t->parked != NULL)
-            t->parked->park_prev = c;
-        t->parked = c;
-        c->parked = true;
-    }
-    pthread_mutex_unlock(&t->park_lock);
+    conn_stall_watch(t, c);
     uint64_t t0 = instr_start();
     uint64_t kicks0 = instr_kick_wall();
     int rc = arm_call(c, nt, nt->ops->arm_write);
     instr_end_less(OP_REARM, t0, kicks0);
     if (rc < 0) {
         /* Not armed: still ours; off the list before the close. */
-        pthread_mutex_lock(&t->park_lock);
-        unlist_locked(t, c);
-        c->swept = false;
-        pthread_mutex_unlock(&t->park_lock);
+        (void)conn_stall_unwatch(t, c);
         c->wblocked = false;
         conn_close(t, c);
     }

@@ -140,6 +140,13 @@ void conn_replied(struct conn_table *t, struct notifier *nt, struct conn *c, enu
  * any preemption) and `work_cpu` (the CPU time the spin counted). */
 void conn_work(const struct conn_table *t);
 
+/* The parked list itself, for a pattern that waits for writability its own way (the uring patterns'
+ * send backlog): a watched connection is shut down by the sweep once c->stall_at has passed; unwatching
+ * it says whether the sweep gave up on it (then count it with count_stalled and close it).  The rule of
+ * conns_sweep holds: a watched connection is unwatched before anything closes it. */
+void conn_stall_watch(struct conn_table *t, struct conn *c);
+bool conn_stall_unwatch(struct conn_table *t, struct conn *c);
+
 /* The stall sweep (main's thread, between signals): every parked connection whose stall_at has passed
  * has its socket shut down, under the parked list's lock, so that the notifier reports it and its next
  * owner finds it swept (conn_resume).  A parked connection leaves the list before anything else is done
