@@ -23,10 +23,10 @@ struct conn {
      * connection is parked (see conn_park) until the notifier reports it
      * writable.  Owner state, like `have`. */
     bool wblocked;
-    uint64_t stall_at; /* CLOCK_MONOTONIC ns: parked this long without progress, it has stalled */
     /* Edge-triggered notifiers: the read that completed the last message left
      * the socket empty (TCP_INQ said so), and the claim count seen before it
-     * (the proactor's handler skips its first drain on that, see proactor.c). */
+     * (the proactor's handler lets go of the connection on that, instead of
+     * giving it back to the demultiplexer to read, see proactor.c). */
     bool drained;
     int claims_seen;
     char *buf;
@@ -39,7 +39,9 @@ struct conn {
     /* Hand-offs between threads, see conn_handoff(); odd while an arming
      * call (add or re-arm) is in flight, see conn_arming(). */
     atomic_uint handoff;
-    /* The parked list (struct conn_table), guarded by its lock. */
+    /* Cold: a parked connection's.  When it has stalled (CLOCK_MONOTONIC ns), written by its owner
+     * before it is listed; and the parked list (struct conn_table), guarded by its lock. */
+    uint64_t stall_at;
     struct conn *park_prev, *park_next;
     bool parked; /* on the list */
     bool swept;  /* the sweep shut its socket down: it has stalled */

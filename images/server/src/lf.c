@@ -7,9 +7,9 @@
  * condition variable, as HSHA's workers wait for the queue: acquiring the mutex
  * is `lock` (contention), waiting for leadership is `idle` (there is nothing to
  * do while the leader waits in the notifier), so both patterns book waiting and
- * contention alike (images/README.md, "Fairness rules").  A thread that held
- * the leader lock through the leader's whole wait booked that wait as `lock`.
- * Promoting is giving up the flag and waking one sleeping follower if no
+ * contention alike (images/README.md, "Fairness rules").  (Before 2026-12 a
+ * follower blocked on the leader's mutex itself, held through the leader's
+ * whole notifier wait, and booked that wait as `lock`.)  Promoting is giving up the flag and waking one sleeping follower if no
  * wake-up is already on its way (`promote`). */
 #include "server.h"
 
