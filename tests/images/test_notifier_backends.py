@@ -26,8 +26,10 @@ def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
     exe = tmp_path_factory.mktemp("backends") / "test_backends"
     sources = [TEST_C, *sorted(SRC.glob("notify_*.c")), SRC / "notifiers.c"]
     build = subprocess.run(
-        [cc(), *base_cflags(), "-pthread", f"-I{SRC}", *map(str, sources), "-o", str(exe)]
-        + ["-Wl,--wrap=malloc,--wrap=io_uring_submit", "-luring"],
+        [
+            *(cc(), *base_cflags(), "-pthread", f"-I{SRC}", *map(str, sources), "-o", str(exe)),
+            *("-Wl,--wrap=malloc,--wrap=io_uring_submit", "-luring"),
+        ],
         capture_output=True,
         text=True,
         timeout=180,
