@@ -27,6 +27,7 @@ struct uring_p {
     pthread_mutex_t sq_lock; /* submission side: completion thread + handlers */
     struct queue done;
     bool inline_work;
+    bool queued; /* messages put on the handlers' queue in this batch without a wake-up */
     bool replies; /* inline: echoes prepared since the last submit (the completion thread's) */
     struct __kernel_timespec stall; /* --stall-ms, for the waits for writability */
     pthread_mutex_t exit_lock;      /* the handlers still running, for the stop's count */
@@ -135,8 +136,11 @@ static void on_recv(struct server *s, struct conn *c, int res)
             work_inline(s);
             prep_send(s, c, false);
             U.replies = true;
-        } else {
+        } else if (s->cfg.wake == WAKE_PUT) {
             queue_put(&U.done, c->fd);
+        } else {
+            queue_put_deferred(&U.done, c->fd); /* woken once after the batch (--wake batch) */
+            U.queued = true;
         }
         break;
     case US_SEND:
@@ -238,6 +242,10 @@ static void *completion_loop(void *arg)
                 break;
             }
         }
+        if (U.queued) { /* one wake-up per batch; a handler that leaves items behind wakes the next */
+            queue_kick(&U.done);
+            U.queued = false;
+        }
     }
     count_at_stop(s);
     return NULL;
@@ -322,4 +330,5 @@ const struct pattern_ops pattern_uring_shared = {
     .start = uring_start,
     .wake_all = uring_wake,
     .cleanup = uring_cleanup,
+    .queued = true, /* at T > 1: the handlers' queue (--wake) */
 };
