@@ -249,27 +249,31 @@ class Host:
 
 @dataclass(frozen=True)
 class Design:
-    """How a pattern is modelled: the server's thread range, the concurrency its calibration runs use
-    (seed 001 §V-A: the lowest that runs every role), and whether its threads are independent copies (one
-    thread's chain, the others in the pool's load: ``tagged``)."""
+    """How a pattern is modelled: the server's thread range, whether its threads are independent copies (one
+    thread's chain, the others in the pool's load: ``tagged``), and the concurrency its calibration runs use
+    (seed 001 §V-A: the lowest that runs every role; a fact of the pattern, :data:`demuxlab.vocab.
+    CALIBRATION_THREADS`, which the spec's calibration points read without the models)."""
 
     pattern: str
     min_threads: int
     max_threads: int | None
-    calibration_threads: int
     tagged: bool = False
+
+    @property
+    def calibration_threads(self) -> int:
+        return vocab.CALIBRATION_THREADS[self.pattern]
 
 
 DESIGNS: dict[str, Design] = {
-    "reactor": Design("reactor", 1, 1, 1),
-    "hsha": Design("hsha", 2, None, 2),
-    "lf": Design("lf", 1, None, 1),
-    "tpc": Design("tpc", 1, None, 1),
-    "proactor": Design("proactor", 2, None, 2),
-    "uring": Design("uring", 1, 64, 1, tagged=True),
-    "multireactor": Design("multireactor", 1, 64, 1, tagged=True),
-    # T = 1 handles inline (uring.py's chain), T ≥ 2 hands off: calibrate where both roles run.
-    "uring-shared": Design("uring-shared", 1, None, 2),
+    "reactor": Design("reactor", 1, 1),
+    "hsha": Design("hsha", 2, None),
+    "lf": Design("lf", 1, None),
+    "tpc": Design("tpc", 1, None),
+    "proactor": Design("proactor", 2, None),
+    "uring": Design("uring", 1, 64, tagged=True),
+    "multireactor": Design("multireactor", 1, 64, tagged=True),
+    # T = 1 handles inline (uring.py's chain), T ≥ 2 hands off: calibrated at 2, where both roles run.
+    "uring-shared": Design("uring-shared", 1, None),
 }
 assert tuple(sorted(DESIGNS)) == tuple(sorted(PATTERNS))
 
