@@ -436,20 +436,7 @@ def build(
         kz_scale = 1.0 / min(threads, connections)
     full = pattern in ("hsha", "lf") and (rates.extended or h.client_threads is not None)
     st = structure(pattern, threads, full=full)
-    if st is hsha.FULL or st is hsha.STRUCTURE:
-        init = hsha.initial_state(threads, n, full=full)
-    elif st is lf.FULL or st is lf.STRUCTURE:
-        init = lf.initial_state(threads, n, full=full)
-    elif st is reactor.STRUCTURE:
-        init = reactor.initial_state(1, n)
-    elif st is tpc.STRUCTURE:
-        init = tpc.initial_state(threads, n)
-    elif st is proactor.STRUCTURE:
-        init = proactor.initial_state(threads, n)
-    elif st is uring.STRUCTURE:
-        init = uring.initial_state(1, n)
-    else:
-        init = uring_shared.initial_state(threads, n)
+    init = _initial_state(st, threads, n, full)
     if rates.scheduled and cores is not None and threads > cores:
         # Run to block where the threads outnumber the cores and the scheduler's wake-up was measured: the
         # same state, no core held yet (they are granted at once).
@@ -480,3 +467,21 @@ def build(
             "rates": rates.as_dict(),
         },
     )
+
+
+def _initial_state(st: ModelStructure, threads: int, n: int, full: bool) -> FloatArray:
+    """Chain ``st``'s initial state with ``threads`` threads and ``n`` connections (its module's
+    ``initial_state``)."""
+    if st is hsha.FULL or st is hsha.STRUCTURE:
+        return hsha.initial_state(threads, n, full=full)
+    if st is lf.FULL or st is lf.STRUCTURE:
+        return lf.initial_state(threads, n, full=full)
+    if st is reactor.STRUCTURE:
+        return reactor.initial_state(1, n)
+    if st is tpc.STRUCTURE:
+        return tpc.initial_state(threads, n)
+    if st is proactor.STRUCTURE:
+        return proactor.initial_state(threads, n)
+    if st is uring.STRUCTURE:
+        return uring.initial_state(1, n)
+    return uring_shared.initial_state(threads, n)
