@@ -162,7 +162,7 @@ static void print_exit(struct server *s, double elapsed, const char *extra)
             printf(", \"idle_s\": %.6f, \"notify_s\": %.6f", (double)hist_total(&t->st.in->ops[OP_IDLE]) / 1e9,
                    (double)hist_total(&t->st.in->ops[OP_NOTIFY]) / 1e9);
         /* Instrumented or not (read once, at the thread's end): its wait for a CPU and its sleeps, so a
-         * plain run's threads can be held against its instrumented twin's (docs/ctmc.md). */
+         * plain run's threads can be held against its instrumented twin's (docs/ctmc-reference.md). */
         if (t->st.wait_s >= 0)
             printf(", \"wait_s\": %.6f", t->st.wait_s);
         else
