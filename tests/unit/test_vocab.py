@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +36,15 @@ def test_spec_schema_file_keeps_no_copy_of_the_vocabulary() -> None:
     assert "enum" not in design["pattern"] and "enum" not in design["notifiers"]["items"]
     quoted = set(re.findall(r'"([^"]+)"', text))
     assert quoted & {*vocab.PATTERNS, *vocab.NOTIFIERS} == set()
+
+
+def test_the_contract_lists_the_vocabulary() -> None:
+    """CONTRACTS.md §1 names the server's patterns and notifiers as vocab does, in its order."""
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "CONTRACTS.md").read_text().split())
+    found = re.search(r"Patterns: `([^`]+)`\. Notifiers: `([^`]+)`, and `none`", text)
+    assert found, "CONTRACTS.md §1 no longer lists the patterns and notifiers as this test reads them"
+    assert tuple(found[1].split()) == vocab.PATTERNS
+    assert (*found[2].split(), "none") == vocab.NOTIFIERS
 
 
 def test_every_pattern_has_its_calibration_concurrency() -> None:
