@@ -131,7 +131,8 @@ def test_the_guide_names_sections_of_the_reference() -> None:
     """Every section the guide points to, `(reference: "A", "B")` and its closing list, is the reference's."""
     guide = " ".join(GUIDE.read_text().split())
     named = []
-    for group in re.findall(r'reference: ((?:"[^"]+"(?:,? (?:with the later changes in |under )?)?)+)', guide):
+    listed = r'reference: ((?:"[^"]+"(?:,? (?:with the later changes in |under )?)?)+)'
+    for group in re.findall(listed, guide):
         named += re.findall(r'"([^"]+)"', group)
     closing = guide[guide.index("## In the reference") :]
     named += re.findall(r'"([^"]+)"', closing)
