@@ -1,11 +1,11 @@
 """What the load client's CPU per message follows, from the runs of bench/ctmc_validation.py (--runs-out):
-docs/ctmc.md, "What the client's CPU per message follows".
+docs/ctmc-reference.md, "What the client's CPU per message follows".
 
     .venv/bin/python bench/client_cost_fit.py RUNS.json.gz [RUNS.json.gz ...] [--near 250] [--json OUT]
 
 Takes every instrumented run at 0 µs work with a client result (a run whose cross-CPU round trip exceeded
---near ns is left out where the file has round trips: the host's slow spell, docs/ctmc.md) and, per message
-size, fits the client's CPU per message (µs) by least squares against, per message:
+--near ns is left out where the file has round trips: the host's slow spell, docs/ctmc-reference.md) and, per
+message size, fits the client's CPU per message (µs) by least squares against, per message:
 
 - ``client waits``: the client's epoll waits (``notify_calls``, CONTRACTS §2);
 - ``server sleeps``: the server's threads' blocking waits (``ops.idle.count``: a notifier call that found

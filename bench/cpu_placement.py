@@ -1,5 +1,5 @@
-"""Where the hypervisor runs the two CPUs, and what it costs an echo pair (docs/ctmc.md, "The host's two
-speeds"): one demux-server point against demux-client, run again and again, each run with the round trip
+"""Where the hypervisor runs the two CPUs, and what it costs an echo pair (docs/ctmc-reference.md, "The host's
+two speeds"): one demux-server point against demux-client, run again and again, each run with the round trip
 of a cache line between the server's and the client's CPU before and after it (cpu-pingpong).
 
     .venv/bin/python bench/cpu_placement.py [--runs 40] [--pattern reactor] [--notifier epoll-et] \\

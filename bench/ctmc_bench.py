@@ -15,8 +15,8 @@ Small populations (``--small``): per pattern and connections 1, 2, 4, 8 (``--sma
 CI): its CPU time, how many points were exact, and the largest |error| of the fluid alone and of the
 curve at once, against the SSA.
 
-Targets (docs/ctmc.md): SSA median ≤ 0.5 s per point to a 1 % CI, fluid ≤ 20 ms per point, the grid of
-both patterns × N = 1–16 × work 10/20/50 µs ≤ 30 s. The grid runs through ``predict_many`` (``--jobs``
+Targets (docs/ctmc-reference.md): SSA median ≤ 0.5 s per point to a 1 % CI, fluid ≤ 20 ms per point, the grid
+of both patterns × N = 1–16 × work 10/20/50 µs ≤ 30 s. The grid runs through ``predict_many`` (``--jobs``
 processes, 0: one per CPU); the per-point times are measured where each point ran. The kernels are
 compiled (or loaded from the kernel cache) first and timed separately; ``--fresh-compile`` times a
 compile into an empty cache instead.

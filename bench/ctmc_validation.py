@@ -35,7 +35,7 @@ calibration concurrency to them (what the server did there: calls per message, e
 On a lent machine with little time: --measure-only stops after the runs (--replay predicts them elsewhere),
 --time-limit S starts no run after S seconds (the --runs-out file is rewritten after every run, so it holds
 what ran; a point with less work than any of its calibration's runs had is then not predicted from it, and
-the bench says so), --keep-going reports a failed run and goes on (docs/ctmc.md, "On 16 cores").
+the bench says so), --keep-going reports a failed run and goes on (docs/ctmc-reference.md, "On 16 cores").
 --sleeps also counts, at the HSHA and proactor points whose calibration fitted the client's sleeps (r_u),
 how often the chain's client sleeps per message (its ``send_wake`` step, SSA) against the client's own
 count (its report's ``sleeps``): where a point's error comes from the send's wake-ups, these differ.
@@ -351,8 +351,8 @@ def print_sleeps(
     measured: dict[Point, float],
 ) -> None:
     """The chain's client sleeps per message against the client's, at the points that count them: where
-    the send's wake-ups (and so the throughput) come out wrong, these differ (docs/ctmc.md, "The send that
-    wakes the client")."""
+    the send's wake-ups (and so the throughput) come out wrong, these differ (docs/ctmc-reference.md, "The
+    send that wakes the client")."""
     rows = []
     for p in keys:
         got, real = chain.get(p), client[p]
@@ -410,7 +410,7 @@ def main() -> None:
         default=None,
         help="rerun a run when a cache line's round trip between the server's and the client's first CPU, "
         "measured before and after it, exceeded this many ns (a VM whose CPUs the hypervisor placed far "
-        "apart for a while: docs/ctmc.md)",
+        "apart for a while: docs/ctmc-reference.md)",
     )
     ap.add_argument(
         "--retries",
@@ -440,16 +440,16 @@ def main() -> None:
         type=float,
         default=None,
         help="ω, µs: what a request costs the client more when it wakes a dispatcher asleep in its "
-        "notifier (HSHA, proactor; docs/ctmc.md); default: measured by build/bin/wake-cost before the "
-        "runs (with --replay: the file's); 0: not charged",
+        "notifier (HSHA, proactor; docs/ctmc-reference.md); default: measured by build/bin/wake-cost "
+        "before the runs (with --replay: the file's); 0: not charged",
     )
     ap.add_argument(
         "--handoff-us",
         type=float,
         default=None,
         help="µs from a lock's release to its waiter, asleep on it on another core, holding it "
-        "(uring-shared's submission lock; docs/ctmc.md); default: measured by build/bin/wake-cost before "
-        "the runs (with --replay: the file's); 0: not charged",
+        "(uring-shared's submission lock; docs/ctmc-reference.md); default: measured by "
+        "build/bin/wake-cost before the runs (with --replay: the file's); 0: not charged",
     )
     ap.add_argument(
         "--probe",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The 16-core validation runs (issue 19), as one call on a lent many-core machine, which has Python and
 # numpy but not this project's other packages. Measures only; the calibrations and predictions are made
-# here by replay (docs/ctmc.md, "On 16 cores"):
+# here by replay (docs/ctmc-reference.md, "On 16 cores"):
 #
 #   bash bench/device16.sh prepare            # here: build/bin and build/device/py3XX (jsonschema, PyYAML)
 #   run(command="bash bench/device16.sh measure", carry=["build/bin", "build/device"], timeout_s=600)

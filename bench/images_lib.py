@@ -70,7 +70,7 @@ def build_helper(name: str, where: Path = BENCH_BIN) -> Path:
 class RoundTrip:
     """The round trip of a cache line between the server's and the client's first CPU (cpu-pingpong,
     images/bench/cpu_pingpong.c): on a VM it shows where the hypervisor placed the two virtual CPUs, which
-    moves an echo pair's CPU per message by a third on the 2-core host (docs/ctmc.md)."""
+    moves an echo pair's CPU per message by a third on the 2-core host (docs/ctmc-reference.md)."""
 
     def __init__(self, prog: Path, cpus: tuple[int, int]) -> None:
         self.prog, self.cpus = prog, cpus
@@ -98,8 +98,8 @@ class CpuTimes:
     (:data:`ALL`), to split the time between two samples into busy (not idle or iowait) and softirq: the
     validation bench's share of the host's CPUs other processes used, cpu_placement's busy share of the
     server's and the client's CPU (on the 2-core host ~99 % each in an echo run, a third of it softirq: the
-    loopback's receive path runs in the sender's softirq; docs/ctmc.md "What the client's CPU per message
-    follows")."""
+    loopback's receive path runs in the sender's softirq; docs/ctmc-reference.md "What the client's CPU per
+    message follows")."""
 
     ALL = -1  # the first line of /proc/stat: every CPU together
 

@@ -1,5 +1,5 @@
-"""uring-shared's submission lock against runs that predate its timing: docs/ctmc.md, "uring-shared's
-submission lock".
+"""uring-shared's submission lock against runs that predate its timing: docs/ctmc-reference.md,
+"uring-shared's submission lock".
 
     .venv/bin/python bench/uring_shared_lock.py bench/ctmc/validation-2026-11-28-16core.json.gz \
         --handoff-us 4,5,6,7

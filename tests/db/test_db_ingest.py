@@ -300,6 +300,9 @@ MALFORMED = [
     ),
     ("bad timestamp", lambda r: _set(r, "started_at", "yesterday"), "started_at", "ISO 8601"),
     ("bad run id", lambda r: _set(r, "run_id", "not-a-uuid"), "run_id", "UUID"),
+    # The names are demuxlab.vocab's (the database keeps no list of them: test_db_schema.py).
+    ("unknown notifier", lambda r: _set(r, "point.notifier", "kqueue"), "point.notifier", "(enum: ["),
+    ("unknown pattern", lambda r: _set(r, "point.pattern", "actor"), "point.pattern", "(enum: ["),
     (
         "bad op count",
         lambda r: _set(r, "server.ops.lock.count", 1.5),

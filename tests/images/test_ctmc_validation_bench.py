@@ -500,7 +500,7 @@ def test_client_cost_fit_asks_the_chain_for_the_dispatchers_sleeps(tmp_path: Pat
 def test_the_submission_lock_and_its_hand_off_explain_uring_shared_on_16_cores() -> None:
     """bench/uring_shared_lock.py on the shipped 16-core runs (which predate the lock's timing): the chain
     as calibrated grows with the threads (+400 % at 8), the lock's hold alone leaves it far above the server,
-    and the hold with a hand-off of 5 µs brings every point within 15 % (docs/ctmc.md)."""
+    and the hold with a hand-off of 5 µs brings every point within 15 % (docs/ctmc-reference.md)."""
     runs = REPO / "bench" / "ctmc" / "validation-2026-11-28-16core.json.gz"
     script = str(REPO / "bench" / "uring_shared_lock.py")
     res = subprocess.run(

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from demuxlab import vocab
 from helpers.server import Server, connect, exchange, recv_exact
 
-NOTIFIERS = ["select", "poll", "epoll-lt", "epoll-et", "uring"]
+# Every readiness notifier (all but tpc's "none"): the demultiplexing patterns run over each of them.
+NOTIFIERS = [n for n in vocab.NOTIFIERS if n != "none"]
 EXPECTED_PAIRS = (
     [("reactor", n) for n in NOTIFIERS]
     + [("hsha", n) for n in NOTIFIERS]

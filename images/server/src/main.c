@@ -188,7 +188,7 @@ static void print_exit(struct server *s, double elapsed, const char *extra)
             putchar('}');
         }
         /* Instrumented or not (read once, at the thread's end): its wait for a CPU and its sleeps, so a
-         * plain run's threads can be held against its instrumented twin's (docs/ctmc.md). */
+         * plain run's threads can be held against its instrumented twin's (docs/ctmc-reference.md). */
         if (t->st.wait_s >= 0)
             printf(", \"wait_s\": %.6f", t->st.wait_s);
         else
