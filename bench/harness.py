@@ -65,14 +65,15 @@ def find() -> dict[str, Bench]:
     return found
 
 
-def listing(benches: dict[str, Bench]) -> str:
+def listing(benches: dict[str, Bench], columns: int = 110) -> str:
+    """The benchmarks by purpose, each with the start of its docstring (cut at a word to ``columns``)."""
     lines = []
+    width = max(len(name) for name in benches)
+    room = columns - width - 4
     for purpose, what in PURPOSES.items():
-        mine = [b for b in benches.values() if b.purpose == purpose]
         lines.append(f"{purpose}/ ({what}):")
-        width = max(len(b.name) for b in mine)
-        for b in mine:
-            summary = b.summary if len(b.summary) <= 100 else b.summary[:97] + "..."
+        for b in (b for b in benches.values() if b.purpose == purpose):
+            summary = b.summary if len(b.summary) <= room else b.summary[: room - 1].rsplit(" ", 1)[0] + " …"
             lines.append(f"  {b.name:<{width}}  {summary}")
     lines.append("run one: python -m bench NAME [OPTIONS]  (make bench B=NAME ARGS=...; NAME --help)")
     return "\n".join(lines)
