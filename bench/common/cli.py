@@ -52,14 +52,9 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
 
 
-def parser(doc: str | None, **kwargs: object) -> Parser:
+def parser(doc: str | None) -> Parser:
     """The benchmark's parser: its docstring as the description (kept as written), its name as ``prog``."""
-    return Parser(
-        prog=name(),
-        description=doc,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        **kwargs,  # type: ignore[arg-type]
-    )
+    return Parser(prog=name(), description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def _number(kind: Callable[[str], float], low: float, strict: bool, what: str) -> Callable[[str], float]:
