@@ -1,5 +1,5 @@
 /* cpu_pingpong.c -- what handing a cache line from one CPU to another costs now:
- * the yardstick of the host's placement of its CPUs (bench/ctmc_validation.py
+ * the yardstick of the host's placement of its CPUs (bench/fidelity/ctmc_validation.py
  * measures it between the server's and the client's CPU around every run).
  *
  *   cpu-pingpong --cpus A,B [--rounds N]
