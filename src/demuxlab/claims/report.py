@@ -19,7 +19,7 @@ CLAIM_FIELDS = ("claim_id", "seed", "verdict", "host", "hardware", "reason", "ev
 RECOMMENDATION_FIELDS = (
     "host", "work_us", "connections", "msg_size", "rate", "client_threads", "pattern", "notifier", "threads",
     "mean", "ci_low", "ci_high", "n", "candidates", "tied_with", "model_source", "model_best", "model_agrees",
-    "model_disagreements", "note",
+    "model_disagreements", "model_missing", "note",
 )  # fmt: skip
 
 
