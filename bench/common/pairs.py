@@ -3,7 +3,8 @@ helper programs (images/Makefile), run a pinned demux-server (or min-echo, a pee
 strace) against a pinned demux-client through demuxlab's native launcher (src/demuxlab/launch/), sample
 the CPUs' times and the CPUs' round trip; for the benches that drive the processes themselves (issue 48's
 bench/perf/work_cpu.py, slow_reader.py, uring_fairness.py, uring_slow_reader.py, client_lateness.py), start
-a server from its command line and read its peak memory; the options' types for pairs and CPU lists.
+a server from its command line, take demux-client's report and a process's peak memory; the options' types
+for patterns, pairs and CPU lists.
 """
 
 from __future__ import annotations
