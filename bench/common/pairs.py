@@ -1,7 +1,10 @@
 """What the load benchmarks share (bench/perf/images_*.py, the fidelity studies, the peers): build the
 helper programs (images/Makefile), run a pinned demux-server (or min-echo, a peer server, a server under
 strace) against a pinned demux-client through demuxlab's native launcher (src/demuxlab/launch/), sample
-the CPUs' times and the CPUs' round trip.
+the CPUs' times and the CPUs' round trip; for the benches that drive the processes themselves (issue 48's
+bench/perf/work_cpu.py, slow_reader.py, uring_fairness.py, uring_slow_reader.py, client_lateness.py), start
+a server from its command line, take demux-client's report and a process's peak memory; the options' types
+for patterns, pairs and CPU lists.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from demuxlab.phases import Phases
 from demuxlab.plan import Pinning
 from demuxlab.point import Point
 from demuxlab.topology import parse_cpu_list
+from demuxlab.vocab import NOTIFIERS, PATTERNS
 
 BENCH_BIN = REPO / "build" / "bench"
 
@@ -46,6 +50,45 @@ def binary(name: str) -> Path:
     if not os.access(path, os.X_OK):
         raise BenchError(f"{path} is missing: run `make build`")
     return path
+
+
+def start_server(argv: Sequence[str]) -> tuple[subprocess.Popen[str], int]:
+    """A server started straight from its command line (a demux-server's with ``--port 0``, perhaps behind
+    ``taskset``), its stdout and stderr piped, for benches that drive the processes themselves (a slow
+    reader, a stopped server, wakers beside it); returns it and the port of its listening line, or raises
+    BenchError with its stderr."""
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise BenchError(f"{' '.join(argv)}: did not start: {proc.communicate()[1].strip()}")
+    return proc, int(json.loads(line)["port"])
+
+
+def client_report(
+    port: int, options: Sequence[str], timeout: float, client: Path | None = None
+) -> dict[str, Any]:
+    """demux-client (build/bin's, or ``client``) against 127.0.0.1:``port`` with ``options`` (connections,
+    phases, ``--cpus``...), for the same benches: its JSON report (stdout), or BenchError with its stderr."""
+    prog = client or binary("demux-client")
+    res = subprocess.run(
+        [str(prog), "--host", "127.0.0.1", "--port", str(port), *options],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if res.returncode != 0:
+        raise BenchError(f"{prog} failed: {res.stderr.strip()}")
+    report: dict[str, Any] = json.loads(res.stdout)
+    return report
+
+
+def peak_rss_mib(pid: int) -> float:
+    """A process's peak resident set (VmHWM of /proc/PID/status) in MiB: no sampling can miss a peak."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
 
 
 def build_helper(name: str, where: Path = BENCH_BIN) -> Path:
@@ -210,6 +253,33 @@ def cpu_list(text: str) -> str:
     if not cpus:
         raise argparse.ArgumentTypeError(f"a CPU list such as 0-3,8, got {text!r}")
     return text
+
+
+def pattern_list(text: str) -> list[str]:
+    """An option's comma list of patterns ("uring,uring-shared"), each one demux-server has."""
+    names = text.split(",")
+    if not all(n in PATTERNS for n in names):
+        raise argparse.ArgumentTypeError(f"a comma list of patterns ({', '.join(PATTERNS)}), got {text!r}")
+    return names
+
+
+def pair_thread_list(text: str) -> list[tuple[str, str, int]]:
+    """An option's comma list of pattern/notifier/threads ("reactor/epoll-et/1,hsha/poll/2")."""
+    out = []
+    for item in text.split(","):
+        parts = item.split("/")
+        if (
+            len(parts) != 3
+            or parts[0] not in PATTERNS
+            or parts[1] not in NOTIFIERS
+            or not parts[2].isdigit()
+            or int(parts[2]) < 1
+        ):
+            raise argparse.ArgumentTypeError(
+                f"a comma list of pattern/notifier/threads (e.g. reactor/epoll-et/1), got {item!r}"
+            )
+        out.append((parts[0], parts[1], int(parts[2])))
+    return out
 
 
 def run_pair(

@@ -22,6 +22,7 @@ BENCHES = harness.find()
 # without one), and the row shows its options are checked.
 BAD: dict[str, tuple[list[str], str]] = {
     "bundle_bench": (["--runs", "0"], "--runs and --seconds must be >= 1"),
+    "client_lateness": (["--rate", "0"], "argument --rate: a number > 0, got '0'"),
     "cluster_remote_bench": (
         ["--inventory", "/nonexistent/inv"],
         "--inventory: no inventory at /nonexistent",
@@ -38,8 +39,18 @@ BAD: dict[str, tuple[list[str], str]] = {
     "images_scaling": (["--pairs", "reactor"], "argument --pairs: a comma list of pattern/notifier"),
     "ingest_bench": (["--seconds", "0"], "--runs and --seconds must be >= 1"),
     "orchestration_bench": (["--launchers", "ssh"], "--launchers: unknown launcher 'ssh'"),
+    "slow_reader": (["--msg-size", "0"], "argument --msg-size: an integer >= 1, got '0'"),
     "slurm_testbed_bench": (["--pairs", "0"], "argument --pairs: a comma list of integers >= 1, got '0'"),
     "testbed_bench": (["--pairs", "0"], "argument --pairs: an integer >= 1, got '0'"),
+    "uring_fairness": (["--pairs", "uring,nosuch"], "argument --pairs: a comma list of patterns"),
+    "uring_slow_reader": (
+        ["--threads", "1,0"],
+        "argument --threads: a comma list of integers >= 1, got '1,0'",
+    ),
+    "work_cpu": (
+        ["--pairs", "reactor/epoll-et"],
+        "argument --pairs: a comma list of pattern/notifier/threads",
+    ),
     "adaptive_data": (["spec.yaml", "--out", "out", "--nice", "99"], "argument --nice: invalid choice: 99"),
     "adaptive_replay": (["--targets", "steady=2"], "argument --targets: mechanism=share pairs"),
     "client_cost_fit": (["runs.json.gz", "--only", "hsha"], "--only: chooses the workloads of --chain"),

@@ -191,6 +191,16 @@ static void *demux_loop(void *arg)
     return NULL;
 }
 
+/* Edge-triggered, claim held, the connection closed here: lets go of the claim.  An edge that came
+ * meanwhile may be a new connection's that took the descriptor's number (the demultiplexer accepts while a
+ * handler closes), counted into this claim: that one is the demultiplexer's to read, so the claim goes
+ * back to it (serve_claimed reads a live connection and lets go of a closed one) instead of being wiped. */
+static void let_go_closed(struct conn *c, int seen)
+{
+    if (!conn_release(c, &seen))
+        give_back(c);
+}
+
 /* Edge-triggered, claim held: work and echo (or send on), then let go or give back; a parked echo lets
  * go (its writability edge comes to the demultiplexer) unless an edge came meanwhile, which may have been
  * that one: then it sends on at once. */
@@ -204,14 +214,12 @@ static void handler_edge(struct server *s, struct conn *c)
         switch (r) {
         case WR_FAILED:
             conn_close(&s->ct, c);
-            while (!conn_release(c, &seen)) {
-            }
+            let_go_closed(c, seen);
             return;
         case WR_BLOCKED:
             conn_park(&s->ct, nt, c);
             if (!atomic_load_explicit(&c->live, memory_order_acquire)) { /* the arm failed: closed */
-                while (!conn_release(c, &seen)) {
-                }
+                let_go_closed(c, seen);
                 return;
             }
             if (conn_release(c, &seen))
@@ -225,8 +233,7 @@ static void handler_edge(struct server *s, struct conn *c)
             if (resumed) {
                 conn_rearm(&s->ct, nt, c);
                 if (!atomic_load_explicit(&c->live, memory_order_acquire)) {
-                    while (!conn_release(c, &seen)) {
-                    }
+                    let_go_closed(c, seen);
                     return;
                 }
             }

@@ -9,7 +9,7 @@ wall-clock deadline (the server before issue 48, `--before OLD-BINARY`) then end
 undone. The work's own CPU is the largest part of a message at this W, so the ratio is a little above 1
 (the message's recv/send and the switches back in add to it).
 
-    .venv/bin/python bench/work_cpu.py [--work-us 2000] [--wakers 4] [--duration 3] [--pairs ...]
+    .venv/bin/python -m bench work_cpu [--work-us 2000] [--wakers 4] [--duration 3] [--pairs ...]
         [--before /tmp/old/demux-server] [--rounds 1]
 
 Prints the 1-minute load average with every row: on a busy machine the server gets less CPU per second,
@@ -25,12 +25,13 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-BIN = REPO / "build" / "bin"
+from bench.common.cli import entry, nonnegative_int, positive_float, positive_int, print_table
+from bench.common.pairs import binary, client_report, load_parser, pair_thread_list, start_server, two_cpus
+
 DEFAULT_PAIRS = (
     "reactor/epoll-et/1,hsha/epoll-lt/2,lf/epoll-et/2,proactor/poll/2,multireactor/epoll-lt/1,"
     "tpc/none/1,uring/uring/1,uring-shared/uring/1"
@@ -47,14 +48,6 @@ while True:
 """
 
 
-class BenchError(Exception):
-    pass
-
-
-def load() -> float:
-    return os.getloadavg()[0]
-
-
 def run_point(
     server: Path, pattern: str, notifier: str, threads: int, args: argparse.Namespace, cpus: list[int]
 ) -> dict[str, Any]:
@@ -63,29 +56,21 @@ def run_point(
     try:
         cmd = [str(server), "--pattern", pattern, "--notifier", notifier, "--threads", str(threads)]
         cmd += ["--port", "0", "--msg-size", "16", "--work-us", str(args.work_us), "--cpus", str(server_cpu)]
-        srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        assert srv.stdout is not None
-        line = srv.stdout.readline()
-        if not line:
-            raise BenchError(f"{' '.join(cmd)}: did not start: {srv.communicate()[1].strip()}")
-        port = json.loads(line)["port"]
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "client.json"
-            client = subprocess.run(
+        srv, port = start_server(cmd)
+        try:
+            cli = client_report(
+                port,
                 [
-                    *(str(BIN / "demux-client"), "--host", "127.0.0.1", "--port", str(port)),
                     *("--connections", str(args.connections), "--threads", "1", "--msg-size", "16"),
-                    *("--warmup", "0.5", "--duration", str(args.duration), "--cpus", str(client_cpu)),
-                    *("--stall-timeout", "60", "--json", str(out)),
+                    *("--warmup", str(args.warmup), "--duration", str(args.duration)),
+                    *("--cpus", str(client_cpu), "--stall-timeout", "60"),
                 ],
-                capture_output=True,
-                text=True,
                 timeout=args.duration + 120,
             )
-            if client.returncode != 0:
-                srv.kill()
-                raise BenchError(f"demux-client failed: {client.stderr.strip()}")
-            cli = json.loads(out.read_text())
+        except BaseException:
+            srv.kill()
+            srv.communicate()
+            raise
         srv.send_signal(signal.SIGTERM)
         stdout, _ = srv.communicate(timeout=60)
         res: dict[str, Any] = json.loads(stdout.strip().splitlines()[-1])
@@ -99,25 +84,30 @@ def run_point(
         "cpu_us_per_msg": cpu / max(res["messages"], 1) * 1e6,
         "msgs_per_s": cli["throughput_msgs_per_s"],
         "work_clock": res.get("work_clock", "wall"),
-        "load": load(),
+        "load": os.getloadavg()[0],
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work-us", type=float, default=2000.0)
-    ap.add_argument("--wakers", type=int, default=4)
-    ap.add_argument("--duration", type=float, default=3.0)
-    ap.add_argument("--connections", type=int, default=2)
-    ap.add_argument("--pairs", default=DEFAULT_PAIRS, help="pattern/notifier/threads list")
-    ap.add_argument("--server-bin", default=str(BIN / "demux-server"))
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = load_parser(__doc__, duration=3.0)
+    ap.set_defaults(warmup=0.5)
+    ap.add_argument("--work-us", type=positive_float, default=2000.0)
+    ap.add_argument("--wakers", type=nonnegative_int, default=4)
+    ap.add_argument("--connections", type=positive_int, default=2)
+    ap.add_argument(
+        "--pairs",
+        type=pair_thread_list,
+        default=pair_thread_list(DEFAULT_PAIRS),
+        help="pattern/notifier/threads list",
+    )
+    ap.add_argument("--server-bin", default=None, help="demux-server to measure (default: build/bin)")
     ap.add_argument("--before", default=None, help="an older demux-server, measured alternately")
-    ap.add_argument("--rounds", type=int, default=1)
-    args = ap.parse_args()
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) < 2:
-        raise BenchError("needs two CPUs: one for the server and its wakers, one for the client")
-    builds = [("after", Path(args.server_bin))] + ([("before", Path(args.before))] if args.before else [])
+    ap.add_argument("--rounds", type=positive_int, default=1)
+    args = ap.parse_args(argv)
+    cpus = two_cpus()  # the server's (and its wakers') and the client's
+    builds = [("after", Path(args.server_bin or binary("demux-server")))]
+    if args.before:
+        builds.append(("before", Path(args.before)))
     print(
         f"W = {args.work_us:g} us, {args.wakers} threads busy 100 us / asleep 100 us on the server's CPU "
         f"{cpus[-1]}, client on CPU {cpus[0]}, {args.connections} connections, 16-byte messages, "
@@ -126,13 +116,12 @@ def main() -> None:
     )
     header = ["pair", "build", "work_clock", "msg/s", "CPU us/msg", "CPU/W", "verdict", "load"]
     rows: list[list[str]] = []
-    for spec in args.pairs.split(","):
-        pattern, notifier, threads = spec.split("/")
+    for pattern, notifier, threads in args.pairs:
         got: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in builds}
         for r in range(args.rounds):
             order = builds if r % 2 == 0 else list(reversed(builds))
-            for name, binary in order:
-                got[name].append(run_point(binary, pattern, notifier, int(threads), args, cpus))
+            for name, server in order:
+                got[name].append(run_point(server, pattern, notifier, threads, args, cpus))
         for name, _ in builds:
             pts = got[name]
             per = statistics.median(p["cpu_us_per_msg"] for p in pts)
@@ -151,16 +140,8 @@ def main() -> None:
             )
             print("  ".join(rows[-1]), flush=True)
     print()
-    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
-    for i, row in enumerate([header, *rows]):
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
+    print_table(header, rows)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BenchError as e:
-        print(f"work_cpu: error: {e}", file=sys.stderr)
-        sys.exit(1)
+    entry(main)

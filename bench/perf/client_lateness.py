@@ -17,28 +17,26 @@ The server is demux-server reactor/epoll-lt, one thread, 16-byte messages (one p
 pinned to --server-cpu; the client to --client-cpu. It prints the medians over the rounds and the
 1-minute load average at the start and the end: on a shared machine the figures move with it.
 
-    .venv/bin/python bench/client_lateness.py [--rounds 3] [--duration 5] [--rate 2000]
+    .venv/bin/python -m bench client_lateness [--rounds 3] [--duration 5] [--rate 2000]
         [--connections 16] [--client-threads 1] [--before-rev 807df91] [--before-bin PATH]
-
-Standalone: imports nothing from bench/.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-AFTER = REPO / "build" / "bin" / "demux-client"
-SERVER = REPO / "build" / "bin" / "demux-server"
+from bench import REPO
+from bench.common.cli import BenchError, entry, positive_float, positive_int
+from bench.common.pairs import binary, client_report, cpu_list, load_parser, start_server
 
 # The probe added to the old client: (file under images/client/src, text, replacement), each text once.
 PROBE = [
@@ -77,87 +75,77 @@ PROBE = [
 
 def build_before(rev: str, where: Path) -> Path:
     """demux-client at ``rev`` with the lateness probe, built under ``where``."""
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", rev, "images"], check=True, capture_output=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "images"], capture_output=True)
+    if archive.returncode != 0:
+        raise BenchError(f"git archive {rev}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive.stdout, check=True)
     src = where / "images" / "client" / "src"
     for name, old, new in PROBE:
         path = src / name
         text = path.read_text()
         if text.count(old) != 1:
-            raise SystemExit(f"client_lateness: error: {rev}'s {name} does not have the probe's anchor once")
+            raise BenchError(f"{rev}'s {name} does not have the probe's anchor once")
         path.write_text(text.replace(old, new))
     build = where / "build"
-    subprocess.run(
+    res = subprocess.run(
         ["make", "-s", "-C", str(where / "images"), f"BUILD={build}", f"{build}/bin/demux-client"],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    if res.returncode != 0:
+        raise BenchError(f"building {rev}'s demux-client failed: {(res.stderr or res.stdout).strip()[-500:]}")
     return build / "bin" / "demux-client"
 
 
-def start_server(cpu: int) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen(
-        [str(SERVER), "--pattern", "reactor", "--notifier", "epoll-lt", "--threads", "1", "--msg-size", "16",
-         "--cpus", str(cpu), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+def reactor(cpu: str) -> tuple[subprocess.Popen[str], int]:
+    return start_server(
+        [str(binary("demux-server")), "--pattern", "reactor", "--notifier", "epoll-lt", "--threads", "1",
+         "--msg-size", "16", "--cpus", cpu, "--port", "0"]
     )  # fmt: skip
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line:
-        raise SystemExit(f"client_lateness: error: the server did not start: {proc.communicate()[1].strip()}")
-    return proc, int(json.loads(line)["port"])
 
 
-def run_client(binary: Path, port: int, args: argparse.Namespace, *, rate: float | None) -> dict[str, Any]:
+def run_client(client: Path, port: int, args: argparse.Namespace, *, rate: float | None) -> dict[str, Any]:
     conns, threads = (args.connections, args.client_threads) if rate else (1, 1)
-    cmd = [
-        str(binary), "--host", "127.0.0.1", "--port", str(port), "--connections", str(conns),
-        "--threads", str(threads), "--msg-size", "16", "--warmup", "1", "--duration", str(args.duration),
-        "--cooldown", "0.5", "--cpus", str(args.client_cpu),
+    options = [
+        "--connections", str(conns), "--threads", str(threads), "--msg-size", "16",
+        "--warmup", str(args.warmup), "--duration", str(args.duration), "--cooldown", "0.5",
+        "--cpus", str(args.client_cpu),
     ]  # fmt: skip
     if rate:
-        cmd += ["--rate", str(rate)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60)
-    if res.returncode != 0:
-        raise SystemExit(f"client_lateness: error: {binary}: {res.stderr.strip()}")
-    report: dict[str, Any] = json.loads(res.stdout)
-    return report
+        options += ["--rate", str(rate)]
+    return client_report(port, options, timeout=args.duration + 60, client=client)
 
 
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--duration", type=float, default=5.0)
-    ap.add_argument("--rate", type=float, default=2000.0)
-    ap.add_argument("--connections", type=int, default=16)
-    ap.add_argument("--client-threads", type=int, default=1)
-    ap.add_argument("--server-cpu", type=int, default=0)
-    ap.add_argument("--client-cpu", type=int, default=1)
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = load_parser(__doc__, duration=5.0)
+    ap.add_argument("--rounds", type=positive_int, default=3)
+    ap.add_argument("--rate", type=positive_float, default=2000.0)
+    ap.add_argument("--connections", type=positive_int, default=16)
+    ap.add_argument("--client-threads", type=positive_int, default=1)
+    ap.add_argument("--server-cpu", type=cpu_list, default="0")
+    ap.add_argument("--client-cpu", type=cpu_list, default="1")
     ap.add_argument("--before-rev", default="807df91")
     ap.add_argument("--before-bin", type=Path, help="an old demux-client with the probe, built before")
-    args = ap.parse_args()
-    for path in (AFTER, SERVER):
-        if not os.access(path, os.X_OK):
-            raise SystemExit(f"client_lateness: error: {path} is missing: run `make build`")
+    args = ap.parse_args(argv)
+    after = binary("demux-client")
+    binary("demux-server")  # both built (`make build`) before the old client is
 
     with tempfile.TemporaryDirectory(prefix="client-lateness-") as tmp:
         before = args.before_bin or build_before(args.before_rev, Path(tmp))
-        clients = {f"before ({args.before_rev})": before, "after": AFTER}
+        clients = {f"before ({args.before_rev})": before, "after": after}
         load0 = os.getloadavg()
         rows: dict[str, dict[str, list[float]]] = {name: {} for name in clients}
-        server, port = start_server(args.server_cpu)
+        server, port = reactor(args.server_cpu)
         try:
             for r in range(args.rounds):
-                for name, binary in clients.items():
+                for name, client in clients.items():
                     row = rows[name]
-                    opened = run_client(binary, port, args, rate=args.rate)
-                    closed = run_client(binary, port, args, rate=None)
+                    opened = run_client(client, port, args, rate=args.rate)
+                    closed = run_client(client, port, args, rate=None)
                     late, lat = opened["lateness_us"], opened["latency_us"]
                     cpu = (opened["cpu_s"]["user"] + opened["cpu_s"]["sys"]) / opened["duration_s"]
                     figures = {
@@ -191,4 +179,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    entry(main)

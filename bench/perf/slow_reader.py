@@ -10,28 +10,35 @@ with the slow reader. Rounds alternate the two (median); the 1-minute load avera
 row, and a busy machine moves msg/s by more than the target's 10 %: rerun it quiet before reading the
 ratio as a verdict.
 
-    .venv/bin/python bench/slow_reader.py [--pairs reactor/epoll-lt/1,...] [--rounds 3] [--duration 3]
+    .venv/bin/python -m bench slow_reader [--pairs reactor/epoll-lt/1,...] [--rounds 3] [--duration 3]
         [--server-bin PATH]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import select
 import signal
 import socket
 import statistics
 import subprocess
-import sys
-import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-BIN = REPO / "build" / "bin"
+from bench.common.cli import BenchError, entry, positive_int, print_table
+from bench.common.pairs import (
+    binary,
+    client_report,
+    cpus_available,
+    load_parser,
+    pair_thread_list,
+    peak_rss_mib,
+    start_server,
+)
+
 DEFAULT_PAIRS = (
     "reactor/epoll-lt/1,reactor/select/1,hsha/epoll-et/2,hsha/poll/2,lf/epoll-lt/2,lf/uring/2,"
     "proactor/epoll-et/2,proactor/poll/2,multireactor/epoll-et/2,tpc/none/2,uring/uring/1,"
@@ -39,10 +46,6 @@ DEFAULT_PAIRS = (
 )
 HOUR_MS = 3_600_000
 QUIET_S = 0.3
-
-
-class BenchError(Exception):
-    pass
 
 
 class SlowReader:
@@ -68,29 +71,17 @@ class SlowReader:
         self.sock.close()
 
 
-def peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-    return float("nan")
-
-
-def run(binary: Path, pair: tuple[str, str, int], slow: bool, args: argparse.Namespace) -> dict[str, Any]:
+def run(server: Path, pair: tuple[str, str, int], slow: bool, args: argparse.Namespace) -> dict[str, Any]:
     pattern, notifier, threads = pair
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus = cpus_available()
     server_cpus = ",".join(str(c) for c in cpus[: max(1, len(cpus) // 2)])
     client_cpus = ",".join(str(c) for c in cpus[len(cpus) // 2 :] or cpus)
-    cmd = [str(binary), "--pattern", pattern, "--notifier", notifier, "--threads", str(threads)]
+    cmd = [str(server), "--pattern", pattern, "--notifier", notifier, "--threads", str(threads)]
     cmd += ["--port", "0", "--msg-size", str(args.msg_size), "--stall-ms", str(HOUR_MS)]
     cmd += ["--cpus", server_cpus]
-    srv = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    srv, port = start_server(cmd)
     reader: SlowReader | None = None
     try:
-        assert srv.stdout is not None
-        line = srv.stdout.readline()
-        if not line:
-            raise BenchError(f"{' '.join(cmd)}: did not start: {srv.communicate()[1].strip()}")
-        port = json.loads(line)["port"]
         if slow:
             reader = SlowReader(port, args.msg_size)
         rss_peak = [0.0]
@@ -98,29 +89,26 @@ def run(binary: Path, pair: tuple[str, str, int], slow: bool, args: argparse.Nam
 
         def sample() -> None:
             while not done.wait(0.2):
-                rss_peak[0] = max(rss_peak[0], peak_rss_mb(srv.pid))
+                rss_peak[0] = max(rss_peak[0], peak_rss_mib(srv.pid))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "client.json"
-            client = subprocess.run(
+        failed = False
+        try:
+            cli = client_report(
+                port,
                 [
-                    *(str(BIN / "demux-client"), "--host", "127.0.0.1", "--port", str(port)),
                     *("--connections", str(args.connections), "--threads", "1"),
-                    *("--msg-size", str(args.msg_size), "--warmup", "0.5", "--duration", str(args.duration)),
-                    *("--cpus", client_cpus, "--stall-timeout", "30", "--json", str(out)),
+                    *("--msg-size", str(args.msg_size), "--warmup", str(args.warmup)),
+                    *("--duration", str(args.duration), "--cpus", client_cpus, "--stall-timeout", "30"),
                 ],
-                capture_output=True,
-                text=True,
                 timeout=args.duration + 120,
             )
-            done.set()
-            sampler.join()
-            rss_peak[0] = max(rss_peak[0], peak_rss_mb(srv.pid))
-            cli: dict[str, Any] = (
-                json.loads(out.read_text()) if client.returncode == 0 else {"throughput_msgs_per_s": 0.0}
-            )
+        except BenchError:  # counted as 0 msg/s and marked "(client failed)"
+            failed, cli = True, {"throughput_msgs_per_s": 0.0}
+        done.set()
+        sampler.join()
+        rss_peak[0] = max(rss_peak[0], peak_rss_mib(srv.pid))
     finally:
         srv.send_signal(signal.SIGTERM)
         try:
@@ -133,21 +121,26 @@ def run(binary: Path, pair: tuple[str, str, int], slow: bool, args: argparse.Nam
     return {
         "msgs_per_s": float(cli["throughput_msgs_per_s"]),
         "rss_mb": rss_peak[0],
-        "failed": client.returncode != 0,
+        "failed": failed,
         "load": os.getloadavg()[0],
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pairs", default=DEFAULT_PAIRS, help="pattern/notifier/threads list")
-    ap.add_argument("--connections", type=int, default=8)
-    ap.add_argument("--msg-size", type=int, default=64 * 1024)
-    ap.add_argument("--duration", type=float, default=3.0)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--server-bin", default=str(BIN / "demux-server"))
-    args = ap.parse_args()
-    binary = Path(args.server_bin)
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = load_parser(__doc__, duration=3.0)
+    ap.set_defaults(warmup=0.5)
+    ap.add_argument(
+        "--pairs",
+        type=pair_thread_list,
+        default=pair_thread_list(DEFAULT_PAIRS),
+        help="pattern/notifier/threads list",
+    )
+    ap.add_argument("--connections", type=positive_int, default=8)
+    ap.add_argument("--msg-size", type=positive_int, default=64 * 1024)
+    ap.add_argument("--rounds", type=positive_int, default=3)
+    ap.add_argument("--server-bin", default=None, help="demux-server to measure (default: build/bin)")
+    args = ap.parse_args(argv)
+    server = Path(args.server_bin or binary("demux-server"))
     print(
         f"{args.connections} closed-loop connections x {args.msg_size} B, {args.duration:g} s measured, "
         f"median of {args.rounds} alternating rounds; slow: one more connection that floods and never "
@@ -156,14 +149,13 @@ def main() -> None:
     )
     header = ["pair", "alone msg/s", "with slow msg/s", "ratio", "RSS MB", "verdict", "load"]
     rows: list[list[str]] = []
-    for spec in args.pairs.split(","):
-        pattern, notifier, threads = spec.split("/")
-        pair = (pattern, notifier, int(threads))
+    for pair in args.pairs:
+        pattern, notifier, threads = pair
         alone: list[dict[str, Any]] = []
         slow: list[dict[str, Any]] = []
         for r in range(args.rounds):
             for with_slow in (r % 2 == 1, r % 2 == 0):
-                (slow if with_slow else alone).append(run(binary, pair, with_slow, args))
+                (slow if with_slow else alone).append(run(server, pair, with_slow, args))
         a = statistics.median(p["msgs_per_s"] for p in alone)
         b = statistics.median(p["msgs_per_s"] for p in slow)
         rss = max(p["rss_mb"] for p in slow)
@@ -182,16 +174,8 @@ def main() -> None:
         )
         print("  ".join(rows[-1]), flush=True)
     print()
-    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
-    for i, row in enumerate([header, *rows]):
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
+    print_table(header, rows)
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except BenchError as e:
-        print(f"slow_reader: error: {e}", file=sys.stderr)
-        sys.exit(1)
+    entry(main)

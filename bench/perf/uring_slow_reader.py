@@ -10,30 +10,34 @@ after --stall-ms, default 5000, so with --duration below that it stays open and 
 With --before OLD-BUILD both builds run, alternating, --rounds times (which build, and whether alone or
 beside goes first, flips every round), and medians are printed.
 
-    .venv/bin/python bench/uring_slow_reader.py [--before /tmp/old/demux-server] [--rounds 3]
+    .venv/bin/python -m bench uring_slow_reader [--before /tmp/old/demux-server] [--rounds 3]
         [--pairs uring,uring-shared] [--threads 1,2] [--duration 4] [--msg-size 65536]
 
-Standalone (the standard library and the two binaries of build/bin). Measured on a shared machine the
-load average is printed with every row; say so when quoting.
+Measured on a shared machine the load average is printed with every row; say so when quoting.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import select
 import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = ROOT / "build" / "bin"
+from bench.common.cli import entry, int_list, positive_int
+from bench.common.pairs import (
+    binary,
+    client_report,
+    cpu_list,
+    load_parser,
+    pattern_list,
+    peak_rss_mib,
+    start_server,
+)
 
 
 class Slow(threading.Thread):
@@ -61,41 +65,22 @@ class Slow(threading.Thread):
                 return
 
 
-def vm_hwm_mib(pid: int) -> float:
-    m = re.search(r"^VmHWM:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text(), re.M)
-    return int(m.group(1)) / 1024 if m else float("nan")
-
-
-def client_args(port: int, a: argparse.Namespace) -> list[str]:
+def client_args(a: argparse.Namespace) -> list[str]:
     return (
-        f"--host 127.0.0.1 --port {port} --connections {a.connections} --threads 1 --msg-size {a.msg_size} "
-        f"--warmup 0.5 --duration {a.duration} --cpus {a.client_cpu}"
+        f"--connections {a.connections} --threads 1 --msg-size {a.msg_size} "
+        f"--warmup {a.warmup} --duration {a.duration} --cpus {a.client_cpu}"
     ).split()
 
 
 def one_run(server: Path, pattern: str, threads: int, slow: bool, a: argparse.Namespace) -> dict[str, float]:
     argv = f"--pattern {pattern} --notifier uring --threads {threads} --msg-size {a.msg_size} --port 0"
-    proc = subprocess.Popen(
-        ["taskset", "-c", a.server_cpu, str(server), *argv.split()],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, port = start_server(["taskset", "-c", a.server_cpu, str(server), *argv.split()])
     try:
-        assert proc.stdout is not None
-        port = int(json.loads(proc.stdout.readline())["port"])
         s = Slow(port, a.msg_size, a.slow_limit << 20) if slow else None
         if s is not None:
             s.start()
-        with tempfile.NamedTemporaryFile(suffix=".json") as out:
-            subprocess.run(
-                [str(BIN / "demux-client"), *client_args(port, a), "--json", out.name],
-                check=True,
-                capture_output=True,
-                timeout=a.duration + 60,
-            )
-            client = json.loads(Path(out.name).read_text())
-        peak = vm_hwm_mib(proc.pid)
+        client = client_report(port, client_args(a), timeout=a.duration + 60)
+        peak = peak_rss_mib(proc.pid)
         row = {"msgs": float(client["throughput_msgs_per_s"]), "rss": peak, "slow_mib": 0.0, "closed": 0.0}
         if s is not None:
             s.stop.set()
@@ -109,24 +94,25 @@ def one_run(server: Path, pattern: str, threads: int, slow: bool, a: argparse.Na
         proc.communicate(timeout=30)
 
 
-def load() -> float:
-    return os.getloadavg()[0]
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = load_parser(__doc__, duration=4.0)
+    ap.set_defaults(warmup=0.5)
     ap.add_argument("--before", default=None, help="an older demux-server build to compare")
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--pairs", default="uring,uring-shared", help="patterns (notifier uring)")
-    ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--duration", type=float, default=4.0)
-    ap.add_argument("--msg-size", type=int, default=65536)
-    ap.add_argument("--connections", type=int, default=8)
-    ap.add_argument("--slow-limit", type=int, default=512, help="MiB the slow reader sends at most")
-    ap.add_argument("--server-cpu", default="0")
-    ap.add_argument("--client-cpu", default="1")
-    a = ap.parse_args()
-    builds = {"after": BIN / "demux-server"}
+    ap.add_argument("--rounds", type=positive_int, default=1)
+    ap.add_argument(
+        "--pairs",
+        type=pattern_list,
+        default=pattern_list("uring,uring-shared"),
+        help="patterns (notifier uring)",
+    )
+    ap.add_argument("--threads", type=int_list, default=[1, 2], help="server thread counts, e.g. 1,2")
+    ap.add_argument("--msg-size", type=positive_int, default=65536)
+    ap.add_argument("--connections", type=positive_int, default=8)
+    ap.add_argument("--slow-limit", type=positive_int, default=512, help="MiB the slow reader sends at most")
+    ap.add_argument("--server-cpu", type=cpu_list, default="0")
+    ap.add_argument("--client-cpu", type=cpu_list, default="1")
+    a = ap.parse_args(argv)
+    builds = {"after": binary("demux-server")}
     if a.before:
         builds = {"before": Path(a.before), **builds}
     print(
@@ -137,8 +123,8 @@ def main() -> None:
         f"{'pattern':>12} {'T':>2} {'build':>6} {'alone':>8} {'beside':>8} {'ratio':>6} "
         f"{'RSS MiB':>8} {'slow MiB':>8} {'closed':>6} {'load':>5}"
     )
-    for pattern in a.pairs.split(","):
-        for threads in (int(t) for t in a.threads.split(",")):
+    for pattern in a.pairs:
+        for threads in a.threads:
             rows: dict[str, list[tuple[dict[str, float], dict[str, float], float]]] = {b: [] for b in builds}
             for rnd in range(a.rounds):
                 order = list(builds) if rnd % 2 == 0 else list(reversed(builds))
@@ -149,7 +135,7 @@ def main() -> None:
                     else:
                         beside = one_run(builds[b], pattern, threads, True, a)
                         alone = one_run(builds[b], pattern, threads, False, a)
-                    rows[b].append((alone, beside, load()))
+                    rows[b].append((alone, beside, os.getloadavg()[0]))
             for b in builds:
                 al = statistics.median(r[0]["msgs"] for r in rows[b])
                 be = statistics.median(r[1]["msgs"] for r in rows[b])
@@ -165,4 +151,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    entry(main)

@@ -14,11 +14,10 @@ Two measurements, one server thread (pinned to --server-cpu), W µs of work per 
 
 With --before OLD-BUILD both builds run, alternating, --rounds times; medians are printed.
 
-    .venv/bin/python bench/uring_fairness.py [--before /tmp/old/demux-server] [--rounds 3]
+    .venv/bin/python -m bench uring_fairness [--before /tmp/old/demux-server] [--rounds 3]
         [--pairs uring,uring-shared] [--work-us 200] [--burst 16] [--rate 1000] [--connections 32]
 
-Standalone (the standard library and the binaries of build/bin). The load average is printed with every
-row: on a shared machine say so when quoting.
+The load average is printed with every row: on a shared machine say so when quoting.
 """
 
 from __future__ import annotations
@@ -32,27 +31,23 @@ import socket
 import statistics
 import struct
 import subprocess
-import tempfile
 import termios
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BIN = ROOT / "build" / "bin"
+from bench.common.cli import entry, nonnegative_float, positive_float, positive_int
+from bench.common.pairs import binary, client_report, cpu_list, load_parser, pattern_list, start_server
+
 FIELDS = ("p50", "p90", "p99", "mean")
 SO_TIMESTAMPNS = 35  # asm-generic/socket.h SO_TIMESTAMPNS_OLD (= SCM_TIMESTAMPNS); Python lacks the name
 
 
 def start(server: Path, pattern: str, a: argparse.Namespace) -> tuple[subprocess.Popen[str], int]:
     argv = f"--pattern {pattern} --notifier uring --threads 1 --msg-size {a.msg_size} --port 0"
-    proc = subprocess.Popen(
-        ["taskset", "-c", a.server_cpu, str(server), *argv.split(), "--work-us", str(a.work_us)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return start_server(
+        ["taskset", "-c", a.server_cpu, str(server), *argv.split(), "--work-us", str(a.work_us)]
     )
-    assert proc.stdout is not None
-    return proc, int(json.loads(proc.stdout.readline())["port"])
 
 
 def stopped(pid: int) -> bool:
@@ -109,24 +104,17 @@ def burst(server: Path, pattern: str, a: argparse.Namespace) -> dict[str, float]
     }
 
 
-def client_args(port: int, a: argparse.Namespace) -> list[str]:
+def client_args(a: argparse.Namespace) -> list[str]:
     return (
-        f"--host 127.0.0.1 --port {port} --connections {a.connections} --threads 1 --msg-size {a.msg_size} "
-        f"--warmup 1 --duration {a.duration} --cpus {a.client_cpu}"
+        f"--connections {a.connections} --threads 1 --msg-size {a.msg_size} "
+        f"--warmup {a.warmup} --duration {a.duration} --cpus {a.client_cpu}"
     ).split()
 
 
 def one_run(server: Path, pattern: str, a: argparse.Namespace) -> dict[str, float]:
     proc, port = start(server, pattern, a)
     try:
-        with tempfile.NamedTemporaryFile(suffix=".json") as out:
-            subprocess.run(
-                [str(BIN / "demux-client"), *client_args(port, a), "--rate", str(a.rate), "--json", out.name],
-                check=True,
-                capture_output=True,
-                timeout=a.duration + 60,
-            )
-            client = json.loads(Path(out.name).read_text())
+        client = client_report(port, [*client_args(a), "--rate", str(a.rate)], timeout=a.duration + 60)
     finally:
         proc.terminate()
         stdout, _ = proc.communicate(timeout=30)
@@ -139,21 +127,25 @@ def one_run(server: Path, pattern: str, a: argparse.Namespace) -> dict[str, floa
     return row
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = load_parser(__doc__, duration=4.0)  # --warmup: the open loop's
     ap.add_argument("--before", default=None, help="an older demux-server build to compare")
-    ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--pairs", default="uring,uring-shared", help="patterns (notifier uring, 1 thread)")
-    ap.add_argument("--work-us", type=float, default=200.0)
-    ap.add_argument("--rate", type=float, default=1000.0)
-    ap.add_argument("--burst", type=int, default=16, help="messages in the burst's one batch")
-    ap.add_argument("--connections", type=int, default=32)
-    ap.add_argument("--msg-size", type=int, default=64)
-    ap.add_argument("--duration", type=float, default=4.0)
-    ap.add_argument("--server-cpu", default="0")
-    ap.add_argument("--client-cpu", default="1")
-    a = ap.parse_args()
-    builds = {"after": BIN / "demux-server"}
+    ap.add_argument("--rounds", type=positive_int, default=1)
+    ap.add_argument(
+        "--pairs",
+        type=pattern_list,
+        default=pattern_list("uring,uring-shared"),
+        help="patterns (notifier uring, 1 thread)",
+    )
+    ap.add_argument("--work-us", type=nonnegative_float, default=200.0)
+    ap.add_argument("--rate", type=positive_float, default=1000.0)
+    ap.add_argument("--burst", type=positive_int, default=16, help="messages in the burst's one batch")
+    ap.add_argument("--connections", type=positive_int, default=32)
+    ap.add_argument("--msg-size", type=positive_int, default=64)
+    ap.add_argument("--server-cpu", type=cpu_list, default="0")
+    ap.add_argument("--client-cpu", type=cpu_list, default="1")
+    a = ap.parse_args(argv)
+    builds = {"after": binary("demux-server")}
     if a.before:
         builds = {"before": Path(a.before), **builds}
     print(
@@ -164,7 +156,7 @@ def main() -> None:
     print(
         f"{'pattern':>12} {'build':>6} {'first':>7} {'median':>7} {'last':>7} {'first/last':>10} {'load':>5}"
     )
-    for pattern in a.pairs.split(","):
+    for pattern in a.pairs:
         got: dict[str, list[dict[str, float]]] = {b: [] for b in builds}
         for rnd in range(a.rounds):
             for b in list(builds) if rnd % 2 == 0 else list(reversed(builds)):
@@ -180,7 +172,7 @@ def main() -> None:
         f"{'pattern':>12} {'build':>6} {'msg/s':>7} {'p50':>7} {'p90':>7} {'p99':>7} {'mean':>7} "
         f"{'CPU/msg':>8} {'load':>5}"
     )
-    for pattern in a.pairs.split(","):
+    for pattern in a.pairs:
         rows: dict[str, list[dict[str, float]]] = {b: [] for b in builds}
         for rnd in range(a.rounds):
             for b in list(builds) if rnd % 2 == 0 else list(reversed(builds)):
@@ -194,4 +186,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    entry(main)
