@@ -15,7 +15,15 @@ from demuxlab.ctmc.engine import RC, RI, RO, FloatArray, ModelStructure, Pool, m
 from demuxlab.ctmc.parts import SERVER, client_step, step
 from demuxlab.ctmc.pattern import OpRole, PatternModel
 from demuxlab.ctmc.predict import predict
-from demuxlab.ctmc.rates import DESIGNS, build, calibration_threads, paper_rates, rates_read, structures
+from demuxlab.ctmc.rates import (
+    DESIGNS,
+    SCHEDULED,
+    build,
+    calibration_threads,
+    paper_rates,
+    rates_read,
+    structures,
+)
 from demuxlab.ctmc.registry import BUILT_IN, model_of, patterns, register, registered, unregister
 from demuxlab.errors import DemuxlabError
 
@@ -107,3 +115,6 @@ def test_every_pattern_has_one_model_whose_roles_give_its_calibration_concurrenc
         assert vocab.CALIBRATION_THREADS[m.pattern] == m.calibration_threads == len(m.roles)
         assert DESIGNS[m.pattern].max_threads == (1 if m.pattern == "reactor" else None)
     assert DESIGNS["uring-shared"].min_threads == 1 and DESIGNS["hsha"].min_threads == 2
+    # a Mapping as the dict it was: an unknown pattern is not in it (the benches' option checks ask so)
+    assert "nosuch" not in DESIGNS and DESIGNS.get("nosuch") is None and "nosuch" not in SCHEDULED
+    assert sorted(SCHEDULED) == ["hsha", "proactor", "uring-shared"]

@@ -22,7 +22,7 @@ from demuxlab.ctmc.engine import (
     ModelStructure,
     parameters_read,
 )
-from demuxlab.ctmc.registry import model_of
+from demuxlab.ctmc.registry import model_of, patterns
 from demuxlab.ctmc.values import (
     ALL_RATE_FIELDS,
     EXTRA_FIELDS,
@@ -69,17 +69,15 @@ class _Designs(Mapping[str, Design]):
     """:class:`Design` per registered pattern, read from the registry when asked."""
 
     def __getitem__(self, pattern: str) -> Design:
+        if pattern not in patterns():  # a Mapping's KeyError (``in``, ``.get``), as the dict it was
+            raise KeyError(pattern)
         m = model_of(pattern)
         return Design(pattern, m.min_threads, m.max_threads, m.tagged)
 
     def __iter__(self) -> Iterator[str]:
-        from demuxlab.ctmc.registry import patterns
-
         return iter(patterns())
 
     def __len__(self) -> int:
-        from demuxlab.ctmc.registry import patterns
-
         return len(patterns())
 
 
@@ -87,14 +85,12 @@ class _Scheduled(Mapping[str, ModelStructure]):
     """The run-to-block chain (sched.py) of each pattern that has one: its threads are of several kinds."""
 
     def __getitem__(self, pattern: str) -> ModelStructure:
-        st = model_of(pattern).scheduled if isinstance(pattern, str) else None
+        st = model_of(pattern).scheduled if pattern in patterns() else None
         if st is None:
             raise KeyError(pattern)
         return st
 
     def __iter__(self) -> Iterator[str]:
-        from demuxlab.ctmc.registry import patterns
-
         return (p for p in patterns() if model_of(p).scheduled is not None)
 
     def __len__(self) -> int:
