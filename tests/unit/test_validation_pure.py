@@ -151,6 +151,23 @@ def test_a_refusal_is_carried_with_its_reason_and_self_check_figure() -> None:
     assert fit_calibration(("lf", "poll", None), [], 3, "exp", SHA).outcome.to_json()["status"] == "no runs"
 
 
+def test_the_recommendation_names_a_refused_design_with_its_reason() -> None:
+    """Issue 43 item 6: calibrations.json's refusals, the reasons the recommendation's model_missing gives
+    (``demuxlab claims --calibrations``): each design without a calibration with its reason and figure; a
+    fitted pair is not listed."""
+    from demuxlab.validation.calibration import calibrations_doc, missing_reasons
+
+    refused = CalibrationOutcome(
+        "lf", "epoll-lt", None, None, None, ["r1"], 0, "calibrate lf/epoll-lt: refused: … (+16.0%; …)"
+    )
+    fitted = CalibrationOutcome("hsha", "epoll-lt", 7, {"r_l": 1.0}, {"r_l": "paper"}, ["r2"], 0, None)
+    doc = calibrations_doc("exp", SHA, [refused, fitted])
+    why = missing_reasons(doc, "calibrations.json", SHA)
+    assert why == {("lf", "epoll-lt"): "calibration refused: calibrate lf/epoll-lt: refused: … (+16.0%; …)"}
+    with pytest.raises(DemuxlabError, match="is not this spec's"):
+        missing_reasons(doc, "calibrations.json", "cd" * 32)
+
+
 def test_stored_outcome_and_document_round_trip() -> None:
     outcome = CalibrationOutcome("lf", "poll", None, {"r_l": 1.0}, {"r_l": "paper"}, ["r1"], 0, None)
     fit = fit_calibration(("lf", "poll", None), [], 0, "exp", SHA)

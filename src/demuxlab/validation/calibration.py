@@ -274,3 +274,20 @@ def calibration_ids(doc: Any, where: str, spec_sha256: str) -> dict[CalibrationK
             raise DemuxlabError(f"{where}: calibrations[{i}].hardware_class: not a string: {cls!r}")
         ids[(str(entry.get("pattern")), str(entry.get("notifier")), cls)] = cid
     return ids
+
+
+def missing_reasons(doc: Any, where: str, spec_sha256: str) -> dict[tuple[str, str], str]:
+    """Why each (pattern, notifier) of a calibrations document has no calibrated predictions where it has
+    none: its refusal with the figure (``error``), or that its runs all failed; fitted pairs are not listed
+    (the recommendation's ``model_missing``, issue 43). Several hardware classes: their reasons joined."""
+    calibration_ids(doc, where, spec_sha256)  # the same checks: this spec's calibrate-experiment output
+    out: dict[tuple[str, str], list[str]] = {}
+    for entry in doc["calibrations"]:
+        error = entry.get("error")
+        if entry.get("calibration_id") is not None or not isinstance(error, str):
+            continue
+        cls = entry.get("hardware_class")
+        why = ("calibration refused: " if entry.get("status") == "refused" else "not calibrated: ") + error
+        key = (str(entry.get("pattern")), str(entry.get("notifier")))
+        out.setdefault(key, []).append(why if cls is None else f"{cls}: {why}")
+    return {k: "; ".join(v) for k, v in out.items()}
