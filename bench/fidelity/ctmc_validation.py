@@ -20,12 +20,14 @@ launcher runs each pair, bench/common/pairs.py) — no database, no network. Per
    run is kept — if it is within the limit: a run still over it after its tries is left out (printed, and
    kept in the --runs-out file's ``disturbed`` list, not its ``runs``), since a calibration that pools it
    or a point that averages it describes the other processes, not the server;
-3. ``calibrate()`` per (pattern, notifier, connections, size), pooling the work values, with the
-   self-check against its own runs and the clients' CPU times (a refused fit is printed and leaves the
-   calibrated column empty), and ω: what a request costs the client more when it wakes a dispatcher asleep
-   in its notifier (HSHA, proactor), and the hand-off of a released lock to a waiter asleep on it
-   (uring-shared's submission lock), both measured by build/bin/wake-cost from the client's first CPU to
-   the server's before the runs and kept with them (--wake-us, --handoff-us give them, 0 charges none);
+3. ``calibrate()`` per (pattern, notifier, connections, size), pooling the work values, with the plain runs of
+   the calibration points (the same setting, uninstrumented: each role's CPU per message and the server's
+   speed, and the self-check against their throughput; issue 43; --no-plain: from the instrumented runs alone)
+   and the clients' CPU times (a refused fit is printed with its reason and self-check figure and leaves the
+   calibrated column empty), and ω: what a request costs the client more when it wakes a dispatcher asleep in
+   its notifier (HSHA, proactor), and the hand-off of a released lock to a waiter asleep on it (uring-shared's
+   submission lock), both measured by build/bin/wake-cost from the client's first CPU to the server's before
+   the runs and kept with them (--wake-us, --handoff-us give them, 0 charges none);
 4. ``predict_many()`` for every measured point from the paper's and the calibrated rates, on the host the
    runs had: the server's cores (the planner's CPUs), the client's threads and cores.
 
@@ -40,6 +42,19 @@ the bench says so), --keep-going reports a failed run and goes on (docs/ctmc-ref
 --sleeps also counts, at the HSHA and proactor points whose calibration fitted the client's sleeps (r_u),
 how often the chain's client sleeps per message (its ``send_wake`` step, SSA) against the client's own
 count (its report's ``sleeps``): where a point's error comes from the send's wake-ups, these differ.
+
+**Generalisation** (issue 43): --calibrate-from FILE calibrates on another --runs-out file's calibration
+runs (and the plain runs of their points) and predicts the measured or --replay'ed points with them: a
+grid of another day, never tuned on (the points' own calibration runs are fitted too, the "same day"
+column, for comparison only); bench/fidelity/specs/generalise-{calibration,heldout}.yaml are the two grids:
+
+    .venv/bin/python -m bench ctmc_validation --spec bench/fidelity/specs/generalise-calibration.yaml \
+        --runs-out /tmp/cal.json.gz --measure-only
+    .venv/bin/python -m bench ctmc_validation --spec bench/fidelity/specs/generalise-heldout.yaml \
+        --runs-out /tmp/heldout.json.gz --calibrate-from /tmp/cal.json.gz [--ablate pace,speed,r_x,...]
+
+--ablate P,Q,… also prints the calibrated error with each part of a calibration left out in turn
+(``demuxlab.ctmc.calibrate.ABLATIONS``: the rate ablation of docs/ctmc.md).
 
 Prints one row per point, then mean and max |error| per pattern × notifier × rates source, per pattern
 and overall, with the host, the load average before and after, and the measured background CPU. Targets
