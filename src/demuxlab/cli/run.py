@@ -48,8 +48,8 @@ def validate(spec: str, no_pairs: bool) -> None:
 )
 def plan(spec: str, out: str | None, server_pairs: str | None = None) -> None:
     """Expand a spec into its sweep points and randomized run order (run ids included)."""
-    from demuxlab.ctmc.rates import PATTERNS as MODELLED
     from demuxlab.spec import load_checked_spec, load_spec, run_id, run_order
+    from demuxlab.vocab import PATTERNS as MODELLED
 
     if server_pairs is None:
         loaded = load_checked_spec(spec)
