@@ -1,6 +1,6 @@
 # demuxlab — the two commands of the README, and the steps they are made of.
 #   make quickstart   set up, build, run the smoke experiment through Snakemake (local profile)
-#   make test         set up, build, run every test
+#   make test         set up, build, run every test (pytest -n auto: TEST_WORKERS=N sets the workers)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := .venv
@@ -39,7 +39,7 @@ test: setup build sanitize  ## Set up, build, and run every test.
 	@$(VENV)/bin/lint-imports --no-cache
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
 	@cd playbooks && ../$(VENV)/bin/ansible-lint -q
-	@$(VENV)/bin/pytest -q
+	@$(VENV)/bin/pytest -q -n auto --durations=15
 
 lint:  ## ruff, mypy, the layer contracts (lint-imports), snakemake --lint and ansible-lint only.
 	@$(VENV)/bin/ruff check src tests bench dashboard

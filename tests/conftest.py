@@ -4,6 +4,20 @@ PostgreSQL: ``pg_server`` (session) is an isolated server, ``DEMUXLAB_TEST_DATAB
 needs CREATEDB and CREATEROLE), else an embedded cluster in a temporary ``DEMUXLAB_HOME`` that is stopped
 and removed at session end. A template database at schema head is made once, so ``database_url`` (a fresh
 database per test, also exported as ``DEMUXLAB_DATABASE_URL``) is a cheap file copy, not a migration.
+
+Parallel runs (pytest-xdist; ``make test`` runs ``pytest -n auto``, ``--dist loadgroup`` is the default):
+every worker is a session of its own, with its own PostgreSQL, temporary folders and ``DEMUXLAB_HOME``.
+Tests that share what one worker cannot share with another run on one worker, in one ``xdist_group``
+(``pytest_collection_modifyitems`` below gives the groups; an explicit ``xdist_group`` mark wins):
+
+- ``testbed``: marked ``cluster`` or ``slurm``, or using the ``testbed``/``slurm_bed`` fixtures (Docker
+  containers named ``demuxlab-tb-…``, one test cluster per session);
+- ``docker``: marked ``docker`` (the project's images and their ``:latest`` tags, fixed run ids);
+- ``module:<path>``: a test using a module- or class-scoped fixture runs with the rest of its module, so
+  the fixture is made once.
+
+``TEST_WORKERS`` (or ``PYTEST_XDIST_AUTO_NUM_WORKERS``) sets what ``-n auto`` means; by default the CPU
+count, at least 2 and at most 8 (see ``pytest_xdist_auto_num_workers``).
 """
 
 from __future__ import annotations
@@ -17,6 +31,68 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# Group names of pytest-xdist's loadgroup scheduling (see the module docstring).
+TESTBED_GROUP = "testbed"
+DOCKER_GROUP = "docker"
+WIDE_SCOPES = ("module", "class", "package")
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: ``TEST_WORKERS`` if set, else the CPU count clamped to [2, 8]. Most of the suite waits
+    on subprocesses (servers, Snakemake, Ansible, Docker), so even 2 CPUs keep 2 workers busy."""
+    for var in ("TEST_WORKERS", "PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        value = os.environ.get(var, "").strip()
+        if value:
+            try:
+                return max(1, int(value))
+            except ValueError:
+                raise pytest.UsageError(f"{var}: not a number of workers: {value!r}") from None
+    return min(8, max(2, len(os.sched_getaffinity(0))))
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The xdist group ``item`` must run in (None: any worker); see the module docstring."""
+    if item.get_closest_marker("xdist_group") is not None:
+        return None  # its own mark says
+    names = set(getattr(item, "fixturenames", ()))
+    if (
+        item.get_closest_marker("cluster")
+        or item.get_closest_marker("slurm")
+        or names & {"testbed", "slurm_bed"}
+    ):
+        return TESTBED_GROUP
+    if item.get_closest_marker("docker"):
+        return DOCKER_GROUP
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in info.name2fixturedefs.values() if info is not None else ():
+        if defs and defs[-1].scope in WIDE_SCOPES:
+            return f"module:{item.nodeid.split('::', 1)[0]}"
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = xdist_group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _worker_home() -> Iterator[None]:
+    """A ``DEMUXLAB_HOME`` of this session's (each xdist worker's) own: the leases, caches and state of one
+    worker never meet another's, nor the checkout's ``.demuxlab`` (a developer's database); ``pg_server``
+    sets its own while it lives."""
+    patch = pytest.MonkeyPatch()
+    home = Path(tempfile.mkdtemp(prefix="dlx-home-"))  # short: PostgreSQL's socket path must fit
+    home.chmod(0o755)
+    patch.setenv("DEMUXLAB_HOME", str(home))
+    try:
+        yield
+    finally:
+        patch.undo()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @dataclass(frozen=True)
