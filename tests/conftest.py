@@ -22,6 +22,7 @@ count, at least 2 and at most 8 (see ``pytest_xdist_auto_num_workers``).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -29,6 +30,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,6 +79,62 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = xdist_group_of(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+# xdist 3.8's loadgroup passes a test's group to the controller by appending it to the test's id, which
+# pytest 9.2's structured ids no longer take (pytest-xdist#1386: every test is scheduled on its own). So the
+# groups travel through a file instead: each worker writes {test id: group} once it has collected
+# (GROUPS_ENV names the folder, made by the controller), and the controller's scheduler reads it.
+GROUPS_ENV = "DEMUXLAB_TEST_GROUPS_DIR"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    controller = not hasattr(config, "workerinput") and bool(config.getoption("tx", None))  # of -n N
+    if controller and config.getoption("dist", "no") == "loadgroup":
+        folder = tempfile.mkdtemp(prefix="dlx-groups-")
+        os.environ[GROUPS_ENV] = folder  # the workers inherit it
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+@pytest.hookimpl(trylast=True)  # after every hook that marks or renames the items
+def pytest_collection_finish(session: pytest.Session) -> None:
+    folder, worker = os.environ.get(GROUPS_ENV), os.environ.get("PYTEST_XDIST_WORKER")
+    if not folder or not worker:
+        return
+    groups = {}
+    for item in session.items:
+        names = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if names:
+            groups[item.nodeid] = "_".join(names)
+    tmp = Path(folder) / f".{worker}.json"
+    tmp.write_text(json.dumps(groups))
+    tmp.rename(Path(folder) / f"{worker}.json")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: xdist's scope scheduling (a group's tests on one worker, the larger groups
+    first), with the groups the workers wrote (see GROUPS_ENV)."""
+    folder = os.environ.get(GROUPS_ENV)
+    if config.getoption("dist") != "loadgroup" or not folder:
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroupScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                files = sorted(Path(folder).glob("gw*.json"))
+                assert files, f"no worker wrote its test groups into {folder}"
+                self.groups = {k: v for f in files for k, v in json.loads(f.read_text()).items()}
+            return self.groups.get(nodeid, nodeid)
+
+    return FileGroupScheduling(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)

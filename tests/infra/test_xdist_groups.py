@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,28 @@ def test_groups_of_the_suite(tmp_path: Path) -> None:
         ("module:tests/contracts/test_style_snakemake.py",)
     }
     assert by_file["tests/unit/test_vocab.py"] == {()}
+
+
+def test_a_group_runs_on_one_worker() -> None:
+    """Two workers, a group of three tests and six tests of no group: the group's tests all ran on one
+    worker (xdist's own loadgroup does not group on pytest 9.2; tests/conftest.py schedules them)."""
+    res = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider",
+            "tests/contracts/test_style_snakemake.py", "tests/unit/test_vocab.py",
+            "-k", "profiles_found or the_path_check_can_fail or default_target or vocab or schema",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    ran = dict(
+        (m.group(2), m.group(1))
+        for m in re.finditer(r"^\[(gw\d+)\] \[ *\d+%\] PASSED (\S+)", res.stdout, flags=re.M)
+    )
+    grouped = {w for test, w in ran.items() if test.startswith("tests/contracts/test_style_snakemake.py::")}
+    assert len([t for t in ran if "test_style_snakemake" in t]) == 3 and len(grouped) == 1, ran
+    assert len(ran) >= 6
