@@ -23,11 +23,15 @@ Settle at the end of the test, after every other assertion, so a skip never hide
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import pytest
 
@@ -123,3 +127,18 @@ def under(what: str, value: float, bound: float, *, unit_s: float = 1.0) -> Clai
 def within(span: Span, bound_s: float, what: str) -> None:
     """Settles "``span`` took under ``bound_s``" (a quiet host's bound). Call it last in the test."""
     settle(span, under(f"{what} took (s)", round(span.wall_s, 3), bound_s))
+
+
+def measured_wake(pinnings: Sequence[Mapping[str, Any]]) -> Claim:
+    """The claim "the client's wake-up (ω, ``pinning.wake_us``) was measured for one of these runs"
+    (demuxlab.launch.wake). wake-cost's 3 runs of 2,000 sends take about a second on a quiet host and can
+    run past their time limit on a busy one: a run's note then says "timed out after N seconds", about N s
+    late. Any other reason it was not measured is never the host's (infinitely late: a failure)."""
+    if any("wake_us" in p for p in pinnings):
+        return Claim(True, "ω measured", 0.0)
+    notes = [n for p in pinnings for n in p.get("notes", ()) if "wake-up cost was not measured" in n]
+    limits = [
+        float(m.group(1)) for n in notes for m in [re.search(r"timed out after ([0-9.]+) seconds", n)] if m
+    ]
+    late = max(limits) - 1.0 if limits and len(limits) == len(notes) else math.inf
+    return Claim(False, f"no run has ω measured: {notes or 'and no note says why'}", late)

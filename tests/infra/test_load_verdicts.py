@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.load import Claim, Span, busy_reason, settle, stall_us, under, within
+from helpers.load import Claim, Span, busy_reason, measured_wake, settle, stall_us, under, within
 
 TESTS = Path(__file__).resolve().parents[1]
 CLOCKS = {"monotonic", "perf_counter", "time", "monotonic_ns", "perf_counter_ns", "time_ns"}
@@ -66,6 +66,18 @@ def test_without_pressure_the_load_average_decides() -> None:
     claim = under("a latency (ns)", 3_000_000, 1_000_000, unit_s=1e-9)
     assert not claim.holds and claim.late_s == pytest.approx(0.002)
     assert claim.what == "a latency (ns) 3e+06, not under 1e+06"
+
+
+def test_a_wake_up_not_measured_is_the_hosts_only_when_wake_cost_timed_out() -> None:
+    note = "the client's wake-up cost was not measured: wake-cost: "
+    assert measured_wake([{"notes": []}, {"wake_us": 17.0, "notes": []}]).holds
+    late = measured_wake([{"notes": [note + "Command '['wake-cost']' timed out after 60 seconds"]}])
+    assert not late.holds and late.late_s == pytest.approx(59.0)
+    broken = measured_wake([{"notes": [note + "wake-cost not found at /x: run `make build`"]}])
+    assert not broken.holds and broken.late_s == float("inf")
+    with pytest.raises(AssertionError, match="not found"):
+        settle(span(100.0, 99.0), broken)  # however busy the host: a missing binary fails
+    assert measured_wake([{"notes": []}]).late_s == float("inf")
 
 
 def timed_names(fn: ast.AST) -> set[str]:

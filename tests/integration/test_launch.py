@@ -16,7 +16,7 @@ from demuxlab.launch.native import NativeLauncher
 from demuxlab.plan import plan_pinning
 from demuxlab.spec import Phases, Point
 from demuxlab.topology import collect_facts
-from helpers.load import Span, settle, under
+from helpers.load import Span, measured_wake, settle, under
 
 DEMUXLAB = str(Path(sys.executable).with_name("demuxlab"))
 REPO = Path(__file__).resolve().parents[2]
@@ -87,11 +87,13 @@ def test_the_wake_up_is_measured_for_instrumented_runs_on_one_host_only(
     finally:
         signal.signal(signal.SIGTERM, handler)
     assert timed["status"] == "ok", timed["failure_reason"]
-    # Measured, or the notes say why not (a KeyError said nothing).
-    assert {"wake_us", "handoff_us"} <= set(timed["pinning"]), timed["pinning"].get("notes")
-    # The wake-up is the sender's CPU time; the hand-off a latency (how soon the woken waiter ran).
-    handoff_us = timed["pinning"]["handoff_us"]
-    assert 1.0 < timed["pinning"]["wake_us"] < 1000.0 and handoff_us > 0.5
+    # Measured (or the note says wake-cost ran past its time limit on a busy host: settled below).
+    claims = [measured_wake([timed["pinning"]])]
+    if "wake_us" in timed["pinning"]:
+        # The wake-up is the sender's CPU time; the hand-off a latency (how soon the woken waiter ran).
+        handoff_us = timed["pinning"]["handoff_us"]
+        assert 1.0 < timed["pinning"]["wake_us"] < 1000.0 and handoff_us > 0.5
+        claims.append(under("the lock's hand-off (µs)", handoff_us, 1000.0, unit_s=1e-6))
     assert record["status"] == "ok" and not {"wake_us", "handoff_us"} & set(record["pinning"])
     req = request(point(), instrument=True, measure_s=0.5)
     missing = tmp_path / "wake-cost"
@@ -102,7 +104,7 @@ def test_the_wake_up_is_measured_for_instrumented_runs_on_one_host_only(
     )
     apart = replace(req.pinning, same_host=False)
     assert with_wake_cost(apart) == apart
-    settle(span, under("the lock's hand-off (µs)", handoff_us, 1000.0, unit_s=1e-6))
+    settle(span, *claims)
 
 
 def test_port_in_use_is_a_failed_record_naming_the_cause(binaries: Path) -> None:
