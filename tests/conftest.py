@@ -96,11 +96,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
-@pytest.hookimpl(trylast=True)  # after every hook that marks or renames the items
+# tryfirst: the file is written before xdist's own hook sends the collection to the controller, which may
+# then schedule at once (the items' marks and ids are final: every collection_modifyitems has run).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    folder, worker = os.environ.get(GROUPS_ENV), os.environ.get("PYTEST_XDIST_WORKER")
-    if not folder or not worker:
+    # An xdist worker only: a plain pytest that a test starts inherits the worker's environment.
+    workerinput = getattr(session.config, "workerinput", None)
+    folder = os.environ.get(GROUPS_ENV)
+    if not folder or workerinput is None:
         return
+    worker = workerinput["workerid"]
     groups = {}
     for item in session.items:
         names = sorted(
