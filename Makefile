@@ -1,6 +1,7 @@
 # demuxlab — the two commands of the README, and the steps they are made of.
 #   make quickstart   set up, build, run the smoke experiment through Snakemake (local profile)
-#   make test         set up, build, run every test
+#   make test         set up, build, run every test (pytest -n auto: TEST_WORKERS=N sets the workers,
+#                     PYTEST_ARGS="..." adds pytest options: a selection, --durations=N)
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 VENV := .venv
@@ -39,7 +40,7 @@ test: setup build sanitize  ## Set up, build, and run every test.
 	@$(VENV)/bin/lint-imports --no-cache
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
 	@cd playbooks && ../$(VENV)/bin/ansible-lint -q
-	@$(VENV)/bin/pytest -q
+	@$(VENV)/bin/pytest -q -n auto --durations=15 $(PYTEST_ARGS)
 
 lint:  ## ruff, mypy, the layer contracts (lint-imports), snakemake --lint and ansible-lint only.
 	@$(VENV)/bin/ruff check src tests bench dashboard

@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from demuxlab.bundle import dump, layout
 from demuxlab.bundle.archive import Entry, extract, write_archive
+from helpers.load import Span, measured_wake, settle
 
 REPO = Path(__file__).resolve().parents[2]
 SPECS = Path(__file__).with_name("specs")
@@ -39,6 +40,7 @@ class Produced:
     work: Path
     bundle: Path
     sha: str
+    span: Span  # the workflow's run: how busy the host was meanwhile
 
 
 def cli(*args: str, url: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -62,29 +64,30 @@ def produced(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     url = pg_server.create_database(name, pg_server.template)
     work = tmp_path_factory.mktemp("bundle-work")
     try:
-        res = subprocess.run(
-            [
-                str(BIN / "snakemake"),
-                f"results/{EXP}/{NAME}",
-                "--snakefile",
-                str(REPO / "workflows" / "Snakefile"),
-                "--profile",
-                str(REPO / "workflows" / "local"),
-                "--directory",
-                str(work),
-                "--config",
-                f"experiments=[{EXP}]",
-                f"experiments_dir={SPECS}",
-            ],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "DEMUXLAB_DATABASE_URL": url},
-            timeout=500,
-            check=False,
-        )
+        with Span() as span:
+            res = subprocess.run(
+                [
+                    str(BIN / "snakemake"),
+                    f"results/{EXP}/{NAME}",
+                    "--snakefile",
+                    str(REPO / "workflows" / "Snakefile"),
+                    "--profile",
+                    str(REPO / "workflows" / "local"),
+                    "--directory",
+                    str(work),
+                    "--config",
+                    f"experiments=[{EXP}]",
+                    f"experiments_dir={SPECS}",
+                ],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "DEMUXLAB_DATABASE_URL": url},
+                timeout=500,
+                check=False,
+            )
         assert res.returncode == 0, res.stderr[-3000:]
         sha = layout.sha256_hex((SPECS / f"{EXP}.yaml").read_bytes())
-        yield Produced(url, work, work / "results" / EXP / NAME, sha)
+        yield Produced(url, work, work / "results" / EXP / NAME, sha, span)
     finally:
         pg_server.drop_database(name)
 
@@ -140,16 +143,18 @@ def test_bundle_is_deterministic_complete_and_verifies(produced: Produced, tmp_p
     # wake-cost travels with the binaries (a rerun measures the client's wake-up with it); it was used where
     # a run's pinning has its ω.
     bins = json.loads((root / "binaries" / "binaries.json").read_text())
-    woke = any(
-        "wake_us" in (json.loads(f.read_text()).get("pinning") or {})
+    pinnings = [
+        json.loads(f.read_text()).get("pinning") or {}
         for f in (root / f"experiments/{EXP}/runs").glob("*.json")
-    )
-    assert woke and (root / "binaries" / "wake-cost").is_file() and bins["wake-cost"]["used_by_runs"] is True
+    ]
+    woke = any("wake_us" in p for p in pinnings)  # settled at the end (a busy host can time wake-cost out)
+    assert (root / "binaries" / "wake-cost").is_file() and bins["wake-cost"]["used_by_runs"] is woke
     assert layout.sha256_hex((root / f"experiments/{EXP}/spec.yaml").read_bytes()) == produced.sha
     assert f"demuxlab bundle reproduce {NAME}" in (root / "README.md").read_text()
 
     res = cli("bundle", "verify", str(produced.bundle))
     assert res.returncode == 0 and "ok:" in res.stdout, res.stderr
+    settle(produced.span, measured_wake(pinnings))
 
 
 def test_tampered_missing_and_extra_files_fail_verify(produced: Produced, tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ import pytest
 import sqlalchemy as sa
 from cluster_helpers import Testbed
 
+from helpers.load import Span, settle, under
 from helpers.workflow_process import WorkflowProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker, pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -187,12 +188,13 @@ def test_host_powered_off_mid_run(
     testbed: Testbed, cluster_db: str, base: Path, powered_off: list[str]
 ) -> None:
     sweep = Sweep(base, testbed, cluster_db, "tbpoweroff")
-    proc = sweep.start()
-    wait_for("run measuring on tb2", lambda: clients_running(testbed, "tb2-client"), proc, sweep)
-    time.sleep(1.0)  # mid-measure
-    powered_off.append("tb2-client")
-    subprocess.run(["docker", "kill", testbed.container("tb2-client")], check=True, capture_output=True)
-    sweep.finish(proc)
+    with Span() as span:
+        proc = sweep.start()
+        wait_for("run measuring on tb2", lambda: clients_running(testbed, "tb2-client"), proc, sweep)
+        time.sleep(1.0)  # mid-measure
+        powered_off.append("tb2-client")
+        subprocess.run(["docker", "kill", testbed.container("tb2-client")], check=True, capture_output=True)
+        sweep.finish(proc)
 
     records = assert_complete(sweep, cluster_db)
     # The attempt that was running on tb2 failed there; its run was retried on tb1, avoiding tb2.
@@ -209,7 +211,7 @@ def test_host_powered_off_mid_run(
     assert "tb2-client" in st["quarantine_reason"]
     assert len(failed) == QUARANTINE_AFTER
     unreachable = [a for a in failed if "unreachable over SSH" in a["failure_reason"]]
-    assert unreachable and all(a["scheduling"]["run_wall_s"] < 60 for a in unreachable)
+    assert unreachable
     # The surviving hosts, the dead host's partner included, keep no container of the failed run.
     for host in ("tb1-server", "tb1-client", "tb2-server"):
         assert run_containers(testbed, host) == [], host
@@ -218,6 +220,14 @@ def test_host_powered_off_mid_run(
     table = {row["pair"]: row for row in csv.DictReader(lines)}
     assert table["tb2"]["quarantined"] == "True"
     assert int(table["tb2"]["attempts_failed_on_pair"]) == QUARANTINE_AFTER
+    # "Unreachable" at once: well under SSH's connect timeouts, on a quiet host.
+    settle(
+        span,
+        *(
+            under("an unreachable attempt's run_wall_s", a["scheduling"]["run_wall_s"], 60)
+            for a in unreachable
+        ),
+    )
 
 
 def unquarantine(sweep: Sweep, pair: str) -> None:
@@ -238,25 +248,30 @@ def test_server_host_cut_off_mid_run(testbed: Testbed, cluster_db: str, base: Pa
     noticed by keep-alives, the attempt fails within bounds and is retried on tb1."""
     sweep = Sweep(base, testbed, cluster_db, "tbcutoff")
     unquarantine(sweep, "tb2")
-    proc = sweep.start()
-    wait_for("run measuring on tb2", lambda: clients_running(testbed, "tb2-client"), proc, sweep)
-    time.sleep(1.0)
-    testbed.sh("tb2-server", DROP.format("I"))
-    try:
-        sweep.finish(proc)
-    finally:
-        testbed.sh("tb2-server", DROP.format("D"), check=False)
+    with Span() as span:
+        proc = sweep.start()
+        wait_for("run measuring on tb2", lambda: clients_running(testbed, "tb2-client"), proc, sweep)
+        time.sleep(1.0)
+        testbed.sh("tb2-server", DROP.format("I"))
+        try:
+            sweep.finish(proc)
+        finally:
+            testbed.sh("tb2-server", DROP.format("D"), check=False)
     records = assert_complete(sweep, cluster_db)
     failed = sweep.failed_attempts()
     assert 1 <= len(failed) <= QUARANTINE_AFTER
     for attempt in failed:
-        assert attempt["host_pair"] == "tb2" and attempt["scheduling"]["run_wall_s"] < 120
+        assert attempt["host_pair"] == "tb2"
         assert records[attempt["run_id"]]["host_pair"] == "tb1"
     assert json.loads((sweep.state / "pairs" / "tb2.json").read_text())["quarantined"]
     # The cut-off host's server container may live on until the host is reachable again (the next holder
     # of tb2's lease removes it: the next test checks); the reachable hosts keep nothing.
     for host in ("tb1-server", "tb1-client", "tb2-client"):
         assert run_containers(testbed, host) == [], host
+    # The keep-alives noticed the dead connection within bounds (on a quiet host).
+    settle(
+        span, *(under("a cut-off attempt's run_wall_s", a["scheduling"]["run_wall_s"], 120) for a in failed)
+    )
 
 
 def test_controller_killed_and_rerun(testbed: Testbed, cluster_db: str, base: Path) -> None:
@@ -273,11 +288,18 @@ def test_controller_killed_and_rerun(testbed: Testbed, cluster_db: str, base: Pa
     left = containers_of_runs(testbed, "tb1-server") | containers_of_runs(testbed, "tb2-server")
     assert left & killed
 
-    sweep.finish(sweep.start())  # the same command again
+    with Span() as span:
+        sweep.finish(sweep.start())  # the same command again
     records = assert_complete(sweep, cluster_db)
-    # No lease outlived the dead controller: the rerun's runs took their pairs without waiting.
-    for rid in killed:
-        assert records[rid]["scheduling"]["waited_s"] < 30, records[rid]["scheduling"]
     assert {r["host_pair"] for r in records.values()} == {"tb1", "tb2"}
     for host in testbed.hosts:
         assert run_containers(testbed, host) == [], host
+    # No lease outlived the dead controller: the rerun's runs took their pairs without waiting (30 s on a
+    # quiet host).
+    settle(
+        span,
+        *(
+            under(f"{rid}: waited_s for its pair", records[rid]["scheduling"]["waited_s"], 30)
+            for rid in killed
+        ),
+    )

@@ -41,7 +41,12 @@ TOC_LINE = re.compile(
 STDERR_TO_LOG = re.compile(r"(2>>?|&>)\s*\{log(\.\w+)?\}|>\s*\{log(\.\w+)?\}\s*2>&1")
 
 
-pytestmark = [pytest.mark.timeout(600)]
+# One worker under pytest-xdist: the profiles' scratch folders under .demuxlab/contracts are shared, and
+# rules_of's cache is per process.
+pytestmark = [
+    pytest.mark.timeout(600),
+    pytest.mark.xdist_group("module:tests/contracts/test_style_snakemake.py"),
+]
 
 
 def profile_settings(profile: str) -> tuple[list[str], int]:

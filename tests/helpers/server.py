@@ -5,6 +5,7 @@ Imported as ``helpers.server`` (pytest puts ``tests/`` on the path); the fixture
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import selectors
@@ -34,14 +35,25 @@ def _newest_source() -> float:
 
 
 def build_target(*targets: str) -> None:
-    """Builds file targets of images/Makefile if missing or older than the sources."""
-    stale = [
-        t for t in targets if not (IMAGES / t).exists() or (IMAGES / t).stat().st_mtime < _newest_source()
-    ]
-    if stale:
-        subprocess.run(
-            ["make", "-s", "-C", str(IMAGES), *stale], check=True, capture_output=True, timeout=600
-        )
+    """Builds file targets of images/Makefile if missing or older than the sources. One build at a time
+    across processes (the suite's xdist workers): a second waits for the first, then finds them fresh."""
+
+    def stale() -> list[str]:
+        return [
+            t for t in targets if not (IMAGES / t).exists() or (IMAGES / t).stat().st_mtime < _newest_source()
+        ]
+
+    if not stale():
+        return
+    lock = ROOT / "build" / ".tests-build.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        todo = stale()
+        if todo:
+            subprocess.run(
+                ["make", "-s", "-C", str(IMAGES), *todo], check=True, capture_output=True, timeout=600
+            )
 
 
 @dataclass

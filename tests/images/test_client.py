@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from helpers.load import Span, within
+
 REPO = Path(__file__).resolve().parents[2]
 BIN_DIR = Path(os.environ.get("DEMUXLAB_BIN_DIR", REPO / "build" / "bin"))
 
@@ -271,12 +273,11 @@ def test_correct_python_echo_passes(client_bin: Path) -> None:
 
 
 def test_stall_detected_within_timeout(client_bin: Path) -> None:
-    with FaultServer("stall", after=320) as srv:
-        t0 = time.monotonic()
+    with FaultServer("stall", after=320) as srv, Span() as span:
         res = run_client(client_bin, *load_args(srv.port, conns=4, duration="30"), "--stall-timeout", "1")
-        elapsed = time.monotonic() - t0
     expect_failure(res, "stall")
-    assert 1.0 <= elapsed < 1.0 + 2.0
+    assert span.wall_s >= 1.0
+    within(span, 1.0 + 2.0, "the client's stall detection (--stall-timeout 1)")
 
 
 def test_connection_refused(client_bin: Path, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from helpers.load import Span, settle, under
 from helpers.server import build_target
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,9 +79,12 @@ def test_cpu_pingpong_times_the_round_trip() -> None:
     """The two pinned threads pass the counter 1,000 times (5 batches of 200): a round trip takes some
     nanoseconds, well under the 100 µs a round trip through the scheduler would (a side that never
     answered would spin forever: the timeout)."""
-    cpus, out = run_two_cpu_helper("cpu_pingpong", "--rounds", "1000")
+    with Span() as span:
+        cpus, out = run_two_cpu_helper("cpu_pingpong", "--rounds", "1000")
     assert out["cpus"] == list(cpus) and out["rounds"] == 1000
-    assert 0 < out["min_ns"] <= out["round_trip_ns"] < 100_000
+    assert 0 < out["min_ns"] <= out["round_trip_ns"]
+    # A wall-clock latency: on a busy host either side may lose its CPU mid-round.
+    settle(span, under("the round trip (ns)", out["round_trip_ns"], 100_000, unit_s=1e-9))
 
 
 def test_wake_cost_times_a_send_that_wakes_its_receiver() -> None:
@@ -88,14 +92,17 @@ def test_wake_cost_times_a_send_that_wakes_its_receiver() -> None:
     epoll_wait (on an idle, then on a busy CPU) and awake (polling): a send that must wake its receiver
     costs the sender more than one that finds it awake, and every figure is a send's, not a scheduler
     delay's (well under a millisecond). Then the hand-off of a lock to a waiter asleep on it."""
-    cpus, out = run_two_cpu_helper("wake_cost", "--sends", "500")
+    with Span() as span:
+        cpus, out = run_two_cpu_helper("wake_cost", "--sends", "500")
     assert out["cpus"] == list(cpus) and out["sends"] == 500
     assert 0 < out["awake_ns"] < out["asleep_ns"] < 1_000_000 and out["awake_ns"] < out["busy_ns"] < 1_000_000
     assert out["wake_ns"] == out["asleep_ns"] - out["awake_ns"]
     assert out["busy_wake_ns"] == out["busy_ns"] - out["awake_ns"]
     # and a pthread mutex released while its waiter sleeps on it on the other CPU: idle until the waiter
     # runs, a wake-up's latency (20-28 µs on the 2-core VM), not a spin's (tens of ns)
-    assert 500 < out["handoff_ns"] < 1_000_000
+    assert out["handoff_ns"] > 500
+    # A latency (the sends' figures are CPU times): on a busy host the woken waiter may wait for its CPU.
+    settle(span, under("the lock's hand-off (ns)", out["handoff_ns"], 1_000_000, unit_s=1e-9))
 
 
 @pytest.mark.parametrize(

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from helpers.load import Claim, Span, settle
 from helpers.server import ROOT, Server, build_target
 
 SANITIZER_ENV = {
@@ -140,26 +141,37 @@ def test_early_stop_cuts_everything_at_one_instant(echo_server: Callable[..., in
     2 s), and messages, served, the histogram and the samples all count the same requests."""
     port = echo_server()
     common = client_args(port, conns=8, threads=2, warmup="0.3", duration="20", cooldown="0.5")
-    proc = subprocess.Popen(
-        [str(client_bin(kind)), *common, "--rate", "1000", "--progress"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **SANITIZER_ENV[kind]},
-    )
-    try:
-        seen = progress_lines(proc, 2, timeout=60)
-        assert [d["second"] for d in seen] == [1, 2]
-        proc.send_signal(signal.SIGUSR1)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    with Span() as span:
+        proc = subprocess.Popen(
+            [str(client_bin(kind)), *common, "--rate", "1000", "--progress"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **SANITIZER_ENV[kind]},
+        )
+        try:
+            seen = progress_lines(proc, 2, timeout=60)
+            assert [d["second"] for d in seen] == [1, 2]
+            proc.send_signal(signal.SIGUSR1)
+            stdout, stderr = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
     assert not any(m in stderr for m in MARKERS), stderr[-3000:]
     rep = json.loads(stdout)
-    assert rep["stopped_early"] is True and rep["duration_s"] == 2
-    short = client_args(port, conns=8, threads=2, warmup="0.3", duration="2", cooldown="0.5")
+    # The seconds printed before the signal was taken, and no more: 2, unless this test was kept from
+    # sending it for a second after it read the 2nd (a busy host: settled below).
+    printed = len(seen) + sum(1 for line in stderr.splitlines() if '"event": "second"' in line)
+    assert rep["stopped_early"] is True and rep["duration_s"] == printed
+    short = client_args(
+        port, conns=8, threads=2, warmup="0.3", duration=str(rep["duration_s"]), cooldown="0.5"
+    )
     assert rep["offered"] == run_client([*short, "--rate", "1000"])["offered"]
     assert_one_population(rep)
+    late = rep["duration_s"] - 2  # the signal came that many seconds after the 2nd line was printed
+    settle(
+        span,
+        Claim(late == 0, f"stopped after {rep['duration_s']} s, not the 2 printed when it was sent", late),
+    )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.load import Claim, Span, settle, within
 from helpers.server import ROOT, build_target
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,36 +70,56 @@ def progress_lines(proc: subprocess.Popen[str], count: int, timeout: float = 30.
 
 
 def test_progress_prints_each_second_and_the_report_agrees(client_bin: Path, server_port: int) -> None:
-    proc = client(client_bin, server_port, "3", "--progress")
-    stdout, stderr = proc.communicate(timeout=60)
+    with Span() as span:
+        proc = client(client_bin, server_port, "3", "--progress")
+        stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     lines = [json.loads(line) for line in stderr.splitlines()]
     assert [d["event"] for d in lines] == ["second"] * 3 and [d["second"] for d in lines] == [1, 2, 3]
     report = json.loads(stdout)
     assert report["stopped_early"] is False and report["duration_s"] == 3
-    # Printed 20 ms after each second's end: what was counted by then, all of it or very nearly.
-    for live, final in zip((d["msgs_per_s"] for d in lines), report["per_second"], strict=True):
-        assert live == pytest.approx(final, rel=0.02)
+    # Printed 20 ms after each second's end: what was counted by then, all of it or very nearly (a worker
+    # kept from its CPU past those 20 ms counts late: a busy host's, not the client's).
+    pairs = list(zip((d["msgs_per_s"] for d in lines), report["per_second"], strict=True))
+    assert all(live <= final for live, final in pairs), pairs  # nothing counted that the report has not
+    settle(
+        span,
+        *(
+            Claim(
+                live == pytest.approx(final, rel=0.02), f"second {i}: {live} printed, {final} counted", 0.02
+            )
+            for i, (live, final) in enumerate(pairs, 1)
+        ),
+    )
 
 
 def test_sigusr1_ends_the_measure_phase_after_the_seconds_printed(client_bin: Path, server_port: int) -> None:
-    t0 = time.monotonic()
-    proc = client(client_bin, server_port, "20", "--progress")
-    seen = progress_lines(proc, 2)
-    assert [d["second"] for d in seen] == [1, 2]
-    proc.send_signal(signal.SIGUSR1)
-    stdout, stderr = proc.communicate(timeout=60)
-    took = time.monotonic() - t0
+    with Span() as span:
+        proc = client(client_bin, server_port, "20", "--progress")
+        seen = progress_lines(proc, 2)
+        assert [d["second"] for d in seen] == [1, 2]
+        proc.send_signal(signal.SIGUSR1)
+        stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr
     report = json.loads(stdout)
     assert report["stopped_early"] is True
-    assert report["duration_s"] == len(report["per_second"]) == 2
+    # The seconds printed before the signal was taken, and no more: 2, unless this test was kept from
+    # sending it for a second after it read the 2nd (a busy host: settled below).
+    printed = len(seen) + sum(1 for line in stderr.splitlines() if '"event": "second"' in line)
+    assert report["duration_s"] == len(report["per_second"]) == printed
     assert report["messages"] == pytest.approx(sum(report["per_second"]), abs=0.5)
-    assert report["throughput_msgs_per_s"] == pytest.approx(report["messages"] / 2, rel=1e-6)
+    assert report["throughput_msgs_per_s"] == pytest.approx(
+        report["messages"] / report["duration_s"], rel=1e-6
+    )
     # The histogram is cut with them: the same requests, those sent in the two seconds kept.
     assert report["latency_us"]["count"] == report["messages"]
-    assert took < 15, "it did not measure the whole 20 s"
     assert "second" not in stderr or json.loads(stderr.splitlines()[0])["second"] <= 3
+    late = report["duration_s"] - 2  # the signal came that many seconds after the 2nd line was printed
+    settle(
+        span,
+        Claim(late == 0, f"stopped after {report['duration_s']} s, not the 2 printed when it was sent", late),
+    )
+    within(span, 15, "the client stopped by SIGUSR1 (it did not measure the whole 20 s)")
 
 
 def test_without_progress_sigusr1_is_not_taken(client_bin: Path, server_port: int) -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.load import Span, settle, under
+
 REPO = Path(__file__).resolve().parents[2]
 BLOCKED = ("sqlalchemy", "psycopg", "alembic", "click", "yaml", "jsonschema", "snakemake", "matplotlib")
 RUNNER = """
@@ -45,12 +47,13 @@ def bench(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subp
 
 def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin: Path) -> None:
     out, runs = tmp_path / "val.json", tmp_path / "runs.json.gz"
-    res = bench(
-        tmp_path,
-        "--patterns", "lf,hsha", "--work", "10", "--threads", "1-2", "--connections", "8",
-        "--duration", "0.5", "--warmup", "0.2", "--method", "exact", "--jobs", "1", "--json", str(out),
-        "--runs-out", str(runs), "--probe",
-    )  # fmt: skip
+    with Span() as span:
+        res = bench(
+            tmp_path,
+            "--patterns", "lf,hsha", "--work", "10", "--threads", "1-2", "--connections", "8",
+            "--duration", "0.5", "--warmup", "0.2", "--method", "exact", "--jobs", "1", "--json", str(out),
+            "--runs-out", str(runs), "--probe",
+        )  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     assert "mean |error|" in res.stdout and "calib err" in res.stdout
     assert "other processes' share of the CPUs during the runs" in res.stdout and "load average" in res.stdout
@@ -70,12 +73,10 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
         r"^# a released lock's hand-off to a sleeping waiter: ([0-9.]+) µs \(wake-cost", res.stdout, re.M
     )
     assert handoff is not None and doc["handoff_us"] == pytest.approx(float(handoff.group(1)), abs=0.005)
-    assert 0.5 < doc["handoff_us"] < 1000.0
+    assert doc["handoff_us"] > 0.5
     # Every run has the round trip between the server's and the client's CPU, before and after it.
     trips = [t for p in doc["points"] for pair in p["round_trip_ns"] for t in pair]
-    assert len(trips) == 2 * sum(len(p["runs"]) for p in doc["points"]) and all(
-        0 < t < 100_000 for t in trips
-    )
+    assert len(trips) == 2 * sum(len(p["runs"]) for p in doc["points"]) and all(t > 0 for t in trips)
     assert doc["server_cpus"] and doc["client_cpus"] and not set(doc["server_cpus"]) & set(doc["client_cpus"])
     points = {(p["pattern"], p["threads"]): p for p in doc["points"]}
     assert set(points) == {("lf", 1), ("lf", 2), ("hsha", 2)}  # HSHA needs 2 threads
@@ -162,6 +163,12 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
     assert res.stderr.strip().splitlines() == [
         "ctmc_validation.py: error: --wake-us: must be a number of µs ≥ 0, got -1.0"
     ]
+    # Latencies (ω is the sender's CPU time, asserted above): on a busy host a thread may wait for its CPU.
+    settle(
+        span,
+        under("the lock's hand-off (µs)", doc["handoff_us"], 1000.0, unit_s=1e-6),
+        under("the longest cross-CPU round trip (ns)", max(trips), 100_000, unit_s=1e-9),
+    )
 
 
 def test_replay_of_a_file_that_is_not_runs_is_one_line(tmp_path: Path) -> None:
@@ -216,9 +223,12 @@ def test_measure_only_runs_in_rounds_and_keeps_every_run(tmp_path: Path, server_
 
     # A run that other processes disturbed beyond the file's --max-background (an older bench kept it
     # after its tries) is left out of the replay and named; a --max-background given to the replay wins;
-    # a file whose every run is over it is a one-line error.
+    # a file whose every run is over it is a one-line error. The other runs as on a quiet host: what
+    # other processes really took during them depends on how busy this host was, not on the bench.
     doc = json.loads(gzip.decompress(runs.read_bytes()))
     doc["args"]["max_background"] = 0.1
+    for r in doc["runs"]:
+        r["background"] = 0.0
     noisy = next(r for r in doc["runs"] if r["point"]["threads"] == 2)
     noisy["background"] = 0.5
     over = tmp_path / "over.json.gz"

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from demuxlab import vocab
+from helpers.load import Span, settle, under, within
 from helpers.server import Server, connect, exchange, recv_exact
 
 # Every readiness notifier (all but tpc's "none"): the demultiplexing patterns run over each of them.
@@ -276,10 +277,11 @@ def test_every_thread_counts_its_sleeps(run_server: Any, pattern: str, notifier:
 
 
 def test_work_is_spun_for_the_requested_time(run_server: Any) -> None:
-    data = instrumented_run(run_server, "lf", "epoll-et", 1, "--work-us", "200")
+    with Span() as span:
+        data = instrumented_run(run_server, "lf", "epoll-et", 1, "--work-us", "200")
     work = data["ops"]["work"]
     assert work["count"] == data["messages"]
-    assert 200_000 <= work["p50_ns"] < 2_000_000
+    assert work["p50_ns"] >= 200_000
     assert data["work_us"] == 200.0
     # The work is on-CPU time (spin_cpu_us): its wall time (`work`) is at least that, and the CPU time the
     # spin counted (`work_cpu`) is 200 us a message, whatever preempted it.
@@ -290,6 +292,8 @@ def test_work_is_spun_for_the_requested_time(run_server: Any) -> None:
     assert work_cpu["total_ns"] >= 200_000 * data["messages"]
     # Spinning burns CPU: at least the work time shows up as user+sys CPU.
     assert data["cpu_s"]["user"] + data["cpu_s"]["sys"] >= data["messages"] * 200e-6 * 0.9
+    # `work` is wall time: a spin the host preempted takes longer (its CPU, above, does not).
+    settle(span, under("the work's wall-time p50 (ns)", work["p50_ns"], 2_000_000, unit_s=1e-9))
 
 
 def test_cpus_pins_threads_round_robin(run_server: Any) -> None:
@@ -469,9 +473,8 @@ def test_signal_shutdown_joins_every_thread(
     half = connect(srv.port)
     half.sendall(b"abc")
     time.sleep(0.1)
-    t0 = time.monotonic()
-    out = srv.stop(sig)
-    assert time.monotonic() - t0 < 5
+    with Span() as span:
+        out = srv.stop(sig)
     idle.close()
     half.close()
     assert out.rc == 0, out.stderr
@@ -483,6 +486,7 @@ def test_signal_shutdown_joins_every_thread(
     assert [t["index"] for t in detail] == list(range(entries))
     assert out.json["connections_accepted"] == out.json["connections_closed"] == 4
     assert out.json["messages"] == 4
+    within(span, 5, f"the server's shutdown on signal {sig}")
 
 
 # ---- tpc: one thread per connection, --threads = CPU slots ----------------------------------------------
@@ -651,9 +655,8 @@ def test_tpc_shutdown_with_open_connections_joins_every_thread(run_server: Any) 
         for s in socks[20:30]:
             s.sendall(b"half")  # blocked mid-message
         assert len(_wait_tasks(srv.proc.pid, 2 + 40)) == 2 + 40
-        t0 = time.monotonic()
-        out = srv.stop()
-        assert time.monotonic() - t0 < 2
+        with Span() as span:
+            out = srv.stop()
     finally:
         for s in socks:
             s.close()
@@ -662,3 +665,4 @@ def test_tpc_shutdown_with_open_connections_joins_every_thread(run_server: Any) 
     assert out.json is not None
     assert out.json["messages"] == 20
     assert out.json["connections_accepted"] == out.json["connections_closed"] == 40
+    within(span, 2, "tpc's shutdown with 40 connections open")

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from helpers.load import Span, settle, under
 from helpers.server import Server, connect, exchange, recv_exact
 
 
@@ -41,23 +42,36 @@ def instrumented(run_server: Any, pattern: str, notifier: str, threads: int, *ex
     ("pattern", "notifier"), [("reactor", "epoll-lt"), ("lf", "poll"), ("uring", "uring")]
 )
 def test_blocking_is_idle_not_notify(run_server: Any, pattern: str, notifier: str) -> None:
-    srv = instrumented(run_server, pattern, notifier, 1)
-    sock = connect(srv.port)
-    for _ in range(3):
-        time.sleep(0.25)  # the server waits for this message: idle, not notifier service
-        sock.sendall(b"x")
-        assert recv_exact(sock, 1) == b"x"
-    out = srv.stop()
+    with Span() as span:
+        srv = instrumented(run_server, pattern, notifier, 1)
+        sock = connect(srv.port)
+        for _ in range(3):
+            time.sleep(0.25)  # the server waits for this message: idle, not notifier service
+            sock.sendall(b"x")
+            assert recv_exact(sock, 1) == b"x"
+        out = srv.stop()
     sock.close()
     assert out.rc == 0 and out.json is not None
     ops = out.json["ops"]
     assert ops["idle"]["total_ns"] >= 0.7e9
-    if "notify" in ops:  # calls that found events at once are short: no waiting in them
-        assert ops["notify"]["max_ns"] < 0.1e9
-        assert ops["notify"]["total_ns"] < 0.1 * ops["idle"]["total_ns"]
     (thread,) = out.json["threads_detail"]
-    assert thread["idle_s"] >= 0.7 and thread["notify_s"] < 0.1
+    assert thread["idle_s"] >= 0.7
     assert thread["idle_s"] == pytest.approx(ops["idle"]["total_ns"] / 1e9, abs=1e-5)
+    # Calls that found events at once are short: no waiting in them. Their wall time, though: on a busy
+    # host the thread can lose its CPU inside one.
+    claims = [under("the thread's notify_s", thread["notify_s"], 0.1)]
+    if "notify" in ops:
+        notify, ns = ops["notify"], 1e-9
+        claims += [
+            under("the longest notify call (ns)", notify["max_ns"], 0.1e9, unit_s=ns),
+            under(
+                "notify's total (ns; bound: a tenth of idle)",
+                notify["total_ns"],
+                0.1 * ops["idle"]["total_ns"],
+                unit_s=ns,
+            ),
+        ]
+    settle(span, *claims)
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.server import build_target
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -22,8 +24,5 @@ def docker_engine() -> None:
 def binaries() -> Path:
     """build/bin with both binaries and wake-cost (built by `make build`, which `make test` runs first)."""
     bin_dir = REPO / "build" / "bin"
-    for name in ("demux-server", "demux-client", "wake-cost"):
-        if not (bin_dir / name).is_file():
-            subprocess.run(["make", "-C", str(REPO), "build"], check=True, capture_output=True, timeout=600)
-            break
+    build_target(*(f"../build/bin/{name}" for name in ("demux-server", "demux-client", "wake-cost")))
     return bin_dir

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from helpers.load import Span, settle, under
+
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO / "workflows"
 SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
@@ -70,7 +72,8 @@ def test_adaptive_sweep_end_to_end(tmp_path: Path, database_url: str) -> None:
     specs.mkdir()
     spec = specs / "adaptive-e2e.yaml"
     spec.write_text(SPEC)
-    res = workflow(work, specs)
+    with Span() as span:
+        res = workflow(work, specs)
     assert res.returncode == 0, res.stderr[-4000:]
     results = work / "results" / "adaptive-e2e"
 
@@ -95,7 +98,7 @@ def test_adaptive_sweep_end_to_end(tmp_path: Path, database_url: str) -> None:
     early = [r for r in measured_runs if r["steady_stop"]["stopped_early"]]
     assert early, "with a ±50 % target some run stops after its 3 s minimum"
     for r in early:
-        assert 3 <= r["steady_stop"]["measured_s"] < 4
+        assert r["steady_stop"]["measured_s"] >= 3
         assert len(r["client"]["per_second"]) == r["steady_stop"]["measured_s"] == r["client"]["duration_s"]
         assert r["client"]["stopped_early"] is True
     calibration = [r for r in records.values() if r["point"].get("instrument")]
@@ -159,3 +162,7 @@ def test_adaptive_sweep_end_to_end(tmp_path: Path, database_url: str) -> None:
     assert "Nothing to be done" in res.stderr
     assert {p: p.stat().st_mtime_ns for p in rounds} == mtimes
     assert len(list((results / "runs").glob("*.json"))) == len(records)
+    # Stopped at the first decision after the minimum: the stop reached the client before it printed its
+    # 4th second (on a busy host the decision and the signal can come a second late).
+    # Whole seconds: under 3.5 is under 4; a 4th second printed means the stop came over half a second late.
+    settle(span, *(under("a steady run's measured_s", r["steady_stop"]["measured_s"], 3.5) for r in early))

@@ -16,6 +16,7 @@ from demuxlab.launch.native import NativeLauncher
 from demuxlab.plan import plan_pinning
 from demuxlab.spec import Phases, Point
 from demuxlab.topology import collect_facts
+from helpers.load import Span, measured_wake, settle, under
 
 DEMUXLAB = str(Path(sys.executable).with_name("demuxlab"))
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +51,8 @@ def point(pattern: str = "reactor", notifier: str = "epoll-lt", threads: int = 1
 
 
 def test_native_run_record_has_every_contract_field(binaries: Path) -> None:
-    record = NativeLauncher().run(request(point("hsha", "epoll-lt", 2), instrument=True, measure_s=2))
+    with Span() as span:
+        record = NativeLauncher().run(request(point("hsha", "epoll-lt", 2), instrument=True, measure_s=2))
     assert record["status"] == "ok", record["failure_reason"]
     assert record["format"] == "demuxlab.run/1"
     assert record["point"]["point_key"] == point("hsha", "epoll-lt", 2).point_key
@@ -60,7 +62,8 @@ def test_native_run_record_has_every_contract_field(binaries: Path) -> None:
     assert record["stats"]["throughput_msgs_per_s"] > 0
     assert record["artifacts"]["server"]["sha256"] != record["artifacts"]["client"]["sha256"]
     assert record["pinning"]["server_cpus"] and record["hosts"]["server"]["hostname"]
-    assert 0 <= record["orchestration_s"] < 5
+    assert record["orchestration_s"] >= 0
+    settle(span, under("the run's orchestration (s)", record["orchestration_s"], 5))
 
 
 def test_the_wake_up_is_measured_for_instrumented_runs_on_one_host_only(
@@ -78,12 +81,19 @@ def test_the_wake_up_is_measured_for_instrumented_runs_on_one_host_only(
     monkeypatch.setenv("DEMUXLAB_HOME", str(tmp_path / "home"))  # the pair's lease lives there
     handler = signal.getsignal(signal.SIGTERM)  # run_leased sets its own (a run point's process)
     try:
-        timed = run_leased(NativeLauncher(), request(point(), instrument=True, measure_s=0.5), None)
+        with Span() as span:
+            timed = run_leased(NativeLauncher(), request(point(), instrument=True, measure_s=0.5), None)
         record = run_leased(NativeLauncher(), request(point(), measure_s=0.5), None)
     finally:
         signal.signal(signal.SIGTERM, handler)
     assert timed["status"] == "ok", timed["failure_reason"]
-    assert 1.0 < timed["pinning"]["wake_us"] < 1000.0 and 0.5 < timed["pinning"]["handoff_us"] < 1000.0
+    # Measured (or the note says wake-cost ran past its time limit on a busy host: settled below).
+    claims = [measured_wake([timed["pinning"]])]
+    if "wake_us" in timed["pinning"]:
+        # The wake-up is the sender's CPU time; the hand-off a latency (how soon the woken waiter ran).
+        handoff_us = timed["pinning"]["handoff_us"]
+        assert 1.0 < timed["pinning"]["wake_us"] < 1000.0 and handoff_us > 0.5
+        claims.append(under("the lock's hand-off (µs)", handoff_us, 1000.0, unit_s=1e-6))
     assert record["status"] == "ok" and not {"wake_us", "handoff_us"} & set(record["pinning"])
     req = request(point(), instrument=True, measure_s=0.5)
     missing = tmp_path / "wake-cost"
@@ -94,6 +104,7 @@ def test_the_wake_up_is_measured_for_instrumented_runs_on_one_host_only(
     )
     apart = replace(req.pinning, same_host=False)
     assert with_wake_cost(apart) == apart
+    settle(span, *claims)
 
 
 def test_port_in_use_is_a_failed_record_naming_the_cause(binaries: Path) -> None:

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 
 from demuxlab.designs import valid_pairs
 from demuxlab.spec import calibration_points, expand_points, load_spec
+from helpers.load import Span, settle, under
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO / "workflows"
@@ -87,7 +88,8 @@ def test_smoke_spec_native_end_to_end(tmp_path: Path, database_url: str) -> None
     points = expand_points(spec)
     calibration = calibration_points(spec)
     assert calibration and spec.calibration_repeats == 1
-    res = run_workflow(tmp_path, "experiments=[smoke]", specs=None)
+    with Span() as span:
+        res = run_workflow(tmp_path, "experiments=[smoke]", specs=None)
     assert res.returncode == 0, res.stderr[-3000:]
 
     runs = rows(database_url, RUNS_SQL, name="smoke")
@@ -104,7 +106,6 @@ def test_smoke_spec_native_end_to_end(tmp_path: Path, database_url: str) -> None
         assert r["server_messages"] >= r["client_messages"] > 0
         assert r["server_artifact"]["kind"] == "binary" and len(r["server_artifact"]["sha256"]) == 64
         assert r["pinning"]["server_cpus"] and r["pinning"]["client_cpus"]
-        assert r["orchestration_s"] < 10
 
     hosts = rows(database_url, "select hostname, cores from hosts")
     assert len(hosts) == 1 and hosts[0]["cores"] == os.cpu_count()
@@ -131,6 +132,9 @@ def test_smoke_spec_native_end_to_end(tmp_path: Path, database_url: str) -> None
     check_model_stages(tmp_path / "results" / "smoke", database_url, spec)
     check_claims(report, table)
     check_snakemake_report(tmp_path, "smoke", table)
+    # Each run's orchestration (start, stop, collect) under 10 s on a quiet host; the workflow's span
+    # holds every run's, so its stall bounds what contention could have added to any one.
+    settle(span, *(under(f"{r['point_key']}: orchestration (s)", r["orchestration_s"], 10) for r in runs))
 
 
 def report_vars(html: str) -> dict[str, Any]:
