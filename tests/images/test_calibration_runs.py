@@ -36,12 +36,15 @@ from demuxlab.ctmc.rates import (
     paper_rates,
 )
 from demuxlab.ctmc.ssa import simulate
+from helpers.load import Span, busy_reason
 from helpers.server import ROOT, Server, build_target, start_server
 
 CONNECTIONS = {"hsha": 512, "lf": 512}  # the paper's; the others 64 (tpc: a thread per connection)
 WORK_US = 10.0
 NOTIFIER = {"tpc": "none", "uring": "uring", "uring-shared": "uring"}
 PATTERNS = ("hsha", "lf", "reactor", "multireactor", "proactor", "tpc", "uring", "uring-shared")
+FULL_CACHE_SHARE = 0.8  # of LF's waits at 512 connections, on a host that keeps the client running
+SPANS: dict[str, Span] = {}  # each pattern's run: its wall time and the host's stall over it
 
 
 def pinned() -> tuple[str, str]:
@@ -57,6 +60,11 @@ def client_bin() -> Path:
 
 
 def real_run(run_server: Any, client_bin: Path, pattern: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    with Span() as SPANS[pattern]:
+        return _real_run(run_server, client_bin, pattern)
+
+
+def _real_run(run_server: Any, client_bin: Path, pattern: str) -> tuple[dict[str, Any], dict[str, Any]]:
     server_cpu, client_cpu = pinned()
     srv: Server = run_server(
         [
@@ -126,7 +134,17 @@ def test_lf_fit_rests_on_the_full_cache_bucket(runs: dict[str, Any]) -> None:
     server, client = runs["lf"]
     by = {b["events"]: b for b in server["notify_by_events"]}
     calls = sum(b["count"] for b in by.values())
-    assert by[64]["count"] >= 0.8 * calls  # at 512 connections the leader's cache comes back full
+    # At 512 connections the leader's cache comes back full, as long as the client keeps the connections
+    # ready: a client kept off its CPU leaves the leader fewer events per wait. A shortfall of x of the
+    # waits needs the client stalled for about x of the run; the host's measured stall must explain it.
+    share = by[64]["count"] / calls
+    if share < FULL_CACHE_SHARE:
+        span = SPANS["lf"]
+        late_s = (FULL_CACHE_SHARE - share) * span.wall_s
+        what = f"the leader's cache came back full in {share:.0%} of its {calls} waits, not >= 80 %"
+        reason = busy_reason(span, late_s)
+        assert reason is not None, f"{what}; the host's stall over the run does not explain it"
+        pytest.skip(f"{what}: {reason}; the fit's checks below rest on a full cache and were not judged")
     num = sum(b["count"] * h * b["mean_ns"] / 1000 for h, b in by.items())
     den = sum(b["count"] * h * h for h, b in by.items())
     # The full bucket dominates: τ_e is close to its per-descriptor time, not to the few calls that
