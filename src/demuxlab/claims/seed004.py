@@ -92,6 +92,21 @@ def _s4_poll_linear(ctx: Context) -> Part:
             + f" µs/msg; growth {fmt_est(g, 'ns/msg per descriptor', us)}"
             for n, g in g_ep.items()
         ]
+        # poll's scan of the descriptor array is kernel time in its call: the system CPU per message,
+        # where the runs read it (demuxlab.costs), shows where the growth is.
+        for name, series in (("poll", poll), *epolls.items()):
+            if all(p.sys_us_per_msg is not None for p in series):
+                ev.append(
+                    f"{where}: {name} system CPU per message (the kernel's share) "
+                    + ", ".join(f"c{p.connections}: {p.sys_us_per_msg:.3g}" for p in series)
+                    + " µs; system calls per message "
+                    + ", ".join(
+                        f"c{p.connections}: {p.syscalls_per_msg:.2f}"
+                        if p.syscalls_per_msg is not None
+                        else "?"
+                        for p in series
+                    )
+                )
         evt = tuple(ev)
         if not (g_poll.known and all(g.known for g in g_ep.values())):
             parts.append(Part(INCONCLUSIVE, f"{where}: single runs, no intervals", evt))
