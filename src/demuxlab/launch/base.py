@@ -66,6 +66,7 @@ class RunRequest:
     # The kernel's counters over the measure phase (the record's ``costs``, demuxlab.launch.counters),
     # read where the client prints its phase boundaries (--phase-events).
     collect_costs: bool = True
+    count_syscalls: bool = True  # with them, the system calls (a tracepoint: it costs every system call)
     # The pair lease the run holds (demuxlab.lease): server and client inherit its descriptor, so the
     # pair stays busy while any of them lives, and are recorded in it as the run's children.
     lease: Lease | None = field(default=None, compare=False, repr=False)
@@ -378,7 +379,8 @@ class Launcher(ABC):
                     req.pinning.client_cpus,
                     lookup=lambda: self.role_pid("client", proc, req.run_id),
                 ),
-            ]
+            ],
+            syscalls=req.count_syscalls,
         )
 
         def on_phase(event: dict[str, Any]) -> None:
