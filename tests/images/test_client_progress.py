@@ -146,7 +146,9 @@ def test_phase_events_mark_the_measure_phase(client_bin: Path, server_port: int)
     assert seen[0][1] >= start["t_ns"] and seen[-1][1] >= end["t_ns"]
 
 
-def test_an_early_stop_ends_the_measure_phase_event_at_the_kept_seconds(client_bin: Path, server_port: int) -> None:
+def test_an_early_stop_ends_the_measure_phase_event_at_the_kept_seconds(
+    client_bin: Path, server_port: int
+) -> None:
     proc = client(client_bin, server_port, "20", "--phase-events", "--progress")
     seen = progress_lines(proc, 3)
     assert [d["event"] for d in seen] == ["phase", "second", "second"]

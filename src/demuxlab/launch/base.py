@@ -368,25 +368,16 @@ class Launcher(ABC):
         self, req: RunRequest, proc: subprocess.Popen[str], out: _Outcome
     ) -> Callable[[dict[str, Any]], None]:
         """What reads the sides' counters at each of the client's phase events (demuxlab.launch.counters)."""
-        from demuxlab.launch.counters import Collector, Side
+        from demuxlab.launch.counters import for_run
 
-        out.collector = collector = Collector(
-            [
-                Side("server", out.server_pid[0], req.pinning.server_cpus, out.server_pid[1]),
-                Side(
-                    "client",
-                    None,
-                    req.pinning.client_cpus,
-                    lookup=lambda: self.role_pid("client", proc, req.run_id),
-                ),
-            ],
-            syscalls=req.count_syscalls,
+        def client_pid() -> tuple[int | None, str | None]:
+            return self.role_pid("client", proc, req.run_id)
+
+        pinning = req.pinning
+        out.collector = for_run(
+            pinning.server_cpus, pinning.client_cpus, out.server_pid, client_pid, req.count_syscalls
         )
-
-        def on_phase(event: dict[str, Any]) -> None:
-            t_ns = event.get("t_ns")
-            collector.mark(str(event.get("phase")), t_ns if isinstance(t_ns, int) else None)
-
+        on_phase: Callable[[dict[str, Any]], None] = out.collector.on_phase
         return on_phase
 
     @staticmethod
