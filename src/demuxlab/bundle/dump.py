@@ -7,11 +7,14 @@ version, and any Parquet reader opens it.
 
 :func:`load` puts a dump into any demuxlab database in ONE transaction, idempotently: experiments, hosts
 and points are matched by their natural keys (name + spec hash, facts hash, point key), runs are replaced by
-run id (their samples and op timings with them; a stored run that differs from the bundle's is kept in
-``runs_history``, one that is the same is left as it was, so importing twice is a no-op), calibrations
-are matched by (pattern, notifier, method, source runs) and predictions by their unique key. Serial ids
-are kept where the target does not use them (so a fresh database gets the very same rows), else new ones
-are drawn and every reference is mapped. Other experiments are never touched.
+run id (their samples, op timings, costs and checks with them; a stored run that differs from the bundle's
+is kept in ``runs_history``, one that is the same is left as it was, so importing twice is a no-op),
+calibrations are matched by (pattern, notifier, method, source runs) and predictions by their unique key.
+Serial ids are kept where the target does not use them (so a fresh database gets the very same rows),
+else new ones are drawn and every reference is mapped. Other experiments are never touched.
+
+(Over 500 lines on purpose: one concern, the tables' dump and load, whose parts share the id mapping of
+every table; the run's children (samples, op timings, costs, checks) are loaded with their runs.)
 """
 
 from __future__ import annotations

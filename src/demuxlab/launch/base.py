@@ -7,6 +7,10 @@ A launcher subclass says only how an argument vector becomes a running process p
 can go wrong during a run (server refuses to start, client reports a stall, a process crashes) ends as a
 *failed* record with a one-line ``failure_reason``; only a broken environment (no binary, no engine)
 raises.
+
+(Over 500 lines on purpose: one concern, the run's timeline, whose steps share the outcome being built: the
+server's start and stop, the client's watch (its progress for a steady stop, its phase events for the
+kernel's counters, demuxlab.launch.counters) and the record assembled from all of them.)
 """
 
 from __future__ import annotations
