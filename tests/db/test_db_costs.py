@@ -176,3 +176,45 @@ def test_a_record_without_costs_has_no_cost_rows_and_is_still_checked(
     assert verdicts["placement.core"] == "pass"  # two hosts
     assert flagged is False
 
+
+# Dash 4 warns that its DataTable will move out of the package one day; the pages use it as it is.
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:dash.development.base_component")
+def test_the_run_page_s_why_panel_and_the_sweep_s_cost_axis_read_them(
+    engine: Engine, make_record: MakeRecord, write_record: WriteRecord, database_url: str
+) -> None:
+    """The dashboard in process: the Run page's "why" says the crowded run is flagged and by which check,
+    lists every check with its reason and every cost per side (an unavailable one with its reason, never a
+    zero); a run without costs says so; the Sweep's cost axis draws each point's mean of its runs."""
+    import json
+
+    from demuxlab.dashboard import common
+    from demuxlab.dashboard.app import create_app
+
+    plain, crowded = with_costs(make_record(repeat=0)), with_costs(make_record(repeat=1), on_one_core=True)
+    bare = make_record(repeat=2)
+    ingest_files([write_record(r) for r in (plain, crowded, bare)], engine=engine)
+    create_app(database_url)
+    from demuxlab.dashboard import why
+    from demuxlab.dashboard.pages import run as run_page
+
+    def shown(component: Any) -> str:
+        return json.dumps(component, default=lambda c: c.to_plotly_json())
+
+    calls = 120_000 / (crowded["stats"]["throughput_msgs_per_s"] * 3.0)
+    try:
+        page = shown(run_page.layout(run=crowded["run_id"]))
+        assert '"run-why"' in page and "FLAGGED: placement.core, placement.numa failed" in page
+        for needle in ("independence", "cpu.governor", "calls/msg", "unavailable: no RAPL zone"):
+            assert needle in page, needle
+        assert f"{calls:.2f}" in page  # the table's system calls per message
+        assert "Not flagged" in shown(why.run_panel(plain["run_id"]))
+        none = shown(why.run_panel(bare["run_id"]))
+        assert "no costs recorded for this run" in none and "Not flagged" in none
+        name = plain["experiment"]["name"]
+        fig = why.sweep_cost(name, "threads", None, None, "syscalls", "server")
+        (line,) = [t for t in fig["data"] if t["mode"] == "lines+markers"]
+        assert line["y"] == [pytest.approx(calls)] and line["x"] == [plain["point"]["threads"]]
+        energy = why.sweep_cost(name, "threads", None, None, "energy_uj", "server")
+        assert "unavailable: no RAPL zone" in json.dumps(energy)
+    finally:
+        common.store().dispose()
