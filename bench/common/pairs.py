@@ -292,10 +292,13 @@ def run_pair(
     msg_size: int = 1,
     client_cpu: int | str = 1,
     stall_timeout_s: float = 10.0,
+    costs: bool = False,
 ) -> Result:
     """Runs ``server`` against demux-client (``client_threads`` threads pinned to ``client_cpu``: one CPU,
     or a list such as "8-15") through demuxlab's native launcher: warm-up, measure, SIGTERM; returns both
-    JSON reports, or raises BenchError with the launcher's one-line failure reason."""
+    JSON reports, or raises BenchError with the launcher's one-line failure reason. ``costs``: read the
+    kernel's counters as a run does (demuxlab.launch.counters; off by default: the benches measure the
+    servers as they were measured before, without the collection's cost)."""
     point = Point(
         pattern=server.pattern,
         notifier=server.notifier,
@@ -323,6 +326,7 @@ def run_pair(
         hosts={},
         instrument=server.instrument,
         stall_timeout_s=stall_timeout_s,
+        collect_costs=costs,
     )
     try:
         record = BenchLauncher(server).run(req)

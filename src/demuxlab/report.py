@@ -1,8 +1,10 @@
 """Per-experiment report: each point's throughput as the mean over its repeats with a 95% confidence
-interval (seeds 000/001), as a CSV and a throughput-vs-threads figure.
+interval (seeds 000/001), as a CSV and a throughput-vs-threads figure, and the runs' validity checks
+(demuxlab.validity): per point the runs a check flagged (points.csv), per check how its runs fared and the
+experiment's order effect (checks.csv).
 
-:func:`summarize` and :func:`plot_throughput` are pure (rows in, rows/figure out); :func:`load_rows` is the
-thin database layer in front of them.
+:func:`summarize`, :func:`check_summary` and :func:`plot_throughput` are pure (rows in, rows/figure out);
+:func:`load_rows` is the thin database layer in front of them.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from demuxlab.errors import DemuxlabError
 from demuxlab.jsonio import open_atomic, write_text_atomic
 from demuxlab.point import POINT_FIELDS
 from demuxlab.stats import point_summary
-from demuxlab.vocab import RUN_FAILED, RUN_OK
+from demuxlab.validity import order_effect
+from demuxlab.vocab import CHECK_FAIL, CHECK_VERDICTS, CHECKS, RUN_FAILED, RUN_OK
 
 
 @dataclass
@@ -35,6 +38,13 @@ class RunRow:
     latency_p50_us: float | None
     latency_p99_us: float | None
     hardware_class: str | None = None  # cluster runs: the pair's class (never averaged across classes)
+    # Validity (demuxlab.validity): each check's verdict; a run with a fail is flagged (never left out).
+    checks: dict[str, str] = field(default_factory=dict)
+    started: float | None = None  # when it started (POSIX seconds): the order effect's order
+
+    @property
+    def failed_checks(self) -> list[str]:
+        return [c for c in CHECKS if self.checks.get(c) == CHECK_FAIL]
 
 
 @dataclass
@@ -49,7 +59,7 @@ def load_rows(experiment: str, spec_sha256: str, url: str | None = None) -> list
     from sqlalchemy import select
 
     from demuxlab.db.engine import session
-    from demuxlab.db.models import Experiment, Point, Run
+    from demuxlab.db.models import Experiment, Point, Run, RunCheck
 
     out: dict[int, PointRows] = {}
     with session(url) as s:
@@ -62,6 +72,14 @@ def load_rows(experiment: str, spec_sha256: str, url: str | None = None) -> list
             )
         for point in s.scalars(select(Point).where(Point.experiment_id == exp.id).order_by(Point.point_key)):
             out[point.id] = PointRows(point.point_key, {f: getattr(point, f) for f in POINT_FIELDS})
+        checks: dict[Any, dict[str, str]] = defaultdict(dict)
+        for run_id, check, verdict in s.execute(
+            select(RunCheck.run_id, RunCheck.check, RunCheck.verdict)
+            .join(Run, Run.run_id == RunCheck.run_id)
+            .join(Point)
+            .where(Point.experiment_id == exp.id)
+        ):
+            checks[run_id][check] = verdict
         runs = s.scalars(select(Run).join(Point).where(Point.experiment_id == exp.id))
         for run in runs:
             cpu = None
@@ -78,6 +96,8 @@ def load_rows(experiment: str, spec_sha256: str, url: str | None = None) -> list
                     latency_p50_us=lat.get("p50"),
                     latency_p99_us=lat.get("p99"),
                     hardware_class=run.hardware_class,
+                    checks=checks.get(run.run_id, {}),
+                    started=run.started_at.timestamp() if run.started_at is not None else None,
                 )
             )
     return list(out.values())
@@ -188,8 +208,45 @@ def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
                 "latency_p50_us": _mean([r.latency_p50_us for r in ok if r.latency_p50_us is not None]),
                 "latency_p99_us": _mean([r.latency_p99_us for r in ok if r.latency_p99_us is not None]),
                 "hardware_class": hardware_class,
+                **_flags(ok),
             }
         )
+    return rows
+
+
+def _flags(runs: Sequence[RunRow]) -> dict[str, Any]:
+    """A point's flagged runs (a check failed; they stay in its mean) and which checks: ``check:n`` each."""
+    counts = {c: sum(1 for r in runs if c in r.failed_checks) for c in CHECKS}
+    return {
+        "runs_flagged": sum(1 for r in runs if r.failed_checks),
+        "flags": " ".join(f"{c}:{n}" for c, n in counts.items() if n),
+    }
+
+
+def check_summary(points: Sequence[PointRows]) -> list[dict[str, Any]]:
+    """``checks.csv``: per check, how many ok runs it judged and their verdicts; then the experiment's order
+    effect (:func:`demuxlab.validity.order_effect`) with its verdict and reason."""
+    ok = [(p, r) for p in points for r in p.runs if r.status == RUN_OK]
+    rows = []
+    for check in CHECKS:
+        verdicts = [r.checks[check] for _, r in ok if check in r.checks]
+        if not verdicts:
+            continue
+        rows.append(
+            {"check": check, "runs": len(verdicts), **{v: verdicts.count(v) for v in CHECK_VERDICTS}}
+            | {"verdict": None, "reason": None}
+        )
+    order = order_effect(
+        [
+            (f"{p.point_key}|{r.hardware_class or ''}", r.started, r.throughput)
+            for p, r in ok
+            if r.started is not None and r.throughput is not None
+        ]
+    )
+    rows.append(
+        {"check": "order", "runs": None, **dict.fromkeys(CHECK_VERDICTS)}
+        | {"verdict": order.verdict, "reason": order.reason}
+    )
     return rows
 
 
@@ -221,6 +278,8 @@ def with_decisions(rows: Sequence[dict[str, Any]], decisions: Mapping[str, Any])
                 "latency_p50_us": None,
                 "latency_p99_us": None,
                 "hardware_class": None,
+                "runs_flagged": 0,
+                "flags": "",
                 "measured": False,
                 "why": g.get("why", "model-only"),
             }
@@ -336,10 +395,16 @@ def write_report(spec: Any, out_dir: Path, decisions: Mapping[str, Any] | None =
     """Write ``points.csv`` and ``throughput_vs_threads.png`` for ``spec`` from the database (``decisions``:
     an adaptive experiment's, to mark its points measured or model-only)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows = summarize(load_rows(spec.name, spec.sha256))
+    points = load_rows(spec.name, spec.sha256)
+    rows = summarize(points)
     if decisions is not None:
         rows = with_decisions(rows, decisions)
     csv_path, fig_path = out_dir / "points.csv", out_dir / "throughput_vs_threads.png"
+    checks_path = out_dir / "checks.csv"
     write_csv(rows, csv_path)
+    write_csv(check_summary(points), checks_path, CHECK_COLUMNS)
     plot_throughput(rows, f"{spec.name} ({spec.reproduces})", fig_path)
-    return [csv_path, fig_path]
+    return [csv_path, fig_path, checks_path]
+
+
+CHECK_COLUMNS = ("check", "runs", *CHECK_VERDICTS, "verdict", "reason")

@@ -69,3 +69,29 @@ REFUTED: Final = "refuted"
 INCONCLUSIVE: Final = "inconclusive"
 NOT_TESTABLE: Final = "not testable"
 VERDICTS: Final[tuple[str, ...]] = (HOLDS, REFUTED, INCONCLUSIVE, NOT_TESTABLE)
+
+# -- validity checks ---------------------------------------------------------------------------------------
+# A run's checks (demuxlab.validity, the run_checks table): a fail flags the run (never hides it); a warning
+# is a deviation the host leaves no choice about, or one that does not bias the result by itself; unknown:
+# the host or the record cannot say (the reason says why).
+CHECK_PASS: Final = "pass"
+CHECK_WARN: Final = "warn"
+CHECK_FAIL: Final = "fail"
+CHECK_UNKNOWN: Final = "unknown"
+CHECK_VERDICTS: Final[tuple[str, ...]] = (CHECK_PASS, CHECK_WARN, CHECK_FAIL, CHECK_UNKNOWN)
+# Every check, in the order a run's are listed: the samples, the schedule, where the sides ran, the CPUs'
+# clock, the network; "order" is the experiment's (its runs' order against their results).
+CHECKS: Final[tuple[str, ...]] = (
+    "independence",
+    "stationarity",
+    "arrivals",
+    "placement.core",
+    "placement.cache",
+    "placement.numa",
+    "placement.irq",
+    "cpu.governor",
+    "cpu.frequency",
+    "cpu.turbo",
+    "network",
+    "order",
+)

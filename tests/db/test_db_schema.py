@@ -48,7 +48,7 @@ def test_up_down_up_and_check(empty_engine: Engine) -> None:
         migrations.check(empty_engine)
 
     migrations.upgrade("head", empty_engine)
-    assert migrations.current_revision(empty_engine) == migrations.head_revision() == "0007_adaptive"
+    assert migrations.current_revision(empty_engine) == migrations.head_revision() == "0008_costs"
     assert _tables(empty_engine) == model_tables | {"alembic_version"}
     migrations.check(empty_engine)
 

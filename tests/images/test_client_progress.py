@@ -135,12 +135,62 @@ def test_progress_and_early_stop_under_thread_sanitizer(tsan_client_bin: Path, s
     args = [
         str(tsan_client_bin), "--host", "127.0.0.1", "--port", str(server_port), "--connections", "8",
         "--threads", "3", "--msg-size", "16", "--warmup", "0.2", "--duration", "10", "--progress",
+        "--phase-events",
     ]  # fmt: skip
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    seen = progress_lines(proc, 2, timeout=60)
-    assert len(seen) == 2
+    seen = progress_lines(proc, 3, timeout=60)
+    assert [d["event"] for d in seen] == ["phase", "second", "second"]
     proc.send_signal(signal.SIGUSR1)
     stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr[-3000:]
     assert "ThreadSanitizer" not in stderr
     assert json.loads(stdout)["stopped_early"] is True
+
+
+def test_phase_events_mark_the_measure_phase(client_bin: Path, server_port: int) -> None:
+    """--phase-events (a launcher reads the kernel's counters there, demuxlab.launch.costs): one line as
+    the measure phase starts and one as it ends, each stamped with the boundary's CLOCK_MONOTONIC time,
+    the two exactly the measure phase apart, printed no earlier than their boundary."""
+    proc = client(client_bin, server_port, "2", "--phase-events", "--progress")
+    seen: list[tuple[dict[str, object], int]] = []
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        seen.append((json.loads(line), time.monotonic_ns()))
+    proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    events = [d for d, _ in seen]
+    assert [d["event"] for d in events] == ["phase", "second", "second", "phase"]
+    start, end = events[0], events[-1]
+    assert (start["phase"], end["phase"]) == ("measure", "cooldown")
+    assert isinstance(start["t_ns"], int) and isinstance(end["t_ns"], int)
+    assert end["t_ns"] - start["t_ns"] == 2_000_000_000
+    assert seen[0][1] >= start["t_ns"] and seen[-1][1] >= end["t_ns"]
+
+
+def test_an_early_stop_ends_the_measure_phase_event_at_the_kept_seconds(
+    client_bin: Path, server_port: int
+) -> None:
+    proc = client(client_bin, server_port, "20", "--phase-events", "--progress")
+    seen = progress_lines(proc, 3)
+    assert [d["event"] for d in seen] == ["phase", "second", "second"]
+    proc.send_signal(signal.SIGUSR1)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    end = json.loads(stderr.splitlines()[-1])
+    assert end["phase"] == "cooldown" and end["t_ns"] - seen[0]["t_ns"] == 2_000_000_000
+
+
+def test_open_loop_reports_its_gaps_in_equiprobable_bins(client_bin: Path, server_port: int) -> None:
+    """``gap_bins``: every arrival of the measure phase gives one gap (those that never started too), so
+    the bins sum to ``offered``; an exponential schedule fills the 16 bins alike (chi-square far from
+    rejecting); closed loop: null."""
+    from scipy import stats
+
+    proc = client(client_bin, server_port, "2", "--rate", "4000")
+    stdout, _ = proc.communicate(timeout=60)
+    report = json.loads(stdout)
+    bins = report["gap_bins"]
+    assert len(bins) == 16 and sum(bins) == report["offered"] > 4000
+    assert stats.chisquare(bins).pvalue > 1e-4
+    closed = client(client_bin, server_port, "1")
+    assert json.loads(closed.communicate(timeout=60)[0])["gap_bins"] is None

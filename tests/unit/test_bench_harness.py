@@ -28,6 +28,7 @@ BAD: dict[str, tuple[list[str], str]] = {
         "--inventory: no inventory at /nonexistent",
     ),
     "cluster_sim_bench": (["--dag-profiles", "nosuch"], "argument --dag-profiles: a comma list of profiles"),
+    "costs_bench": (["--blocks", "0"], "argument --blocks: an integer >= 1, got '0'"),
     "ctmc_bench": (["--small", "--what-if"], "--small and --what-if: one at a time"),
     "dashboard_bench": (["--repeat", "0"], "argument --repeat: an integer >= 1, got '0'"),
     "images_client_cost": (["--connections", "64", "x"], "argument --connections: an integer >= 1, got 'x'"),

@@ -56,6 +56,14 @@ def test_database_constraints_match_the_vocabulary() -> None:
     assert _check("runs", "status") == set(vocab.RUN_STATUSES)
     assert _check("predictions", "method") == set(vocab.SOLVER_METHODS)
     assert _check("predictions", "rates_source") == set(vocab.RATE_SOURCES)
+    assert _check("run_checks", "verdict") == set(vocab.CHECK_VERDICTS)
+
+
+def test_the_costs_migration_keeps_the_check_verdicts() -> None:
+    """0008_costs writes its own copy of the verdicts (a migration must not change when vocab does)."""
+    path = Path(__file__).resolve().parents[2] / "migrations" / "versions" / "0008_costs.py"
+    found = re.search(r"CHECK_VERDICTS = \(([^)]*)\)", path.read_text())
+    assert found and tuple(re.findall(r'"([^"]+)"', found[1])) == vocab.CHECK_VERDICTS
 
 
 def test_points_table_has_every_point_field() -> None:

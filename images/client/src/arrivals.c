@@ -61,3 +61,24 @@ void arrival_advance(struct arrival *a, double mean_ns)
     a->at += whole;
     a->frac = gap - (double)whole; /* exact: in [0, 1), and 0 once gaps outgrow 2^52 ns */
 }
+
+/* -ln(1 - j/16), j = 1..15: the edges of the bins an exponential of mean 1 fills equally. */
+static const double gap_edges[GAP_BINS - 1] = {
+    0.064538521137571178, 0.13353139262452263, 0.20763936477824449, 0.2876820724517809,
+    0.3746934494414107,   0.47000362924573558, 0.5753641449035618,  0.69314718055994529,
+    0.82667857318446791,  0.98082925301172619, 1.1631508098056809,  1.3862943611198906,
+    1.6739764335716716,   2.0794415416798357,  2.7725887222397811,
+};
+
+unsigned arrival_gap_bin(double unit_gap)
+{
+    unsigned lo = 0, hi = GAP_BINS - 1; /* the answer: the number of edges <= unit_gap */
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if (gap_edges[mid] <= unit_gap)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}

@@ -27,4 +27,11 @@ struct arrival {
  * +inf or a gap past the clock's range gives ARRIVAL_NEVER, and NEVER stays NEVER). */
 void arrival_advance(struct arrival *a, double mean_ns);
 
+/* The open loop's goodness-of-fit evidence (CONTRACTS.md §2, `gap_bins`): a gap between two intended
+ * arrivals of one connection, in units of its mean, falls into one of GAP_BINS bins that an exponential
+ * distribution fills equally (bin j holds 1 - exp(-x) in [j/16, (j+1)/16)), so a chi-square test needs
+ * nothing but the counts. */
+#define GAP_BINS 16
+unsigned arrival_gap_bin(double unit_gap);
+
 #endif

@@ -34,6 +34,7 @@ struct options {
     int cpus[CLIENT_MAX_CPUS];
     int ncpus;
     int progress; /* --progress: print each measured second, end the measure phase early on SIGUSR1 */
+    int phase_events; /* --phase-events: print the measure phase's start and end as they pass */
 };
 
 /* One per process; read-only once the workers start, except the failure slot and,
@@ -112,6 +113,7 @@ struct worker {
     struct books *books;
     uint32_t nbooks;
     uint64_t calls, spin_ns;
+    uint64_t gap_bins[GAP_BINS]; /* open loop: the intended gaps of the measure phase's arrivals (arrivals.h) */
     int64_t margin_ns; /* open loop: how long before a due arrival the sleep ends and the spin begins */
     uint32_t slack_div; /* the kernel's timer slack for a sleep of t is at least t / slack_div */
 };

@@ -34,7 +34,7 @@
 static const char usage_text[] =
     "usage: " PROG " --host H --port PORT --connections C --threads T --msg-size B\n"
     "                    --warmup S --duration S [--cooldown S] [--cpus LIST] [--rate R]\n"
-    "                    [--stall-timeout S] [--progress] [--json FILE]\n"
+    "                    [--stall-timeout S] [--progress] [--phase-events] [--json FILE]\n"
     "       " PROG " --version | --help\n"
     "\n"
     "Drives an echo server over C TCP connections spread across T threads (each\n"
@@ -61,6 +61,10 @@ static const char usage_text[] =
     "                      phase early on SIGUSR1, after the seconds printed (the\n"
     "                      cool-down follows; the report says stopped_early and counts\n"
     "                      those seconds only)\n"
+    "  --phase-events      print the measure phase's start and end on stderr as they\n"
+    "                      pass ({\"event\": \"phase\", \"phase\": \"measure\" | \"cooldown\",\n"
+    "                      \"t_ns\": CLOCK_MONOTONIC ns}): a launcher reads the kernel's\n"
+    "                      counters there\n"
     "  --json FILE         write the report to FILE (atomically) instead of stdout\n"
     "\n"
     "Exit status: 0 ok, 1 the run failed (reason on stderr), 2 bad flags.\n";
@@ -96,7 +100,7 @@ static double opt_double(const char *name, const char *v, double min, double max
 }
 
 enum { O_HOST = 1, O_PORT, O_CONNS, O_THREADS, O_MSG, O_WARMUP, O_DURATION, O_COOLDOWN, O_CPUS, O_RATE,
-       O_STALL, O_JSON, O_VERSION, O_HELP, O_PROGRESS };
+       O_STALL, O_JSON, O_VERSION, O_HELP, O_PROGRESS, O_PHASE_EVENTS };
 
 static void parse_options(int argc, char **argv, struct options *opt)
 {
@@ -116,6 +120,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
         {"version", no_argument, NULL, O_VERSION},
         {"help", no_argument, NULL, O_HELP},
         {"progress", no_argument, NULL, O_PROGRESS},
+        {"phase-events", no_argument, NULL, O_PHASE_EVENTS},
         {NULL, 0, NULL, 0},
     };
     unsigned seen = 0;
@@ -166,6 +171,7 @@ static void parse_options(int argc, char **argv, struct options *opt)
             exit(0);
         case O_HELP: fputs(usage_text, stdout); exit(0);
         case O_PROGRESS: opt->progress = 1; break;
+        case O_PHASE_EVENTS: opt->phase_events = 1; break;
         default: die_usage("unknown option (see --help)");
         }
     }
@@ -219,7 +225,7 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
 {
     const struct options *opt = run->opt;
     static struct hist lat, late;
-    uint64_t messages = 0, offered = 0, calls = 0, spin_ns = 0;
+    uint64_t messages = 0, offered = 0, calls = 0, spin_ns = 0, gaps[GAP_BINS] = {0};
     double user = 0, sys = 0, wait = 0;
     long sleeps = 0;
     bool open = opt->rate > 0;
@@ -234,6 +240,8 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
         const struct worker *w = &ws[i];
         hist_merge(&lat, &w->tot.lat);
         hist_merge(&late, &w->tot.late);
+        for (unsigned j = 0; j < GAP_BINS; j++)
+            gaps[j] += w->gap_bins[j];
         for (uint32_t s = 0; s <= last; s++) {
             messages += w->per_sec[s];
             offered += w->offered_sec[s];
@@ -285,8 +293,12 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
     if (open) {
         put_hist_us(f, "lateness_us", &late);
         fprintf(f, ", \"spin_s\": %.6f", (double)spin_ns / 1e9);
+        fputs(", \"gap_bins\": [", f);
+        for (unsigned j = 0; j < GAP_BINS; j++)
+            fprintf(f, "%s%llu", j ? ", " : "", (unsigned long long)gaps[j]);
+        fputs("]", f);
     } else {
-        fputs(", \"lateness_us\": null, \"spin_s\": null", f);
+        fputs(", \"lateness_us\": null, \"spin_s\": null, \"gap_bins\": null", f);
     }
     fprintf(f, ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}", user, sys);
     if (wait >= 0)
@@ -510,6 +522,29 @@ static void progress(struct run *run, const struct worker *ws, const sigset_t *u
     }
 }
 
+/* --phase-events, in the main thread: sleep (in steps that look at the failure flag) until `until` moves
+ * past, then say so on stderr.  t_ns is the boundary's own time, so a reader can tell how late it read. */
+static void sleep_until(struct run *run, const _Atomic uint64_t *until)
+{
+    for (;;) {
+        uint64_t now = now_ns(), due = atomic_load(until);
+        if (now >= due || atomic_load(&run->failed))
+            return;
+        uint64_t wait = due - now < UINT64_C(100000000) ? due - now : UINT64_C(100000000);
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)wait};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void phase_event(const struct run *run, const char *phase, uint64_t t)
+{
+    if (atomic_load(&run->failed))
+        return;
+    fprintf(stderr, "{\"event\": \"phase\", \"phase\": \"%s\", \"t_ns\": %llu}\n", phase,
+            (unsigned long long)t);
+    fflush(stderr);
+}
+
 static void free_workers(struct worker *ws, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
@@ -584,8 +619,17 @@ int main(int argc, char **argv)
     atomic_store(&run.meas_end, run.meas_end0);
     atomic_store(&run.end, run.meas_end0 + (uint64_t)(opt.cooldown_s * 1e9));
     pthread_barrier_wait(&run.started);
+    if (opt.phase_events) {
+        _Atomic uint64_t warm_end = run.warm_end;
+        sleep_until(&run, &warm_end);
+        phase_event(&run, "measure", run.warm_end);
+    }
     if (opt.progress)
         progress(&run, ws, &usr1);
+    if (opt.phase_events) {
+        sleep_until(&run, &run.meas_end); /* an early stop moved it back: at once */
+        phase_event(&run, "cooldown", atomic_load(&run.meas_end));
+    }
     for (uint32_t i = 0; i < started; i++)
         pthread_join(ws[i].tid, NULL);
     pthread_barrier_destroy(&run.connected);

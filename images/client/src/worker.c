@@ -314,8 +314,12 @@ static int start_message(struct worker *w, struct conn *c, uint64_t start, uint6
     c->sent = 0;
     c->recvd = 0;
     c->off = (uint32_t)((c->id * UINT64_C(37) + c->seq) % PATTERN_PERIOD);
-    if (open)
+    if (open) {
         arrival_advance(&c->arr, w->run->mean_gap_ns);
+        /* The schedule's gap after an arrival of the measure phase, for the report's goodness of fit. */
+        if (in_measure(w->run, start) && c->arr.at != ARRIVAL_NEVER)
+            w->gap_bins[arrival_gap_bin((double)(c->arr.at - start) / w->run->mean_gap_ns)]++;
+    }
     return send_more(w, c);
 }
 
@@ -531,7 +535,8 @@ static void drive(struct worker *w)
 }
 
 /* Open loop, after the run: the arrivals of the measure phase that never got
- * to start (the client or the server had fallen behind) are offered too.
+ * to start (the client or the server had fallen behind) are offered too, and
+ * their gaps are the schedule's as well.
  * arr is each connection's first unstarted arrival; walk on. */
 static void count_unstarted(struct worker *w)
 {
@@ -539,9 +544,15 @@ static void count_unstarted(struct worker *w)
     uint64_t meas_end = atomic_load(&run->meas_end);
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct arrival a = w->conns[i].arr;
-        for (; a.at < meas_end; arrival_advance(&a, run->mean_gap_ns))
-            if (a.at >= run->warm_end)
-                w->offered_sec[second_of(run, a.at)]++;
+        while (a.at < meas_end) {
+            uint64_t at = a.at;
+            arrival_advance(&a, run->mean_gap_ns);
+            if (at < run->warm_end)
+                continue;
+            w->offered_sec[second_of(run, at)]++;
+            if (a.at != ARRIVAL_NEVER) /* its gap, as start_message books a started one's */
+                w->gap_bins[arrival_gap_bin((double)(a.at - at) / run->mean_gap_ns)]++;
+        }
     }
 }
 

@@ -257,6 +257,8 @@ def _add_database(col: Collected, opts: Options, per_exp: Sequence[tuple[str, st
     )
     col.describe("db/samples.parquet", "per-second throughput of every run (run_id, second, msgs/s)")
     col.describe("db/op_timings.parquet", "per-operation timings of the instrumented runs")
+    col.describe("db/run_costs.parquet", "each run's costs per message in the kernel's terms, per side")
+    col.describe("db/run_checks.parquet", "each run's validity checks: verdict and reason")
     return dumped
 
 

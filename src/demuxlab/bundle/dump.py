@@ -7,11 +7,14 @@ version, and any Parquet reader opens it.
 
 :func:`load` puts a dump into any demuxlab database in ONE transaction, idempotently: experiments, hosts
 and points are matched by their natural keys (name + spec hash, facts hash, point key), runs are replaced by
-run id (their samples and op timings with them; a stored run that differs from the bundle's is kept in
-``runs_history``, one that is the same is left as it was, so importing twice is a no-op), calibrations
-are matched by (pattern, notifier, method, source runs) and predictions by their unique key. Serial ids
-are kept where the target does not use them (so a fresh database gets the very same rows), else new ones
-are drawn and every reference is mapped. Other experiments are never touched.
+run id (their samples, op timings, costs and checks with them; a stored run that differs from the bundle's
+is kept in ``runs_history``, one that is the same is left as it was, so importing twice is a no-op),
+calibrations are matched by (pattern, notifier, method, source runs) and predictions by their unique key.
+Serial ids are kept where the target does not use them (so a fresh database gets the very same rows),
+else new ones are drawn and every reference is mapped. Other experiments are never touched.
+
+(Over 500 lines on purpose: one concern, the tables' dump and load, whose parts share the id mapping of
+every table; the run's children (samples, op timings, costs, checks) are loaded with their runs.)
 """
 
 from __future__ import annotations
@@ -48,7 +51,18 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from demuxlab.bundle.archive import BundleError
 from demuxlab.bundle.layout import canonical_json
-from demuxlab.db.models import Calibration, Experiment, Host, OpTiming, Point, Prediction, Run, Sample
+from demuxlab.db.models import (
+    Calibration,
+    Experiment,
+    Host,
+    OpTiming,
+    Point,
+    Prediction,
+    Run,
+    RunCheck,
+    RunCost,
+    Sample,
+)
 from demuxlab.ingest.replace import drop_unchanged_history, keep_in_history
 
 DUMP_FORMAT = "demuxlab.dump/1"
@@ -60,11 +74,16 @@ TABLES: tuple[str, ...] = (
     "runs",
     "samples",
     "op_timings",
+    "run_costs",
+    "run_checks",
     "calibrations",
     "predictions",
 )
+#: Tables a bundle made before them lacks (0008_costs): read as empty.
+OPTIONAL_TABLES: frozenset[str] = frozenset({"run_costs", "run_checks"})
 _MODELS = {
-    m.__tablename__: m for m in (Experiment, Host, Point, Run, Sample, OpTiming, Calibration, Prediction)
+    m.__tablename__: m
+    for m in (Experiment, Host, Point, Run, Sample, OpTiming, RunCost, RunCheck, Calibration, Prediction)
 }
 
 
@@ -154,6 +173,9 @@ def collect(conn: Connection, experiments: Sequence[tuple[str, str]]) -> dict[st
     runs_q = select(r.c.run_id).where(r.c.point_id.in_(point_ids)).scalar_subquery()
     out["samples"] = _rows(conn, s, s.c.run_id.in_(runs_q), [s.c.run_id, s.c.second])
     out["op_timings"] = _rows(conn, o, o.c.run_id.in_(runs_q), [o.c.run_id, o.c.op, o.c.events.nulls_first()])
+    k, v = table("run_costs"), table("run_checks")
+    out["run_costs"] = _rows(conn, k, k.c.run_id.in_(runs_q), [k.c.run_id, k.c.side, k.c.metric])
+    out["run_checks"] = _rows(conn, v, v.c.run_id.in_(runs_q), [v.c.run_id, v.c.check])
     out["predictions"] = _rows(conn, x, x.c.point_id.in_(point_ids), [x.c.id])
     from_predictions = {row["calibration_id"] for row in out["predictions"]} - {None}
     by_experiment = or_(
@@ -218,6 +240,9 @@ def read_parquet(files: Mapping[str, bytes]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for name in TABLES:
         where = f"db/{name}.parquet"
+        if where not in files and name in OPTIONAL_TABLES:
+            out[name] = []
+            continue
         if where not in files:
             raise BundleError(f"{where}: missing from the bundle")
         t = table(name)
@@ -317,7 +342,19 @@ class _Placer:
 
 def load(engine: Engine, rows: Mapping[str, list[dict[str, Any]]]) -> LoadResult:
     """Load the dump's ``rows`` into the database behind ``engine`` (at schema head) in one transaction."""
-    e, h, p, r, s, o, c, x = (table(n) for n in TABLES)
+    e, h, p, r, s, o, c, x = (
+        table(n)
+        for n in (
+            "experiments",
+            "hosts",
+            "points",
+            "runs",
+            "samples",
+            "op_timings",
+            "calibrations",
+            "predictions",
+        )
+    )
     with engine.begin() as conn:
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('demuxlab bundle import'))"))
         exps = _load_experiments(conn, e, rows["experiments"])
@@ -381,8 +418,9 @@ def _load_runs(
     points: _Placer,
     hosts: _Placer,
 ) -> list[int]:
-    """Runs, replaced by run id and by (point, repeat) as ingest does (samples and op timings cascade),
-    then their samples and op timings; returns the ids of the replaced runs kept in runs_history."""
+    """Runs, replaced by run id and by (point, repeat) as ingest does (samples, op timings, costs and
+    checks cascade), then their samples, op timings, costs and checks; returns the ids of the replaced runs
+    kept in runs_history."""
     r, s, o = tables
     run_rows = [
         {
@@ -422,6 +460,9 @@ def _load_runs(
                 "GREATEST((SELECT max(id) FROM op_timings), 1))"
             )
         )
+    for name in ("run_costs", "run_checks"):
+        cols = [col.name for col in table(name).columns]
+        _copy_rows(conn, name, cols, ([row[k] for k in cols] for row in rows.get(name, [])))
     return history_ids
 
 

@@ -12,10 +12,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from demuxlab.costs import run_costs
 from demuxlab.errors import DemuxlabError
 from demuxlab.point import POINT_FIELDS, Point
 from demuxlab.stats import point_summary
-from demuxlab.vocab import METHOD_SSA, RUN_OK
+from demuxlab.vocab import CHECK_FAIL, CHECKS, METHOD_SSA, RUN_OK
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def load_inputs(
     from sqlalchemy import select
 
     from demuxlab.db.engine import session
-    from demuxlab.db.models import Calibration, Experiment, Host, Prediction, Run
+    from demuxlab.db.models import Calibration, Experiment, Host, Prediction, Run, RunCheck
     from demuxlab.db.models import Point as PointRow
 
     with session(url) as s:
@@ -57,6 +58,13 @@ def load_inputs(
         runs: dict[int, list[Run]] = defaultdict(list)
         for run in s.scalars(select(Run).where(Run.point_id.in_(list(pts)))):
             runs[run.point_id].append(run)
+        failed_checks: dict[Any, list[str]] = defaultdict(list)
+        for run_id, check in s.execute(
+            select(RunCheck.run_id, RunCheck.check)
+            .join(Run, Run.run_id == RunCheck.run_id)
+            .where(Run.point_id.in_(list(pts)), RunCheck.verdict == CHECK_FAIL)
+        ):
+            failed_checks[run_id].append(check)
         class_of: dict[int, str | None] = {
             cid: (artifacts or {}).get("hardware_class")
             for cid, artifacts in s.execute(select(Calibration.id, Calibration.artifacts))
@@ -80,7 +88,7 @@ def load_inputs(
                 continue
             for cls in sorted({r.hardware_class for r in every_ok}, key=lambda c: c or ""):
                 ok = [r for r in every_ok if r.hardware_class == cls]
-                points.append(_point_row(p, ok, cls, hosts, facts))
+                points.append(_point_row(p, ok, cls, hosts, facts, failed_checks))
         predictions = []
         for (pid, source, cls), pred in sorted(
             newest.items(), key=lambda kv: (pts[kv[0][0]].point_key, kv[0][1], kv[0][2] or "")
@@ -98,8 +106,42 @@ def load_inputs(
     return ClaimInputs(points, predictions, facts, failed)
 
 
+def _kernel_means(ok: list[Any]) -> dict[str, float | None]:
+    """The server's costs per message in the kernel's terms (demuxlab.costs), each the mean over the runs
+    when every run has it (else None: a mean over some of them would mix populations)."""
+    wanted = {
+        "syscalls": "syscalls_per_msg",
+        "cpu_sys_s": "sys_us_per_msg",
+        "ctx_voluntary": "switches_per_msg",
+    }
+    per_run = [
+        {c.metric: c.per_message for c in run_costs(r.costs, r.throughput_msgs_per_s) if c.side == "server"}
+        for r in ok
+    ]
+    out: dict[str, float | None] = {}
+    for metric, key in wanted.items():
+        values = [v.get(metric) for v in per_run]
+        known = [x for x in values if x is not None]
+        out[key] = sum(known) / len(known) if known and len(known) == len(values) else None
+    return out
+
+
+def _flags(ok: list[Any], failed_checks: dict[Any, list[str]]) -> dict[str, Any]:
+    """The runs a validity check failed, and which checks (``name:n``, in the checks' order)."""
+    counts = {c: sum(1 for r in ok if c in failed_checks.get(r.run_id, ())) for c in CHECKS}
+    return {
+        "runs_flagged": sum(1 for r in ok if failed_checks.get(r.run_id)),
+        "flags": ", ".join(f"{c}:{n}" for c, n in counts.items() if n),
+    }
+
+
 def _point_row(
-    p: Any, ok: list[Any], cls: str | None, hosts: dict[int, Any], facts: dict[str, dict[str, Any]]
+    p: Any,
+    ok: list[Any],
+    cls: str | None,
+    hosts: dict[int, Any],
+    facts: dict[str, dict[str, Any]],
+    failed_checks: dict[Any, list[str]],
 ) -> dict[str, Any]:
     tput = point_summary([float(r.throughput_msgs_per_s or 0.0) for r in ok])
     costs = [
@@ -132,6 +174,8 @@ def _point_row(
         "cost_us": cost.mean if cost else None,
         "cost_ci_low": cost.ci_low if cost else None,
         "cost_ci_high": cost.ci_high if cost else None,
+        **_kernel_means(ok),
+        **_flags(ok, failed_checks),
     }
 
 

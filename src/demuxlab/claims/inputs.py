@@ -39,6 +39,14 @@ class MeasuredPoint:
     cost_ci_low: float | None = None
     cost_ci_high: float | None = None
     point_key: str = ""
+    # The server's costs in the kernel's terms (demuxlab.costs), means over the runs: system calls, system
+    # CPU time (µs) and voluntary context switches per message; None where the runs do not say.
+    syscalls_per_msg: float | None = None
+    sys_us_per_msg: float | None = None
+    switches_per_msg: float | None = None
+    # Runs a validity check failed (demuxlab.validity): counted in the mean, named in the evidence.
+    runs_flagged: int = 0
+    flags: str = ""
 
     @property
     def design(self) -> str:
@@ -116,7 +124,17 @@ _POINT_TYPES: dict[str, tuple[type, ...]] = {
     "mean": (int, float),
     "n": (int,),
 }
-_OPTIONAL_NUM = ("ci_low", "ci_high", "rate", "cost_us", "cost_ci_low", "cost_ci_high")
+_OPTIONAL_NUM = (
+    "ci_low",
+    "ci_high",
+    "rate",
+    "cost_us",
+    "cost_ci_low",
+    "cost_ci_high",
+    "syscalls_per_msg",
+    "sys_us_per_msg",
+    "switches_per_msg",
+)
 
 
 def _bad(where: str, key: str, value: Any, want: str) -> DemuxlabError:
@@ -147,6 +165,11 @@ def as_point(row: Mapping[str, Any] | MeasuredPoint, where: str = "point") -> Me
         if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
             raise _bad(where, key, v, "an integer or None")
         values[key] = v
+    flagged = row.get("runs_flagged", 0)
+    if isinstance(flagged, bool) or not isinstance(flagged, int) or flagged < 0:
+        raise _bad(where, "runs_flagged", flagged, "a non-negative integer")
+    values["runs_flagged"] = flagged
+    values["flags"] = str(row.get("flags") or "")
     values["host"] = str(row.get("host") or "")
     values["point_key"] = str(row.get("point_key") or "")
     return MeasuredPoint(**values)
@@ -188,4 +211,18 @@ def as_prediction(row: Mapping[str, Any] | ModelPrediction, where: str = "predic
 
 
 def describe(p: MeasuredPoint) -> str:
-    return f"{p.label}: {fmt_est(p.est)}, n={p.n}"
+    """A point in the evidence: its mean and interval, its runs, and those a validity check flagged."""
+    flagged = f", {p.runs_flagged} of {p.n} runs flagged ({p.flags})" if p.runs_flagged else ""
+    return f"{p.label}: {fmt_est(p.est)}, n={p.n}{flagged}"
+
+
+def kernel_costs(p: MeasuredPoint) -> str | None:
+    """What a message cost the server in the kernel's terms, where its runs say (demuxlab.costs)."""
+    bits = []
+    if p.syscalls_per_msg is not None:
+        bits.append(f"{p.syscalls_per_msg:.2f} system calls")
+    if p.sys_us_per_msg is not None:
+        bits.append(f"{p.sys_us_per_msg:.2f} µs system CPU")
+    if p.switches_per_msg is not None:
+        bits.append(f"{p.switches_per_msg:.2f} voluntary switches")
+    return f"{p.label}: {', '.join(bits)} per message" if bits else None

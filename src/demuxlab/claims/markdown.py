@@ -6,12 +6,25 @@ Pure: verdicts and recommendations in, Markdown text out (:mod:`demuxlab.claims.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from demuxlab.claims.estimates import fmt_est
 from demuxlab.claims.evaluation import ClaimVerdict, hardware_of
 from demuxlab.claims.recommendation import Recommendation
+
+_FLAGGED = re.compile(r"(\S+ t\d+): [^|]*?, (\d+) of (\d+) runs flagged \(([^)]*)\)")
+
+
+def flagged_note(evidence: Sequence[str]) -> str:
+    """Whether runs a validity check failed (demuxlab.validity) are behind a verdict: the points of its
+    evidence with flagged runs (:func:`demuxlab.claims.inputs.describe` names them), or none."""
+    found = {m[1]: (int(m[2]), int(m[3]), m[4]) for line in evidence for m in _FLAGGED.finditer(line)}
+    if not found:
+        return "flagged runs: none among the points of the evidence"
+    shown = "; ".join(f"{label} {k} of {n} ({why})" for label, (k, n, why) in sorted(found.items()))
+    return f"flagged runs behind this verdict (counted in the means, never left out): {shown}"
 
 
 def _md_cell(text: str) -> str:
@@ -35,7 +48,10 @@ def render_markdown(
     out += [
         "Verdicts follow from the 95 % confidence intervals of the measured means (docs/claims.md): "
         "*holds* / *refuted* when the intervals decide, *inconclusive* when they overlap, *not testable* "
-        "when the experiment lacks the points (and why).",
+        "when the experiment lacks the points (and why). A run that fails a validity check (its samples "
+        "not independent, a trend, arrivals not Poisson, server and client on one core, the frequency "
+        "moving: report/checks.csv) is flagged, never left out: each verdict says which of its points "
+        "have flagged runs.",
         "",
         "| claim | seed | verdict | why |",
         "|---|---|---|---|",
@@ -55,6 +71,7 @@ def render_markdown(
             f"- **verdict: {v.verdict}**" + (f" (host `{v.host}`)" if len(hosts) > 1 else ""),
             f"- why: {v.reason}",
             f"- tested as: {v.scope}",
+            f"- {flagged_note(v.evidence)}",
         ]
         if v.evidence:
             out.append("- evidence (mean [95 % CI], n runs):")

@@ -16,7 +16,7 @@ from demuxlab.claims.context import (
     usable,
 )
 from demuxlab.claims.estimates import Est, above, fmt_ratio, ratio
-from demuxlab.claims.inputs import MeasuredPoint, describe
+from demuxlab.claims.inputs import MeasuredPoint, describe, kernel_costs
 from demuxlab.vocab import HOLDS, INCONCLUSIVE, NOT_TESTABLE, REFUTED
 
 SPEEDUP_MIN = 1.10  # "changes peak throughput": by more than 10 %
@@ -103,7 +103,13 @@ def _s0_hsha_lt_worse(ctx: Context) -> Part:
         if not (lt and sel):
             continue
         a, b = peak(lt), peak(sel)
-        ev = (f"{wl}: peaks {describe(a)} vs {describe(b)}",)
+        ev: tuple[str, ...] = (f"{wl}: peaks {describe(a)} vs {describe(b)}",)
+        costs = [kernel_costs(p) for p in (a, b)]
+        if all(costs):
+            # Seed 000 §5.1: the re-activation is a system call per message over epoll-lt (EPOLL_CTL_MOD,
+            # the red-black tree under its lock), a bit set in user space over select.
+            why = "re-activation: epoll_ctl per message over epoll-lt, a bit in user space over select"
+            ev += (f"{wl}: the kernel's costs at the peaks ({why}): {costs[0]}; {costs[1]}",)
         if above(b.est, a.est):
             parts.append(Part(HOLDS, f"{wl}: HSHA's peak over select is above its peak over epoll-lt", ev))
         elif above(a.est, b.est):

@@ -45,6 +45,24 @@ def _growth(pts: Sequence[MeasuredPoint]) -> Est:
     )
 
 
+def _kernel_costs(where: str, series_of: Sequence[tuple[str, Sequence[MeasuredPoint]]]) -> list[str]:
+    """poll's scan of the descriptor array is kernel time in its call: the system CPU per message, where
+    the runs read it (demuxlab.costs), shows where the growth is; with the system calls per message."""
+    out = []
+    for name, series in series_of:
+        if all(p.sys_us_per_msg is not None for p in series):
+            out.append(
+                f"{where}: {name} system CPU per message (the kernel's share) "
+                + ", ".join(f"c{p.connections}: {p.sys_us_per_msg:.3g}" for p in series)
+                + " µs; system calls per message "
+                + ", ".join(
+                    f"c{p.connections}: {p.syscalls_per_msg:.2f}" if p.syscalls_per_msg is not None else "?"
+                    for p in series
+                )
+            )
+    return out
+
+
 def _s4_poll_linear(ctx: Context) -> Part:
     pts = [p for p in ctx.select(notifiers=("poll", "epoll-lt", "epoll-et")) if p.cost_us is not None]
     if not any(p.rate is not None for p in pts):
@@ -92,6 +110,7 @@ def _s4_poll_linear(ctx: Context) -> Part:
             + f" µs/msg; growth {fmt_est(g, 'ns/msg per descriptor', us)}"
             for n, g in g_ep.items()
         ]
+        ev += _kernel_costs(where, (("poll", poll), *epolls.items()))
         evt = tuple(ev)
         if not (g_poll.known and all(g.known for g in g_ep.values())):
             parts.append(Part(INCONCLUSIVE, f"{where}: single runs, no intervals", evt))

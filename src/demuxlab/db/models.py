@@ -1,7 +1,8 @@
 """Schema v1 as SQLAlchemy 2 typed models.
 
 The Alembic migrations (``0001_initial``, ``0002_point_instrument``, ``0003_bundles``,
-``0004_cluster``, ``0005_runs_history``, ``0006_slurm``, ``0007_adaptive``) create exactly these tables;
+``0004_cluster``, ``0005_runs_history``, ``0006_slurm``, ``0007_adaptive``, ``0008_costs``) create exactly
+these tables;
 ``demuxlab db check`` (``alembic check``) fails if the two drift apart. Documents (facts, pinning,
 artifacts, raw binary outputs, rates) are JSONB; every table that is written by a single actor has a
 server-side creation timestamp.
@@ -31,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from demuxlab.vocab import RUN_OK, RUN_STATUSES
+from demuxlab.vocab import CHECK_VERDICTS, RUN_OK, RUN_STATUSES
 
 # Constraint names must be deterministic so that migrations can refer to (and drop) them.
 NAMING_CONVENTION: dict[str, str] = {
@@ -182,10 +183,16 @@ class Run(Base):
     # Runs of the slurm profile (0006_slurm): the Slurm job that ran the run, and the record's slurm section.
     slurm_job_id: Mapped[int | None] = mapped_column(BigInteger)
     slurm: Mapped[JSONDoc | None]
+    # The kernel's counters over the measure phase (0008_costs): the record's ``costs`` as is (per-message
+    # rows in ``run_costs``), and whether a validity check failed (``run_checks``; NULL: not checked).
+    costs: Mapped[JSONDoc | None]
+    flagged: Mapped[bool | None]
 
     point: Mapped[Point] = relationship(back_populates="runs")
     samples: Mapped[list[Sample]] = relationship(back_populates="run", passive_deletes=True)
     op_timings: Mapped[list[OpTiming]] = relationship(back_populates="run", passive_deletes=True)
+    run_costs: Mapped[list[RunCost]] = relationship(back_populates="run", passive_deletes=True)
+    checks: Mapped[list[RunCheck]] = relationship(back_populates="run", passive_deletes=True)
 
 
 class Sample(Base):
@@ -200,6 +207,44 @@ class Sample(Base):
     throughput_msgs_per_s: Mapped[float]
 
     run: Mapped[Run] = relationship(back_populates="samples")
+
+
+class RunCost(Base):
+    """One side's cost of a run in the kernel's terms (``demuxlab.costs``): a counter's delta over the
+    measure phase and per message, or why the host could not say (``unavailable``; both values NULL)."""
+
+    __tablename__ = "run_costs"
+    __table_args__ = (
+        CheckConstraint("side IN ('server', 'client')", name="side"),
+        CheckConstraint(
+            "(unavailable IS NULL) OR (value IS NULL AND per_message IS NULL)", name="unavailable"
+        ),
+        Index(None, "metric", "side"),
+    )
+
+    run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True)
+    side: Mapped[str] = mapped_column(primary_key=True)
+    metric: Mapped[str] = mapped_column(primary_key=True)
+    value: Mapped[float | None]
+    per_message: Mapped[float | None]
+    unavailable: Mapped[str | None]
+
+    run: Mapped[Run] = relationship(back_populates="run_costs")
+
+
+class RunCheck(Base):
+    """A validity check of a run (``demuxlab.validity``): its verdict and why; a ``fail`` flags the run."""
+
+    __tablename__ = "run_checks"
+    __table_args__ = (CheckConstraint(f"verdict IN ({_sql_list(CHECK_VERDICTS)})", name="verdict"),)
+
+    run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True)
+    check: Mapped[str] = mapped_column(primary_key=True)
+    verdict: Mapped[str]
+    reason: Mapped[str]
+    value: Mapped[float | None]
+
+    run: Mapped[Run] = relationship(back_populates="checks")
 
 
 class RunHistory(Base):

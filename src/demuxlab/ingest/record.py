@@ -15,17 +15,19 @@ import json
 import math
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
 
+from demuxlab.costs import run_costs
 from demuxlab.errors import DemuxlabError
 from demuxlab.ingest.schema import FORMAT, MAX_RECORD_DEPTH, RECORD_SCHEMA
 from demuxlab.point import Point
 from demuxlab.spec.expand import run_id_of
 from demuxlab.spec.problems import text_problem
 from demuxlab.spec.schema import StrictValidator
+from demuxlab.validity import flagged, run_checks
 from demuxlab.vocab import RUN_OK
 
 # The spec's strict types: an integer is not 2.0, a number is finite.
@@ -45,6 +47,9 @@ class Prepared:
     run: dict[str, Any]
     per_second: Sequence[float]
     op_rows: list[dict[str, Any]]
+    # The run's costs per message (run_costs) and its validity checks (run_checks), derived from the record.
+    cost_rows: list[dict[str, Any]] = field(default_factory=list)
+    check_rows: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _field(path: Iterable[str | int]) -> str:
@@ -284,6 +289,12 @@ def prepare_record(
     }
     run = _run_row(record, run_id, started, finished_at)
     op_rows = _op_rows(server, run_id)
+    costs = [
+        {"run_id": run_id, **c.to_row()} for c in run_costs(record.get("costs"), run["throughput_msgs_per_s"])
+    ]
+    checks = run_checks(record)
+    run["flagged"] = flagged(checks) if checks else None
+    check_rows = [{"run_id": run_id, **c.to_row()} for c in checks]
     experiment = record["experiment"]
     return Prepared(
         source=source,
@@ -302,6 +313,8 @@ def prepare_record(
         run=run,
         per_second=per_second,
         op_rows=op_rows,
+        cost_rows=costs,
+        check_rows=check_rows,
     )
 
 
@@ -386,6 +399,7 @@ def _run_row(
         "noise": record.get("noise"),
         "slurm_job_id": (record.get("slurm") or {}).get("job_id"),
         "slurm": record.get("slurm"),
+        "costs": record.get("costs"),
     }
 
 

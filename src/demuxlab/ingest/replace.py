@@ -71,6 +71,8 @@ _FIELD_OF_COLUMN = {
     "hardware_class": "pair.hardware_class.id",
     "noisy": "noise.flagged",
     "slurm_job_id": "slurm.job_id",
+    "costs": "costs",
+    "flagged": "the validity checks (runs.flagged)",
 }
 # What a reader wants to see first: the status and the measurement.
 _FIRST = ("status", "failure_reason", "throughput_msgs_per_s")

@@ -52,6 +52,46 @@ _OP: dict[str, Any] = {
     },
 }
 
+# The kernel's counters of a side over the measure phase (CONTRACTS.md §5, ``costs``;
+# demuxlab.launch.counters): every delta is of a counter that only grows, so none is negative; what the host
+# could not give is a string ``unavailable: <why>``, never a number.
+_UNAVAILABLE: dict[str, Any] = {"type": "string", "pattern": "^unavailable: "}
+_COUNT_OR_UNAVAILABLE: dict[str, Any] = {"anyOf": [_COUNT, _UNAVAILABLE]}
+_SECONDS: dict[str, Any] = {"type": "object", "additionalProperties": {"type": "number", "minimum": 0}}
+_COUNTS: dict[str, Any] = {"type": "object", "additionalProperties": _COUNT}
+_SIDE_COSTS: dict[str, Any] = {
+    "anyOf": [
+        _UNAVAILABLE,
+        {
+            "type": "object",
+            "required": ["interval_s"],
+            "properties": {
+                "interval_s": {"type": "number", "minimum": 0},
+                "process_cpu_s": {"anyOf": [_SECONDS, _UNAVAILABLE]},
+                "context_switches": _COUNTS,
+                "migrations": _COUNT_OR_UNAVAILABLE,
+                "syscalls": _COUNT_OR_UNAVAILABLE,
+                "threads": {"type": "array", "maxItems": 4096},
+                "cpu_time_s": {"anyOf": [_SECONDS, _UNAVAILABLE]},
+                "tcp": {"anyOf": [_COUNTS, _UNAVAILABLE]},
+                "frequency_khz": {"anyOf": [{"type": "object"}, _UNAVAILABLE]},
+                "governor": {"type": "string"},
+                "turbo": {"anyOf": [{"type": "boolean"}, _UNAVAILABLE]},
+                "energy_uj": {"anyOf": [_COUNTS, _UNAVAILABLE]},
+            },
+        },
+    ]
+}
+_COSTS: dict[str, Any] = {
+    "type": ["object", "null"],
+    "properties": {
+        "phases": {"type": "array", "items": {"enum": ["measure", "cooldown"]}, "maxItems": 2},
+        "server": _SIDE_COSTS,
+        "client": _SIDE_COSTS,
+        "same_netns": {"type": "boolean"},
+    },
+}
+
 # The point's fields (demuxlab.point.POINT_FIELDS; tests/unit/test_vocab.py checks they are the same), each
 # bounded by the binaries' limits, as for specs (demuxlab.limits), its names the vocabulary's: the database
 # keeps no list of them (no check constraint), so a new pattern or notifier is storable once vocab names it.
@@ -160,6 +200,8 @@ RECORD_SCHEMA: dict[str, Any] = {
                 # Open loop: how late the client sent against its schedule (CONTRACTS.md §2).
                 "lateness_us": {"type": ["object", "null"], "additionalProperties": _NONNEG_OR_NULL},
                 "spin_s": _NONNEG_OR_NULL,
+                # Open loop: the schedule's gaps in 16 bins an exponential fills alike (demuxlab.validity).
+                "gap_bins": {"type": ["array", "null"], "items": _COUNT, "minItems": 16, "maxItems": 16},
                 "cpu_s": _CPU_S,
                 "errors": _COUNT,
             },
@@ -175,6 +217,7 @@ RECORD_SCHEMA: dict[str, Any] = {
             },
         },
         "orchestration_s": _NONNEG_OR_NULL,
+        "costs": _COSTS,
         # Cluster runs: the pair (with its hardware class) and the noise check of both hosts.
         "pair": {
             "type": ["object", "null"],

@@ -43,7 +43,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from demuxlab.db.models import Base, Experiment, Host, OpTiming, Point, Run, Sample
+from demuxlab.db.models import Base, Experiment, Host, OpTiming, Point, Run, RunCheck, RunCost, Sample
 from demuxlab.errors import DatabaseError, DemuxlabError
 from demuxlab.ingest.files import load_record, spec_text
 from demuxlab.ingest.record import Prepared, prepare_record
@@ -238,6 +238,10 @@ def _write(conn: Connection, prep: Prepared, replace: Replace = "never") -> Inge
     _copy_samples(conn, prep.run_id, prep.per_second, skip_triggers=superuser)
     if prep.op_rows:
         conn.execute(insert(OpTiming), prep.op_rows)
+    if prep.cost_rows:
+        conn.execute(insert(RunCost), prep.cost_rows)
+    if prep.check_rows:
+        conn.execute(insert(RunCheck), prep.check_rows)
     if not stored:
         return result
     return dataclasses.replace(result, replaced=len(stored), outcome=REPLACED, history_ids=tuple(history_ids))

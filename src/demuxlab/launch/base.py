@@ -7,6 +7,10 @@ A launcher subclass says only how an argument vector becomes a running process p
 can go wrong during a run (server refuses to start, client reports a stall, a process crashes) ends as a
 *failed* record with a one-line ``failure_reason``; only a broken environment (no binary, no engine)
 raises.
+
+(Over 500 lines on purpose: one concern, the run's timeline, whose steps share the outcome being built: the
+server's start and stop, the client's watch (its progress for a steady stop, its phase events for the
+kernel's counters, demuxlab.launch.counters) and the record assembled from all of them.)
 """
 
 from __future__ import annotations
@@ -63,6 +67,10 @@ class RunRequest:
     # An adaptive sweep's runs that end when steady (docs/adaptive.md): the client reports each second
     # (--progress) and is told to end its measure phase (SIGUSR1) once demuxlab.steady says so.
     steady: SteadyRule | None = None
+    # The kernel's counters over the measure phase (the record's ``costs``, demuxlab.launch.counters),
+    # read where the client prints its phase boundaries (--phase-events).
+    collect_costs: bool = True
+    count_syscalls: bool = True  # with them, the system calls (a tracepoint: it costs every system call)
     # The pair lease the run holds (demuxlab.lease): server and client inherit its descriptor, so the
     # pair stays busy while any of them lives, and are recorded in it as the run's children.
     lease: Lease | None = field(default=None, compare=False, repr=False)
@@ -81,6 +89,8 @@ class _Outcome:
     failure: str | None = None
     notes: list[str] = field(default_factory=list)
     steady: SteadyDecision | None = None  # the last steady-stop decision (the one that stopped the run)
+    server_pid: tuple[int | None, str | None] = (None, None)  # (pid on this host, or why not)
+    collector: Any = None  # demuxlab.launch.counters.Collector, made at the measure phase's start
 
     def fail(self, reason: str) -> None:
         # The first failure is the cause; later ones are usually its consequences.
@@ -178,6 +188,10 @@ class Launcher(ABC):
     def check(self) -> None:  # noqa: B027 (optional hook)
         """Raise :class:`~demuxlab.errors.LaunchError` if this launcher cannot run here."""
 
+    def role_pid(self, role: str, proc: subprocess.Popen[str], run_id: str) -> tuple[int | None, str | None]:
+        """The pid on this host of the role's process (its counters are read in ``/proc``), or why none."""
+        return None, f"the {self.name} launcher runs the {role} where this host cannot read its counters"
+
     def terminate(self, proc: subprocess.Popen[str]) -> None:
         proc.send_signal(signal.SIGTERM)  # the server prints its exit JSON and exits
 
@@ -224,6 +238,8 @@ class Launcher(ABC):
             args += ["--rate", num(p.rate)]
         if req.steady is not None:
             args.append("--progress")
+        if req.collect_costs:
+            args.append("--phase-events")
         return args
 
     def run(self, req: RunRequest) -> dict[str, Any]:
@@ -261,6 +277,8 @@ class Launcher(ABC):
             stdout_head = ""
             try:
                 port, stdout_head = self._wait_listening(proc, proc.stdout)
+                if port is not None and req.collect_costs:
+                    out.server_pid = self.role_pid("server", proc, req.run_id)
                 if port is None:
                     err.seek(0)
                     reason = _first_line(err.read()) or f"server exited with status {proc.poll()}"
@@ -325,9 +343,10 @@ class Launcher(ABC):
         ) as proc:
             if req.lease is not None:
                 req.lease.add_child(proc.pid, "client")
+            on_phase = self._phase_reader(req, proc, out) if req.collect_costs else None
             try:
-                if req.steady is not None:
-                    stdout, stderr = self._watch_steady(proc, req.steady, limit, out)
+                if req.steady is not None or on_phase is not None:
+                    stdout, stderr = self._watch_steady(proc, req.steady, limit, out, on_phase)
                 else:
                     stdout, stderr = proc.communicate(timeout=limit)
             except subprocess.TimeoutExpired:
@@ -338,6 +357,9 @@ class Launcher(ABC):
             except BaseException:
                 proc.kill()
                 raise
+            finally:
+                if out.collector is not None:
+                    out.collector.close()
         out.client = _last_json_line(stdout)
         stderr = "\n".join(line for line in stderr.splitlines() if not line.startswith('{"event"'))
         if proc.returncode != 0:
@@ -346,13 +368,34 @@ class Launcher(ABC):
         elif out.client is None or not out.client.get("ok", False):
             out.fail(f"client printed no result: {_first_line(stderr)}")
 
+    def _phase_reader(
+        self, req: RunRequest, proc: subprocess.Popen[str], out: _Outcome
+    ) -> Callable[[dict[str, Any]], None]:
+        """What reads the sides' counters at each of the client's phase events (demuxlab.launch.counters)."""
+        from demuxlab.launch.counters import for_run
+
+        def client_pid() -> tuple[int | None, str | None]:
+            return self.role_pid("client", proc, req.run_id)
+
+        pinning = req.pinning
+        out.collector = for_run(
+            pinning.server_cpus, pinning.client_cpus, out.server_pid, client_pid, req.count_syscalls
+        )
+        on_phase: Callable[[dict[str, Any]], None] = out.collector.on_phase
+        return on_phase
+
     @staticmethod
     def _watch_steady(
-        proc: subprocess.Popen[str], rule: SteadyRule, limit: float, out: _Outcome
+        proc: subprocess.Popen[str],
+        rule: SteadyRule | None,
+        limit: float,
+        out: _Outcome,
+        on_phase: Callable[[dict[str, Any]], None] | None = None,
     ) -> tuple[str, str]:
         """Read the client's per-second progress as it comes, judge it after each second
         (:func:`demuxlab.steady.check`) and tell the client to end its measure phase (SIGUSR1) the first time
         it is steady; return its stdout and stderr. Raises ``TimeoutExpired`` past ``limit`` seconds.
+        Without a ``rule``, only its phase events are read (``on_phase``: the kernel's counters).
 
         The pipes are read with ``os.read`` on their descriptors: a text stream's buffer could hold a line
         that ``select`` no longer sees, and the stop would come a second late."""
@@ -379,8 +422,13 @@ class Launcher(ABC):
                 lines = bytes(data["stderr"][judged:end]).decode("utf-8", "replace").splitlines()
                 judged = max(judged, end)
                 for line in lines:
+                    if on_phase is not None and line.startswith('{"event": "phase"'):
+                        phase = _last_json_line(line, "phase")
+                        if phase is not None:
+                            on_phase(phase)
+                        continue
                     doc = _last_json_line(line, "second")
-                    if doc is None or not isinstance(doc.get("msgs_per_s"), int | float):
+                    if rule is None or doc is None or not isinstance(doc.get("msgs_per_s"), int | float):
                         continue
                     samples.append(float(doc["msgs_per_s"]))
                     if out.steady is not None and out.steady.stop:
@@ -427,6 +475,7 @@ class Launcher(ABC):
             # Wall time outside the phases; meaningless for a run cut short by its failure.
             "orchestration_s": round(wall_s - _ran_s(req, out), 4) if out.failure is None else None,
             **_steady_stop(req, out),
+            **({"costs": out.collector.result()} if out.collector is not None else {}),
         }
 
 

@@ -85,6 +85,18 @@ class DockerLauncher(Launcher):
             cmd += ["--cpuset-cpus", cpu_list(cpus)]
         return [*cmd, self.images[role], *argv[1:]]
 
+    def role_pid(self, role: str, proc: subprocess.Popen[str], run_id: str) -> tuple[int | None, str | None]:
+        # `docker run` is the client of the engine; the container's process is what the kernel counts.
+        name = container_name(run_id, role)
+        try:
+            res = _docker("inspect", "--format", "{{.State.Pid}}", name, timeout=10)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return None, f"docker inspect {name} failed: {exc}"
+        pid = res.stdout.strip()
+        if res.returncode != 0 or not pid.isdigit() or pid == "0":
+            return None, f"docker inspect {name} gave no running process"
+        return int(pid), None
+
     def cleanup(self, run_id: str) -> None:
         for role in self.images:
             with contextlib.suppress(OSError, subprocess.SubprocessError):

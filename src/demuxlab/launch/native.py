@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ class NativeLauncher(Launcher):
 
     def wrap(self, role: str, argv: list[str], cpus: Sequence[int], run_id: str) -> list[str]:
         return [str(binary_path(role)), *argv[1:]]
+
+    def role_pid(self, role: str, proc: subprocess.Popen[str], run_id: str) -> tuple[int | None, str | None]:
+        return proc.pid, None
 
     def preexec(self, cpus: Sequence[int]) -> Callable[[], None] | None:
         # The binaries pin each of their threads (--cpus); the process mask keeps the main thread and

@@ -1,5 +1,6 @@
 """Run: one run, down to its seconds: throughput per second with the measure phase and the stationarity
-verdict, latency percentiles, the pinning plan over the topology, facts, artifacts, failure reason."""
+verdict, latency percentiles, the "why" (its validity checks and its costs per message in the kernel's terms,
+demuxlab.dashboard.why), the pinning plan over the topology, facts, artifacts, failure reason."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 import dash
 from dash import dcc, html
 
-from demuxlab.dashboard import common
+from demuxlab.dashboard import common, why
 from demuxlab.dashboard.data import runs as queries
 from demuxlab.dashboard.figures import run as figs
 
@@ -131,6 +132,7 @@ def _body(run_id: str) -> Any:
             ],
             className="dlx-grid2",
         ),
+        why.run_panel(run_id),
         common.figure_block(
             "run-topology-graph",
             figs.topology_figure(

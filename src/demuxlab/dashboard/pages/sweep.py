@@ -1,4 +1,5 @@
-"""Sweep: throughput vs threads (or work, connections, size) with CIs, repeats, the models and residuals."""
+"""Sweep: throughput vs threads (or work, connections, size) with CIs, repeats, the models and residuals;
+under it a cost per message on the same axis (demuxlab.dashboard.why)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
-from demuxlab.dashboard import common, data, fields
+from demuxlab.dashboard import common, data, fields, why
 from demuxlab.dashboard.data import points as queries
 from demuxlab.dashboard.figures import adaptive, base
 from demuxlab.dashboard.figures import sweep as figs
@@ -115,6 +116,7 @@ def layout(
         html.Div(id="sweep-status"),
         common.figure_block("sweep-graph", pdf=True),
         html.Div(id="sweep-clicked", className="dlx-muted"),
+        why.sweep_block(),
         html.Div(
             [
                 html.H2("Points"),

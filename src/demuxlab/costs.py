@@ -1,0 +1,190 @@
+"""A run's costs per message, in the kernel's terms (issue 44): from the record's ``costs`` (the counters
+``demuxlab.launch.counters`` read at the measure phase's start and end, docs/CONTRACTS.md §5), what each
+message cost each side: CPU time (the process's own, by user and system; the side's CPUs', by kind:
+softirq, irq, steal, ...), context switches, migrations, system calls, TCP retransmits and drops, energy.
+
+Pure: the record's members in, :class:`Cost` rows out (the ``run_costs`` table's, the Run page's "why",
+the Sweep's cost axis). A side's messages are the run's throughput (``stats``) times the side's own
+interval between its two readings, so a reading that came late at one end does not skew the ratio. A value
+the host could not give stays ``unavailable: <why>`` (``Cost.unavailable``), never a zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+UNAVAILABLE = "unavailable: "
+SIDES: tuple[str, ...] = ("server", "client")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A cost: its name (``run_costs.metric``), what a value means, and the unit per message."""
+
+    name: str
+    label: str
+    unit: str  # of per_message
+    scale: float  # per_message = value / messages * scale
+
+
+#: Every metric, in the order the why panel shows them; a name is stable (the Sweep's cost axis keys).
+METRICS: tuple[Metric, ...] = (
+    Metric("cpu_user_s", "process CPU, user", "µs/msg", 1e6),
+    Metric("cpu_sys_s", "process CPU, system", "µs/msg", 1e6),
+    Metric("syscalls", "system calls", "calls/msg", 1.0),
+    Metric("ctx_voluntary", "voluntary context switches (it blocked)", "switches/msg", 1.0),
+    Metric("ctx_involuntary", "involuntary context switches (preempted)", "switches/msg", 1.0),
+    Metric("migrations", "CPU migrations", "migrations/msg", 1.0),
+    Metric("threads_wait_s", "threads waiting for a CPU (run delay)", "µs/msg", 1e6),
+    Metric("cpus_user_s", "its CPUs: user (all processes)", "µs/msg", 1e6),
+    Metric("cpus_system_s", "its CPUs: system", "µs/msg", 1e6),
+    Metric("cpus_softirq_s", "its CPUs: softirq (the network stack's receive)", "µs/msg", 1e6),
+    Metric("cpus_irq_s", "its CPUs: hard irq", "µs/msg", 1e6),
+    Metric("cpus_steal_s", "its CPUs: stolen by the hypervisor", "µs/msg", 1e6),
+    Metric("cpus_idle_s", "its CPUs: idle", "µs/msg", 1e6),
+    Metric("tcp_retransmits", "TCP segments retransmitted", "per million msgs", 1e6),
+    Metric("tcp_listen_overflows", "listen queue overflows", "per million msgs", 1e6),
+    Metric("tcp_listen_drops", "listen queue drops", "per million msgs", 1e6),
+    Metric("tcp_drops", "TCP receive-path drops (backlog, rcvq, zero window, ofo)", "per million msgs", 1e6),
+    Metric("tcp_resets", "TCP resets sent", "per million msgs", 1e6),
+    Metric("energy_uj", "energy (RAPL packages)", "µJ/msg", 1.0),
+)
+METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
+_BY_NAME = {m.name: m for m in METRICS}
+_TCP_DROPS = ("TCPBacklogDrop", "TCPRcvQDrop", "TCPZeroWindowDrop", "TCPOFODrop")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """One side's metric over the measure phase: the counter's delta and per message, or why not."""
+
+    side: str
+    metric: str
+    value: float | None
+    per_message: float | None
+    unavailable: str | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "side": self.side,
+            "metric": self.metric,
+            "value": self.value,
+            "per_message": self.per_message,
+            "unavailable": self.unavailable,
+        }
+
+
+def is_unavailable(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(UNAVAILABLE)
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _raw(side: Mapping[str, Any]) -> dict[str, float | str | None]:
+    """A side's counters as one value (or an unavailable string) per metric."""
+    out: dict[str, float | str | None] = {}
+    proc = side.get("process_cpu_s")
+    for key, name in (("user", "cpu_user_s"), ("sys", "cpu_sys_s")):
+        out[name] = proc if is_unavailable(proc) else _num((proc or {}).get(key))
+    for name in ("syscalls", "migrations"):
+        value = side.get(name)
+        out[name] = value if is_unavailable(value) else _num(value)
+    switches = side.get("context_switches") or {}
+    out["ctx_voluntary"] = _num(switches.get("voluntary"))
+    out["ctx_involuntary"] = _num(switches.get("involuntary"))
+    waits = [_num(t.get("wait_s")) for t in side.get("threads") or [] if isinstance(t, Mapping)]
+    out["threads_wait_s"] = math.fsum(w for w in waits if w is not None) if waits else None
+    cpus = side.get("cpu_time_s")
+    for kind in ("user", "system", "softirq", "irq", "steal", "idle"):
+        out[f"cpus_{kind}_s"] = cpus if is_unavailable(cpus) else _num((cpus or {}).get(kind))
+    tcp = side.get("tcp")
+    if is_unavailable(tcp):
+        for name in (
+            "tcp_retransmits",
+            "tcp_listen_overflows",
+            "tcp_listen_drops",
+            "tcp_drops",
+            "tcp_resets",
+        ):
+            out[name] = tcp
+    elif isinstance(tcp, Mapping):
+        out["tcp_retransmits"] = _num(tcp.get("RetransSegs"))
+        out["tcp_listen_overflows"] = _num(tcp.get("ListenOverflows"))
+        out["tcp_listen_drops"] = _num(tcp.get("ListenDrops"))
+        drops = [_num(tcp.get(k)) for k in _TCP_DROPS if k in tcp]
+        out["tcp_drops"] = math.fsum(d for d in drops if d is not None) if drops else None
+        out["tcp_resets"] = _num(tcp.get("OutRsts"))
+    energy = side.get("energy_uj")
+    if is_unavailable(energy):
+        out["energy_uj"] = energy
+    elif isinstance(energy, Mapping):
+        # Packages only (zone `intel-rapl:0`, keyed `intel-rapl:0:package-0`; not its subzones
+        # `intel-rapl:0:0`, nor the MMIO interface's copy of the package): they hold the rest.
+        pkgs = [_num(v) for k, v in energy.items() if str(k).count(":") == 2 and "mmio" not in str(k)]
+        out["energy_uj"] = math.fsum(v for v in pkgs if v is not None) if pkgs else None
+    return out
+
+
+def messages_of(side: Mapping[str, Any], throughput: float | None) -> float | None:
+    """The messages a side's reading interval held: the run's throughput times that interval."""
+    interval = _num(side.get("interval_s"))
+    if throughput is None or interval is None or interval <= 0 or throughput <= 0:
+        return None
+    return throughput * interval
+
+
+def run_costs(costs: Mapping[str, Any] | None, throughput: float | None) -> list[Cost]:
+    """Every side's every metric (CONTRACTS.md §6, ``run_costs``) from a record's ``costs`` and its
+    throughput; ``[]`` for a run without ``costs`` (collection off, or a record from before it)."""
+    if not isinstance(costs, Mapping):
+        return []
+    out: list[Cost] = []
+    for side_name in SIDES:
+        side = costs.get(side_name)
+        if side is None:
+            continue
+        if is_unavailable(side) or not isinstance(side, Mapping):
+            why = side if isinstance(side, str) else f"{UNAVAILABLE}not recorded"
+            out += [Cost(side_name, m.name, None, None, why) for m in METRICS]
+            continue
+        msgs = messages_of(side, throughput)
+        raw = _raw(side)
+        for m in METRICS:
+            value = raw.get(m.name)
+            if isinstance(value, str):
+                out.append(Cost(side_name, m.name, None, None, value))
+            elif value is None:
+                out.append(Cost(side_name, m.name, None, None, f"{UNAVAILABLE}not in this record"))
+            else:
+                per = value / msgs * m.scale if msgs else None
+                out.append(Cost(side_name, m.name, value, per))
+    return out
+
+
+def metric(name: str) -> Metric:
+    return _BY_NAME[name]
+
+
+def why_rows(costs: Sequence[Cost]) -> list[dict[str, Any]]:
+    """The Run page's "why" table: per metric, each side's cost per message (or why not), in
+    :data:`METRICS` order, with the metric's label and unit."""
+    by: dict[tuple[str, str], Cost] = {(c.metric, c.side): c for c in costs}
+    rows = []
+    for m in METRICS:
+        if not any((m.name, s) in by for s in SIDES):
+            continue
+        row: dict[str, Any] = {"metric": m.name, "label": m.label, "unit": m.unit}
+        for s in SIDES:
+            c = by.get((m.name, s))
+            row[s] = None if c is None else c.per_message
+            row[f"{s}_total"] = None if c is None else c.value
+            row[f"{s}_unavailable"] = None if c is None else c.unavailable
+        rows.append(row)
+    return rows

@@ -1,0 +1,297 @@
+"""The kernel's counters of a run, read where the client says its measure phase starts and ends.
+
+The record's ``costs`` (docs/CONTRACTS.md §5): per side (server, client), the deltas over the measure phase
+of what the kernel counts for the side's process and its CPUs, read at the two phase boundaries the client
+prints (``demux-client --phase-events``), never per message:
+
+* the process's CPU time (``/proc/PID/stat``) and, per thread (``/proc/PID/task/TID``): its voluntary and
+  involuntary context switches and migrations (``sched``; ``status`` where the kernel has no ``sched``),
+  its time on a CPU and waiting for one (``schedstat``), and its system calls: the kernel's own count, a
+  perf counter on the ``raw_syscalls:sys_enter`` tracepoint opened on each thread at the phase's start
+  (:class:`SyscallCounters`);
+* the side's CPUs (the run's pinning): user, nice, system, irq, softirq, steal, idle and iowait time
+  (``/proc/stat``), their frequency at both ends (``cpufreq/scaling_cur_freq``), governor, turbo and SMT;
+* the side's network namespace (``/proc/PID/net/snmp`` and ``netstat``): TCP retransmits, resets, errors,
+  listen overflows and drops;
+* energy from RAPL (``/sys/class/powercap/*-rapl:*/energy_uj``) where the host has it.
+
+Every value the host cannot give is ``"unavailable: <why>"``, never a zero. A side whose process this
+launcher cannot see (it runs on another host) is that string as a whole. The readers take a ``Roots``
+(``DEMUXLAB_SYS_ROOT`` points sysfs elsewhere: the tests' fake cpufreq and powercap trees); processes and
+``/proc/stat`` are always this host's. The readers of one snapshot are :mod:`demuxlab.launch.kernelfiles`;
+this module pairs two snapshots into a side's deltas. The launcher makes a :class:`Collector` with
+:func:`for_run` before the client starts and feeds it the client's phase events (:meth:`Collector.on_phase`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from demuxlab.launch.kernelfiles import (
+    CPU_FIELDS,
+    SYSCALLS_SOURCE,
+    UNAVAILABLE,
+    Roots,
+    SyscallCounters,
+    read_cpufreq,
+    read_netns,
+    read_proc_stat,
+    read_rapl,
+    read_smt,
+    read_tcp,
+    read_text,
+    read_thread,
+    read_turbo,
+    stat_times,
+    unavailable,
+)
+
+__all__ = [
+    "UNAVAILABLE",
+    "Collector",
+    "Roots",
+    "Side",
+    "SyscallCounters",
+    "for_run",
+    "side_costs",
+    "unavailable",
+]
+
+
+# -- one side ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    """A side's counters at one boundary."""
+
+    t_ns: int
+    process: tuple[int, int, int] | None
+    threads: dict[int, dict[str, Any]]
+    cpus: dict[int, list[int]]
+    tcp: dict[str, int] | str
+    netns: str | None
+    freq: dict[str, int] | str
+    governor: str
+    energy: dict[str, dict[str, int]] | str
+
+
+@dataclass
+class Side:
+    """What is read for one role: its process (None: ``why``) and its CPUs."""
+
+    role: str
+    pid: int | None
+    cpus: Sequence[int]
+    why: str | None = None
+    # Where the pid could not be known yet (a container not started): asked again at the first boundary.
+    lookup: Callable[[], tuple[int | None, str | None]] | None = None
+    counters: SyscallCounters | None = None
+    syscalls: dict[int, int] | None = None  # read at the measure phase's end
+    snaps: list[Snapshot] = field(default_factory=list)
+    marks: list[int | None] = field(default_factory=list)
+
+    def snapshot(self, roots: Roots) -> Snapshot:
+        assert self.pid is not None
+        proc_dir = roots.proc / str(self.pid)
+        threads: dict[int, dict[str, Any]] = {}
+        with contextlib.suppress(OSError):
+            for task in (proc_dir / "task").iterdir():
+                if task.name.isdigit():
+                    row = read_thread(task)
+                    if row is not None:
+                        threads[int(task.name)] = row
+        stat = read_text(proc_dir / "stat")
+        all_cpus = read_proc_stat(roots.proc)
+        cpus = list(self.cpus) or sorted(all_cpus)
+        freq, governor = read_cpufreq(roots, cpus)
+        return Snapshot(
+            t_ns=time.monotonic_ns(),
+            process=stat_times(stat) if stat else None,
+            threads=threads,
+            cpus={c: all_cpus[c] for c in cpus if c in all_cpus},
+            tcp=read_tcp(proc_dir),
+            netns=read_netns(roots, self.pid),
+            freq=freq,
+            governor=governor,
+            energy=read_rapl(roots),
+        )
+
+
+def _delta_map(a: Mapping[str, int] | str, b: Mapping[str, int] | str) -> dict[str, int] | str:
+    if isinstance(a, str):
+        return a
+    if isinstance(b, str):
+        return b
+    return {k: b[k] - a[k] for k in a if k in b}
+
+
+def _energy(a: dict[str, dict[str, int]] | str, b: dict[str, dict[str, int]] | str) -> dict[str, int] | str:
+    if isinstance(a, str):
+        return a
+    if isinstance(b, str):
+        return b
+    out: dict[str, int] = {}
+    for zone, start in a.items():
+        end = b.get(zone)
+        if end is None:
+            continue
+        d = end["uj"] - start["uj"]
+        out[zone] = d + end["range_uj"] if d < 0 and end["range_uj"] > 0 else d  # one wrap at most
+    return out
+
+
+def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
+    """A side's ``costs`` member (CONTRACTS.md §5) from its two snapshots."""
+    if side.pid is None:
+        return unavailable(side.why or "its process is not visible to this launcher")
+    if len(side.snaps) < 2:
+        return unavailable("the measure phase's start and end were not both seen (client's phase events)")
+    a, b = side.snaps[0], side.snaps[1]
+    tick = float(os.sysconf("SC_CLK_TCK"))
+    syscalls = side.syscalls or {}
+    syscall_problem = side.counters.problem if side.counters is not None else None
+    threads = []
+    ended = sum(1 for tid in a.threads if tid not in b.threads)
+    totals = {"voluntary": 0, "involuntary": 0, "migrations": 0, "syscalls": 0}
+    migrations_known = syscalls_known = True
+    for tid in sorted(set(a.threads) | set(b.threads)):
+        t0, t1 = a.threads.get(tid), b.threads.get(tid)
+        if t1 is None:  # ended within the phase: its last counts are gone with it
+            continue
+        base = t0 or {"voluntary": 0, "involuntary": 0, "migrations": 0, "run_ns": 0, "wait_ns": 0}
+        row: dict[str, Any] = {"tid": tid, "comm": t1["comm"], "cpus": t1["cpus"], "new": t0 is None}
+        for key in ("voluntary", "involuntary", "migrations"):
+            v0, v1 = base.get(key), t1.get(key)
+            row[key] = v1 - v0 if v0 is not None and v1 is not None else None
+        for key in ("run_ns", "wait_ns"):
+            v0, v1 = base.get(key), t1.get(key)
+            row[key.replace("_ns", "_s")] = (v1 - v0) / 1e9 if v0 is not None and v1 is not None else None
+        row["syscalls"] = syscalls.get(tid)
+        threads.append(row)
+        totals["voluntary"] += row["voluntary"] or 0
+        totals["involuntary"] += row["involuntary"] or 0
+        if row["migrations"] is None:
+            migrations_known = False
+        else:
+            totals["migrations"] += row["migrations"]
+        if row["syscalls"] is None:
+            syscalls_known = False
+        else:
+            totals["syscalls"] += row["syscalls"]
+    process: dict[str, Any] | str = unavailable(f"/proc/{side.pid}/stat unreadable")
+    if a.process is not None and b.process is not None:
+        process = {"user": (b.process[0] - a.process[0]) / tick, "sys": (b.process[1] - a.process[1]) / tick}
+    cpu_time: dict[str, float] = dict.fromkeys(CPU_FIELDS, 0.0)
+    for cpu, start in a.cpus.items():
+        end = b.cpus.get(cpu, start)
+        for i, name in enumerate(CPU_FIELDS[: len(start)]):
+            cpu_time[name] += (end[i] - start[i]) / tick
+    if syscall_problem is None and not syscalls_known:
+        new = [r["tid"] for r in threads if r["syscalls"] is None]
+        syscall_problem = unavailable(f"threads {new} started after the counters were opened")
+    return {
+        "pid": side.pid,
+        "cpus": sorted(a.cpus),
+        "interval_s": (b.t_ns - a.t_ns) / 1e9,
+        "lag_s": [
+            None if m is None else (s.t_ns - m) / 1e9 for m, s in zip(side.marks, side.snaps, strict=False)
+        ],
+        "process_cpu_s": process,
+        "context_switches": {"voluntary": totals["voluntary"], "involuntary": totals["involuntary"]},
+        "migrations": totals["migrations"]
+        if migrations_known
+        else unavailable(f"/proc/{side.pid}/task/*/sched absent (a kernel without CONFIG_SCHED_DEBUG)"),
+        "syscalls": totals["syscalls"] if syscall_problem is None else syscall_problem,
+        "syscalls_source": SYSCALLS_SOURCE,
+        "threads": threads,
+        "threads_ended": ended,
+        "cpu_time_s": cpu_time
+        if a.cpus
+        else unavailable(f"{roots.proc}/stat has none of CPUs {list(side.cpus)}"),
+        "tcp": _delta_map(a.tcp, b.tcp),
+        "netns": b.netns or a.netns,
+        "frequency_khz": a.freq if isinstance(a.freq, str) else {"start": a.freq, "end": b.freq},
+        "governor": b.governor,
+        "turbo": read_turbo(roots),
+        "smt": read_smt(roots),
+        "energy_uj": _energy(a.energy, b.energy),
+    }
+
+
+class Collector:
+    """Reads the sides' counters at the measure phase's start and end (:meth:`mark`, called with the
+    client's ``phase`` events) and gives the record's ``costs`` (:meth:`result`)."""
+
+    def __init__(self, sides: Sequence[Side], roots: Roots | None = None, syscalls: bool = True) -> None:
+        """Made before the measure phase starts: what can be asked early (a pid, the tracepoint's id) is
+        asked here, so the reads at the boundaries are only reads."""
+        self.roots = roots or Roots.from_env()
+        self.sides = list(sides)
+        self.phases: list[str] = []
+        for side in self.sides:
+            if side.pid is None and side.lookup is not None:
+                side.pid, side.why = side.lookup()
+            if syscalls:
+                side.counters = SyscallCounters(self.roots)
+
+    def mark(self, phase: str, t_ns: int | None = None) -> None:
+        """A boundary the client printed: ``measure`` (start) or ``cooldown`` (end); ``t_ns`` its stamp."""
+        if phase not in ("measure", "cooldown") or phase in self.phases:
+            return
+        self.phases.append(phase)
+        for side in self.sides:
+            if side.pid is None and side.lookup is not None and phase == "measure":
+                side.pid, side.why = side.lookup()
+            if side.pid is None:
+                continue
+            if phase == "cooldown" and side.counters is not None:
+                side.syscalls = side.counters.read()  # first: the count stops at the boundary
+                side.counters.close()
+            snap = side.snapshot(self.roots)
+            side.snaps.append(snap)
+            side.marks.append(t_ns)
+            if phase == "measure" and side.counters is not None:
+                side.counters.open(sorted(snap.threads))
+
+    def result(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"phases": list(self.phases)}
+        for side in self.sides:
+            out[side.role] = side_costs(side, self.roots)
+        server, client = out.get("server"), out.get("client")
+        if isinstance(server, dict) and isinstance(client, dict):
+            out["same_netns"] = server["netns"] is not None and server["netns"] == client["netns"]
+        return out
+
+    def on_phase(self, event: Mapping[str, Any]) -> None:
+        """One of the client's ``{"event": "phase", "phase": ..., "t_ns": ...}`` lines."""
+        t_ns = event.get("t_ns")
+        self.mark(str(event.get("phase")), t_ns if isinstance(t_ns, int) else None)
+
+    def close(self) -> None:
+        for side in self.sides:
+            if side.counters is not None:
+                side.counters.close()
+
+
+def for_run(
+    server_cpus: Sequence[int],
+    client_cpus: Sequence[int],
+    server_pid: tuple[int | None, str | None],
+    client_pid: Callable[[], tuple[int | None, str | None]],
+    syscalls: bool = True,
+) -> Collector:
+    """A run's collector: the server's pid (or why none), the client's asked now and, if not known yet (a
+    container still starting), again at the measure phase's start."""
+    return Collector(
+        [
+            Side("server", server_pid[0], server_cpus, server_pid[1]),
+            Side("client", None, client_cpus, lookup=client_pid),
+        ],
+        syscalls=syscalls,
+    )

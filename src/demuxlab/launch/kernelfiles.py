@@ -1,0 +1,339 @@
+"""What one reading of a side's counters reads (demuxlab.launch.counters): a process's threads in
+``/proc/PID/task``, its network namespace's TCP counters, its CPUs' times in ``/proc/stat``, sysfs's
+cpufreq, turbo, SMT and RAPL, and the kernel's count of system calls (a perf counter on the
+``raw_syscalls:sys_enter`` tracepoint per thread). Each reader returns a value or ``unavailable: <why>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import platform
+import shutil
+import struct
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+UNAVAILABLE = "unavailable: "
+#: The TCP counters kept (``/proc/net/snmp`` ``Tcp:``, ``/proc/net/netstat`` ``TcpExt:``): retransmits,
+#: resets and errors, the listen queue's overflows and drops, and the receive path's drops.
+TCP_COUNTERS: dict[str, tuple[str, ...]] = {
+    "Tcp": ("RetransSegs", "InErrs", "OutRsts", "AttemptFails", "EstabResets"),
+    "TcpExt": (
+        "ListenOverflows",
+        "ListenDrops",
+        "TCPTimeouts",
+        "TCPLostRetransmit",
+        "TCPBacklogDrop",
+        "TCPRcvQDrop",
+        "TCPZeroWindowDrop",
+        "TCPOFODrop",
+    ),
+}
+CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+SYSCALLS_SOURCE = "kernel: perf counter on the raw_syscalls:sys_enter tracepoint, per thread"
+
+
+def unavailable(why: str) -> str:
+    return UNAVAILABLE + " ".join(why.split())
+
+
+@dataclass(frozen=True)
+class Roots:
+    """Where sysfs is (``DEMUXLAB_SYS_ROOT``, for tests) and procfs (always this host's)."""
+
+    sys: Path = Path("/sys")
+    proc: Path = Path("/proc")
+
+    @classmethod
+    def from_env(cls) -> Roots:
+        return cls(sys=Path(os.environ.get("DEMUXLAB_SYS_ROOT") or "/sys"))
+
+
+def read_text(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _why(path: Path) -> str:
+    """Why ``path`` cannot be read, in a few words."""
+    try:
+        path.read_bytes()
+    except FileNotFoundError:
+        return f"{path} absent"
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    return f"{path} unreadable"
+
+
+# -- per process and thread --------------------------------------------------------------------------------
+
+
+def stat_times(text: str) -> tuple[int, int, int] | None:
+    """utime, stime (clock ticks) and num_threads from a ``/proc/PID/stat`` line."""
+    rest = text[text.rfind(")") + 2 :].split()
+    try:
+        return int(rest[11]), int(rest[12]), int(rest[17])
+    except (IndexError, ValueError):
+        return None
+
+
+def _key_values(text: str, sep: str = ":") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, found, value = line.partition(sep)
+        if found:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def read_thread(task: Path) -> dict[str, Any] | None:
+    """One thread's counters so far; None once it is gone."""
+    status = read_text(task / "status")
+    if status is None:
+        return None
+    st = _key_values(status)
+    row: dict[str, Any] = {
+        "comm": (read_text(task / "comm") or "").strip(),
+        "cpus": st.get("Cpus_allowed_list"),
+        "voluntary": _int(st.get("voluntary_ctxt_switches")),
+        "involuntary": _int(st.get("nonvoluntary_ctxt_switches")),
+        "migrations": None,
+    }
+    sched = read_text(task / "sched")
+    if sched is not None:
+        kv = _key_values(sched)
+        row["migrations"] = _int(kv.get("se.nr_migrations"))
+        row["voluntary"] = _int(kv.get("nr_voluntary_switches"), row["voluntary"])
+        row["involuntary"] = _int(kv.get("nr_involuntary_switches"), row["involuntary"])
+    schedstat = (read_text(task / "schedstat") or "").split()
+    row["run_ns"] = _int(schedstat[0]) if len(schedstat) >= 2 else None
+    row["wait_ns"] = _int(schedstat[1]) if len(schedstat) >= 2 else None
+    return row
+
+
+def _int(text: str | None, default: int | None = None) -> int | None:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
+def read_tcp(proc_dir: Path) -> dict[str, int] | str:
+    """The kept TCP counters of the namespace ``proc_dir``'s process lives in."""
+    out: dict[str, int] = {}
+    for name in ("snmp", "netstat"):
+        path = proc_dir / "net" / name
+        text = read_text(path)
+        if text is None:
+            return unavailable(_why(path))
+        lines = text.splitlines()
+        for head, values in zip(lines[::2], lines[1::2], strict=False):
+            group, _, names = head.partition(":")
+            wanted = TCP_COUNTERS.get(group)
+            if wanted is None:
+                continue
+            for key, value in zip(names.split(), values.partition(":")[2].split(), strict=False):
+                if key in wanted:
+                    with contextlib.suppress(ValueError):
+                        out[key] = int(value)
+    return out
+
+
+# -- per CPU -----------------------------------------------------------------------------------------------
+
+
+def read_proc_stat(proc: Path) -> dict[int, list[int]]:
+    out: dict[int, list[int]] = {}
+    for line in (read_text(proc / "stat") or "").splitlines():
+        name, *values = line.split()
+        if name.startswith("cpu") and name[3:].isdigit():
+            with contextlib.suppress(ValueError):
+                out[int(name[3:])] = [int(v) for v in values[: len(CPU_FIELDS)]]
+    return out
+
+
+def read_cpufreq(roots: Roots, cpus: Sequence[int]) -> tuple[dict[str, int] | str, str]:
+    """Each CPU's current frequency (kHz) and the governors (joined, sorted), or why not."""
+    base = roots.sys / "devices" / "system" / "cpu"
+    freqs: dict[str, int] = {}
+    governors: set[str] = set()
+    missing: Path | None = None
+    for cpu in cpus:
+        d = base / f"cpu{cpu}" / "cpufreq"
+        khz = _int((read_text(d / "scaling_cur_freq") or "").strip() or None)
+        gov = (read_text(d / "scaling_governor") or "").strip()
+        if khz is None:
+            missing = missing or d / "scaling_cur_freq"
+        else:
+            freqs[str(cpu)] = khz
+        if gov:
+            governors.add(gov)
+    if missing is not None and not freqs:
+        where = base / f"cpu{cpus[0]}" / "cpufreq" if cpus else base
+        why = (
+            f"{where} absent: no cpufreq driver (a VM, or frequency not exposed by the platform)"
+            if not where.exists()
+            else _why(missing)
+        )
+        return unavailable(why), unavailable(why)
+    governor = ",".join(sorted(governors)) if governors else unavailable("no scaling_governor in cpufreq")
+    return freqs, governor
+
+
+def read_turbo(roots: Roots) -> bool | str:
+    base = roots.sys / "devices" / "system" / "cpu"
+    no_turbo = _int((read_text(base / "intel_pstate" / "no_turbo") or "").strip() or None)
+    if no_turbo is not None:
+        return no_turbo == 0
+    boost = _int((read_text(base / "cpufreq" / "boost") or "").strip() or None)
+    if boost is not None:
+        return boost == 1
+    return unavailable(f"neither {base}/intel_pstate/no_turbo nor {base}/cpufreq/boost")
+
+
+def read_smt(roots: Roots) -> dict[str, Any] | str:
+    base = roots.sys / "devices" / "system" / "cpu" / "smt"
+    active = _int((read_text(base / "active") or "").strip() or None)
+    control = (read_text(base / "control") or "").strip() or None
+    if active is None and control is None:
+        return unavailable(f"{base} absent")
+    return {"active": None if active is None else active == 1, "control": control}
+
+
+def read_rapl(roots: Roots) -> dict[str, dict[str, int]] | str:
+    """Energy counters (µJ) of each RAPL zone and subzone, with their wrap-around range."""
+    base = roots.sys / "class" / "powercap"
+    try:
+        zones = sorted(p for p in base.rglob("energy_uj") if "rapl" in p.parent.name)
+    except OSError:
+        zones = []
+    if not zones:
+        return unavailable(f"no RAPL zone under {base} (the host or its VM does not expose RAPL)")
+    out: dict[str, dict[str, int]] = {}
+    denied: str | None = None
+    for path in zones:
+        value = _int((read_text(path) or "").strip() or None)
+        if value is None:
+            denied = denied or _why(path)
+            continue
+        zone = path.parent
+        name = (read_text(zone / "name") or zone.name).strip()
+        key = f"{zone.name}:{name}"
+        out[key] = {
+            "uj": value,
+            "range_uj": _int((read_text(zone / "max_energy_range_uj") or "").strip()) or 0,
+        }
+    return out if out else unavailable(denied or "no readable energy_uj")
+
+
+# -- system calls ------------------------------------------------------------------------------------------
+
+_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241, "ppc64le": 319, "s390x": 331, "riscv64": 241}
+_PERF_TYPE_TRACEPOINT = 2
+_PERF_FLAG_FD_CLOEXEC = 8
+_ATTR_SIZE = 64  # PERF_ATTR_SIZE_VER0: type, size, config, period, sample_type, read_format, flags, ...
+
+
+def syscall_tracepoint_id(roots: Roots) -> int | str:
+    """The id of ``raw_syscalls:sys_enter``: from tracefs where it is mounted; else, as root, from a tracefs
+    mounted in a private mount namespace that ends with the one command reading it (this host's mounts
+    are left as they are); else why not."""
+    rel = Path("events") / "raw_syscalls" / "sys_enter" / "id"
+    for tracefs in (roots.sys / "kernel" / "tracing", roots.sys / "kernel" / "debug" / "tracing"):
+        found = _int((read_text(tracefs / rel) or "").strip() or None)
+        if found is not None:
+            return found
+    if roots.sys != Path("/sys"):
+        return unavailable(f"no tracefs with {rel} under {roots.sys}")
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return unavailable("tracefs not mounted at /sys/kernel/tracing, and mounting it privately needs root")
+    script = f"mount -t tracefs nodev /sys/kernel/tracing && cat /sys/kernel/tracing/{rel}"
+    try:
+        res = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return unavailable(f"tracefs not mounted, and a private mount failed: {exc}")
+    found = _int(res.stdout.strip() or None)
+    if res.returncode != 0 or found is None:
+        detail = (res.stderr.strip().splitlines() or ["no id"])[-1]
+        return unavailable(f"tracefs not mounted, and a private mount failed: {detail}")
+    return found
+
+
+_TRACEPOINT: dict[Path, int | str] = {}
+
+
+class SyscallCounters:
+    """A perf counter of ``raw_syscalls:sys_enter`` on each thread of a process, opened at the measure
+    phase's start and read at its end: the system calls each thread made in between, all of them (the
+    futexes inside its locks and condition variables too), as the kernel counts them.
+
+    Enabling the tracepoint puts every thread on this host on the system-call slow path while a counter is
+    open: part of what collection costs (``bench/perf/costs_bench.py``)."""
+
+    def __init__(self, roots: Roots) -> None:
+        self.fds: dict[int, int] = {}
+        self.problem: str | None = None
+        nr = _PERF_EVENT_OPEN.get(platform.machine())
+        if nr is None:
+            self.problem = unavailable(f"perf_event_open's number on {platform.machine()} not known here")
+            return
+        if roots.sys not in _TRACEPOINT:
+            _TRACEPOINT[roots.sys] = syscall_tracepoint_id(roots)
+        tp = _TRACEPOINT[roots.sys]
+        if isinstance(tp, str):
+            self.problem = tp
+            return
+        self._nr, self._tp = nr, tp
+        self._libc = ctypes.CDLL(None, use_errno=True)
+
+    def open(self, tids: Sequence[int]) -> None:
+        if self.problem is not None:
+            return
+        buf = ctypes.create_string_buffer(_ATTR_SIZE)
+        struct.pack_into("IIQ", buf, 0, _PERF_TYPE_TRACEPOINT, _ATTR_SIZE, self._tp)
+        for tid in tids:
+            fd = self._libc.syscall(self._nr, buf, tid, -1, -1, _PERF_FLAG_FD_CLOEXEC)
+            if fd < 0:
+                err = ctypes.get_errno()
+                if not self.fds:  # not a thread that ended meanwhile: the host refuses
+                    self.problem = unavailable(
+                        f"perf_event_open refused ({os.strerror(err)}; kernel.perf_event_paranoid "
+                        f"{(read_text(Path('/proc/sys/kernel/perf_event_paranoid')) or '?').strip()})"
+                    )
+                    self.close()
+                    return
+                continue
+            self.fds[tid] = fd
+
+    def read(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for tid, fd in self.fds.items():
+            with contextlib.suppress(OSError):
+                out[tid] = struct.unpack("Q", os.read(fd, 8))[0]
+        return out
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = {}
+
+
+def read_netns(roots: Roots, pid: int) -> str | None:
+    try:
+        return os.readlink(roots.proc / str(pid) / "ns" / "net")
+    except OSError:
+        return None

@@ -1,0 +1,92 @@
+"""The "why" builders (demuxlab.dashboard.figures.costs) on frames: a cost the host could not give is named
+with its reason and never drawn as a zero; the checks come in the vocabulary's order with a fail in
+capitals; the verdict line names the failed checks; the Sweep's cost axis averages a point's runs and draws
+a flagged run hollow."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from demuxlab.dashboard.figures import costs as figs
+
+NO_RAPL = "unavailable: no RAPL zone under /sys/class/powercap"
+
+
+def _costs() -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            ("server", "syscalls", 300_000.0, 3.0, None),
+            ("server", "cpu_sys_s", 1.5, 15.0, None),
+            ("client", "syscalls", 290_000.0, 2.9, None),
+            ("server", "energy_uj", None, None, NO_RAPL),
+            ("client", "energy_uj", None, None, NO_RAPL),
+        ],
+        columns=["side", "metric", "value", "per_message", "unavailable"],
+    )
+
+
+def test_the_breakdown_draws_what_was_measured_and_names_what_was_not() -> None:
+    fig = figs.breakdown_figure(_costs())
+    bars = {(t["name"], y): x for t in fig["data"] for y, x in zip(t["y"], t["x"], strict=True)}
+    assert bars[("server", "system calls")] == 3.0 and bars[("client", "system calls")] == 2.9
+    assert bars[("server", "process CPU, system")] == 15.0
+    assert not any("energy" in y for _, y in bars)  # unavailable: not a bar of 0
+    notes = " ".join(a["text"] for a in fig["layout"]["annotations"])
+    assert f"server energy (RAPL packages), client energy (RAPL packages): {NO_RAPL}" in notes
+    assert "no costs recorded" in str(figs.breakdown_figure(_costs().iloc[0:0]))
+
+
+def test_the_cost_table_gives_each_side_or_why_not() -> None:
+    table = figs.cost_table(_costs()).set_index("cost")
+    assert table.loc["system calls", "server per msg"] == "3.00"
+    assert table.loc["system calls", "server over the phase"] == "300,000"
+    assert table.loc["process CPU, system", "client per msg"] == "not read"
+    assert table.loc["energy (RAPL packages)", "client per msg"] == NO_RAPL
+
+
+def test_checks_in_order_and_the_verdict_line() -> None:
+    checks = pd.DataFrame(
+        [
+            ("cpu.governor", "unknown", "cpufreq absent", None),
+            ("placement.core", "fail", "server and client share core 0/0", None),
+            ("independence", "pass", "rho 0.1", 0.1),
+            ("cpu.turbo", "warn", "turbo on", None),
+        ],
+        columns=["check", "verdict", "reason", "value"],
+    )
+    table = figs.check_table(checks)
+    assert list(table["check"]) == ["independence", "placement.core", "cpu.governor", "cpu.turbo"]
+    assert list(table["verdict"]) == ["pass", "FAIL", "unknown", "warn"]
+    line = figs.verdict_line(checks)
+    assert line.startswith("FLAGGED: placement.core failed") and "warnings: cpu.turbo" in line
+    assert "1 could not be told" in line
+    passed = figs.verdict_line(checks[checks["verdict"] == "pass"])
+    assert passed == "Not flagged: 1 checks passed."
+    assert "No validity checks" in figs.verdict_line(checks.iloc[0:0])
+
+
+def test_the_sweep_cost_axis_averages_runs_and_marks_the_flagged_ones() -> None:
+    rows = []
+    for threads, values in ((1, (3.0, 5.0)), (2, (4.0, 4.0))):
+        for i, v in enumerate(values):
+            rows.append(
+                {
+                    "pattern": "reactor",
+                    "notifier": "epoll-lt",
+                    "threads": threads,
+                    "work_us": 0.0,
+                    "connections": 64,
+                    "hardware_class": None,
+                    "run_id": f"r{threads}{i}",
+                    "flagged": i == 1,
+                    "per_message": v,
+                    "unavailable": None,
+                }
+            )
+    fig = figs.sweep_cost_figure(pd.DataFrame(rows), x="threads", metric="syscalls", side="server")
+    line, runs = fig["data"]
+    assert line["name"] == "reactor · epoll-lt" and line["x"] == [1.0, 2.0] and line["y"] == [4.0, 4.0]
+    assert runs["marker"]["symbol"] == ["circle", "circle-open", "circle", "circle-open"]
+    missing = pd.DataFrame(rows).assign(per_message=None, unavailable=NO_RAPL)
+    empty = figs.sweep_cost_figure(missing, x="threads", metric="energy_uj", side="server")
+    assert NO_RAPL in str(empty) and not empty["data"]

@@ -1,0 +1,104 @@
+"""A run's costs in the kernel's terms against what the pattern's code says (issue 44), through the native
+launcher with the real binaries: one connection, closed loop, so every message is one round of the loop.
+
+The reactor over edge-triggered epoll makes three system calls per message (epoll_wait, the recvmsg that
+TCP_INQ says drained the socket, send) and blocks once per message (a voluntary switch: the next message
+needs the client's turn); over level-triggered epoll a fourth, the re-activation (epoll_ctl MOD: seed 000's
+cost). The client makes three (epoll_wait, recv, send). A collection turned off leaves no ``costs``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from demuxlab.costs import run_costs
+from demuxlab.launch import RunRequest
+from demuxlab.launch.native import NativeLauncher
+from demuxlab.phases import Phases
+from demuxlab.plan import Pinning
+from demuxlab.point import Point
+from demuxlab.topology import collect_facts
+from demuxlab.validity import run_checks
+from helpers.server import build_target
+
+
+@pytest.fixture(scope="module")
+def binaries() -> None:
+    build_target("../build/bin/demux-server")
+    build_target("../build/bin/demux-client")
+
+
+def run(
+    notifier: str, *, collect: bool = True, cpus: tuple[tuple[int, ...], tuple[int, ...]] = ((0,), (1,))
+) -> dict[str, Any]:
+    facts = collect_facts()
+    req = RunRequest(
+        run_id="00000000-0000-4000-8000-00000000c057",
+        experiment={"name": "costs-test", "spec_sha256": "0" * 64, "git_rev": None, "spec_path": None},
+        point=Point("reactor", notifier, 1, 0.0, 1, 1, 1, None, False),
+        repeat=0,
+        phases=Phases(warmup_s=0.3, measure_s=2.0, cooldown_s=0.2),
+        pinning=Pinning(cpus[0], cpus[1], False, True, ()),
+        hosts={"server": facts, "client": facts},
+        collect_costs=collect,
+    )
+    record = NativeLauncher().run(req)
+    assert record["status"] == "ok", record["failure_reason"]
+    return record
+
+
+def per_message(record: dict[str, Any]) -> dict[tuple[str, str], float | None]:
+    return {
+        (c.side, c.metric): c.per_message
+        for c in run_costs(record["costs"], record["stats"]["throughput_msgs_per_s"])
+    }
+
+
+def test_edge_triggered_reactor_makes_three_system_calls_and_one_sleep_per_message(binaries: None) -> None:
+    record = run("epoll-et")
+    costs = record["costs"]
+    assert costs["phases"] == ["measure", "cooldown"] and costs["same_netns"] is True
+    per = per_message(record)
+    assert 2.85 <= per["server", "syscalls"] <= 3.15, per["server", "syscalls"]  # type: ignore[operator]
+    assert 2.85 <= per["client", "syscalls"] <= 3.15, per["client", "syscalls"]  # type: ignore[operator]
+    # Blocks once per message, except where a preemption let the next message arrive first.
+    assert 0.5 <= per["server", "ctx_voluntary"] <= 1.05  # type: ignore[operator]
+    server = costs["server"]
+    assert [t["comm"] for t in server["threads"]] == ["demux-server", "demux-server"]  # main and reactor
+    busy = max(server["threads"], key=lambda t: t["syscalls"])
+    assert busy["cpus"] == "0" and busy["syscalls"] == server["syscalls"] - min(
+        t["syscalls"] for t in server["threads"]
+    )
+    # The boundaries are read within a fraction of the phase of the client's own stamps.
+    assert all(0 <= lag < 0.5 for lag in server["lag_s"])
+    assert server["interval_s"] == pytest.approx(2.0, abs=0.5)
+
+
+def test_level_triggered_reactor_pays_one_more_call_per_message_the_re_activation(binaries: None) -> None:
+    per = per_message(run("epoll-lt"))
+    assert 3.85 <= per["server", "syscalls"] <= 4.15, per["server", "syscalls"]  # type: ignore[operator]
+
+
+def test_a_client_on_the_server_s_cpu_is_flagged_and_collection_off_leaves_no_costs(binaries: None) -> None:
+    record = run("epoll-et", cpus=((0,), (0,)))
+    core = {c.check: c for c in run_checks(record)}["placement.core"]
+    assert core.verdict == "fail" and "0/0" in core.reason
+    assert "costs" not in run("epoll-et", collect=False)
+
+
+def test_no_client_phase_events_without_collection(binaries: None, tmp_path: Path) -> None:
+    """The client's command line gets --phase-events only when the counters are read."""
+    launcher = NativeLauncher()
+    base = dict(
+        run_id="x",
+        experiment={"name": "t"},
+        point=Point("reactor", "epoll-et", 1, 0.0, 1, 1, 1, None, False),
+        repeat=0,
+        phases=Phases(0.1, 1.0, 0.0),
+        pinning=Pinning((0,), (1,), False, True, ()),
+        hosts={},
+    )
+    assert "--phase-events" in launcher.client_args(RunRequest(**base), 1)  # type: ignore[arg-type]
+    assert "--phase-events" not in launcher.client_args(RunRequest(**base, collect_costs=False), 1)  # type: ignore[arg-type]

@@ -1,0 +1,241 @@
+"""The kernel's counters a run reads (demuxlab.launch.counters), each against a known load between its two
+readings: system calls (a child making exactly N), voluntary context switches (N sleeps), migrations (a
+child moved between CPUs), CPU time (a spin on one CPU), TCP resets and failed connects (in this process's
+own network namespace); the sysfs readings through a fake tree (DEMUXLAB_SYS_ROOT): a governor other than
+performance and a frequency that moved end as failed checks by demuxlab.validity's own verdicts; RAPL's
+energy across a wrap; and this host's absent counters (cpufreq, RAPL) as ``unavailable: <why>``, never a
+zero."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from demuxlab.costs import run_costs
+from demuxlab.launch.counters import UNAVAILABLE, Collector, Roots, Side, SyscallCounters, side_costs
+from demuxlab.validity import frequency, governor
+from demuxlab.vocab import CHECK_FAIL
+
+# A child that waits for "go" on stdin, does its load, says "done" and waits again (until EOF).
+CHILD = r"""
+import os, sys, time
+kind, n = sys.argv[1], int(sys.argv[2])
+sys.stdout.write("ready\n"); sys.stdout.flush()
+for line in sys.stdin:
+    if kind == "syscalls":
+        for _ in range(n):
+            os.getppid()
+    elif kind == "sleeps":
+        for _ in range(n):
+            time.sleep(0.001)
+    elif kind == "migrate":
+        cpus = sorted(os.sched_getaffinity(0))
+        for i in range(n):
+            os.sched_setaffinity(0, {cpus[i % 2]})
+            t = time.perf_counter()
+            while time.perf_counter() - t < 0.0005:
+                pass
+    elif kind == "spin":
+        os.sched_setaffinity(0, {int(sys.argv[3])})
+        t = time.process_time()
+        while time.process_time() - t < n / 1000:
+            pass
+    sys.stdout.write("done\n"); sys.stdout.flush()
+"""
+
+
+class Child:
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == "ready\n"
+
+    def go(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline() == "done\n"
+
+    def close(self) -> None:
+        self.proc.communicate(timeout=30)
+
+
+@pytest.fixture
+def child() -> Iterator[Any]:
+    made: list[Child] = []
+
+    def make(*args: str) -> Child:
+        made.append(Child(*args))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def measure(pid: int, load: Any, cpus: list[int] | None = None, roots: Roots | None = None) -> dict[str, Any]:
+    """A side's costs over ``load()``: read at a 'measure' and a 'cooldown' boundary, as a run's are."""
+    side = Side("server", pid, cpus or [])
+    collector = Collector([side], roots=roots or Roots())
+    collector.mark("measure", time.monotonic_ns())
+    load()
+    collector.mark("cooldown", time.monotonic_ns())
+    result = collector.result()
+    collector.close()
+    out: dict[str, Any] = result["server"]
+    return out
+
+
+def test_a_child_making_n_system_calls_counts_n(child: Any) -> None:
+    """The kernel's count (raw_syscalls:sys_enter) of exactly 20,000 getppid calls, and the few the child's
+    wait for "go" and its "done" take."""
+    c = child("syscalls", "20000")
+    costs = measure(c.proc.pid, c.go)
+    assert costs["syscalls_source"].startswith("kernel: perf counter on the raw_syscalls:sys_enter")
+    assert 20_000 <= costs["syscalls"] <= 20_100, costs["syscalls"]
+    assert sum(t["syscalls"] for t in costs["threads"]) == costs["syscalls"]
+
+
+def test_n_sleeps_are_n_voluntary_context_switches(child: Any) -> None:
+    c = child("sleeps", "200")
+    costs = measure(c.proc.pid, c.go)
+    assert 200 <= costs["context_switches"]["voluntary"] <= 220
+    assert costs["threads"][0]["voluntary"] == costs["context_switches"]["voluntary"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="a migration needs two CPUs")
+def test_a_child_moved_between_cpus_migrates(child: Any) -> None:
+    c = child("migrate", "40")
+    costs = measure(c.proc.pid, c.go)
+    assert costs["migrations"] >= 39  # every move to the other CPU is one (the first may not be)
+
+
+def test_a_spin_on_one_cpu_is_its_user_time(child: Any) -> None:
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    c = child("spin", "300", str(cpu))
+    costs = measure(c.proc.pid, c.go, cpus=[cpu])
+    assert costs["cpus"] == [cpu]
+    assert 0.25 <= costs["process_cpu_s"]["user"] + costs["process_cpu_s"]["sys"] <= 0.40
+    # The CPU's own user time holds the spin, and whatever else ran there meanwhile (ticks of 10 ms).
+    assert costs["cpu_time_s"]["user"] + costs["cpu_time_s"]["system"] >= 0.25
+    per = {c.metric: c for c in run_costs({"server": costs}, 1000.0)}
+    assert per["cpu_user_s"].per_message == pytest.approx(
+        costs["process_cpu_s"]["user"] / (1000.0 * costs["interval_s"]) * 1e6
+    )
+
+
+def test_tcp_resets_and_refused_connects_in_this_namespace() -> None:
+    """30 connections closed with a reset (SO_LINGER 0) and 20 connects to a closed port: the namespace's
+    OutRsts and AttemptFails grow by at least that (other traffic of the namespace only adds)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]  # bound, never listening: connects are refused
+
+    def load() -> None:
+        with socket.socket() as srv:
+            srv.bind(("127.0.0.1", 0))
+            srv.listen(64)
+            for _ in range(30):
+                cli = socket.create_connection(srv.getsockname())
+                conn, _ = srv.accept()
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                conn.close()
+                cli.close()
+        for _ in range(20):
+            with socket.socket() as s, pytest.raises(ConnectionRefusedError):
+                s.connect(("127.0.0.1", closed_port))
+
+    costs = measure(os.getpid(), load)
+    assert costs["tcp"]["OutRsts"] >= 30 + 20 and costs["tcp"]["AttemptFails"] >= 20
+    assert costs["netns"].startswith("net:[")
+
+
+def _fake_sys(root: Path, governor: str, khz: int, energy: int) -> None:
+    for cpu in (0, 1):
+        d = root / "devices" / "system" / "cpu" / f"cpu{cpu}" / "cpufreq"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "scaling_governor").write_text(governor + "\n")
+        (d / "scaling_cur_freq").write_text(f"{khz}\n")
+    pstate = root / "devices" / "system" / "cpu" / "intel_pstate"
+    pstate.mkdir(parents=True, exist_ok=True)
+    (pstate / "no_turbo").write_text("1\n")
+    pkg = root / "class" / "powercap" / "intel-rapl:0"
+    sub = pkg / "intel-rapl:0:0"
+    sub.mkdir(parents=True, exist_ok=True)
+    (pkg / "name").write_text("package-0\n")
+    (pkg / "energy_uj").write_text(f"{energy}\n")
+    (pkg / "max_energy_range_uj").write_text("1000000\n")
+    (sub / "name").write_text("core\n")
+    (sub / "energy_uj").write_text(f"{energy // 2}\n")
+    (sub / "max_energy_range_uj").write_text("1000000\n")
+
+
+def test_a_powersave_governor_and_a_moving_frequency_read_from_sysfs_fail_their_checks(
+    tmp_path: Path, child: Any
+) -> None:
+    """The reading code on a fake sysfs (DEMUXLAB_SYS_ROOT), the verdicts validity's own: the governor read
+    at the phase's end, the frequency at both ends, RAPL's package energy across its wrap-around."""
+    _fake_sys(tmp_path, "powersave", 3_000_000, 900_000)
+    c = child("sleeps", "10")
+
+    def load() -> None:
+        c.go()
+        _fake_sys(tmp_path, "powersave", 2_200_000, 100_000)  # wrapped: 900,000 → 1,000,000 → 100,000
+
+    costs = measure(c.proc.pid, load, cpus=[0, 1], roots=Roots(sys=tmp_path))
+    assert costs["governor"] == "powersave" and costs["turbo"] is False
+    assert costs["frequency_khz"] == {
+        "start": {"0": 3_000_000, "1": 3_000_000},
+        "end": {"0": 2_200_000, "1": 2_200_000},
+    }
+    assert costs["energy_uj"]["intel-rapl:0:package-0"] == 200_000
+    record = {"hosts": {}, "pinning": {"same_host": True}, "costs": {"server": costs}}
+    assert governor(record).verdict == CHECK_FAIL and "powersave" in governor(record).reason
+    assert frequency(record).verdict == CHECK_FAIL
+    energy = {c.metric: c for c in run_costs({"server": costs}, 1000.0)}["energy_uj"]
+    assert energy.value == 200_000  # the package only: its subzone is part of it
+    # No tracefs under a fake root: system calls are unavailable, with the reason.
+    assert costs["syscalls"].startswith(UNAVAILABLE + "no tracefs")
+
+
+def test_absent_counters_are_unavailable_with_the_reason_never_zero(tmp_path: Path, child: Any) -> None:
+    """A host without cpufreq, intel_pstate, boost, SMT control or RAPL (an empty sysfs here; on this VM the
+    real one lacks cpufreq and RAPL too) says so per value."""
+    c = child("sleeps", "5")
+    costs = measure(c.proc.pid, c.go, cpus=[0], roots=Roots(sys=tmp_path))
+    for key in ("frequency_khz", "governor", "turbo", "smt", "energy_uj", "syscalls"):
+        assert isinstance(costs[key], str) and costs[key].startswith(UNAVAILABLE), (key, costs[key])
+    assert "cpufreq absent" in costs["frequency_khz"] and "no RAPL zone" in costs["energy_uj"]
+    rows = {r.metric: r for r in run_costs({"server": costs}, 100.0)}
+    assert rows["energy_uj"].value is None and rows["energy_uj"].unavailable == costs["energy_uj"]
+    assert rows["syscalls"].per_message is None
+    if not Path("/sys/class/powercap").exists():  # this host: the real sysfs says the same
+        real = measure(c.proc.pid, c.go, cpus=[0])
+        assert real["energy_uj"].startswith(UNAVAILABLE + "no RAPL zone under /sys/class/powercap")
+
+
+def test_a_side_this_host_cannot_see_is_unavailable_as_a_whole() -> None:
+    side = Side("client", None, [1], "the remote launcher runs the client where this host cannot read it")
+    assert side_costs(side, Roots()) == (
+        "unavailable: the remote launcher runs the client where this host cannot read it"
+    )
+    rows = run_costs({"client": side_costs(side, Roots())}, 1000.0)
+    assert rows and all(r.value is None and r.unavailable for r in rows)
+    no_end = Side("server", os.getpid(), [0])
+    no_end.snaps.append(no_end.snapshot(Roots()))
+    assert "start and end were not both seen" in str(side_costs(no_end, Roots()))
+
+
+def test_a_refused_perf_counter_is_unavailable_with_the_reason(tmp_path: Path) -> None:
+    counters = SyscallCounters(Roots(sys=tmp_path))
+    counters.open([os.getpid()])
+    assert counters.problem is not None and counters.problem.startswith(UNAVAILABLE) and counters.fds == {}
