@@ -1,6 +1,11 @@
 """The best measured design per host and workload, its statistical ties, and what the model says:
 :func:`recommend`.
 
+The best is the highest mean among the points whose server threads fit the server's CPUs (an
+oversubscribed point is named apart, never recommended: on the smoke's 1-CPU server every 2-thread point
+was); a design is *tied* with it when the platform's one decision (:func:`demuxlab.stats.difference`,
+Welch's t-test, p < 0.05) finds no difference, as the Ranking page says.
+
 Pure: plain rows (or typed values) in, :class:`Recommendation` values out.
 """
 
@@ -11,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from demuxlab.claims.context import Context, by_key, model_source, peak
+from demuxlab.claims.context import Context, by_key, model_source, peak, usable
 from demuxlab.claims.estimates import above, fmt_est, fmt_rate
 from demuxlab.claims.evaluation import parse_inputs
 from demuxlab.claims.inputs import MeasuredPoint, ModelPrediction, Workload
@@ -24,18 +29,24 @@ class Recommendation:
     host: str
     workload: Workload
     best: MeasuredPoint
-    tied: tuple[MeasuredPoint, ...]  # intervals overlap the best one's: not distinguishable from it
+    tied: tuple[MeasuredPoint, ...]  # the one decision finds no difference from the best
     candidates: int
     model_source: str | None
     model_best: str | None  # the design the model ranks first among the modeled points
     model_agrees: bool | None  # the model's first is the best or tied with it (among modeled points)
     disagreements: tuple[str, ...]  # points where |model − measurement| exceeds both intervals
+    apart: tuple[MeasuredPoint, ...] = ()  # oversubscribed points: not candidates
 
     @property
     def note(self) -> str:
         bits = []
         if self.tied:
-            bits.append("statistically tied with " + ", ".join(p.label for p in self.tied))
+            bits.append("statistically tied (Welch, p ≥ 0.05) with " + ", ".join(p.label for p in self.tied))
+        if self.apart:
+            bits.append(
+                f"{len(self.apart)} oversubscribed point(s) not ranked (more server threads than server "
+                f"CPUs): {', '.join(p.label for p in self.apart)}"
+            )
         if self.best.oversubscribed:
             bits.append(
                 f"oversubscribed: {self.best.threads} threads on {self.best.server_cpus} server CPU(s)"
@@ -82,7 +93,9 @@ def recommend(
     source = model_source(ctx)
     out = []
     groups = by_key(pts, lambda p: (p.host, p.workload))
-    for (host, wl), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1].sort_key())):
+    for (host, wl), every in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1].sort_key())):
+        group = usable(every) or every
+        apart = tuple(p for p in every if p not in group)
         best = peak(group)
         tied = tuple(
             sorted(
@@ -94,26 +107,33 @@ def recommend(
                 key=lambda p: -p.mean,
             )
         )
-        model_best = None
-        agrees = None
-        disagreements: list[str] = []
-        if source is not None:
-            modeled = [(p, ctx.prediction(p, source)) for p in group]
-            have = [(p, m) for p, m in modeled if m is not None]
-            if have:
-                mp, mm = max(have, key=lambda x: x[1].mean)
-                model_best = f"{mp.label} ({fmt_rate(mm.mean)} msg/s predicted)"
-                data_best = peak([p for p, _ in have])
-                agrees = mp is data_best or (
-                    data_best.est.known and mp.est.known and not above(data_best.est, mp.est)
-                )
-                for p, m in have:
-                    if p.est.known and (above(m.est, p.est) or above(p.est, m.est)):
-                        err = (m.mean - p.mean) / p.mean if p.mean else math.inf
-                        disagreements.append(
-                            f"{p.label}: model {fmt_est(m.est)} vs measured {fmt_est(p.est)} ({err:+.1%})"
-                        )
+        model_best, agrees, disagreements = _model_view(ctx, source, group)
         out.append(
-            Recommendation(host, wl, best, tied, len(group), source, model_best, agrees, tuple(disagreements))
+            Recommendation(
+                host, wl, best, tied, len(group), source, model_best, agrees, tuple(disagreements), apart
+            )
         )
     return out
+
+
+def _model_view(
+    ctx: Context, source: str | None, group: list[MeasuredPoint]
+) -> tuple[str | None, bool | None, list[str]]:
+    """The model's first choice among the workload's candidates, whether it is the best or tied with it,
+    and every point where model and measurement lie outside each other's intervals."""
+    if source is None:
+        return None, None, []
+    have = [(p, m) for p in group if (m := ctx.prediction(p, source)) is not None]
+    if not have:
+        return None, None, []
+    mp, mm = max(have, key=lambda x: x[1].mean)
+    data_best = peak([p for p, _ in have])
+    agrees = mp is data_best or (data_best.est.known and mp.est.known and not above(data_best.est, mp.est))
+    disagreements = []
+    for p, m in have:
+        if p.est.known and (above(m.est, p.est) or above(p.est, m.est)):
+            err = (m.mean - p.mean) / p.mean if p.mean else math.inf
+            disagreements.append(
+                f"{p.label}: model {fmt_est(m.est)} vs measured {fmt_est(p.est)} ({err:+.1%})"
+            )
+    return f"{mp.label} ({fmt_rate(mm.mean)} msg/s predicted)", agrees, disagreements
