@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from demuxlab import marks
 from demuxlab.errors import DemuxlabError
 from demuxlab.jsonio import open_atomic, write_text_atomic
 from demuxlab.point import POINT_FIELDS
+from demuxlab.staticplot import draw_series, legend_below, pyplot, throughput_axis
 from demuxlab.stats import point_summary
 from demuxlab.vocab import RUN_FAILED, RUN_OK
 
@@ -35,6 +37,8 @@ class RunRow:
     latency_p50_us: float | None
     latency_p99_us: float | None
     hardware_class: str | None = None  # cluster runs: the pair's class (never averaged across classes)
+    server_cpus: int | None = None  # the CPUs the server was pinned to (None: the record does not say)
+    cpus_shared: tuple[str, ...] = ()  # hosts sharing one machine's CPUs (test cluster): not performance data
 
 
 @dataclass
@@ -78,9 +82,28 @@ def load_rows(experiment: str, spec_sha256: str, url: str | None = None) -> list
                     latency_p50_us=lat.get("p50"),
                     latency_p99_us=lat.get("p99"),
                     hardware_class=run.hardware_class,
+                    server_cpus=_cpus(run.pinning),
+                    cpus_shared=tuple((run.noise or {}).get("cpus_shared") or ()),
                 )
             )
     return list(out.values())
+
+
+def shared_hosts(points: Sequence[PointRows]) -> list[str]:
+    """The hosts whose CPUs the runs shared with other hosts of one machine (the test cluster)."""
+    return sorted({h for p in points for r in p.runs for h in r.cpus_shared})
+
+
+#: What the report's pages say of runs on hosts sharing one machine's CPUs.
+SHARED_TEXT = (
+    "These runs ran on hosts that share one machine's CPUs ({hosts}: the test cluster): they are not "
+    "performance data; they show that the pipeline works, not how the designs perform."
+)
+
+
+def _cpus(pinning: Any) -> int | None:
+    cpus = pinning.get("server_cpus") if isinstance(pinning, Mapping) else None
+    return len(cpus) if isinstance(cpus, list) and cpus else None
 
 
 def point_summaries(
@@ -162,7 +185,8 @@ def by_class(points: Sequence[PointRows]) -> list[tuple[PointRows, str | None]]:
 
 def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
     """One row per point (and hardware class): parameters, run counts, mean throughput with its 95% CI,
-    CPU per message."""
+    CPU per message, and the fewest CPUs its runs' server had (``oversubscribed``: its threads outnumber
+    them)."""
     rows = []
     for p, hardware_class in by_class(points):
         ok = [r for r in p.runs if r.status == RUN_OK and r.throughput is not None]
@@ -188,9 +212,21 @@ def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
                 "latency_p50_us": _mean([r.latency_p50_us for r in ok if r.latency_p50_us is not None]),
                 "latency_p99_us": _mean([r.latency_p99_us for r in ok if r.latency_p99_us is not None]),
                 "hardware_class": hardware_class,
+                "server_cpus": _fewest([r.server_cpus for r in ok]),
+                "oversubscribed": _over(p.params.get("threads"), [r.server_cpus for r in ok]),
             }
         )
     return rows
+
+
+def _fewest(cpus: Sequence[int | None]) -> int | None:
+    known = [c for c in cpus if c is not None]
+    return min(known) if known else None
+
+
+def _over(threads: Any, cpus: Sequence[int | None]) -> bool | None:
+    fewest = _fewest(cpus)
+    return None if fewest is None or threads is None else int(threads) > fewest
 
 
 def with_decisions(rows: Sequence[dict[str, Any]], decisions: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -221,6 +257,8 @@ def with_decisions(rows: Sequence[dict[str, Any]], decisions: Mapping[str, Any])
                 "latency_p50_us": None,
                 "latency_p99_us": None,
                 "hardware_class": None,
+                "server_cpus": None,
+                "oversubscribed": None,
                 "measured": False,
                 "why": g.get("why", "model-only"),
             }
@@ -263,83 +301,194 @@ def save_figure(fig: Any, path: Path) -> None:
 
 
 def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> None:
-    """Throughput vs threads, one panel per workload (work, connections, size, rate), one line per design."""
-    import matplotlib
+    """Throughput vs threads, one panel per workload (work, connections, size, rate), one line per design:
+    :func:`draw_throughput` saved to ``path``."""
+    save_figure(draw_throughput(rows, title), path)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def draw_throughput(rows: Sequence[dict[str, Any]], title: str) -> Any:
+    """Throughput vs threads, one panel per workload, one line per design, in the dashboard's marks (a
+    colour per pattern, a dash and marker per notifier, :mod:`demuxlab.marks`' interval rule, a ring round
+    an oversubscribed point); an adaptive experiment's model-only points dashed and hollow."""
+    plt = pyplot()
     from matplotlib.ticker import MaxNLocator
 
-    panels: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
-    for row in rows:
-        if row["throughput_mean"] is None or row["instrument"]:
-            continue  # calibration points are instrumented: not comparable with the sweep
-        panel = (row["work_us"], row["connections"], row["msg_size"], row["rate"])
-        panels[panel][f"{row['pattern']}/{row['notifier']}"].append(row)
+    panels = _throughput_panels(rows)
     n = max(1, len(panels))
     cols = min(3, n)
     nrows = math.ceil(n / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.8 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.8 * nrows + 1.2), squeeze=False)
+    notes: list[str] = []
     for ax, (panel, lines) in zip(axes.flat, sorted(panels.items(), key=lambda kv: str(kv[0])), strict=False):
+        means: list[float] = []
+        highs: list[float] = []
+        for (pattern, notifier), every in sorted(lines.items()):
+            _throughput_line(ax, pattern, notifier, sorted(every, key=lambda r: r["threads"]), means, highs)
         work, conns, size, rate = panel
-        for label, every in sorted(lines.items()):
-            every.sort(key=lambda r: r["threads"])
-            # An adaptive experiment's model-only points: dashed, hollow, no error bar (never measured).
-            pts = [r for r in every if r.get("measured", True)]
-            x = [r["threads"] for r in pts]
-            y = [r["throughput_mean"] / 1e3 for r in pts]
-            err = [
-                (r["throughput_mean"] - r["throughput_ci_low"]) / 1e3
-                if r["throughput_ci_low"] is not None
-                else 0
-                for r in pts
-            ]
-            bars = ax.errorbar(x, y, yerr=err, marker="o", ms=3, capsize=2, label=label)
-            if len(pts) < len(every):
-                colour = bars.lines[0].get_color()
-                ax.plot(
-                    [r["threads"] for r in every],
-                    [r["throughput_mean"] / 1e3 for r in every],
-                    ls="--",
-                    lw=0.8,
-                    color=colour,
-                )
-                only = [r for r in every if not r.get("measured", True)]
-                ax.plot(
-                    [r["threads"] for r in only],
-                    [r["throughput_mean"] / 1e3 for r in only],
-                    ls="none",
-                    marker="o",
-                    ms=4,
-                    mfc="none",
-                    color=colour,
-                    label=f"{label} (model only)",
-                )
         load = "closed loop" if rate is None else f"{rate:g} msg/s"
         ax.set_title(f"work {work:g} µs, {conns} conns, {size} B, {load}", fontsize=9)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylim(bottom=0)
-        ax.set_xlabel("threads")
-        ax.set_ylabel("throughput (k msgs/s)")
+        cut = throughput_axis(ax, means, highs, scale=1e3)
+        if cut and cut not in notes:
+            notes.append(cut)
+        ax.set_xlabel("server threads")
+        ax.set_ylabel("throughput (k msg/s)")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     if not panels:
         axes.flat[0].text(0.5, 0.5, "no successful runs", ha="center", va="center")
-    fig.suptitle(f"{title} — mean of repeats, 95% CI", fontsize=11)
-    fig.tight_layout()
-    save_figure(fig, path)
+    if any(r.get("oversubscribed") for r in rows):
+        notes.append(f"ringed: {marks.OVERSUBSCRIBED_TEXT} (not comparable)")
+    notes.append("open markers: 1 run, no interval; error bars: 95 % interval (Student t) from 2 runs")
+    legend_below(fig, list(axes.flat), title=f"{title}: mean of repeats, 95 % CI", notes=notes)
+    return fig
+
+
+def _throughput_panels(
+    rows: Sequence[dict[str, Any]],
+) -> dict[tuple[Any, ...], dict[tuple[str, str], list[Any]]]:
+    panels: dict[tuple[Any, ...], dict[tuple[str, str], list[dict[str, Any]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for row in rows:
+        if row["throughput_mean"] is None or row["instrument"]:
+            continue  # calibration points are instrumented: not comparable with the sweep
+        panel = (row["work_us"], row["connections"], row["msg_size"], row["rate"])
+        panels[panel][(row["pattern"], row["notifier"])].append(row)
+    return panels
+
+
+def _throughput_line(
+    ax: Any, pattern: str, notifier: str, every: list[dict[str, Any]], means: list[float], highs: list[float]
+) -> None:
+    """One design's line of a panel: its measured points, and its model-only points (adaptive) dashed."""
+    colour = marks.pattern_colour(pattern)
+    marker = marks.MPL_MARKER[marks.notifier_symbol(notifier)]
+    pts = [r for r in every if r.get("measured", True)]
+    ivs = [
+        marks.interval(
+            r["throughput_mean"],
+            None if r["throughput_ci_high"] is None else r["throughput_ci_high"] - r["throughput_mean"],
+            r["runs_ok"],
+        )
+        for r in pts
+    ]
+    draw_series(
+        ax,
+        [r["threads"] for r in pts],
+        ivs,
+        colour=colour,
+        marker=marker,
+        dash=marks.notifier_dash(notifier),
+        label=f"{pattern}/{notifier}",
+        over=[bool(r.get("oversubscribed")) for r in pts],
+        scale=1e3,
+    )
+    means.extend(iv.mean for iv in ivs)
+    highs.extend(iv.hi for iv in ivs)
+    only = [r for r in every if not r.get("measured", True)]
+    if only:
+        ax.plot(
+            [r["threads"] for r in every],
+            [r["throughput_mean"] / 1e3 for r in every],
+            ls="--",
+            lw=0.8,
+            color=colour,
+        )
+        ax.plot(
+            [r["threads"] for r in only],
+            [r["throughput_mean"] / 1e3 for r in only],
+            ls="none",
+            marker=marker,
+            ms=4,
+            mfc="none",
+            color=colour,
+            label=f"{pattern}/{notifier} (model only)",
+        )
+        means.extend(r["throughput_mean"] for r in only)
+
+
+#: points.html's columns, the key ones first (the design, its threads, the measurement), then the rest.
+HTML_COLUMNS: tuple[str, ...] = (
+    "pattern",
+    "notifier",
+    "threads",
+    "runs_ok",
+    "runs_failed",
+    "throughput_mean",
+    "throughput_ci_low",
+    "throughput_ci_high",
+    "server_cpus",
+    "oversubscribed",
+    "nonstationary_runs",
+    "server_cpu_us_per_msg",
+    "latency_p50_us",
+    "latency_p99_us",
+    "work_us",
+    "connections",
+    "msg_size",
+    "client_threads",
+    "rate",
+    "hardware_class",
+    "measured",
+    "why",
+)
+
+
+def describe(rows: Sequence[dict[str, Any]], shared: Sequence[str] = ()) -> str:
+    """What an experiment's points hold, in a few sentences (points.html's lead: the report's words come
+    from the data, not from a fixed caption); ``shared``: :func:`shared_hosts`."""
+    measured = [r for r in rows if not r.get("instrument") and r.get("runs_ok")]
+    designs = sorted({f"{r['pattern']}/{r['notifier']}" for r in measured})
+    threads = sorted({int(r["threads"]) for r in measured})
+    ok = sum(int(r["runs_ok"]) for r in rows if not r.get("instrument"))
+    failed = sum(int(r["runs_failed"]) for r in rows if not r.get("instrument"))
+    over = [r for r in measured if r.get("oversubscribed")]
+    text = (
+        f"{len(measured)} measured points of {len(designs)} designs ({', '.join(designs) or 'none'}) at "
+        f"{', '.join(map(str, threads)) or 'no'} server threads: {ok} runs ok, {failed} failed. Each point's "
+        "mean over its repeats with its 95 % interval (Student t, from 2 runs; 1 run: no interval)."
+    )
+    if over:
+        cpus = sorted({r["server_cpus"] for r in over if r.get("server_cpus")})
+        text += (
+            f" {len(over)} point(s) had more server threads than the server's {'/'.join(map(str, cpus))} "
+            "CPU(s): oversubscribed, ringed in the figure, not comparable with the others."
+        )
+    calibration = [r for r in rows if r.get("instrument")]
+    if calibration:
+        text += f" {len(calibration)} calibration points (instrumented runs for the models) are listed apart."
+    if shared:
+        text = SHARED_TEXT.format(hosts=", ".join(shared)) + " " + text
+    return text
 
 
 def write_report(spec: Any, out_dir: Path, decisions: Mapping[str, Any] | None = None) -> list[Path]:
-    """Write ``points.csv`` and ``throughput_vs_threads.png`` for ``spec`` from the database (``decisions``:
-    an adaptive experiment's, to mark its points measured or model-only)."""
+    """Write ``points.csv``, ``throughput_vs_threads.png`` and ``points.html`` (the figure and the table,
+    shown inline by ``snakemake --report``) for ``spec`` from the database (``decisions``: an adaptive
+    experiment's, to mark its points measured or model-only)."""
+    from demuxlab import reporthtml
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    rows = summarize(load_rows(spec.name, spec.sha256))
+    loaded = load_rows(spec.name, spec.sha256)
+    rows = summarize(loaded)
     if decisions is not None:
         rows = with_decisions(rows, decisions)
     csv_path, fig_path = out_dir / "points.csv", out_dir / "throughput_vs_threads.png"
+    html_path = out_dir / "points.html"
     write_csv(rows, csv_path)
     plot_throughput(rows, f"{spec.name} ({spec.reproduces})", fig_path)
-    return [csv_path, fig_path]
+    sweep = [r for r in rows if not r.get("instrument")]
+    calibration = [r for r in rows if r.get("instrument")]
+    columns = [c for c in HTML_COLUMNS if any(c in r for r in rows)]
+    body = [
+        reporthtml.image(fig_path.read_bytes(), "throughput against server threads"),
+        "<h2>Points</h2>",
+        reporthtml.table(sweep, columns),
+    ]
+    if calibration:
+        body += ["<h2>Calibration points (instrumented)</h2>", reporthtml.table(calibration, columns)]
+    lead = describe(rows, shared_hosts(loaded))
+    write_text_atomic(html_path, reporthtml.page(f"{spec.name}: throughput", body, lead))
+    return [csv_path, fig_path, html_path]
