@@ -173,8 +173,9 @@ SOURCE_LABEL: dict[str, str] = {
     SOURCE_PAPER: "model, paper rates",
     SOURCE_CALIBRATION: "model, calibrated rates",
 }
-#: The mark of a point whose server threads outnumber the server's CPUs (drawn over the point's own).
-OVERSUBSCRIBED_SYMBOL = "circle-x-open"
+#: The ring drawn round a point whose server threads outnumber the server's CPUs: grey, the colour of
+#: nothing else a figure draws (no pattern has it).
+OVERSUBSCRIBED_COLOUR = "#7F7F7F"
 OVERSUBSCRIBED_TEXT = "oversubscribed: more server threads than server CPUs"
 
 
@@ -270,12 +271,15 @@ def axis_top(means: Iterable[float], highs: Iterable[float] = ()) -> Axis:
     return Axis(top, sum(1 for h in hs if h > top))
 
 
-def cut_note(cut: int) -> str | None:
+def cut_note(cut: int, hover: bool = True) -> str | None:
+    """What a figure says of the intervals its axis cuts (``hover``: an interactive figure, whose hover has
+    the whole interval; a static one points to its table)."""
     if not cut:
         return None
+    where = "hover for the whole interval" if hover else "the table has the whole interval"
     return (
         f"{cut} interval{'s' * (cut != 1)} run{'s' * (cut == 1)} past the top of the axis "
-        f"(it stops at {AXIS_CAP:g}× the highest mean): hover for the whole interval"
+        f"(it stops at {AXIS_CAP:g}× the highest mean): {where}"
     )
 
 

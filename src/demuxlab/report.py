@@ -322,8 +322,11 @@ def draw_throughput(rows: Sequence[dict[str, Any]], title: str) -> Any:
     for ax, (panel, lines) in zip(axes.flat, sorted(panels.items(), key=lambda kv: str(kv[0])), strict=False):
         means: list[float] = []
         highs: list[float] = []
-        for (pattern, notifier), every in sorted(lines.items()):
-            _throughput_line(ax, pattern, notifier, sorted(every, key=lambda r: r["threads"]), means, highs)
+        # the designs of a panel side by side round each thread count: equal means never hide each other
+        offsets = marks.dodge(len(lines), DODGE_SPAN if len(lines) > 1 else 0.0)
+        for dx, ((pattern, notifier), every) in zip(offsets, sorted(lines.items()), strict=True):
+            every = sorted(every, key=lambda r: r["threads"])
+            _throughput_line(ax, pattern, notifier, every, means, highs, dx)
         work, conns, size, rate = panel
         load = "closed loop" if rate is None else f"{rate:g} msg/s"
         ax.set_title(f"work {work:g} µs, {conns} conns, {size} B, {load}", fontsize=9)
@@ -359,8 +362,18 @@ def _throughput_panels(
     return panels
 
 
+#: The widest spread, in threads, of one thread count's designs in a panel (as validation.png's).
+DODGE_SPAN = 0.36
+
+
 def _throughput_line(
-    ax: Any, pattern: str, notifier: str, every: list[dict[str, Any]], means: list[float], highs: list[float]
+    ax: Any,
+    pattern: str,
+    notifier: str,
+    every: list[dict[str, Any]],
+    means: list[float],
+    highs: list[float],
+    dx: float = 0.0,
 ) -> None:
     """One design's line of a panel: its measured points, and its model-only points (adaptive) dashed."""
     colour = marks.pattern_colour(pattern)
@@ -376,7 +389,7 @@ def _throughput_line(
     ]
     draw_series(
         ax,
-        [r["threads"] for r in pts],
+        [r["threads"] + dx for r in pts],
         ivs,
         colour=colour,
         marker=marker,
@@ -390,14 +403,14 @@ def _throughput_line(
     only = [r for r in every if not r.get("measured", True)]
     if only:
         ax.plot(
-            [r["threads"] for r in every],
+            [r["threads"] + dx for r in every],
             [r["throughput_mean"] / 1e3 for r in every],
             ls="--",
             lw=0.8,
             color=colour,
         )
         ax.plot(
-            [r["threads"] for r in only],
+            [r["threads"] + dx for r in only],
             [r["throughput_mean"] / 1e3 for r in only],
             ls="none",
             marker=marker,

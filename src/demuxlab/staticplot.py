@@ -41,7 +41,16 @@ def draw_series(
     (clipped at zero), and a ring where the point is oversubscribed; values divided by ``scale``."""
     means = [iv.mean / scale for iv in intervals]
     if line:
-        ax.plot(xs, means, linestyle=marks.mpl_dash(dash), color=colour, lw=1.4, label=label)
+        ax.plot(xs, means, linestyle=marks.mpl_dash(dash), color=colour, lw=1.4)
+    if label:  # the legend's entry: the series' line and marker together
+        ax.plot(
+            [],
+            [],
+            linestyle=marks.mpl_dash(dash) if line else "none",
+            marker=marker,
+            color=colour,
+            label=label,
+        )
     drawn = [i for i, iv in enumerate(intervals) if iv.drawn]
     if drawn:
         ax.errorbar(
@@ -61,7 +70,7 @@ def draw_series(
 
 
 #: The ring round an oversubscribed point (the dashboard's too).
-OVERSUBSCRIBED = "#D55E00"
+OVERSUBSCRIBED = marks.OVERSUBSCRIBED_COLOUR
 
 
 def draw_model(
@@ -93,7 +102,7 @@ def throughput_axis(
     mean for an interval); the note naming the intervals it cuts, or None."""
     axis = marks.axis_top([m / scale for m in means], [h / scale for h in highs])
     ax.set_ylim(0, axis.top)
-    return marks.cut_note(axis.cut)
+    return marks.cut_note(axis.cut, hover=False)
 
 
 def legend_below(fig: Any, axes: Sequence[Any], *, title: str = "", notes: Sequence[str] = ()) -> None:

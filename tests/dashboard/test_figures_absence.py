@@ -53,9 +53,10 @@ def test_each_missing_line_names_its_reason() -> None:
     lines = absence.lines(found)
     by = {(a.pattern, a.notifier, a.source): a.why for a in found}
     assert by[("lf", "epoll-lt", "calibration")].startswith("calibration refused: the model misses")
-    assert "self-check: the fitted model gives 54k msg/s where its 1 calibration run(s) measured 80k" in by[
-        ("lf", "epoll-lt", "calibration")
-    ]
+    assert (
+        "self-check: the fitted model gives 54k msg/s where its 1 calibration run(s) measured 80k"
+        in by[("lf", "epoll-lt", "calibration")]
+    )
     assert by[("lf", "select", "calibration")] == "its 1 calibration run(s) failed"
     assert by[("proactor", "epoll-lt", "paper")].startswith("the CTMC models have no rates for proactor")
     assert ("hsha", "epoll-lt", "calibration") not in by and ("lf", "epoll-lt", "paper") not in by

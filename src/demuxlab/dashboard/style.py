@@ -36,7 +36,7 @@ GREY = marks.GREY
 REGRESSION = "#D55E00"
 IMPROVEMENT = "#0072B2"
 #: The ring drawn round a point whose server threads outnumber its server's CPUs.
-OVERSUBSCRIBED = "#D55E00"
+OVERSUBSCRIBED = marks.OVERSUBSCRIBED_COLOUR
 
 
 def beside(colour: str) -> str:

@@ -85,8 +85,9 @@ def draw_validation(rows: Sequence[Mapping[str, Any]], title: str, *, note: str 
     if not keys:
         axes[0][0].text(0.5, 0.5, "no points", ha="center", va="center")
         axes[1][0].set_visible(False)
-    _legend(fig, rows, notes)
-    fig.suptitle(f"{title}\nCTMC model vs measurement" + (f"\n{note}" if note else ""), fontsize=10)
+    head = f"{title}\nCTMC model vs measurement" + (f"\n{note}" if note else "")
+    fig.suptitle(head, fontsize=10)
+    _legend(fig, rows, notes, len(head.splitlines()))
     return fig
 
 
@@ -153,7 +154,7 @@ def _draw_panel(top: Any, bottom: Any, lines: Mapping[str, list[Mapping[str, Any
     return throughput_axis(top, means, highs, scale=1e3)
 
 
-def _legend(fig: Any, rows: Sequence[Mapping[str, Any]], notes: Sequence[str]) -> None:
+def _legend(fig: Any, rows: Sequence[Mapping[str, Any]], notes: Sequence[str], title_lines: int) -> None:
     """Every design (its colour and marker), then how measurements and each source's model are drawn."""
     from matplotlib.lines import Line2D
 
@@ -192,4 +193,4 @@ def _legend(fig: Any, rows: Sequence[Mapping[str, Any]], notes: Sequence[str]) -
     )
     for i, note in enumerate(notes):
         fig.text(0.01, 0.008 + 0.025 * i, note, fontsize=7, color=marks.MUTED)
-    fig.tight_layout(rect=(0.0, 0.03 * rows_of_legend + 0.02, 1.0, 0.97))
+    fig.tight_layout(rect=(0.0, 0.03 * rows_of_legend + 0.02, 1.0, 1.0 - 0.025 * title_lines))

@@ -21,7 +21,9 @@ def layout(run: str | None = None) -> Any:
     """The run picker (an experiment, then one of its runs) over the chosen run; without a run, the newest
     experiment's runs to pick from."""
     with common.store().connect() as conn:
-        r = queries.run_detail(conn, run) if run else None  # an unknown run says so, even in an empty database
+        r = (
+            queries.run_detail(conn, run) if run else None
+        )  # an unknown run says so, even in an empty database
         options = data.experiment_options(conn)
         if not options:
             return [html.H1("Run"), common.empty_database_panel()]
