@@ -94,13 +94,6 @@ def shared_hosts(points: Sequence[PointRows]) -> list[str]:
     return sorted({h for p in points for r in p.runs for h in r.cpus_shared})
 
 
-#: What the report's pages say of runs on hosts sharing one machine's CPUs.
-SHARED_TEXT = (
-    "These runs ran on hosts that share one machine's CPUs ({hosts}: the test cluster): they are not "
-    "performance data; they show that the pipeline works, not how the designs perform."
-)
-
-
 def _cpus(pinning: Any) -> int | None:
     cpus = pinning.get("server_cpus") if isinstance(pinning, Mapping) else None
     return len(cpus) if isinstance(cpus, list) and cpus else None
@@ -422,66 +415,12 @@ def _throughput_line(
         means.extend(r["throughput_mean"] for r in only)
 
 
-#: points.html's columns, the key ones first (the design, its threads, the measurement), then the rest.
-HTML_COLUMNS: tuple[str, ...] = (
-    "pattern",
-    "notifier",
-    "threads",
-    "runs_ok",
-    "runs_failed",
-    "throughput_mean",
-    "throughput_ci_low",
-    "throughput_ci_high",
-    "server_cpus",
-    "oversubscribed",
-    "nonstationary_runs",
-    "server_cpu_us_per_msg",
-    "latency_p50_us",
-    "latency_p99_us",
-    "work_us",
-    "connections",
-    "msg_size",
-    "client_threads",
-    "rate",
-    "hardware_class",
-    "measured",
-    "why",
-)
-
-
-def describe(rows: Sequence[dict[str, Any]], shared: Sequence[str] = ()) -> str:
-    """What an experiment's points hold, in a few sentences (points.html's lead: the report's words come
-    from the data, not from a fixed caption); ``shared``: :func:`shared_hosts`."""
-    measured = [r for r in rows if not r.get("instrument") and r.get("runs_ok")]
-    designs = sorted({f"{r['pattern']}/{r['notifier']}" for r in measured})
-    threads = sorted({int(r["threads"]) for r in measured})
-    ok = sum(int(r["runs_ok"]) for r in rows if not r.get("instrument"))
-    failed = sum(int(r["runs_failed"]) for r in rows if not r.get("instrument"))
-    over = [r for r in measured if r.get("oversubscribed")]
-    text = (
-        f"{len(measured)} measured points of {len(designs)} designs ({', '.join(designs) or 'none'}) at "
-        f"{', '.join(map(str, threads)) or 'no'} server threads: {ok} runs ok, {failed} failed. Each point's "
-        "mean over its repeats with its 95 % interval (Student t, from 2 runs; 1 run: no interval)."
-    )
-    if over:
-        cpus = sorted({r["server_cpus"] for r in over if r.get("server_cpus")})
-        text += (
-            f" {len(over)} point(s) had more server threads than the server's {'/'.join(map(str, cpus))} "
-            "CPU(s): oversubscribed, ringed in the figure, not comparable with the others."
-        )
-    calibration = [r for r in rows if r.get("instrument")]
-    if calibration:
-        text += f" {len(calibration)} calibration points (instrumented runs for the models) are listed apart."
-    if shared:
-        text = SHARED_TEXT.format(hosts=", ".join(shared)) + " " + text
-    return text
-
-
 def write_report(spec: Any, out_dir: Path, decisions: Mapping[str, Any] | None = None) -> list[Path]:
     """Write ``points.csv``, ``throughput_vs_threads.png`` and ``points.html`` (the figure and the table,
     shown inline by ``snakemake --report``) for ``spec`` from the database (``decisions``: an adaptive
     experiment's, to mark its points measured or model-only)."""
     from demuxlab import reporthtml
+    from demuxlab.reporthtml import POINT_COLUMNS, describe_points
 
     out_dir.mkdir(parents=True, exist_ok=True)
     loaded = load_rows(spec.name, spec.sha256)
@@ -494,7 +433,7 @@ def write_report(spec: Any, out_dir: Path, decisions: Mapping[str, Any] | None =
     plot_throughput(rows, f"{spec.name} ({spec.reproduces})", fig_path)
     sweep = [r for r in rows if not r.get("instrument")]
     calibration = [r for r in rows if r.get("instrument")]
-    columns = [c for c in HTML_COLUMNS if any(c in r for r in rows)]
+    columns = [c for c in POINT_COLUMNS if any(c in r for r in rows)]
     body = [
         reporthtml.image(fig_path.read_bytes(), "throughput against server threads"),
         "<h2>Points</h2>",
@@ -502,6 +441,6 @@ def write_report(spec: Any, out_dir: Path, decisions: Mapping[str, Any] | None =
     ]
     if calibration:
         body += ["<h2>Calibration points (instrumented)</h2>", reporthtml.table(calibration, columns)]
-    lead = describe(rows, shared_hosts(loaded))
+    lead = describe_points(rows, shared_hosts(loaded))
     write_text_atomic(html_path, reporthtml.page(f"{spec.name}: throughput", body, lead))
     return [csv_path, fig_path, html_path]

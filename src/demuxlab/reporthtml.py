@@ -98,6 +98,70 @@ def paragraph(text: str, muted: bool = False) -> str:
     return f"<p{' class=muted' if muted else ''}>{html.escape(text)}</p>"
 
 
+# -- the points' page (points.html) --------------------------------------------------------------------
+
+#: What the report's pages say of runs on hosts sharing one machine's CPUs.
+SHARED_TEXT = (
+    "These runs ran on hosts that share one machine's CPUs ({hosts}: the test cluster): they are not "
+    "performance data; they show that the pipeline works, not how the designs perform."
+)
+
+
+#: points.html's columns, the key ones first (the design, its threads, the measurement), then the rest.
+POINT_COLUMNS: tuple[str, ...] = (
+    "pattern",
+    "notifier",
+    "threads",
+    "runs_ok",
+    "runs_failed",
+    "throughput_mean",
+    "throughput_ci_low",
+    "throughput_ci_high",
+    "server_cpus",
+    "oversubscribed",
+    "nonstationary_runs",
+    "server_cpu_us_per_msg",
+    "latency_p50_us",
+    "latency_p99_us",
+    "work_us",
+    "connections",
+    "msg_size",
+    "client_threads",
+    "rate",
+    "hardware_class",
+    "measured",
+    "why",
+)
+
+
+def describe_points(rows: Sequence[dict[str, Any]], shared: Sequence[str] = ()) -> str:
+    """What an experiment's points hold, in a few sentences (points.html's lead: the report's words come
+    from the data, not from a fixed caption); ``shared``: :func:`demuxlab.report.shared_hosts`."""
+    measured = [r for r in rows if not r.get("instrument") and r.get("runs_ok")]
+    designs = sorted({f"{r['pattern']}/{r['notifier']}" for r in measured})
+    threads = sorted({int(r["threads"]) for r in measured})
+    ok = sum(int(r["runs_ok"]) for r in rows if not r.get("instrument"))
+    failed = sum(int(r["runs_failed"]) for r in rows if not r.get("instrument"))
+    over = [r for r in measured if r.get("oversubscribed")]
+    text = (
+        f"{len(measured)} measured points of {len(designs)} designs ({', '.join(designs) or 'none'}) at "
+        f"{', '.join(map(str, threads)) or 'no'} server threads: {ok} runs ok, {failed} failed. Each point's "
+        "mean over its repeats with its 95 % interval (Student t, from 2 runs; 1 run: no interval)."
+    )
+    if over:
+        cpus = sorted({r["server_cpus"] for r in over if r.get("server_cpus")})
+        text += (
+            f" {len(over)} point(s) had more server threads than the server's {'/'.join(map(str, cpus))} "
+            "CPU(s): oversubscribed, ringed in the figure, not comparable with the others."
+        )
+    calibration = [r for r in rows if r.get("instrument")]
+    if calibration:
+        text += f" {len(calibration)} calibration points (instrumented runs for the models) are listed apart."
+    if shared:
+        text = SHARED_TEXT.format(hosts=", ".join(shared)) + " " + text
+    return text
+
+
 # -- Markdown (the subset claims.md is written in) ----------------------------------------------------------
 
 _INLINE = (

@@ -390,3 +390,44 @@ def test_rates_the_paper_does_not_measure_have_no_paper_value() -> None:
     assert math.isnan(by_rate["r_x"]["calibrated_us"]) and by_rate["r_x"]["from"] == "instant:not in seed 001"
     ticks = model.rates_figure(table)["layout"]["xaxis"]["categoryarray"]
     assert ticks == [model._tick(r) for r in ("r_e", "r_n", "r_w")]
+
+
+def test_a_refused_calibration_shows_its_self_check() -> None:
+    """Where the calibrated line is missing, the Model page shows why: the fitted model against its own
+    calibration runs, side by side, with the error."""
+    states = pd.DataFrame(
+        [
+            {
+                "calibration_id": 9,
+                "pattern": "lf",
+                "notifier": "select",
+                "hardware_class": None,
+                "refused": "misses its own runs by 32 %",
+                "self_check": [
+                    {
+                        "threads": 1,
+                        "connections": 32,
+                        "measured_msgs_per_s": 80_000.0,
+                        "predicted_msgs_per_s": 54_400.0,
+                        "rel_error": -0.32,
+                    }
+                ],
+            },
+            {
+                "calibration_id": 10,
+                "pattern": "hsha",
+                "notifier": "poll",
+                "hardware_class": None,
+                "refused": None,
+            },
+        ]
+    )
+    fig = model.selfcheck_figure(states)
+    measured, predicted = fig["data"]
+    assert measured["x"] == ["lf/select · 1 thr, 32 conn"] and measured["y"] == [80_000.0]
+    assert predicted["y"] == [54_400.0] and predicted["text"] == ["54.4k"]
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["-32%"]
+    assert (
+        "no refused calibration"
+        in model.selfcheck_figure(states.iloc[1:])["layout"]["annotations"][0]["text"]
+    )

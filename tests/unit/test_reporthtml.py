@@ -5,7 +5,7 @@ lead written from what the experiment holds."""
 from __future__ import annotations
 
 from demuxlab import reporthtml
-from demuxlab.report import describe
+from demuxlab.reporthtml import describe_points as describe
 
 
 def test_a_table_keeps_its_key_columns_first_and_says_constant_ones_once() -> None:

@@ -74,7 +74,7 @@ def write_page(
     """``validation.html``: what was validated and refused, the figure, the error summary, every point;
     runs on hosts sharing one machine's CPUs (``shared``: the test cluster) said first: not a validation."""
     from demuxlab import reporthtml
-    from demuxlab.report import SHARED_TEXT
+    from demuxlab.reporthtml import SHARED_TEXT
 
     body = [
         reporthtml.image(png, "model against measurement"),

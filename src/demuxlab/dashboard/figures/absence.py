@@ -42,7 +42,8 @@ class Absence:
 
 def self_check_text(checks: Any) -> str:
     """The worst workload of a calibration's self-check, in words (empty without one)."""
-    rows = [c for c in (checks or []) if isinstance(c, Mapping) and c.get("measured_msgs_per_s")]
+    found = checks if isinstance(checks, list) else []  # a frame's missing cell is NaN, not a list
+    rows = [c for c in found if isinstance(c, Mapping) and c.get("measured_msgs_per_s")]
     if not rows:
         return ""
     worst = max(rows, key=lambda c: abs(float(c.get("rel_error") or 0.0)))

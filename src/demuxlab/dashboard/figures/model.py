@@ -418,12 +418,12 @@ def selfcheck_figure(states: pd.DataFrame) -> FigureDict:
     rows = [
         (
             f"{r['pattern']}/{r['notifier']}"
-            + (f" [{r['hardware_class']}]" if r.get("hardware_class") else "")
+            + (f" [{r['hardware_class']}]" if base.cls(r.get("hardware_class")) else "")
             + f" · {c.get('threads')} thr, {c.get('connections')} conn",
             c,
         )
         for r in refused
-        for c in (r.get("self_check") or [])
+        for c in (r["self_check"] if isinstance(r.get("self_check"), list) else [])
         if isinstance(c, dict) and c.get("measured_msgs_per_s")
     ]
     if not rows:

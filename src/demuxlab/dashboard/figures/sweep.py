@@ -18,215 +18,45 @@ What the figure promises a reader (each one a past bug):
 - Throughput axes start at zero and never go below it; whole-number axes get whole-number ticks; every
   facet has its own tick labels; a single-point model line shows its marker.
 - The figure is tall enough for its whole legend, so the PNG/SVG export keeps every series.
+
+The layout (panels, series, marks, dodge) is :mod:`.sweep_view`'s, shared with the PDF (:mod:`.sweep_pdf`);
+the tables are :mod:`.sweep_table`'s.
 """
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from demuxlab import marks
 from demuxlab.dashboard import fields, style
-from demuxlab.dashboard.fields import PARAMS
 from demuxlab.dashboard.figures import adaptive, base
-from demuxlab.dashboard.figures.summary import (
-    listed,
-    oversubscribed_text,
-    pick_predictions,
-    summarise,
-    values_of,
+from demuxlab.dashboard.figures.summary import listed, oversubscribed_text, values_of
+from demuxlab.dashboard.figures.sweep_pdf import sweep_pdf
+from demuxlab.dashboard.figures.sweep_table import SOURCES, error_summary, sweep_table
+from demuxlab.dashboard.figures.sweep_view import (
+    NOTHING_TO_PLOT,
+    Drawn,
+    Series,
+    View,
+    _interval,
+    _plottable,
+    _pred_key,
+    _prediction_index,
+    _runs,
+    _series,
+    interval_note,
+    view,
 )
 from demuxlab.dashboard.plot import Fig, FigureDict, scatter
-from demuxlab.vocab import RATE_SOURCES
 
-SOURCES: tuple[str, ...] = RATE_SOURCES
+# the page's and the tests' one place: the figure, its tables and its PDF
+__all__ = ["SOURCES", "error_summary", "interval_note", "sweep_figure", "sweep_pdf", "sweep_table", "view"]
+
 _PLOT_PX = 440
 _RESIDUAL_PX = 560
-NOTHING_TO_PLOT = "no ok runs to plot for this selection"
-
-
-def _prediction_index(preds: pd.DataFrame | None) -> dict[tuple[int, str, str | None], tuple[float, float]]:
-    """(point, source, class) → (throughput, CI half-width relative); calibrated predictions belong to
-    their calibration's hardware class, the paper's to every class."""
-    picked = pick_predictions(preds) if preds is not None and not preds.empty else pd.DataFrame()
-    out: dict[tuple[int, str, str | None], tuple[float, float]] = {}
-    if picked.empty:
-        return out
-    pcls = picked["hardware_class"] if "hardware_class" in picked else [None] * len(picked)
-    for pid, src, val, ci, c in zip(
-        picked["point_id"],
-        picked["source"],
-        picked["predicted"],
-        picked["ci_halfwidth_rel"],
-        pcls,
-        strict=True,
-    ):
-        k = (int(pid), str(src), base.cls(c) if src == "calibration" else None)
-        out[k] = (float(val), float(ci) if ci is not None and ci == ci else 0.0)
-    return out
-
-
-def _pred_key(r: dict[str, Any], source: str) -> tuple[int, str, str | None]:
-    return (
-        int(r["point_id"]),
-        source,
-        base.cls(r.get("hardware_class")) if source == "calibration" else None,
-    )
-
-
-def _interval(r: dict[str, Any]) -> marks.Interval:
-    return marks.interval(float(r["mean"]), base.f(r["half"]), int(r["n"]))
-
-
-def interval_note(r: dict[str, Any]) -> str:
-    """How a point's interval is shown, in words (hover and table)."""
-    return _interval(r).note()
-
-
-def _runs(grp: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The maximal stretches of consecutive points whose interval is drawn."""
-    out: list[list[dict[str, Any]]] = []
-    cur: list[dict[str, Any]] = []
-    for r in grp:
-        if _interval(r).drawn:
-            cur.append(r)
-        elif cur:
-            out.append(cur)
-            cur = []
-    if cur:
-        out.append(cur)
-    return out
-
-
-def _plottable(points: pd.DataFrame) -> pd.DataFrame | None:
-    """The points summarised (:func:`summarise`), or None when no point has an ok run to draw."""
-    pts = summarise(points) if not points.empty else points
-    return None if pts.empty or pts["mean"].notna().sum() == 0 else pts
-
-
-# -- what tells the series apart ----------------------------------------------------------------------------
-
-
-@dataclass
-class View:
-    """How a sweep is laid out: the panels (``facet``), the series in each and how each is marked."""
-
-    x: str
-    colour: str
-    facet: str | None
-    facet_values: list[Any]
-    keys: list[str]  # what tells one series from another (every parameter but x and the facet)
-    label_keys: list[str]  # those that vary: a series' name
-    colour_order: list[Any]
-    notifier_dashed: bool  # notifiers share a panel: each its dash
-    symbol_key: str | None  # the parameter a series' marker tells (None: every series a circle)
-    symbol_order: list[Any]
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]]  # (facet value, *keys) → records by x
-    offsets: dict[tuple[Any, ...], float] = field(default_factory=dict)  # dodge per group
-
-    def in_panel(self, fv: Any) -> list[tuple[Any, ...]]:
-        return sorted((k for k in self.groups if k[0] == fv), key=lambda k: tuple(str(v) for v in k[1:]))
-
-    def symbol(self, r: dict[str, Any]) -> str:
-        if self.symbol_key is None:
-            return "circle"
-        if self.symbol_key == "notifier":
-            return style.symbol_for(r["notifier"])
-        return style.symbol_of(base.key(r[self.symbol_key]), self.symbol_order)
-
-
-def view(pts: pd.DataFrame, x: str, colour: str, facet: str | None) -> View:
-    """The layout of a summarised sweep (see the module doc for the marks)."""
-    facet = facet if facet and facet != x and facet in pts else None
-    facet_values = sorted({base.key(v) for v in pts[facet]}, key=str) if facet else [None]
-    keys = base.series_keys(pts, exclude=(x, *([facet] if facet else [])))
-    label_keys = base.varying(pts, keys)
-    colour_order = sorted({base.key(v) for v in pts[colour]}, key=str) if colour in pts else []
-    notifier_dashed = colour != "notifier" and facet != "notifier" and pts["notifier"].nunique() > 1
-    others = [k for k in label_keys if k != colour]
-    symbol_key = "notifier" if notifier_dashed else (others[0] if others else None)
-    symbol_order = sorted({base.key(v) for v in pts[symbol_key]}, key=str) if symbol_key else []
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for rec in base.records(pts):
-        if base.key(rec[x]) is None:
-            continue
-        fkey = base.key(rec[facet]) if facet else None
-        groups.setdefault((fkey, *(base.key(rec[k]) for k in keys)), []).append(rec)
-    for grp in groups.values():
-        grp.sort(key=lambda r: float(r[x]))
-    v = View(
-        x,
-        colour,
-        facet,
-        facet_values,
-        keys,
-        label_keys,
-        colour_order,
-        notifier_dashed,
-        symbol_key,
-        symbol_order,
-        groups,
-    )
-    v.offsets = dodge_offsets(v)
-    return v
-
-
-def dodge_offsets(v: View) -> dict[tuple[Any, ...], float]:
-    """Each group's x offset (:func:`base.dodge_panel`, panel by panel)."""
-    out: dict[tuple[Any, ...], float] = {}
-    for fv in v.facet_values:
-        gkeys = v.in_panel(fv)
-        out.update(zip(gkeys, base.dodge_panel([v.groups[k] for k in gkeys], v.x), strict=True))
-    return out
-
-
-@dataclass
-class Series:
-    """One line of the sweep as drawn."""
-
-    name: str
-    colour: str
-    dash: str
-    symbol: str
-    dx: float
-    legend: bool
-    grp: list[dict[str, Any]]
-    facet_text: str
-
-    def xs(self, x: str) -> list[float]:
-        return [float(r[x]) + self.dx for r in self.grp]
-
-
-@dataclass
-class Drawn:
-    """What the figure drew, for its notes and its axes."""
-
-    shown: set[str] = field(default_factory=set)
-    single_run: list[str] = field(default_factory=list)
-    clipped: int = 0
-    means: list[float] = field(default_factory=list)
-    highs: list[float] = field(default_factory=list)
-    res_cols: set[int] = field(default_factory=set)
-    over: int = 0
-
-
-def _series(v: View, gkey: tuple[Any, ...], drawn: Drawn) -> Series:
-    grp = v.groups[gkey]
-    first = grp[0]
-    name = base.label(first, v.label_keys) or base.label(first, [v.colour])
-    c = style.colour_for(first[v.colour], v.colour_order)
-    # The notifier's dash where notifiers share a panel; solid where the colour or the columns already tell
-    # the notifier (a dash then would only compete with the model lines).
-    dash = style.dash_for(first["notifier"]) if v.notifier_dashed else "solid"
-    legend = name not in drawn.shown
-    drawn.shown.add(name)
-    facet_text = f" ({base.fmt(gkey[0])})" if v.facet else ""
-    return Series(name, c, dash, v.symbol(first), v.offsets.get(gkey, 0.0), legend, grp, facet_text)
-
 
 # -- the traces ---------------------------------------------------------------------------------------------
 
@@ -589,191 +419,3 @@ def _axes(fig: Fig, v: View, pts: pd.DataFrame, show_res: bool, drawn: Drawn, to
         # group without one at its default [-1, 4] (seen in plotly.js 2.x).
         fig.update_yaxes(row=2, autorange=True)
         fig.update_yaxes(title_text="model − measured (%)", row=2, col=1, zeroline=True, zerolinewidth=1)
-
-
-# -- the tables ---------------------------------------------------------------------------------------------
-
-
-def sweep_table(points: pd.DataFrame, preds: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per point (and hardware class, where the points have one: a row each, never averaged): parameters,
-    runs, mean, its 95 % CI and how it is shown, whether the server was oversubscribed, and each source's
-    prediction and error (%); a calibrated prediction is matched to its own class's row. Numbers in 4
-    significant digits."""
-    cols = [*PARAMS, "runs_ok", "runs_failed", "mean_msgs_per_s", "ci95_msgs_per_s", "interval"]
-    if points.empty:
-        return pd.DataFrame(columns=cols)
-    pts = summarise(points)
-    out = pts[["point_id", *PARAMS]].copy()
-    classed = "hardware_class" in pts
-    if classed:
-        out["hardware_class"] = [base.cls(c) or "" for c in pts["hardware_class"]]
-    recs = base.records(pts)
-    out["runs_ok"] = pts["n"].astype(int)
-    out["runs_failed"] = pts["n_failed"].astype(int)
-    out["mean_msgs_per_s"] = [marks.sig(v) for v in pts["mean"]]
-    out["ci95_msgs_per_s"] = [marks.sig(v) for v in pts["half"]]
-    out["interval"] = [interval_note(r) for r in recs]
-    if "server_cpus" in pts:
-        out["server_cpus"] = [None if c is None or c != c else int(c) for c in pts["server_cpus"]]
-        out["oversubscribed"] = ["yes" if r.get("over") else "" for r in recs]
-    picked = pick_predictions(preds) if preds is not None and not preds.empty else pd.DataFrame()
-    for source in SOURCES if not picked.empty else ():
-        out = _with_source(out, picked, source, classed)
-    return out.drop(columns="point_id")
-
-
-def _with_source(out: pd.DataFrame, picked: pd.DataFrame, source: str, classed: bool) -> pd.DataFrame:
-    """``out`` with one source's prediction and error columns (its own class's, for calibrated rates)."""
-    pr = picked[picked["source"] == source]
-    on = ["point_id"]
-    if classed and source == "calibration":
-        pcls = pr["hardware_class"] if "hardware_class" in pr else [None] * len(pr)
-        pr = pr.assign(hardware_class=[base.cls(c) or "" for c in pcls])
-        on.append("hardware_class")
-    pr = pr[[*on, "predicted", "ci_halfwidth_rel", "method"]]
-    if pr.empty:
-        return out
-    pr = pr.rename(
-        columns={
-            "predicted": f"{source}_msgs_per_s",
-            "ci_halfwidth_rel": f"{source}_ci_rel",
-            "method": f"{source}_method",
-        }
-    )
-    out = out.merge(pr, on=on, how="left")
-    error = (out[f"{source}_msgs_per_s"] - out["mean_msgs_per_s"]) / out["mean_msgs_per_s"] * 100
-    out[f"{source}_msgs_per_s"] = [marks.sig(v) for v in out[f"{source}_msgs_per_s"]]
-    out[f"{source}_ci_rel"] = [marks.sig(v, 3) for v in out[f"{source}_ci_rel"]]
-    out[f"{source}_error_pct"] = [marks.sig(v, 3) for v in error]
-    return out
-
-
-def error_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per pattern × notifier (× hardware class, where the table has one) × source: points, mean and max
-    |error| (%), from :func:`sweep_table`."""
-    rows = []
-    keys = ["pattern", "notifier", *(["hardware_class"] if "hardware_class" in table else [])]
-    for source in SOURCES:
-        col = f"{source}_error_pct"
-        if col not in table:
-            continue
-        for gkey, grp in table.dropna(subset=[col]).groupby(keys):
-            err = grp[col].abs()
-            rows.append(
-                {
-                    **dict(zip(keys, gkey, strict=True)),
-                    "source": source,
-                    "points": len(grp),
-                    "mean_abs_error_pct": marks.sig(float(err.mean()), 3),
-                    "max_abs_error_pct": marks.sig(float(err.max()), 3),
-                }
-            )
-    return pd.DataFrame(rows, columns=[*keys, "source", "points", "mean_abs_error_pct", "max_abs_error_pct"])
-
-
-# -- the PDF ------------------------------------------------------------------------------------------------
-
-
-def sweep_pdf(
-    points: pd.DataFrame,
-    preds: pd.DataFrame | None,
-    *,
-    x: str = "threads",
-    colour: str = "pattern",
-    facet: str | None = "notifier",
-    sources: Sequence[str] = SOURCES,
-    title: str = "",
-) -> bytes:
-    """The sweep as a vector PDF for papers (matplotlib, through :mod:`demuxlab.report`'s static marks):
-    the same data, layout, marks and interval rule as :func:`sweep_figure`."""
-    from demuxlab import staticplot
-
-    plt = staticplot.pyplot()
-    pts = _plottable(points)
-    if pts is None:  # as sweep_figure: say so, on a page of its own
-        fig = plt.figure(figsize=(4.2, 3.8))
-        fig.text(0.5, 0.5, NOTHING_TO_PLOT, ha="center", va="center")
-        return _pdf_bytes(fig, plt)
-    pts = pts[pts["n"] > 0]
-    v = view(pts, x, colour, facet)
-    fig, axes = plt.subplots(
-        1, len(v.facet_values), figsize=(4.2 * len(v.facet_values), 3.8), sharey=True, squeeze=False
-    )
-    pred_by = _prediction_index(preds)
-    drawn = Drawn()
-    for ax, fv in zip(axes[0], v.facet_values, strict=True):
-        for gkey in v.in_panel(fv):
-            _pdf_series(ax, _series(v, gkey, drawn), x, sources, pred_by, drawn)
-        _pdf_axis(ax, v, pts, fv)
-    cut = staticplot.throughput_axis(axes[0][0], drawn.means, drawn.highs)
-    staticplot.legend_below(fig, [ax for ax in axes[0]], title=title, notes=[n for n in [cut] if n])
-    return _pdf_bytes(fig, plt)
-
-
-def _pdf_series(
-    ax: Any,
-    s: Series,
-    x: str,
-    sources: Sequence[str],
-    pred_by: dict[tuple[int, str, str | None], tuple[float, float]],
-    drawn: Drawn,
-) -> None:
-    from demuxlab import staticplot
-
-    ivs = [_interval(r) for r in s.grp]
-    staticplot.draw_series(
-        ax,
-        s.xs(x),
-        ivs,
-        colour=s.colour,
-        marker=marks.MPL_MARKER.get(s.symbol, "o"),
-        dash=_dash_of(s.dash),
-        label=s.name,
-        over=[bool(r.get("over")) for r in s.grp],
-    )
-    drawn.means.extend(iv.mean for iv in ivs)
-    drawn.highs.extend(iv.hi for iv in ivs)
-    rx = [float(r[x]) + s.dx for r in s.grp for _ in values_of(r["values"])]
-    ry = [val for r in s.grp for val in values_of(r["values"])]
-    ax.scatter(rx, ry, color=s.colour, alpha=0.3, s=6)
-    for source in sources:
-        pr = [(r, pred_by[_pred_key(r, source)]) for r in s.grp if _pred_key(r, source) in pred_by]
-        if pr:
-            staticplot.draw_model(
-                ax,
-                [float(r[x]) + s.dx for r, _ in pr],
-                [val for _, (val, _ci) in pr],
-                colour=s.colour,
-                source=source,
-                label=f"{s.name}, {style.SOURCE_LABEL[source]}",
-            )
-            drawn.means.extend(val for _, (val, _ci) in pr)
-
-
-def _dash_of(plotly: str) -> marks.Dash:
-    for name, d in marks.NAMED_DASHES:
-        if name == plotly:
-            return d
-    return ()
-
-
-def _pdf_axis(ax: Any, v: View, pts: pd.DataFrame, fv: Any) -> None:
-    ax.set_xlabel(fields.label(v.x))
-    if v.x in fields.INTEGER:
-        ticks = base.integer_ticks(pts[v.x])
-        if ticks.get("tickmode") == "array":
-            ax.set_xticks(ticks["tickvals"], ticks["ticktext"])
-        else:
-            from matplotlib.ticker import MaxNLocator
-
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if v.facet:
-        ax.set_title(f"{fields.label(v.facet)}: {base.fmt(fv)}", fontsize=10)
-    ax.grid(alpha=0.3)
-
-
-def _pdf_bytes(fig: Any, plt: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="pdf")
-    plt.close(fig)
-    return buf.getvalue()

@@ -4,8 +4,12 @@ SSA (95 % CI) with the fluid approximation beside it, flagged where it leaves th
 
 Whatever the models cover comes from :mod:`demuxlab.ctmc` (its patterns, its rates) and from the stored
 predictions: nothing here names a pattern. The what-if starts from the chosen experiment's workload (its
-first modelled pattern, its most common work and connections, its thread counts), so the measured overlay
-is never silently empty; every input is checked here, in the page's own words."""
+first modelled pattern whose threads can change, its most common notifier, work and connections, a curve
+over the pattern's thread range), so the measured overlay is never silently empty; its inputs are checked
+and its curve drawn by the callbacks below, in the page's own words.
+
+(Over 500 lines on purpose: one page, its controls and the callbacks that read them side by side: the
+what-if's inputs, its curve, its rate boxes and the model-vs-measured table.)"""
 
 from __future__ import annotations
 
