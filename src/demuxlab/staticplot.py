@@ -82,15 +82,20 @@ def draw_model(
     source: str,
     label: str,
     scale: float = 1.0,
+    marker: str = "o",
 ) -> None:
-    """A model's line in its source's dash (no notifier has it), a dot where it is one point."""
+    """A model's line in its source's dash (no notifier has it), each prediction a hollow marker of the
+    design's shape (a model never reads as a measurement, which is filled)."""
     ax.plot(
         xs,
         [y / scale for y in ys],
         linestyle=marks.mpl_dash(marks.SOURCE_DASHES[source]),
         color=colour,
         lw=1,
-        marker="." if len(xs) == 1 else None,
+        marker=marker,
+        ms=4.5,
+        mfc="white",
+        mew=1,
         label=label,
     )
 

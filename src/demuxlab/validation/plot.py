@@ -133,6 +133,7 @@ def _draw_panel(top: Any, bottom: Any, lines: Mapping[str, list[Mapping[str, Any
                 source=source,
                 label="",
                 scale=1e3,
+                marker=marker,
             )
             means.extend(r[f"{source}_msgs_per_s"] for r in pred)
             err = [
@@ -170,14 +171,18 @@ def _legend(fig: Any, rows: Sequence[Mapping[str, Any]], notes: Sequence[str], t
         )
         for p, n, label in designs
     ]
-    handles.append(Line2D([], [], color="black", marker="o", ls="", label="measured (95 % CI from 2 runs)"))
+    handles.append(
+        Line2D([], [], color="black", marker="o", ls="", label="measured (filled; 95 % CI from 2 runs)")
+    )
     handles += [
         Line2D(
             [],
             [],
             color="black",
             ls=marks.mpl_dash(marks.SOURCE_DASHES[source]),
-            label=f"model, {source} rates",
+            marker="o",
+            mfc="white",
+            label=f"model, {source} rates (hollow)",
         )
         for source in RATE_SOURCES
     ]

@@ -102,6 +102,7 @@ def _pdf_series(
                 colour=s.colour,
                 source=source,
                 label=f"{s.name}, {style.SOURCE_LABEL[source]}",
+                marker=marks.MPL_MARKER.get(s.symbol, "o"),
             )
             drawn.means.extend(val for _, (val, _ci) in pr)
 
