@@ -121,7 +121,9 @@ def _why(
     state = _state(states, pattern, notifier, cls)
     if state is not None and state.get("refused"):
         check = self_check_text(state.get("self_check"))
-        return f"calibration refused: {state['refused']}" + (f"; {check}" if check else "")
+        return f"calibration refused: {_reason(str(state['refused']), pattern, notifier)}" + (
+            f"; {check}" if check else ""
+        )
     if state is not None:
         return (
             f"calibrated (#{int(state['calibration_id'])}), but no prediction stored from it (the "
@@ -136,6 +138,14 @@ def _why(
     if ok == 0:
         return f"its {runs} calibration run(s) failed"
     return "not calibrated yet (the experiment's calibrate stage has not run)"
+
+
+def _reason(error: str, pattern: str, notifier: str) -> str:
+    """A refusal's reason without the calibration's own name and verdict it starts with
+    (``calibrate lf/select: refused: …``), which the line says already."""
+    for head in (f"calibrate {pattern}/{notifier}: ", "refused: "):
+        error = error.removeprefix(head)
+    return error
 
 
 def _state(
