@@ -235,8 +235,17 @@ class Interval:
     def plus(self) -> float:
         return self.hi - self.mean
 
+    def short(self) -> str:
+        """:meth:`note` in a table's few words: ``±7.33k (2 runs)``, ``±372k (2 runs), from 0`` (clipped at
+        zero), ``1 run: none``."""
+        if self.n == 0:
+            return "no ok run"
+        if not self.drawn:
+            return "1 run: none"
+        return f"±{quantity(self.half or 0.0)} ({self.n} runs)" + (", from 0" if self.clipped else "")
+
     def note(self) -> str:
-        """How the interval is shown, in words (hover, table)."""
+        """How the interval is shown, in words (hover)."""
         if self.n == 0:
             return "no ok run"
         if not self.drawn:

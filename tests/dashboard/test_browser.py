@@ -962,6 +962,10 @@ def test_every_page_as_a_researcher_reads_it(site: Site) -> None:
     site.no_console_errors()
 
     site.goto("/sweep?experiment=smoke", "#sweep-no-model")
+    assert "calibrated rates, calibration refused: lf/select" in site.page.inner_text(
+        "#sweep-no-model summary"
+    )
+    site.page.click("#sweep-no-model summary")  # the whole list, folded under its summary where it is long
     missing = site.page.inner_text("#sweep-no-model")
     assert "lf/select, calibrated rates: calibration refused: the fitted model misses its own runs" in missing
     assert (

@@ -67,10 +67,18 @@ def test_each_missing_line_names_its_reason() -> None:
     assert all(a.why.startswith("no prediction stored") for a in stored)
 
 
-def test_the_sweep_says_it_under_the_figure() -> None:
-    pts = points(patterns=("lf",))
-    fig = sweep.sweep_figure(pts, None, model_notes=["lf/select, calibrated rates: calibration refused: x"])
+def test_the_sweep_says_it_under_the_figure_in_short() -> None:
+    """The page lists each absence whole; the figure names them per reason in a line that fits it."""
+    found = [
+        absence.Absence("lf", n, None, "calibration", "calibration refused: the fit misses its runs by 32 %")
+        for n in ("select", "epoll-lt", "poll", "epoll-et", "uring")
+    ]
+    (line,) = absence.summary(found)
+    assert (
+        line
+        == "calibrated rates, calibration refused: lf/select, lf/epoll-lt, lf/poll, lf/epoll-et and 1 more"
+    )
+    fig = sweep.sweep_figure(points(patterns=("lf",)), None, model_notes=[line])
     assert any(
-        a["text"].startswith("no model line: lf/select, calibrated rates: calibration refused")
-        for a in fig["layout"]["annotations"]
+        a["text"] == f"no model line ({line}; the page says why)" for a in fig["layout"]["annotations"]
     )

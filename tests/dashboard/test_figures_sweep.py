@@ -76,7 +76,7 @@ def test_two_repeats_draw_their_interval_and_one_run_says_why() -> None:
     assert "95 % interval ±" in mean["customdata"][0][3] and "over 2 runs" in mean["customdata"][0][3]
     assert not any("too wide" in a["text"] for a in fig["layout"]["annotations"])
     table = sweep.sweep_table(two)
-    assert all(i.startswith("95 % interval ±") for i in table["interval"])
+    assert all(i.startswith("±") and i.endswith("(2 runs)") for i in table["interval"])
     one = points(n=1)
     fig = sweep.sweep_figure(one, None, facet=None)
     assert not [t for t in fig["data"] if t.get("fill")]

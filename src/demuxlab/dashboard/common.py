@@ -252,15 +252,17 @@ def table_block(
             "textAlign": "left",
             "whiteSpace": "normal",
             "height": "auto",
-            "minWidth": "36px",
-            "maxWidth": "320px",
+            "minWidth": "44px",
+            "maxWidth": "300px",
             "overflowWrap": "anywhere",
         },
+        # headers break between words only ("mean msgs per s"), never inside one
         style_header={
             "fontWeight": 600,
             "backgroundColor": "#f1f3f5",
             "whiteSpace": "normal",
             "height": "auto",
+            "overflowWrap": "normal",
         },
         markdown_options={"link_target": "_self"},
     )

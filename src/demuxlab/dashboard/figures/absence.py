@@ -35,6 +35,11 @@ class Absence:
     why: str
 
     @property
+    def short(self) -> str:
+        """The reason in a few words (the figure's note: the page lists each line whole)."""
+        return self.why.split(":")[0].split(" (")[0]
+
+    @property
     def line(self) -> str:
         on = f" on class {self.hardware_class}" if self.hardware_class else ""
         return f"{self.pattern}/{self.notifier}{on}, {SOURCE_WORDS.get(self.source, self.source)}: {self.why}"
@@ -120,10 +125,9 @@ def _why(
         return "no prediction stored (the experiment's predict stage has not run)"
     state = _state(states, pattern, notifier, cls)
     if state is not None and state.get("refused"):
-        check = self_check_text(state.get("self_check"))
-        return f"calibration refused: {_reason(str(state['refused']), pattern, notifier)}" + (
-            f"; {check}" if check else ""
-        )
+        reason = _reason(str(state["refused"]), pattern, notifier)
+        check = "" if "predict" in reason else self_check_text(state.get("self_check"))
+        return f"calibration refused: {reason}" + (f"; {check}" if check else "")
     if state is not None:
         return (
             f"calibrated (#{int(state['calibration_id'])}), but no prediction stored from it (the "
@@ -169,3 +173,19 @@ def _calibration_runs(frame: pd.DataFrame | None, pattern: str, notifier: str) -
 
 def lines(found: Sequence[Absence]) -> list[str]:
     return [a.line for a in found]
+
+
+def summary(found: Sequence[Absence], limit: int = 4) -> list[str]:
+    """The absences in a few lines, one per source and reason, the designs named (at most ``limit``, then
+    how many more): ``calibrated rates, calibration refused: hsha/epoll-et, lf/select and 6 more``."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for a in found:
+        on = f" [{a.hardware_class}]" if a.hardware_class else ""
+        groups.setdefault((SOURCE_WORDS.get(a.source, a.source), a.short), []).append(
+            f"{a.pattern}/{a.notifier}{on}"
+        )
+    out = []
+    for (source, why), designs in sorted(groups.items()):
+        more = f" and {len(designs) - limit} more" if len(designs) > limit else ""
+        out.append(f"{source}, {why}: {', '.join(designs[:limit])}{more}")
+    return out

@@ -171,17 +171,20 @@ def legend_entries(traces: Sequence[Mapping[str, Any]]) -> int:
     return sum(1 for t in traces if t.get("showlegend", True) and t.get("name"))
 
 
-#: Series of a panel are dodged when two of them meet: at one x, nearer than this share of the y span.
-MEET_SHARE = 0.03
+#: Series of a panel are dodged when two of them meet: at one x, nearer than this share of the panel's height.
+MEET_SHARE = 0.05
 #: How far dodged series spread around their x value: this share of the smallest gap between x values
 #: (either side), or ±0.3 where the panel has one x value (its axis is padded by 0.5).
 DODGE_SHARE = 0.12
 
 
-def dodge_panel(groups: Sequence[Sequence[Mapping[str, Any]]], x: str, y: str = "mean") -> list[float]:
+def dodge_panel(
+    groups: Sequence[Sequence[Mapping[str, Any]]], x: str, y: str = "mean", top: float | None = None
+) -> list[float]:
     """The x offset of each of a panel's series (``groups``: each a series' records): 0 for all, unless two
-    series meet (the same x, ``y`` within :data:`MEET_SHARE` of the panel's span: one mark would hide the
-    other), when they are set side by side (:func:`demuxlab.marks.dodge`) in the order given."""
+    series meet (the same x, ``y`` within :data:`MEET_SHARE` of the panel's height, ``top`` where the axis
+    reaches higher than the values, e.g. for a model's line: one mark would hide the other), when they are
+    set side by side (:func:`demuxlab.marks.dodge`) in the order given."""
     from demuxlab import marks
 
     at: dict[float, list[float]] = {}
@@ -193,7 +196,8 @@ def dodge_panel(groups: Sequence[Sequence[Mapping[str, Any]]], x: str, y: str = 
     ys = [v for vs in at.values() for v in vs]
     if len(groups) < 2 or not ys:
         return [0.0] * len(groups)
-    span = (max(ys) - min(ys)) or max(abs(max(ys)), 1.0)
+    # the axis starts at zero (throughput, service times): marks meet on the page at a share of its height
+    span = max(abs(max(ys)), abs(min(ys)), top or 0.0, 1e-12)
     meet = any(
         abs(a - b) <= MEET_SHARE * span for vs in at.values() for i, a in enumerate(vs) for b in vs[i + 1 :]
     )

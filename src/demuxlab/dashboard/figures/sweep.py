@@ -47,6 +47,7 @@ from demuxlab.dashboard.figures.sweep_view import (
     _prediction_index,
     _runs,
     _series,
+    dodge_offsets,
     interval_note,
     view,
 )
@@ -164,6 +165,7 @@ def _add_oversubscribed(fig: Fig, s: Series, col: int, x: str, drawn: Drawn) -> 
             name=marks.OVERSUBSCRIBED_TEXT,
             legendgroup="oversubscribed",
             showlegend=not drawn.over,
+            legendrank=2000,  # after the series: a key to a mark, not a series
             marker={"symbol": "circle-open", "size": 17, "color": style.OVERSUBSCRIBED, "line": {"width": 2}},
             hoverinfo="skip",
         ),
@@ -297,6 +299,11 @@ def sweep_figure(
     v = view(pts, x, colour, facet)
     pred_by = _prediction_index(preds)
     have_sources = [src for src in sources if any(k[1] == src for k in pred_by)]
+    # marks meet at a share of the axis's height, which the model lines may raise above the means
+    marked = [float(m) for m in pts["mean"]] + [
+        val for k, (val, _ci) in pred_by.items() if k[1] in have_sources
+    ]
+    v.offsets = dodge_offsets(v, top=marks.axis_top(marked, [float(h) for h in pts["hi"] if h == h]).top)
     show_res = residuals and bool(have_sources)
     fig = Fig(
         rows=2 if show_res else 1,
@@ -353,7 +360,7 @@ def _notes(drawn: Drawn, axis: marks.Axis, model_notes: Sequence[str]) -> list[s
         notes.append(cut)
     if drawn.over:
         notes.append(f"ringed: {drawn.over} point(s) {marks.OVERSUBSCRIBED_TEXT} (not comparable)")
-    notes.extend(f"no model line: {n}" for n in model_notes[:6])
+    notes.extend(f"no model line ({n}; the page says why)" for n in model_notes[:6])
     if len(model_notes) > 6:
         notes.append(f"… and {len(model_notes) - 6} more without a model line (the page lists them)")
     return notes

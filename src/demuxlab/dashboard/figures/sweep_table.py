@@ -10,7 +10,7 @@ from demuxlab import marks
 from demuxlab.dashboard.fields import PARAMS
 from demuxlab.dashboard.figures import base
 from demuxlab.dashboard.figures.summary import pick_predictions, summarise
-from demuxlab.dashboard.figures.sweep_view import interval_note
+from demuxlab.dashboard.figures.sweep_view import _interval
 from demuxlab.vocab import RATE_SOURCES
 
 SOURCES: tuple[str, ...] = RATE_SOURCES
@@ -34,7 +34,7 @@ def sweep_table(points: pd.DataFrame, preds: pd.DataFrame | None = None) -> pd.D
     out["runs_failed"] = pts["n_failed"].astype(int)
     out["mean_msgs_per_s"] = [marks.sig(v) for v in pts["mean"]]
     out["ci95_msgs_per_s"] = [marks.sig(v) for v in pts["half"]]
-    out["interval"] = [interval_note(r) for r in recs]
+    out["interval"] = [_interval(r).short() for r in recs]  # the hover says it whole
     if "server_cpus" in pts:
         out["server_cpus"] = [None if c is None or c != c else int(c) for c in pts["server_cpus"]]
         out["oversubscribed"] = ["yes" if r.get("over") else "" for r in recs]

@@ -144,12 +144,13 @@ def view(pts: pd.DataFrame, x: str, colour: str, facet: str | None) -> View:
     return v
 
 
-def dodge_offsets(v: View) -> dict[tuple[Any, ...], float]:
-    """Each group's x offset (:func:`base.dodge_panel`, panel by panel)."""
+def dodge_offsets(v: View, top: float | None = None) -> dict[tuple[Any, ...], float]:
+    """Each group's x offset (:func:`base.dodge_panel`, panel by panel; ``top``: the throughput axis's,
+    where a model line reaches above the means)."""
     out: dict[tuple[Any, ...], float] = {}
     for fv in v.facet_values:
         gkeys = v.in_panel(fv)
-        out.update(zip(gkeys, base.dodge_panel([v.groups[k] for k in gkeys], v.x), strict=True))
+        out.update(zip(gkeys, base.dodge_panel([v.groups[k] for k in gkeys], v.x, top=top), strict=True))
     return out
 
 

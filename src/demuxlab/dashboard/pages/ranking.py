@@ -109,7 +109,8 @@ def update(experiment: str, workload: str | None, model: str | None) -> tuple[An
     model = model if model in RATE_SOURCES else figs.default_source(preds)
     table = figs.ranking_table(pts, preds, source=model)
     loads = figs.workloads(table)
-    missing = absence.lines(absence.absences(pts, preds, states, cal_points, model_patterns(), (model,)))
+    found = absence.absences(pts, preds, states, cal_points, model_patterns(), (model,))
+    missing = absence.lines(found)
     status = None
     if table.empty:
         status = common.message(f"{exp.label} has no ok runs to rank yet.")
@@ -127,7 +128,7 @@ def update(experiment: str, workload: str | None, model: str | None) -> tuple[An
     shown = table.drop(columns=[c for c in hidden if c in table])
     t = common.table_props(shown)
     return (
-        figs.ranking_figure(table, workload, source=model, model_notes=missing),
+        figs.ranking_figure(table, workload, source=model, model_notes=absence.summary(found)),
         t["data"],
         t["columns"],
         loads,
