@@ -154,6 +154,8 @@ def describe_points(rows: Sequence[dict[str, Any]], shared: Sequence[str] = ()) 
             f" {len(over)} point(s) had more server threads than the server's {'/'.join(map(str, cpus))} "
             "CPU(s): oversubscribed, ringed in the figure, not comparable with the others."
         )
+    if any((r.get("throughput_ci_low") or 0.0) < 0 for r in measured):
+        text += " An interval reaching below zero is drawn from zero in the figure; the table gives it whole."
     calibration = [r for r in rows if r.get("instrument")]
     if calibration:
         text += f" {len(calibration)} calibration points (instrumented runs for the models) are listed apart."

@@ -424,7 +424,7 @@ def test_a_refused_calibration_shows_its_self_check() -> None:
     )
     fig = model.selfcheck_figure(states)
     measured, predicted = fig["data"]
-    assert measured["x"] == ["lf/select · 1 thr, 32 conn"] and measured["y"] == [80_000.0]
+    assert measured["x"] == ["lf/select<br>1 thr, 32 conn"] and measured["y"] == [80_000.0]
     assert predicted["y"] == [54_400.0] and predicted["text"] == ["54.4k"]
     assert [a["text"] for a in fig["layout"]["annotations"]] == ["-32%"]
     assert (

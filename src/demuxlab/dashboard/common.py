@@ -39,7 +39,7 @@ def store() -> Store:
 # -- panels ---------------------------------------------------------------------------------------------
 
 
-def message(text: str | Sequence[Any], kind: str = "info", *, id: str | None = None) -> html.Div:
+def message(text: Any, kind: str = "info", *, id: str | None = None) -> html.Div:
     """A notice: ``info`` (nothing to show yet), ``warning`` (not found), ``error`` (database)."""
     props: dict[str, Any] = {"className": f"dlx-msg dlx-msg-{kind}", "role": "status"}
     if id is not None:

@@ -125,9 +125,9 @@ def _why(
         return "no prediction stored (the experiment's predict stage has not run)"
     state = _state(states, pattern, notifier, cls)
     if state is not None and state.get("refused"):
-        reason = _reason(str(state["refused"]), pattern, notifier)
-        check = "" if "predict" in reason else self_check_text(state.get("self_check"))
-        return f"calibration refused: {reason}" + (f"; {check}" if check else "")
+        why = reason(str(state["refused"]), pattern, notifier)
+        check = "" if "predict" in why else self_check_text(state.get("self_check"))
+        return f"calibration refused: {why}" + (f"; {check}" if check else "")
     if state is not None:
         return (
             f"calibrated (#{int(state['calibration_id'])}), but no prediction stored from it (the "
@@ -144,7 +144,7 @@ def _why(
     return "not calibrated yet (the experiment's calibrate stage has not run)"
 
 
-def _reason(error: str, pattern: str, notifier: str) -> str:
+def reason(error: str, pattern: str, notifier: str) -> str:
     """A refusal's reason without the calibration's own name and verdict it starts with
     (``calibrate lf/select: refused: …``), which the line says already."""
     for head in (f"calibrate {pattern}/{notifier}: ", "refused: "):

@@ -148,7 +148,7 @@ def rates_figure(table: pd.DataFrame) -> FigureDict:
             barmode="group",
             height=base.legend_height(len(fig.data), 380, margin["t"] + margin["b"]),
             yaxis={
-                **style.log_axis(min(times) / 2, max(times) * 2, "µs"),
+                **style.log_axis(min(times) / 2, max(times) * 2),
                 "title": {"text": "µs per operation (1/rate, log scale)"},
             },
             xaxis={
@@ -419,7 +419,7 @@ def selfcheck_figure(states: pd.DataFrame) -> FigureDict:
         (
             f"{r['pattern']}/{r['notifier']}"
             + (f" [{r['hardware_class']}]" if base.cls(r.get("hardware_class")) else "")
-            + f" · {c.get('threads')} thr, {c.get('connections')} conn",
+            + f"<br>{c.get('threads')} thr, {c.get('connections')} conn",
             c,
         )
         for r in refused
@@ -459,7 +459,9 @@ def selfcheck_figure(states: pd.DataFrame) -> FigureDict:
         **style.base_layout(
             title={"text": "Refused calibrations: the fitted model against its own runs", "x": 0.01},
             barmode="group",
-            height=340,
+            height=360,
+            margin={"l": 60, "r": 20, "t": 50, "b": 70},  # a design and its workload, on two lines
+            xaxis={"tickangle": 0, "tickfont": {"size": 11}},
             yaxis={"title": {"text": "throughput (msg/s)"}, "range": [0, top * 1.3]},
         )
     )

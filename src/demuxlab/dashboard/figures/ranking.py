@@ -231,9 +231,7 @@ def ranking_figure(
                 "line": {"color": [style.colour_for(r["pattern"]) for r in recs], "width": 2},
             },
             text=[_bar_text(r) for r in recs],
-            textposition="outside",
-            cliponaxis=False,
-            textfont={"size": 11},
+            textposition="none",  # the verdicts stand in a column of their own, right of every mark
             customdata=[[r["runs"], r["oversubscribed"] or "fits the server's CPUs"] for r in recs],
             hovertemplate="%{y}<br>%{x:.3g} % of the best<br>%{text}<br>%{customdata[1]}<extra></extra>",
         )
@@ -256,6 +254,10 @@ def ranking_figure(
         [100.0, *(float(r["share_of_best_pct"]) for r in recs)]
         + [100.0 * float(r["model_msgs_per_s"]) / best for _, r in modelled]
     )
+    for n, r in zip(names, recs, strict=True):
+        fig.add_annotation(
+            x=top * 1.04, y=n, text=_bar_text(r), xanchor="left", showarrow=False, font={"size": 11}
+        )
     _ranking_layout(fig, shown, recs, top, model_notes)
     return fig.to_dict()
 
@@ -281,7 +283,7 @@ def _ranking_layout(
             title={"text": f"Ranking: {workload}", "x": 0.01},
             height=170 + 34 * len(recs) + 18 * len(notes),
             margin=margin,
-            # room at the right for the verdicts at the bars' ends
+            # room at the right for the verdicts' column
             xaxis={"title": {"text": "throughput, % of the best design"}, "range": [0, top * 1.75]},
             yaxis={"autorange": "reversed"},
             legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},

@@ -20,6 +20,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
+from demuxlab import marks
 from demuxlab.dashboard import common, data
 from demuxlab.dashboard.data import models as model_queries
 from demuxlab.dashboard.data import points as point_queries
@@ -161,7 +162,7 @@ def _start(experiment: str | None) -> tuple[Any, ...]:
 
 
 def _calibrations_section(cals: pd.DataFrame, states: pd.DataFrame) -> html.Div:
-    provenance = cals.drop(columns=["rates"]).rename(columns={"hostname": "host"})
+    provenance = _provenance(cals)
     rate_rows = figs.rates_table(cals, paper(), rate_fields())
     refused = states[states["refused"].notna()] if not states.empty else states
     return html.Div(
@@ -184,7 +185,8 @@ def _calibrations_section(cals: pd.DataFrame, states: pd.DataFrame) -> html.Div:
                                     str(r.notifier),
                                     base.cls(r.hardware_class),
                                     "calibration",
-                                    f"refused: {r.refused}",
+                                    "refused: "
+                                    + absence.reason(str(r.refused), str(r.pattern), str(r.notifier)),
                                 ).line
                             )
                             for r in refused.itertuples()
@@ -201,6 +203,29 @@ def _calibrations_section(cals: pd.DataFrame, states: pd.DataFrame) -> html.Div:
         ],
         className="dlx-section",
     )
+
+
+def _provenance(cals: pd.DataFrame) -> pd.DataFrame:
+    """Each calibration's provenance in columns a reader reads (not its artifacts' JSON): where and what it
+    was fitted from, the server build, the self-check's worst error."""
+    if cals.empty:
+        return cals.drop(columns=["rates"], errors="ignore")
+    out = cals.drop(columns=["rates", "artifacts"]).rename(columns={"hostname": "host"})
+    docs = [a if isinstance(a, dict) else {} for a in cals["artifacts"]]
+    out["server_build"] = [
+        base.short_build(((d.get("server_artifacts") or [{}])[0] or {}).get("sha256")) for d in docs
+    ]
+    out["self_check_error_pct"] = [
+        marks.sig(
+            100.0
+            * max((abs(float(c.get("rel_error") or 0.0)) for c in d.get("self_check") or []), default=0.0),
+            3,
+        )
+        if d.get("self_check")
+        else None
+        for d in docs
+    ]
+    return out
 
 
 def _box(label: str, id_: str, value: Any, placeholder: str | None = None) -> html.Div:
