@@ -200,6 +200,7 @@ class Fig:
                     "yanchor": "bottom",
                     "showarrow": False,
                     "font": {"size": 11},
+                    "bgcolor": "rgba(255,255,255,0.85)",  # readable over a bar it crosses
                 }
             )
 

@@ -198,12 +198,14 @@ def dodge_panel(
         return [0.0] * len(groups)
     # the axis starts at zero (throughput, service times): marks meet on the page at a share of its height
     span = max(abs(max(ys)), abs(min(ys)), top or 0.0, 1e-12)
-    meet = any(
+    xs = sorted(at)
+    # one x value (a sweep by connections of one workload): every series in one column, their intervals
+    # one over another; else only where two marks meet
+    meet = len(xs) == 1 or any(
         abs(a - b) <= MEET_SHARE * span for vs in at.values() for i, a in enumerate(vs) for b in vs[i + 1 :]
     )
     if not meet:
         return [0.0] * len(groups)
-    xs = sorted(at)
     gaps = [b - a for a, b in itertools.pairwise(xs)]
     width = DODGE_SHARE * 2 * min(gaps) if gaps else 0.6
     return marks.dodge(len(groups), width)
