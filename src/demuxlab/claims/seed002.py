@@ -31,7 +31,7 @@ def _s2_wrong_architecture(ctx: Context) -> Part:
         elif all(above(h.est, r.est) for h in hsha):
             parts.append(Part(REFUTED, f"{where}: HSHA beats the reactor at every thread count", ev))
         else:
-            parts.append(Part(INCONCLUSIVE, f"{where}: intervals overlap", ev))
+            parts.append(Part(INCONCLUSIVE, f"{where}: tied (Welch's t-test, p ≥ 0.05)", ev))
     return combine(parts, need("HSHA and the reactor over one notifier", pts, ctx))
 
 
