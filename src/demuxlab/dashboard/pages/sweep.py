@@ -7,7 +7,7 @@ from typing import Any
 
 import dash
 import pandas as pd
-from dash import Input, Output, callback, dcc, html
+from dash import Input, Output, State, callback, dcc, html
 
 from demuxlab.dashboard import common, data, fields
 from demuxlab.dashboard.data import models as model_queries
@@ -320,3 +320,61 @@ def _status(exp: data.ExperimentRef, pts: pd.DataFrame, missing: list[absence.Ab
         "info",
         id="sweep-no-model",
     )
+
+
+@callback(
+    Output("sweep-graph-pdf-download", "data"),
+    Input("sweep-graph-pdf", "n_clicks"),
+    State("sweep-experiment", "value"),
+    State("sweep-x", "value"),
+    State("sweep-colour", "value"),
+    State("sweep-facet", "value"),
+    State("sweep-patterns", "value"),
+    State("sweep-notifiers", "value"),
+    State("sweep-show", "value"),
+    prevent_initial_call=True,
+)
+def pdf(
+    _n: int,
+    experiment: str,
+    x: str,
+    colour: str,
+    facet: str,
+    patterns: list[str] | None,
+    notifiers: list[str] | None,
+    show: list[str] | None,
+) -> Any:
+    got = load(experiment)
+    exp, pts, preds = got.exp, got.points, got.preds
+    x, colour, facet_ = view(x, colour, facet)
+    sel = select(pts, patterns, notifiers)
+    payload = figs.sweep_pdf(
+        sel,
+        preds,
+        x=x,
+        colour=colour,
+        facet=facet_,
+        sources=[s for s in figs.SOURCES if s in (show or [])],
+        title=f"{exp.name} @{exp.spec_sha256[:8]}",
+    )
+    return dcc.send_bytes(  # type: ignore[attr-defined]
+        payload, f"demuxlab-{exp.name}-{exp.spec_sha256[:8]}-sweep.pdf"
+    )
+
+
+@callback(
+    Output("sweep-clicked", "children"),
+    Input("sweep-graph", "clickData"),
+    prevent_initial_call=True,
+)
+def clicked(click: dict[str, Any] | None) -> Any:
+    """A click on a repeat's marker offers that run's page."""
+    for p in (click or {}).get("points", []):
+        cd = p.get("customdata")
+        if isinstance(cd, str) and len(cd) == 36:
+            return [
+                "repeat ",
+                dcc.Link(f"run {cd}", href=f"/run?run={cd}", id="sweep-run-link"),
+                f": {p['y']:,.0f} msg/s",
+            ]
+    return "Click a repeat's faint marker to open that run."
