@@ -597,7 +597,7 @@ BROWSER_PAGES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def browser(app: Any, run_id: str, repeat: int) -> float:
+def browser(app: Any, run_id: str, exp: str, repeat: int) -> float:
     """Each page of BROWSER_PAGES to its first graph in chromium; prints p50 / p95 / max (ms) and returns
     the worst p95."""
     import socket
@@ -618,7 +618,7 @@ def browser(app: Any, run_id: str, repeat: int) -> float:
         b = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         page = b.new_context(viewport={"width": 1400, "height": 1000}).new_page()
         for name, path, drawn in BROWSER_PAGES:
-            url = f"http://127.0.0.1:{port}{path.format(run=run_id)}"
+            url = f"http://127.0.0.1:{port}{path.format(run=run_id, exp=exp)}"
             times = []
             for i in range(repeat + 1):  # the first load fills the browser's caches: not counted
                 page.goto("about:blank")
@@ -673,7 +673,14 @@ def main() -> int:
             _warm_models()
             print(f"load average before: {os.getloadavg()[0]:.1f} (1 min; {os.cpu_count()} CPUs)")
             if args.browser or args.browser_only:
-                browser(app, run_id, args.browser_repeat)
+                with psycopg.connect(conninfo) as conn:
+                    most = conn.execute(
+                        "SELECT e.name || '@' || left(e.spec_sha256, 8) FROM experiments e JOIN points p"
+                        " ON p.experiment_id = e.id JOIN runs r ON r.point_id = p.id GROUP BY e.id"
+                        " ORDER BY count(*) DESC, e.id LIMIT 1"
+                    ).fetchone()
+                assert most is not None
+                browser(app, run_id, str(most[0]), args.browser_repeat)
                 print(f"load average after the browser: {os.getloadavg()[0]:.1f}")
             print(f"{'step':46} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
             worst = 0.0
