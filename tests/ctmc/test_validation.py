@@ -233,7 +233,8 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
     # The page the report shows inline: what was validated, the refusal and why, the figure, the tables.
     page = paths[3].read_text()
     assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
-    assert "Refused calibrations" in page and "lf/poll: no successful calibration run (1 failed)" in page
+    assert "Refused calibrations" in page and "no successful calibration run (1 failed)" in page
+    assert "1 calibration(s) refused, so without a calibrated prediction (lf/poll)" in page
     assert "3 designs (hsha/epoll-lt, lf/epoll-lt, lf/poll, reactor/epoll-lt)" not in page
     assert "of 4 designs (hsha/epoll-lt, lf/epoll-lt, lf/poll, reactor/epoll-lt)" in page
 

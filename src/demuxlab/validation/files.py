@@ -53,8 +53,10 @@ def describe(rows: Sequence[Mapping[str, Any]], refused: Sequence[Mapping[str, A
         + "."
     )
     if refused:
-        text += " Refused calibrations (no calibrated prediction): " + "; ".join(
-            f"{r['pattern']}/{r['notifier']}: {r['error']}" for r in refused
+        names = ", ".join(f"{r['pattern']}/{r['notifier']}" for r in refused)
+        text += (
+            f" {len(refused)} calibration(s) refused, so without a calibrated prediction ({names}): "
+            "the table of refusals below gives each one's reason and self-check."
         )
     skipped = sorted({str(r["skipped"]) for r in rows if r.get("skipped")})
     if skipped:
