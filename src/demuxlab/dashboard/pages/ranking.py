@@ -36,9 +36,9 @@ def layout(experiment: str | None = None, workload: str | None = None, model: st
             "than server CPUs is listed under the ranked ones, not ranked. “differs from the best”: "
             f"{DIFFERENCE_TEST} against the best design's runs, p < {ALPHA} (filled bar: differs, or is the "
             "best; open bar: tied with the best, or untested with fewer than 2 runs), p and the runs on "
-            "each side at the bar's end: the decision Claims, recommendations, History and Compare make "
-            "too. The model's rank orders the same designs by their stored predictions (calibrated rates "
-            "where the experiment has them, as recommendations.csv).",
+            "each side in the column beside the bars: the decision Claims, recommendations, History and "
+            "Compare make too. The model's rank orders the same designs by their stored predictions "
+            "(calibrated rates where the experiment has them, as recommendations.csv).",
             className="dlx-muted",
         ),
         html.Div(
@@ -118,10 +118,15 @@ def update(experiment: str, workload: str | None, model: str | None) -> tuple[An
         status = common.message("That workload is not in this experiment: showing the first.", "warning")
     elif missing:
         status = common.message(
-            [
-                html.B(f"No model rank ({model} rates) for these designs:"),
-                html.Ul([html.Li(m) for m in missing]),
-            ],
+            html.Details(
+                [
+                    html.Summary(
+                        html.B(f"No model rank ({model} rates): " + "; ".join(absence.summary(found)))
+                    ),
+                    html.Ul([html.Li(m) for m in missing]),
+                ],
+                open=len(missing) <= 3,
+            ),
             id="ranking-no-model",
         )
     hidden = [c for c in figs.GROUP if c in table and c not in ("hardware_class", "build")] + ["_best_runs"]
