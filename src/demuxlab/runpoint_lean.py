@@ -19,7 +19,7 @@ and every point by its key. A run job then starts here instead, and
 What it runs is what ``run-point`` runs: :func:`demuxlab.cluster.run.run_on_cluster` for ``--pairs-from``
 (remote or sim launcher) and :mod:`demuxlab.slurm.job` inside a Slurm job (``--slurm``); the record and the
 retry rule (a failed attempt before the last is kept under ``failures/`` and exits 1) are the same.
-``bench/cluster_sim_bench.py`` measures the cost per run.
+``bench/perf/cluster_sim_bench.py`` measures the cost per run.
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ def _main(args: argparse.Namespace) -> int:
     )
     record = run_on_cluster(checked, base, cluster, failures_dir=args.out.parent.parent / "failures")
     # The run process's own CPU so far (start-up included): what the controller pays per run, beside
-    # Snakemake's share (bench/cluster_sim_bench.py reports both).
+    # Snakemake's share (bench/perf/cluster_sim_bench.py reports both).
     record.setdefault("scheduling", {})["runner_cpu_s"] = round(_cpu_s(), 4)
     try:
         return write_record(record, args, checked)
