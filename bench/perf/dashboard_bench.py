@@ -620,9 +620,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeat", type=positive_int, default=20, help="timed requests per step")
     ap.add_argument("--keep", action="store_true", help="keep the generated database")
     ap.add_argument("--browser", action="store_true", help="also time each page to its first graph")
-    ap.add_argument(
-        "--browser-repeat", type=positive_int, default=5, help="timed loads per page in chromium"
-    )
+    ap.add_argument("--browser-repeat", type=positive_int, default=5, help="timed loads per page in chromium")
     ap.add_argument("--browser-only", action="store_true", help="only the chromium figures")
     args = ap.parse_args(argv)
     with scratch_databases("dashbench", keep=args.keep) as (url_text,):

@@ -254,9 +254,6 @@ def _whatif_section(
     query: dict[str, str],
     note: str,
 ) -> html.Div:
-    cal_options = rates_options(cals, pattern)
-    notifier_options = notifiers.get(pattern) or list(NOTIFIERS)
-    notifier = inputs["notifier"] if inputs["notifier"] in notifier_options else notifier_options[0]
     return html.Div(
         [
             html.H2("What if"),
@@ -271,46 +268,7 @@ def _whatif_section(
                 className="dlx-muted",
                 id="model-whatif-origin",
             ),
-            html.Div(
-                [
-                    common.control(
-                        "measured (overlay)",
-                        dcc.Dropdown(
-                            id="model-experiment", options=options, value=chosen, placeholder="none"
-                        ),
-                        wide=True,
-                    ),
-                    common.control(
-                        "pattern",
-                        dcc.Dropdown(
-                            id="model-pattern", options=list(model_patterns()), value=pattern, clearable=False
-                        ),
-                    ),
-                    common.control(
-                        "notifier",
-                        dcc.Dropdown(
-                            id="model-notifier", options=notifier_options, value=notifier, clearable=False
-                        ),
-                    ),
-                    common.control(
-                        "rates",
-                        dcc.Dropdown(
-                            id="model-rates-choice",
-                            options=cal_options,
-                            value=rates if rates in {o["value"] for o in cal_options} else SOURCE_PAPER,
-                            clearable=False,
-                        ),
-                        wide=True,
-                    ),
-                    _box("threads", "model-threads", inputs["threads"]),
-                    _box("work per message (µs)", "model-work", inputs["work"]),
-                    _box("connections", "model-connections", inputs["connections"]),
-                    _box("server cores", "model-cores", inputs["cores"], "one per thread"),
-                    _box("client threads", "model-clients", inputs["clients"], "1"),
-                    _box("client cores", "model-client-cores", inputs["client_cores"], "one per thread"),
-                ],
-                className="dlx-controls",
-            ),
+            _whatif_controls(options, chosen, pattern, rates, cals, inputs, notifiers),
             html.P(
                 "Time per operation of each step the pattern's chain takes, over the chosen rates "
                 "(empty: as chosen, in grey):",
@@ -323,6 +281,57 @@ def _whatif_section(
             common.table_block("model-whatif-table", page_size=16),
         ],
         className="dlx-section",
+    )
+
+
+def _whatif_controls(
+    options: list[dict[str, str]],
+    chosen: str | None,
+    pattern: str,
+    rates: str,
+    cals: pd.DataFrame,
+    inputs: dict[str, Any],
+    notifiers: dict[str, list[str]],
+) -> html.Div:
+    """The what-if's inputs: the overlay, the pattern, its notifier, the rates and the chain's sizes."""
+    cal_options = rates_options(cals, pattern)
+    notifier_options = notifiers.get(pattern) or list(NOTIFIERS)
+    notifier = inputs["notifier"] if inputs["notifier"] in notifier_options else notifier_options[0]
+    return html.Div(
+        [
+            common.control(
+                "measured (overlay)",
+                dcc.Dropdown(id="model-experiment", options=options, value=chosen, placeholder="none"),
+                wide=True,
+            ),
+            common.control(
+                "pattern",
+                dcc.Dropdown(
+                    id="model-pattern", options=list(model_patterns()), value=pattern, clearable=False
+                ),
+            ),
+            common.control(
+                "notifier",
+                dcc.Dropdown(id="model-notifier", options=notifier_options, value=notifier, clearable=False),
+            ),
+            common.control(
+                "rates",
+                dcc.Dropdown(
+                    id="model-rates-choice",
+                    options=cal_options,
+                    value=rates if rates in {o["value"] for o in cal_options} else SOURCE_PAPER,
+                    clearable=False,
+                ),
+                wide=True,
+            ),
+            _box("threads", "model-threads", inputs["threads"]),
+            _box("work per message (µs)", "model-work", inputs["work"]),
+            _box("connections", "model-connections", inputs["connections"]),
+            _box("server cores", "model-cores", inputs["cores"], "one per thread"),
+            _box("client threads", "model-clients", inputs["clients"], "1"),
+            _box("client cores", "model-client-cores", inputs["client_cores"], "one per thread"),
+        ],
+        className="dlx-controls",
     )
 
 

@@ -120,26 +120,8 @@ def _controls(
                     clearable=False,
                 ),
             ),
-            common.control(
-                "patterns",
-                dcc.Dropdown(
-                    id="sweep-patterns",
-                    options=_ordered(patterns_here, PATTERNS),
-                    value=common.split_list(patterns),
-                    multi=True,
-                    placeholder="all",
-                ),
-            ),
-            common.control(
-                "notifiers",
-                dcc.Dropdown(
-                    id="sweep-notifiers",
-                    options=_ordered(notifiers_here, NOTIFIERS),
-                    value=common.split_list(notifiers),
-                    multi=True,
-                    placeholder="all",
-                ),
-            ),
+            _names_control("patterns", "sweep-patterns", patterns_here, PATTERNS, patterns),
+            _names_control("notifiers", "sweep-notifiers", notifiers_here, NOTIFIERS, notifiers),
             common.control(
                 "show",
                 dcc.Checklist(
@@ -152,6 +134,22 @@ def _controls(
             ),
         ],
         className="dlx-controls",
+    )
+
+
+def _names_control(
+    label: str, id_: str, here: list[str], vocabulary: tuple[str, ...], chosen: str
+) -> html.Div:
+    """A multi-select of the names present (the patterns, the notifiers), in the vocabulary's order."""
+    return common.control(
+        label,
+        dcc.Dropdown(
+            id=id_,
+            options=_ordered(here, vocabulary),
+            value=common.split_list(chosen),
+            multi=True,
+            placeholder="all",
+        ),
     )
 
 
