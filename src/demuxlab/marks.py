@@ -373,3 +373,9 @@ def dodge(count: int, width: float) -> list[float]:
         return [0.0] * count
     step = width / (count - 1)
     return [(i - (count - 1) / 2) * step for i in range(count)]
+
+
+def figure_title(name: str, reproduces: str) -> str:
+    """A figure's title: the experiment and the paper's figure it reproduces; an experiment that reproduces
+    none is titled by its name alone (not "smoke (none)")."""
+    return name if reproduces.strip().lower() in ("", "none") else f"{name} ({reproduces})"

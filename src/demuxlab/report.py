@@ -430,7 +430,7 @@ def write_report(spec: Any, out_dir: Path, decisions: Mapping[str, Any] | None =
     csv_path, fig_path = out_dir / "points.csv", out_dir / "throughput_vs_threads.png"
     html_path = out_dir / "points.html"
     write_csv(rows, csv_path)
-    plot_throughput(rows, f"{spec.name} ({spec.reproduces})", fig_path)
+    plot_throughput(rows, marks.figure_title(spec.name, spec.reproduces), fig_path)
     sweep = [r for r in rows if not r.get("instrument")]
     calibration = [r for r in rows if r.get("instrument")]
     columns = [c for c in POINT_COLUMNS if any(c in r for r in rows)]

@@ -22,9 +22,10 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; ma
 h1 { font-size: 20px; margin: 4px 0 8px; } h2 { font-size: 17px; margin: 18px 0 6px; }
 p, li { font-size: 14px; line-height: 1.45; } .muted { color: #6c757d; font-size: 13px; }
 table { border-collapse: collapse; font-size: 12px; margin: 6px 0 14px; max-width: 100%; }
-th, td { border: 1px solid #dee2e6; padding: 3px 6px; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; }
-th { background: #f1f3f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+th, td { border: 1px solid #dee2e6; padding: 3px 6px; text-align: left; vertical-align: top; }
+td { overflow-wrap: anywhere; } th { background: #f1f3f5; overflow-wrap: normal; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.wide { overflow-x: auto; max-width: 100%; }
 img { max-width: 100%; } blockquote { margin: 4px 0 4px 12px; color: #495057; }
 code { font-size: 12px; background: #f1f3f5; padding: 0 3px; }
 .holds { color: #009E73; font-weight: 600; } .refuted { color: #D55E00; font-weight: 600; }
@@ -63,7 +64,9 @@ def cell(v: Any) -> tuple[str, bool]:
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, drop_constant: bool = True) -> str:
     """A table of ``rows`` in ``columns``' order (the key columns first); a column with one value in every
-    row is said once above the table instead (``drop_constant``), so the rest fit the page."""
+    row is said once above the table instead (``drop_constant``), so the rest fit the page. Headers break
+    between words only and numbers never; a table still wider than the page scrolls on its own, the key
+    columns in view."""
     cols = list(columns)
     same: list[str] = []
     if drop_constant and len(rows) > 1:
@@ -85,7 +88,10 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, drop_con
             )
         body.append("<tr>" + "".join(cells) + "</tr>")
     note = f'<p class="muted">Every row: {html.escape("; ".join(same))}.</p>' if same else ""
-    return f"{note}<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return (
+        f'{note}<div class="wide"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+        "</div>"
+    )
 
 
 def image(png: bytes, alt: str) -> str:
@@ -233,7 +239,9 @@ def _table(lines: list[str], i: int, out: list[str]) -> int:
         body.append("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in _row(lines[i])) + "</tr>")
         i += 1
     th = "".join(f"<th>{_inline(c)}</th>" for c in head)
-    out.append(f"<table><thead><tr>{th}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+    out.append(
+        f'<div class="wide"><table><thead><tr>{th}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+    )
     return i
 
 

@@ -54,3 +54,24 @@ def test_the_lead_says_what_the_experiment_holds() -> None:
     assert "1 calibration points" in text
     shared = describe(rows, ["tb1-server", "tb1-client"])
     assert shared.startswith("These runs ran on hosts that share one machine's CPUs (tb1-server, tb1-client")
+
+
+def test_headers_break_between_words_and_a_wide_table_scrolls() -> None:
+    """Issue 45, read in the report's screenshot: "threa ds", "notifi er", "oversubscri bed" were headers
+    broken inside their words (every cell could break anywhere); numbers never break; a table wider than
+    the report's pane scrolls on its own instead of squeezing its columns."""
+    rules = {
+        sel.strip(): body
+        for sel, body in (r.split("{", 1) for r in reporthtml.STYLE.replace("\n", " ").split("}") if "{" in r)
+    }
+    assert "anywhere" not in rules["th"] and "overflow-wrap: normal" in rules["th"]
+    assert "anywhere" not in rules["th, td"] and "nowrap" in rules["td.num"]
+    html = reporthtml.table([{"pattern": "lf", "threads": 1}, {"pattern": "tpc", "threads": 2}], ["pattern"])
+    assert html.startswith('<div class="wide"><table>') and "overflow-x: auto" in rules[".wide"]
+
+
+def test_a_figure_of_no_paper_is_titled_by_its_experiment_alone() -> None:
+    from demuxlab.marks import figure_title
+
+    assert figure_title("smoke", "none") == "smoke"
+    assert figure_title("msept12", "seed 000, Fig. 6") == "msept12 (seed 000, Fig. 6)"

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from demuxlab import marks
 from demuxlab.spec import Spec, calibration_points
 from demuxlab.validation import db, files
 from demuxlab.validation.calibration import (
@@ -144,6 +145,6 @@ def write_validation(
     files.write_tables(rows, table, summary)
     shared = db.shared_hosts(spec, url)
     note = "not a validation: the runs shared one machine's CPUs (test cluster)" if shared else None
-    plot_validation(rows, f"{spec.name} ({spec.reproduces})", figure, note=note)
+    plot_validation(rows, marks.figure_title(spec.name, spec.reproduces), figure, note=note)
     files.write_page(page, spec.name, rows, db.refusals(spec, url), figure.read_bytes(), method, shared)
     return [table, summary, figure, page]
