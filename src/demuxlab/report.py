@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from demuxlab import marks
 from demuxlab.errors import DemuxlabError
 from demuxlab.jsonio import open_atomic, write_text_atomic
 from demuxlab.point import POINT_FIELDS
+from demuxlab.staticplot import draw_throughput
 from demuxlab.stats import point_summary
 from demuxlab.validity import order_effect
 from demuxlab.vocab import CHECK_FAIL, CHECK_VERDICTS, CHECKS, RUN_FAILED, RUN_OK
@@ -41,6 +43,8 @@ class RunRow:
     # Validity (demuxlab.validity): each check's verdict; a run with a fail is flagged (never left out).
     checks: dict[str, str] = field(default_factory=dict)
     started: float | None = None  # when it started (POSIX seconds): the order effect's order
+    server_cpus: int | None = None  # the CPUs the server was pinned to (None: the record does not say)
+    cpus_shared: tuple[str, ...] = ()  # hosts sharing one machine's CPUs (test cluster): not performance data
 
     @property
     def failed_checks(self) -> list[str]:
@@ -98,9 +102,21 @@ def load_rows(experiment: str, spec_sha256: str, url: str | None = None) -> list
                     hardware_class=run.hardware_class,
                     checks=checks.get(run.run_id, {}),
                     started=run.started_at.timestamp() if run.started_at is not None else None,
+                    server_cpus=_cpus(run.pinning),
+                    cpus_shared=tuple((run.noise or {}).get("cpus_shared") or ()),
                 )
             )
     return list(out.values())
+
+
+def shared_hosts(points: Sequence[PointRows]) -> list[str]:
+    """The hosts whose CPUs the runs shared with other hosts of one machine (the test cluster)."""
+    return sorted({h for p in points for r in p.runs for h in r.cpus_shared})
+
+
+def _cpus(pinning: Any) -> int | None:
+    cpus = pinning.get("server_cpus") if isinstance(pinning, Mapping) else None
+    return len(cpus) if isinstance(cpus, list) and cpus else None
 
 
 def point_summaries(
@@ -182,7 +198,8 @@ def by_class(points: Sequence[PointRows]) -> list[tuple[PointRows, str | None]]:
 
 def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
     """One row per point (and hardware class): parameters, run counts, mean throughput with its 95% CI,
-    CPU per message."""
+    CPU per message, and the fewest CPUs its runs' server had (``oversubscribed``: its threads outnumber
+    them)."""
     rows = []
     for p, hardware_class in by_class(points):
         ok = [r for r in p.runs if r.status == RUN_OK and r.throughput is not None]
@@ -209,6 +226,8 @@ def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
                 "latency_p99_us": _mean([r.latency_p99_us for r in ok if r.latency_p99_us is not None]),
                 "hardware_class": hardware_class,
                 **_flags(ok),
+                "server_cpus": _fewest([r.server_cpus for r in ok]),
+                "oversubscribed": _over(p.params.get("threads"), [r.server_cpus for r in ok]),
             }
         )
     return rows
@@ -250,6 +269,16 @@ def check_summary(points: Sequence[PointRows]) -> list[dict[str, Any]]:
     return rows
 
 
+def _fewest(cpus: Sequence[int | None]) -> int | None:
+    known = [c for c in cpus if c is not None]
+    return min(known) if known else None
+
+
+def _over(threads: Any, cpus: Sequence[int | None]) -> bool | None:
+    fewest = _fewest(cpus)
+    return None if fewest is None or threads is None else int(threads) > fewest
+
+
 def with_decisions(rows: Sequence[dict[str, Any]], decisions: Mapping[str, Any]) -> list[dict[str, Any]]:
     """An adaptive experiment's rows (docs/adaptive.md, CONTRACTS.md §7a): each measured row says why its
     point was measured (``measured``, ``why``), and every point of the grid that was never measured gets a
@@ -280,6 +309,8 @@ def with_decisions(rows: Sequence[dict[str, Any]], decisions: Mapping[str, Any])
                 "hardware_class": None,
                 "runs_flagged": 0,
                 "flags": "",
+                "server_cpus": None,
+                "oversubscribed": None,
                 "measured": False,
                 "why": g.get("why", "model-only"),
             }
@@ -322,89 +353,41 @@ def save_figure(fig: Any, path: Path) -> None:
 
 
 def plot_throughput(rows: Sequence[dict[str, Any]], title: str, path: Path) -> None:
-    """Throughput vs threads, one panel per workload (work, connections, size, rate), one line per design."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    panels: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
-    for row in rows:
-        if row["throughput_mean"] is None or row["instrument"]:
-            continue  # calibration points are instrumented: not comparable with the sweep
-        panel = (row["work_us"], row["connections"], row["msg_size"], row["rate"])
-        panels[panel][f"{row['pattern']}/{row['notifier']}"].append(row)
-    n = max(1, len(panels))
-    cols = min(3, n)
-    nrows = math.ceil(n / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 3.8 * nrows), squeeze=False)
-    for ax, (panel, lines) in zip(axes.flat, sorted(panels.items(), key=lambda kv: str(kv[0])), strict=False):
-        work, conns, size, rate = panel
-        for label, every in sorted(lines.items()):
-            every.sort(key=lambda r: r["threads"])
-            # An adaptive experiment's model-only points: dashed, hollow, no error bar (never measured).
-            pts = [r for r in every if r.get("measured", True)]
-            x = [r["threads"] for r in pts]
-            y = [r["throughput_mean"] / 1e3 for r in pts]
-            err = [
-                (r["throughput_mean"] - r["throughput_ci_low"]) / 1e3
-                if r["throughput_ci_low"] is not None
-                else 0
-                for r in pts
-            ]
-            bars = ax.errorbar(x, y, yerr=err, marker="o", ms=3, capsize=2, label=label)
-            if len(pts) < len(every):
-                colour = bars.lines[0].get_color()
-                ax.plot(
-                    [r["threads"] for r in every],
-                    [r["throughput_mean"] / 1e3 for r in every],
-                    ls="--",
-                    lw=0.8,
-                    color=colour,
-                )
-                only = [r for r in every if not r.get("measured", True)]
-                ax.plot(
-                    [r["threads"] for r in only],
-                    [r["throughput_mean"] / 1e3 for r in only],
-                    ls="none",
-                    marker="o",
-                    ms=4,
-                    mfc="none",
-                    color=colour,
-                    label=f"{label} (model only)",
-                )
-        load = "closed loop" if rate is None else f"{rate:g} msg/s"
-        ax.set_title(f"work {work:g} µs, {conns} conns, {size} B, {load}", fontsize=9)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylim(bottom=0)
-        ax.set_xlabel("threads")
-        ax.set_ylabel("throughput (k msgs/s)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(panels) :]:
-        ax.set_visible(False)
-    if not panels:
-        axes.flat[0].text(0.5, 0.5, "no successful runs", ha="center", va="center")
-    fig.suptitle(f"{title} — mean of repeats, 95% CI", fontsize=11)
-    fig.tight_layout()
-    save_figure(fig, path)
+    """Throughput vs threads, one panel per workload (work, connections, size, rate), one line per design:
+    :func:`draw_throughput` saved to ``path``."""
+    save_figure(draw_throughput(rows, title), path)
 
 
 def write_report(spec: Any, out_dir: Path, decisions: Mapping[str, Any] | None = None) -> list[Path]:
-    """Write ``points.csv`` and ``throughput_vs_threads.png`` for ``spec`` from the database (``decisions``:
-    an adaptive experiment's, to mark its points measured or model-only)."""
+    """Write ``points.csv``, ``throughput_vs_threads.png`` and ``points.html`` (the figure and the table,
+    shown inline by ``snakemake --report``) for ``spec`` from the database (``decisions``: an adaptive
+    experiment's, to mark its points measured or model-only)."""
+    from demuxlab import reporthtml
+    from demuxlab.reporthtml import POINT_COLUMNS, describe_points
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    points = load_rows(spec.name, spec.sha256)
-    rows = summarize(points)
+    loaded = load_rows(spec.name, spec.sha256)
+    rows = summarize(loaded)
     if decisions is not None:
         rows = with_decisions(rows, decisions)
     csv_path, fig_path = out_dir / "points.csv", out_dir / "throughput_vs_threads.png"
-    checks_path = out_dir / "checks.csv"
+    html_path, checks_path = out_dir / "points.html", out_dir / "checks.csv"
     write_csv(rows, csv_path)
-    write_csv(check_summary(points), checks_path, CHECK_COLUMNS)
-    plot_throughput(rows, f"{spec.name} ({spec.reproduces})", fig_path)
-    return [csv_path, fig_path, checks_path]
+    write_csv(check_summary(loaded), checks_path, CHECK_COLUMNS)
+    plot_throughput(rows, marks.figure_title(spec.name, spec.reproduces), fig_path)
+    sweep = [r for r in rows if not r.get("instrument")]
+    calibration = [r for r in rows if r.get("instrument")]
+    columns = [c for c in POINT_COLUMNS if any(c in r for r in rows)]
+    body = [
+        reporthtml.image(fig_path.read_bytes(), "throughput against server threads"),
+        "<h2>Points</h2>",
+        reporthtml.table(sweep, columns),
+    ]
+    if calibration:
+        body += ["<h2>Calibration points (instrumented)</h2>", reporthtml.table(calibration, columns)]
+    lead = describe_points(rows, shared_hosts(loaded))
+    write_text_atomic(html_path, reporthtml.page(f"{spec.name}: throughput", body, lead))
+    return [csv_path, fig_path, html_path, checks_path]
 
 
 CHECK_COLUMNS = ("check", "runs", *CHECK_VERDICTS, "verdict", "reason")

@@ -244,11 +244,14 @@ def test_reproduce_regenerates_every_figure_and_table(produced: Produced, tmp_pa
         f"experiments/{EXP}/report/{f}"
         for f in (
             "claims.csv",
+            "claims.html",
             "claims.md",
             "recommendations.csv",
             "points.csv",
+            "points.html",
             "throughput_vs_threads.png",
             "validation.csv",
+            "validation.html",
             "validation.png",
             "validation_summary.csv",
         )

@@ -29,17 +29,6 @@ LONG_BECAUSE = "Long because:"
 # Functions over the limit that other work of issue 46 (and 45) splits, named with who splits them: not
 # excluded silently, and the test fails once one is split (or says why), so the list only shrinks.
 BEING_SPLIT: dict[str, str] = {
-    "dashboard/figures/sweep.py::sweep_figure": "issue 45/46, the dashboard's helper (w45-dash)",
-    "dashboard/figures/sweep.py::sweep_pdf": "issue 45/46, the dashboard's helper (w45-dash)",
-    "dashboard/figures/compare.py::compare_figure": "issue 45/46, the dashboard's helper (w45-dash)",
-    "dashboard/figures/model.py::whatif_figure": "issue 45/46, the dashboard's helper (w45-dash)",
-    "dashboard/figures/run.py::topology_figure": "issue 45/46, the dashboard's helper (w45-dash)",
-    "dashboard/figures/history.py::history_figure": "issue 45/46, the dashboard's helper (w45-dash)",
-    "dashboard/pages/model.py::layout": "issue 45/46, the dashboard's helper (w45-dash)",
-    "dashboard/pages/run.py::_body": "issue 45/46, the dashboard's helper (w45-dash)",
-    "dashboard/pages/sweep.py::layout": "issue 45/46, the dashboard's helper (w45-dash)",
-    "dashboard/pages/experiments.py::_detail": "issue 45/46, the dashboard's helper (w45-dash)",
-    "validation/plot.py::draw_validation": "issue 45/46, the dashboard's helper (w45-dash)",
     "slurm/job.py::run_in_job": "issue 46 item 1, the run ticket (w46-ticket)",
     "plan.py::plan_pinning": "issue 46 item 1, the run ticket (w46-ticket)",
     "cluster/run.py::run_on_cluster": "issue 46 item 1, the run ticket (w46-ticket)",

@@ -171,6 +171,15 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
     # Calibrating again updates the same rows: predictions keep referring to them.
     again = {(o.pattern, o.notifier): o.calibration_id for o in calibrate_experiment(spec)}
     assert again[("hsha", "epoll-lt")] == hsha.calibration_id
+    # The refusal is stored too, once however often the stage runs, for the dashboard to say why lf/poll
+    # has no calibrated line (issue 45); never as rates a prediction could use.
+    with engine.connect() as conn:
+        refused = conn.execute(
+            sa.text("select pattern, notifier, rates, artifacts from calibrations where method = 'refused'")
+        ).all()
+    assert [(r.pattern, r.notifier) for r in refused] == [("lf", "poll")] and refused[0].rates == {}
+    assert refused[0].artifacts["error"] == "no successful calibration run (1 failed)"
+    assert refused[0].artifacts["spec_sha256"] == spec.sha256
 
     assert all(o.hardware_class is None for o in outcomes.values())  # a local sweep: one class, none
     ids = {(*k, None): o.calibration_id for k, o in outcomes.items() if o.calibration_id is not None}
@@ -237,6 +246,13 @@ def test_calibrate_predict_validate(spec: Spec, tmp_path: Path, database_url: st
     assert int(summary[("lf", "epoll-lt", "calibration")]["points"]) == 2
     assert ("lf", "poll", "calibration") not in summary
     assert paths[2].read_bytes().startswith(b"\x89PNG")
+    # The page the report shows inline: what was validated, the refusal and why, the figure, the tables.
+    page = paths[3].read_text()
+    assert page.startswith("<!DOCTYPE html>") and "data:image/png;base64," in page
+    assert "Refused calibrations" in page and "no successful calibration run (1 failed)" in page
+    assert "1 calibration(s) refused, so without a calibrated prediction (lf/poll)" in page
+    assert "3 designs (hsha/epoll-lt, lf/epoll-lt, lf/poll, reactor/epoll-lt)" not in page
+    assert "of 4 designs (hsha/epoll-lt, lf/epoll-lt, lf/poll, reactor/epoll-lt)" in page
 
 
 TWO_CLASSES = SPEC.replace("repeats: 2", "repeats: 4").replace(

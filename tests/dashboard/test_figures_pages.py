@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import pytest
 
+from demuxlab import marks
 from demuxlab.dashboard import style
 from demuxlab.dashboard.figures import base, compare, experiments, model, operations, run
 from demuxlab.dashboard.plot import Fig
@@ -66,7 +67,7 @@ def test_compare_takes_more_than_two_sides_with_one_colour_per_pattern() -> None
     two = compare.compare_figure([points(n=2), points(n=3)], ["A", "B"])
     a_bars = [t["error_y"]["array"] for t in two["data"] if t["name"].endswith("· A")]
     b_bars = [t["error_y"]["array"] for t in two["data"] if t["name"].endswith("· B")]
-    assert not any(any(b) for b in a_bars) and all(all(b) for b in b_bars)  # intervals from 3 runs on
+    assert all(all(b) for b in a_bars + b_bars)  # intervals from 2 runs on (demuxlab.marks' one rule)
 
 
 def test_operations_and_events_figures() -> None:
@@ -221,20 +222,25 @@ def test_whatif_measured_overlay_per_notifier_with_its_interval() -> None:
     overlay = [t for t in fig["data"] if t["name"].startswith("measured")]
     assert [t["name"] for t in overlay] == ["measured · epoll-lt", "measured · select"]
     assert all(t["marker"]["color"] == style.PATTERN_COLOUR["lf"] for t in overlay)
-    assert overlay[0]["marker"]["symbol"] == style.NOTIFIER_SYMBOL["epoll-lt"]
+    assert overlay[0]["marker"]["symbol"][0] == style.NOTIFIER_SYMBOL["epoll-lt"]
     assert all(e > 0 for e in overlay[0]["error_y"]["array"])
 
 
 def test_whatif_defaults_come_from_the_experiment() -> None:
+    """The what-if opens on a curve: the first modelled pattern measured whose threads can change (never
+    the reactor, which refuses every thread change, where another was measured), over its thread range."""
     pts = points(patterns=("reactor", "lf"), threads=(1, 2, 4))
-    assert model.workload_defaults(pts, ("hsha", "lf")) == {
+    ranges = {"reactor": (1, 1), "hsha": (2, 128), "lf": (1, 128)}
+    assert model.workload_defaults(pts, ("reactor", "hsha", "lf"), ranges) == {
         "pattern": "lf",
+        "notifier": "epoll-lt",
         "work": "10",
         "connections": "64",
-        "threads": "1,2,4",
+        "threads": "1-16",
         "clients": "1",  # the client's threads (a calibrated client's parallelism)
     }
-    assert model.workload_defaults(points(patterns=("reactor",)), ("hsha", "lf")) == {}
+    assert model.workload_defaults(points(patterns=("reactor",)), ("reactor",), ranges)["threads"] == "1"
+    assert model.workload_defaults(points(patterns=("reactor",)), ("hsha", "lf"), ranges) == {}
 
 
 NOW = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
@@ -295,7 +301,8 @@ def test_fig_grid_domains_and_shared_axes() -> None:
 def test_one_colour_per_pattern_one_dash_and_marker_per_notifier() -> None:
     assert style.colour_for("hsha") == "#E69F00"
     assert style.colour_for(12.5) == style.colour_for(12.5)  # not Python's randomised hash
-    assert set(style.PATTERN_COLOUR.values()) <= set(style.OKABE_ITO)
+    assert set(style.PATTERN_COLOUR.values()) <= set(marks.OKABE_ITO + marks.TOL_MUTED)
+    assert marks.GREY not in style.PATTERN_COLOUR.values()  # the grey of unused cores, not a pattern
     # Every pattern and notifier of the vocabulary has its own, from one place.
     assert set(style.PATTERN_COLOUR) == set(PATTERNS) and len(set(style.PATTERN_COLOUR.values())) == len(
         PATTERNS
@@ -330,22 +337,32 @@ def test_latency_bars_per_known_percentile_on_a_log_axis_sized_to_them() -> None
     assert run.latency_figure(None)["layout"]["annotations"][0]["text"].startswith("no latency percentiles")
 
 
-def test_progress_shows_ok_runs_in_time_order_and_failures_at_zero() -> None:
+def test_progress_shows_ok_runs_by_design_in_time_order_and_failures_at_zero() -> None:
+    """The latest runs were one line joining ten runs of different designs (calibration runs too): now a
+    series per design, markers only, calibration runs apart and open."""
     t0 = dt.datetime(2026, 11, 24, 12, 0, tzinfo=dt.UTC)
     latest = pd.DataFrame(
         {
-            "finished_at": [t0 + dt.timedelta(seconds=20), t0, None, t0 + dt.timedelta(seconds=10)],
-            "ingested_at": [t0 + dt.timedelta(seconds=21), t0, t0 + dt.timedelta(seconds=5), t0],
-            "status": ["ok", "ok", "failed", "failed"],
-            "throughput_msgs_per_s": [200.0, 100.0, None, None],
-            "point_key": ["b", "a", "c", "d"],
-            "failure_reason": [None, None, "client stall", "server crashed"],
+            "finished_at": [t0 + dt.timedelta(seconds=20), t0, None, t0 + dt.timedelta(seconds=10), t0],
+            "ingested_at": [t0 + dt.timedelta(seconds=21), t0, t0 + dt.timedelta(seconds=5), t0, t0],
+            "status": ["ok", "ok", "failed", "failed", "ok"],
+            "throughput_msgs_per_s": [200.0, 100.0, None, None, 50.0],
+            "point_key": ["b", "a", "c", "d", "e/instr"],
+            "failure_reason": [None, None, "client stall", "server crashed", None],
+            "pattern": ["hsha", "hsha", "lf", "lf", "hsha"],
+            "notifier": ["select", "select", "poll", "poll", "select"],
+            "instrument": [False, False, False, False, True],
         }
     )
-    ok, failed = experiments.progress_figure(latest)["data"]
+    ok, calibration, failed = experiments.progress_figure(latest)["data"]
+    assert ok["name"] == "hsha · select" and ok["mode"] == "markers"  # never a line across designs
     assert ok["y"] == [100.0, 200.0] and ok["text"] == ["a", "b"]  # by the time each finished
+    assert calibration["name"] == "hsha · select (calibration)" and calibration["marker"]["symbol"].endswith(
+        "-open"
+    )
     assert failed["y"] == [0, 0] and failed["text"] == ["client stall", "server crashed"]  # no finish: ingest
     assert experiments.progress_figure(latest.iloc[0:0])["layout"]["annotations"][0]["text"] == "no runs yet"
+    assert experiments.cut_text(4, 8) == "4 points (8 runs)" and experiments.cut_text(0, 0) == "none"
 
 
 def test_rates_the_paper_does_not_measure_have_no_paper_value() -> None:
@@ -373,3 +390,44 @@ def test_rates_the_paper_does_not_measure_have_no_paper_value() -> None:
     assert math.isnan(by_rate["r_x"]["calibrated_us"]) and by_rate["r_x"]["from"] == "instant:not in seed 001"
     ticks = model.rates_figure(table)["layout"]["xaxis"]["categoryarray"]
     assert ticks == [model._tick(r) for r in ("r_e", "r_n", "r_w")]
+
+
+def test_a_refused_calibration_shows_its_self_check() -> None:
+    """Where the calibrated line is missing, the Model page shows why: the fitted model against its own
+    calibration runs, side by side, with the error."""
+    states = pd.DataFrame(
+        [
+            {
+                "calibration_id": 9,
+                "pattern": "lf",
+                "notifier": "select",
+                "hardware_class": None,
+                "refused": "misses its own runs by 32 %",
+                "self_check": [
+                    {
+                        "threads": 1,
+                        "connections": 32,
+                        "measured_msgs_per_s": 80_000.0,
+                        "predicted_msgs_per_s": 54_400.0,
+                        "rel_error": -0.32,
+                    }
+                ],
+            },
+            {
+                "calibration_id": 10,
+                "pattern": "hsha",
+                "notifier": "poll",
+                "hardware_class": None,
+                "refused": None,
+            },
+        ]
+    )
+    fig = model.selfcheck_figure(states)
+    measured, predicted = fig["data"]
+    assert measured["x"] == ["lf/select<br>1 thr, 32 conn"] and measured["y"] == [80_000.0]
+    assert predicted["y"] == [54_400.0] and predicted["text"] == ["54.4k"]
+    assert [a["text"] for a in fig["layout"]["annotations"]] == ["-32%"]
+    assert (
+        "no refused calibration"
+        in model.selfcheck_figure(states.iloc[1:])["layout"]["annotations"][0]["text"]
+    )

@@ -138,3 +138,69 @@ def test_addresses_are_checked_before_use() -> None:
     assert "20,000 characters" in long and len(long) < 200
     assert "given 2 times" in twice
     assert address.excerpt("a\x07b") == "'a\\x07b'"
+
+
+def test_ranking_and_recommendation_decide_tied_alike_and_keep_oversubscribed_points_apart() -> None:
+    """The smoke once had two meanings of "tied": the Ranking (Welch) said tpc t2 and hsha/epoll-et t2
+    differ from the best, the recommendation (intervals overlap) called the best tied with all eleven
+    others; and the #1 design was a 2-thread point on a 1-CPU server. One decision, one candidate set."""
+    from demuxlab.claims import recommend
+    from demuxlab.stats import point_summary
+
+    runs = {
+        ("reactor", "poll", 1): [67_829.3, 67_970.7],  # sd 100
+        ("tpc", "none", 1): [66_829.3, 66_970.7],  # 10 sd lower: differs (Welch p ≈ 0.01), intervals overlap
+        ("lf", "select", 1): [64_000.0, 69_000.0],  # tied with it
+        ("hsha", "epoll-et", 2): [90_000.0, 91_000.0],  # the highest, but 2 threads on 1 CPU
+    }
+    rows = []
+    for i, ((pattern, notifier, threads), vals) in enumerate(runs.items(), start=1):
+        rows.append(
+            {
+                **points(patterns=(pattern,), notifiers=(notifier,), threads=(threads,), start_id=i).iloc[0],
+                "values": vals,
+                "server_cpus": 1,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    table = ranking.ranking_table(frame)
+    verdict = {(r["pattern"], r["threads"]): r["differs_from_best"] for _, r in table.iterrows()}
+    assert table.iloc[0]["pattern"] == "reactor" and table.iloc[-1]["rank"] == ranking.APART
+    assert verdict[("tpc", 1)] == "yes" and verdict[("lf", 1)] == "no"
+    claims_rows = []
+    for (pattern, notifier, threads), vals in runs.items():
+        s = point_summary(vals)
+        claims_rows.append(
+            {
+                "pattern": pattern,
+                "notifier": notifier,
+                "threads": threads,
+                "work_us": 10.0,
+                "connections": 64,
+                "msg_size": 1,
+                "mean": s.mean,
+                "ci_low": s.ci_low,
+                "ci_high": s.ci_high,
+                "n": s.n,
+                "server_cpus": 1,
+            }
+        )
+    (rec,) = recommend(claims_rows)
+    assert rec.best.label == "reactor/poll t1"
+    assert [p.label for p in rec.tied] == ["lf/select t1"]  # tpc t1 differs, as the Ranking says
+    assert [p.label for p in rec.apart] == ["hsha/epoll-et t2"] and "not ranked" in rec.note
+    fig = ranking.ranking_figure(table)
+    text = fig["data"][0]["text"]
+    assert text[0].startswith("best") and text[-1] == "not ranked: oversubscribed"
+    assert any(t.startswith("differs from the best (p = ") for t in text)
+    assert any(t.startswith("tied with the best (p = ") for t in text)
+    colours = fig["data"][0]["marker"]["color"]
+    tied_at = next(i for i, t in enumerate(text) if t.startswith("tied"))
+    assert colours[tied_at] == "#ffffff" and colours[0] != "#ffffff"  # open: tied; filled: the best
+
+
+def test_ranking_opens_on_the_calibrated_rates_where_there_are_any() -> None:
+    pts = points()
+    assert ranking.default_source(preds(pts)) == "calibration"
+    assert ranking.default_source(preds(pts).query("source == 'paper'")) == "paper"
+    assert ranking.default_source(None) == "paper"

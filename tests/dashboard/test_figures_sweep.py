@@ -36,7 +36,11 @@ def test_sweep_figure_has_bands_repeats_models_and_residuals() -> None:
     assert sum(name.endswith("repeats") for name in n) == 4
     assert titles(fig)[:2] == ["notifier: epoll-lt", "notifier: select"]
     mean = next(t for t in fig["data"] if t["name"] == "hsha" and t.get("xaxis") is None)
-    assert mean["x"] == [2.0, 4.0, 8.0] and mean["y"] == pytest.approx([2000.0, 4000.0, 8000.0])
+    # hsha and lf measure alike here: their marks would hide each other, so they stand side by side around
+    # each thread count (the hover says the count)
+    assert [c[4] for c in mean["customdata"]] == ["2", "4", "8"]
+    assert mean["x"] == pytest.approx([2.0, 4.0, 8.0], abs=0.25) and mean["x"] != [2.0, 4.0, 8.0]
+    assert mean["y"] == pytest.approx([2000.0, 4000.0, 8000.0])
     assert mean["line"]["color"] == style.PATTERN_COLOUR["hsha"]
     # SSA is preferred over fluid for the paper's line; the residual is (model − measured) / measured.
     paper = next(
@@ -60,17 +64,71 @@ def test_bands_are_outlines_without_markers() -> None:
     assert all("markers" not in t.get("mode", "") for t in bands)
 
 
-def test_few_repeats_show_no_band_and_say_why() -> None:
+def test_two_repeats_draw_their_interval_and_one_run_says_why() -> None:
+    """One rule for intervals (demuxlab.marks): drawn from 2 runs on, whatever their width; a point of one
+    run has an open marker and says it has no interval (the page once said "±7,325 is too wide to draw; it
+    needs 3 runs" of a 67.9k mean)."""
     two = points(n=2)
     fig = sweep.sweep_figure(two, None, facet=None)
-    assert not [t for t in fig["data"] if t.get("fill")]  # 2 runs: t(0.975, 1) = 12.7 standard errors
+    assert [t for t in fig["data"] if t.get("fill")]  # a band over the 2-run points
+    mean = next(t for t in fig["data"] if t["name"] == "hsha · epoll-lt")
+    assert not any(s.endswith("-open") for s in mean["marker"]["symbol"])
+    assert "95 % interval ±" in mean["customdata"][0][3] and "over 2 runs" in mean["customdata"][0][3]
+    assert not any("too wide" in a["text"] for a in fig["layout"]["annotations"])
+    table = sweep.sweep_table(two)
+    assert all(i.startswith("±") and i.endswith("(2 runs)") for i in table["interval"])
+    one = points(n=1)
+    fig = sweep.sweep_figure(one, None, facet=None)
+    assert not [t for t in fig["data"] if t.get("fill")]
     mean = next(t for t in fig["data"] if t["name"] == "hsha · epoll-lt")
     assert all(s.endswith("-open") for s in mean["marker"]["symbol"])
-    assert "too wide to draw" in mean["customdata"][0][3]
-    assert any("too wide to draw" in a["text"] for a in fig["layout"]["annotations"])
-    assert not any(mean["error_y"]["array"])  # no error bar either
-    table = sweep.sweep_table(two)
-    assert all(i.startswith("2 runs: ") and "too wide to draw" in i for i in table["interval"])
+    assert mean["customdata"][0][3].startswith("1 run: no interval")
+    assert any("open markers: 1 run, no interval" in a["text"] for a in fig["layout"]["annotations"])
+    assert not any(mean["error_y"]["array"])
+
+
+def test_a_wide_interval_is_drawn_but_never_squashes_the_means() -> None:
+    """The report's PNGs once drew a 2-run interval of ±372k round a 54k mean on a 400k axis: every mean in
+    the bottom fifth. The axis stops at twice the highest mark (a mean, a repeat, a model) and the figure
+    names the interval it cuts."""
+    pts = points(patterns=("hsha",), notifiers=("epoll-lt",), threads=(2, 4))
+    pts["values"] = [[50_000.0, 58_000.0], [20_000.0, 80_000.0]]  # t(0.975, 1) × 30k / √2 ≈ ±270k
+    fig = sweep.sweep_figure(pts, None, facet=None)
+    top = fig["layout"]["yaxis"]["range"][1]
+    assert 80_000 <= top <= 2.0 * 80_000 * 1.06 + 1  # the highest repeat: 80k
+    assert any("past the top of the axis" in a["text"] for a in fig["layout"]["annotations"])
+
+
+def test_oversubscribed_points_are_ringed_and_said() -> None:
+    pts = points(patterns=("tpc",), notifiers=("none",), threads=(1, 2), server_cpus=1)
+    fig = sweep.sweep_figure(pts, None, facet=None)
+    ring = next(t for t in fig["data"] if t["name"].startswith("oversubscribed"))
+    assert ring["x"] == [2.0] and ring["y"] == pytest.approx([2000.0])
+    mean = next(t for t in fig["data"] if t["name"] == "tpc")
+    assert "oversubscribed: 2 server threads on 1 CPU" in mean["customdata"][1][3]
+    assert "oversubscribed" not in mean["customdata"][0][3]
+    table = sweep.sweep_table(pts)
+    assert table["oversubscribed"].tolist() == ["", "yes"] and table["server_cpus"].tolist() == [1, 1]
+
+
+def test_series_that_meet_stand_apart_and_keep_one_marker_per_legend_entry() -> None:
+    """Sweep by connections (one value) stacked every point in one column; lf at 1 and 2 threads shared
+    colour and marker; the reactor's legend marker was a triangle, a square in another panel."""
+    pts = points(
+        patterns=("lf", "reactor"),
+        notifiers=("epoll-lt", "poll"),
+        threads=(1, 2),
+        mean=lambda p, n, t: 1000.0,
+    )
+    fig = sweep.sweep_figure(pts, None, x="connections", facet="notifier")
+    means = [t for t in fig["data"] if t.get("mode") == "lines+markers" and not t["name"].endswith("repeats")]
+    for panel in {t.get("xaxis") for t in means}:
+        xs = [t["x"][0] for t in means if t.get("xaxis") == panel]
+        assert len(set(xs)) == len(xs) == 4  # lf·1, lf·2, reactor·1, reactor·2 side by side
+    lf = [t for t in means if t["name"].startswith("lf")]
+    assert len({t["marker"]["symbol"][0] for t in lf if t.get("xaxis") is None}) == 2  # threads tell them
+    for name in {t["name"] for t in means}:
+        assert len({t["marker"]["symbol"][0] for t in means if t["name"] == name}) == 1, name
 
 
 def test_an_interval_below_zero_is_clipped_and_said() -> None:

@@ -117,6 +117,7 @@ def record(
     started: dt.datetime | None = None,
     wall_s: float = 13.0,
     factor: float = 1.0,
+    server_cpus: int | None = None,
 ) -> dict[str, Any]:
     from demuxlab.spec import run_id
 
@@ -153,12 +154,16 @@ def record(
     rec["client"]["per_second"] = [round(thr * (1 + 0.01 * r), 2) for r in ripple]
     rec["client"]["throughput_msgs_per_s"] = round(thr, 2)
     rec["stats"]["throughput_msgs_per_s"] = round(thr, 2)
-    rec["pinning"]["server_cpus"] = list(range(min(point.threads, 4)))
+    # a CPU per server thread (up to 8), or ``server_cpus`` of them: the quickstart's 2-core machine gives
+    # the server one, so its 2-thread points are oversubscribed
+    cpus = min(point.threads, 8) if server_cpus is None else server_cpus
+    rec["pinning"]["server_cpus"] = list(range(cpus))
+    rec["pinning"]["oversubscribed"] = point.threads > cpus
     rec["server"]["threads_detail"] = [
         {
             "index": i,
             "role": "worker" if i else ("monitor" if point.pattern == "hsha" else "leader"),
-            "cpu": i % 4,
+            "cpu": i % cpus,
             "messages": 100,
             "cpu_s": {"user": 0.1, "sys": 0.2},
         }
@@ -201,6 +206,7 @@ def write_records(
     start: dt.datetime | None = None,
     wall_s: float = 13.0,
     factor: Callable[[Any], float] | None = None,
+    server_cpus: int | None = None,
 ) -> list[Path]:
     """The records of ``runs``, run back to back from ``start`` (one every ``wall_s`` + 1 s), with
     ``artifacts`` as the server build and ``factor(point)`` scaling a point's throughput (a change of
@@ -219,6 +225,7 @@ def write_records(
             started=None if start is None else start + dt.timedelta(seconds=i * (wall_s + 1)),
             wall_s=wall_s,
             factor=factor(point) if factor else 1.0,
+            server_cpus=server_cpus,
         )
         p = out / f"{rec['run_id']}.json"
         p.write_text(json.dumps(rec))

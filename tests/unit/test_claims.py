@@ -388,3 +388,24 @@ def test_a_measured_point_holds_the_sweep_points_fields() -> None:
         name: getattr(point, name) for name in POINT_FIELDS if name != "instrument"
     }
     assert got.point_key == point.point_key
+
+
+def test_the_multireactor_scales_by_the_one_decision() -> None:
+    """Issue 45 item 2 (one meaning of "tied"): t1 100k and t4 110k over 5 runs at ±5 % have overlapping 95 %
+    intervals, yet Welch's t-test says they differ (p ≈ 0.004), as the Ranking would: the claim holds (the
+    ratio's interval, [0.99, 1.22], once made it inconclusive)."""
+    points = curve("multireactor", "epoll-et", {1: 100, 4: 110}, rel=0.05)
+    (v,) = [v for v in evaluate_claims(points) if v.claim_id == "S2.distributed-demux-scales"]
+    assert v.verdict == HOLDS, (v.reason, v.evidence)
+
+
+def test_the_proactor_is_never_slower_by_the_one_decision() -> None:
+    """The proactor 5 % above the reactor over 5 runs at ±3 %: the intervals overlap, Welch's t-test says it
+    is faster (p ≈ 0.01): "never slower" is no longer called open ("intervals overlap"); only the 10–35 %
+    bound is left inconclusive."""
+    rows = []
+    for conns in (10, 100):
+        rows.append(pt("reactor", "epoll-et", 1, 100, conns=conns, size=64, rel=0.03))
+        rows.append(pt("proactor", "epoll-et", 2, 105, conns=conns, size=64, rel=0.03))
+    (v,) = [v for v in evaluate_claims(rows) if v.claim_id == "S3.emulated-proactor"]
+    assert v.verdict == INCONCLUSIVE and "never slower" not in v.reason and "1.1–1.35" in v.reason

@@ -299,6 +299,28 @@ def test_noise_reasons() -> None:
     assert noise_reasons("h", {"governor": None, "load1": 0.5, "cpus": 1})[1] == []
 
 
+def test_a_run_on_hosts_sharing_one_machine_says_it_is_not_performance_data(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The test cluster's hosts share this machine's CPUs (the inventory's demuxlab_cpus_shared): their runs
+    are flagged and name the hosts, so the dashboard and the report show them as not performance data
+    (issue 45: the smoke through --profile cluster looked like a validation)."""
+    from demuxlab.remote.hostpairs import ClusterPair, Host
+
+    quiet = {"governor": "performance", "load1": 0.1, "cpus": 8, "containers": [], "heavy": []}
+    shared = ClusterPair(
+        "tb1", Host("tb1-server", "10.0.0.1", cpus_shared=True), Host("tb1-client", "10.0.0.2")
+    )
+    launcher = RemoteLauncher(shared)
+    monkeypatch.setattr(launcher, "noise_check", lambda: {"tb1-server": quiet, "tb1-client": quiet})
+    noise = launcher.wait_quiet()
+    assert noise["flagged"] and noise["cpus_shared"] == ["tb1-server"]
+    assert "tb1-server: CPUs shared with other hosts of one machine (test cluster)" in noise["reasons"]
+    own = RemoteLauncher(ClusterPair("p1", Host("s1", "10.0.0.1"), Host("c1", "10.0.0.2")))
+    monkeypatch.setattr(own, "noise_check", lambda: {"s1": quiet, "c1": quiet})
+    assert own.wait_quiet()["cpus_shared"] == [] and not own.wait_quiet()["flagged"]
+
+
 def test_remote_launcher_command_lines(tmp_path: Path) -> None:
     from demuxlab.remote.hostpairs import ClusterPair, Host
 

@@ -172,3 +172,24 @@ def test_interval_invariants(values: list[float], confidence: float) -> None:
     assert min(values) - 1e-6 <= summary.mean <= max(values) + 1e-6
     wider = point_summary(values, min(0.999, confidence + 0.005))
     assert wider.halfwidth is not None and wider.halfwidth >= summary.halfwidth
+
+
+def test_one_decision_of_differs_and_tied() -> None:
+    """Welch's t-test at α = 0.05 (scipy's numbers), untested below 2 runs on a side, its words with p and n;
+    the standard deviation behind an interval recovered exactly (the claims keep intervals only)."""
+    from scipy.stats import ttest_ind
+
+    from demuxlab.stats import ALPHA, difference_of, sd_from_interval, welch_p
+
+    a, b = [100.0, 103.0, 98.0], [90.0, 91.5, 92.0, 89.0]
+    d = difference_of(a, b)
+    assert d.p == pytest.approx(float(ttest_ind(a, b, equal_var=False).pvalue), rel=1e-9)
+    assert d.p < ALPHA and d.differs is True and d.tied is False and d.verdict() == "yes"
+    assert d.words().startswith("differs (Welch, p = ") and d.words().endswith("n = 3 vs 4)")
+    tied = difference_of([100.0, 110.0], [104.0, 108.0])
+    assert tied.differs is False and tied.tied is True and tied.verdict() == "no" and "tied" in tied.words()
+    one = difference_of([100.0], [90.0, 91.0])
+    assert one.p is None and one.differs is None and one.verdict() == "untested (< 2 runs)"
+    assert welch_p(1.0, 0.0, 2, 1.0, 0.0, 2) == 1.0 and welch_p(1.0, 0.0, 2, 2.0, 0.0, 2) == 0.0
+    s = point_summary(a)
+    assert s.halfwidth is not None and sd_from_interval(s.halfwidth, 3) == pytest.approx(s.std)

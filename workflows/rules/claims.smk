@@ -11,26 +11,33 @@ rule claims:
         calibrations=claims_calibrations,
         decisions=adaptive_decisions,
     output:
+        page=report(
+            "results/{experiment}/report/claims.html",
+            caption="../report/claims_page.rst",
+            category="{experiment}",
+            subcategory="Claims",
+            labels={"result": "1. verdicts, evidence and recommendations"},
+        ),
         csv=report(
             "results/{experiment}/report/claims.csv",
             caption="../report/claims.rst",
             category="{experiment}",
             subcategory="Claims",
-            labels={"result": "verdict per seed claim", "type": "table"},
+            labels={"result": "2. claims.csv (a verdict per seed claim)"},
         ),
         markdown=report(
             "results/{experiment}/report/claims.md",
             caption="../report/claims_md.rst",
             category="{experiment}",
             subcategory="Claims",
-            labels={"result": "verdicts with their evidence", "type": "text"},
+            labels={"result": "3. claims.md (the page as Markdown)"},
         ),
         recommendations=report(
             "results/{experiment}/report/recommendations.csv",
             caption="../report/recommendations.rst",
             category="{experiment}",
             subcategory="Claims",
-            labels={"result": "best design per workload", "type": "table"},
+            labels={"result": "4. recommendations.csv (best design per workload)"},
         ),
     log:
         "logs/{experiment}/claims.log",

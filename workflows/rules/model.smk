@@ -54,26 +54,33 @@ rule validate_model:
         spec=spec_file,
         predictions=rules.predict.output.predictions,
     output:
+        page=report(
+            "results/{experiment}/report/validation.html",
+            caption="../report/validation_page.rst",
+            category="{experiment}",
+            subcategory="Model validation",
+            labels={"result": "1. model against measurement: the figure and the tables"},
+        ),
         table=report(
             "results/{experiment}/report/validation.csv",
             caption="../report/validation.rst",
             category="{experiment}",
             subcategory="Model validation",
-            labels={"result": "model vs measurement per point", "type": "table"},
+            labels={"result": "2. validation.csv (per point)"},
         ),
         summary=report(
             "results/{experiment}/report/validation_summary.csv",
             caption="../report/validation_summary.rst",
             category="{experiment}",
             subcategory="Model validation",
-            labels={"result": "error per pattern, notifier and rates", "type": "table"},
+            labels={"result": "3. validation_summary.csv (error per pattern, notifier and rates)"},
         ),
         figure=report(
             "results/{experiment}/report/validation.png",
             caption="../report/validation_figure.rst",
             category="{experiment}",
             subcategory="Model validation",
-            labels={"result": "predicted vs measured throughput", "type": "figure"},
+            labels={"result": "4. validation.png (the figure alone)"},
         ),
     log:
         "logs/{experiment}/model/validate.log",

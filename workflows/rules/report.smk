@@ -1,5 +1,7 @@
 # Per point: mean over repeats with a 95% confidence interval; a CSV and a throughput-vs-threads figure.
-# Outputs marked report(): `snakemake --report report.html` shows them under the experiment's category.
+# Outputs marked report(): `snakemake --report report.html` shows them under the experiment's category, the
+# HTML page inline. One label per entry: two entries whose second label takes two values make the report
+# offer a toggle between entries that do not exist (its script then fails on 'mime_type').
 
 
 rule report:
@@ -8,19 +10,26 @@ rule report:
         ingested=ingested_runs,
         decisions=adaptive_decisions,
     output:
+        page=report(
+            "results/{experiment}/report/points.html",
+            caption="../report/points_page.rst",
+            category="{experiment}",
+            subcategory="Throughput",
+            labels={"result": "1. throughput: the figure and every point"},
+        ),
         csv=report(
             "results/{experiment}/report/points.csv",
             caption="../report/points.rst",
             category="{experiment}",
             subcategory="Throughput",
-            labels={"result": "mean throughput per point, 95% CI", "type": "table"},
+            labels={"result": "2. points.csv (the table to download)"},
         ),
         figure=report(
             "results/{experiment}/report/throughput_vs_threads.png",
             caption="../report/throughput.rst",
             category="{experiment}",
             subcategory="Throughput",
-            labels={"result": "throughput vs server threads", "type": "figure"},
+            labels={"result": "3. throughput_vs_threads.png (the figure alone)"},
         ),
     log:
         "logs/{experiment}/report.log",

@@ -6,7 +6,7 @@ run. After each round :func:`next_round` looks at every run so far and asks for:
 
 1. **repeats** (sequential repeats): one more run of each measured point whose 95 % interval is wider than
    the target (relative half-width), up to the maximum; and of the best design of a workload and the one
-   tied closest with it, while they are tied (their intervals overlap) and below the maximum;
+   tied closest with it, while they are tied (the one decision, Welch's t-test) and below the maximum;
 2. **points** (model-guided): around each curve's predicted peak (the peak itself when it is not
    measured, else its unmeasured neighbours on the thread axis), where two designs' curves of one
    workload cross between two thread counts, and between a measured point and its neighbours where the
@@ -242,7 +242,7 @@ def _repeat_wants(design: Design, st: _State, ans: Answer) -> list[tuple[Point, 
     grid = {p.point_key: p for p in design.points}
     wants: list[tuple[Point, str, str]] = []
     asked: set[str] = set()
-    # Ties first: the best design of a workload and its closest rival, while their intervals overlap.
+    # Ties first: the best design of a workload and its closest rival, while they are tied (Welch).
     for rec in ans.recommendations:
         for mp in (rec.best, *rec.tied[:1]):
             key = mp.point_key

@@ -59,9 +59,12 @@ work_us, connections`` (+ ``msg_size``, ``rate`` if known: they must then equal 
 Verdicts
 ========
 
-Comparisons use the 95 % intervals: A beats B when A's interval lies entirely above B's; when the two
-overlap (or a point has a single run and so no interval) the comparison is undecided. A claim is
-``holds`` or ``refuted`` when the data decide it, ``inconclusive`` when they cannot (intervals overlap),
+Two measured means are compared by the platform's one decision (:func:`demuxlab.stats.difference`): A
+beats B when A's mean is higher and Welch's t-test of their runs says they differ (p < 0.05; the standard
+deviations come back from the intervals and the runs); when it does not (tied), or a point has a single run
+and so no interval, the comparison is undecided. A model's prediction, which has no runs, is compared by
+the intervals. A claim is ``holds`` or ``refuted`` when the data decide it, ``inconclusive`` when they
+cannot,
 and ``not testable`` when the experiment lacks the points (pattern or notifier not in the spec, a workload
 outside the claim's scope, too few thread counts, or too few server CPUs for the thread counts). A claim
 tested over several groups (workloads, notifiers) is refuted if any group refutes it, holds if every

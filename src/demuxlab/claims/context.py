@@ -128,7 +128,7 @@ def peak(points: Sequence[MeasuredPoint]) -> MeasuredPoint:
 
 
 def peak_set(points: Sequence[MeasuredPoint]) -> tuple[list[int], bool]:
-    """The thread counts indistinguishable from the peak (intervals overlap the best one's) and whether
+    """The thread counts indistinguishable from the peak (Welch's t-test cannot tell them from it) and whether
     the interval is known for all (False: one run somewhere, the peak cannot be placed)."""
     best = peak(points)
     if not all(p.est.known for p in points):

@@ -62,7 +62,7 @@ class MeasuredPoint:
 
     @property
     def est(self) -> Est:
-        return Est(self.mean, self.ci_low, self.ci_high)
+        return Est(self.mean, self.ci_low, self.ci_high, self.n)
 
     @property
     def oversubscribed(self) -> bool:

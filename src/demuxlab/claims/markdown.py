@@ -46,12 +46,13 @@ def render_markdown(
         out.append(f"- server host `{host or 'unknown'}`: {hw}")
     out += [*(f"- {n}" for n in notes), ""]
     out += [
-        "Verdicts follow from the 95 % confidence intervals of the measured means (docs/claims.md): "
-        "*holds* / *refuted* when the intervals decide, *inconclusive* when they overlap, *not testable* "
-        "when the experiment lacks the points (and why). A run that fails a validity check (its samples "
-        "not independent, a trend, arrivals not Poisson, server and client on one core, the frequency "
-        "moving: report/checks.csv) is flagged, never left out: each verdict says which of its points "
-        "have flagged runs.",
+        "Verdicts follow from the measured means over their runs (docs/claims.md): one mean is above "
+        "another when Welch's t-test says they differ (p < 0.05; the Ranking page's decision); *holds* / "
+        "*refuted* when the data decide, *inconclusive* when they cannot (no difference, or a single run), "
+        "*not testable* when the experiment lacks the points (and why). A run that fails a validity check "
+        "(its samples not independent, a trend, arrivals not Poisson, server and client on one core, the "
+        "frequency moving: report/checks.csv) is flagged, never left out: each verdict says which of its "
+        "points have flagged runs.",
         "",
         "| claim | seed | verdict | why |",
         "|---|---|---|---|",
@@ -82,10 +83,12 @@ def render_markdown(
         out += ["No successful measured point: nothing to recommend.", ""]
     else:
         out += [
-            "The best measured pattern × notifier × threads per workload (highest mean throughput); designs "
-            "whose interval overlaps the best one's are statistically tied with it. Where CTMC predictions "
-            "exist, the model's own first choice is given, and every point where the model lies outside the "
-            "measurement's interval (and the measurement outside the model's) is named.",
+            "The best measured pattern × notifier × threads per workload (highest mean throughput among the "
+            "points whose server threads fit the server's CPUs; oversubscribed points are named, never "
+            "recommended); designs Welch's t-test cannot tell from it (p ≥ 0.05) are statistically tied "
+            "with it. Where CTMC predictions exist, the model's own first choice is given, and every point "
+            "where the model lies outside the measurement's interval (and the measurement outside the "
+            "model's) is named.",
             "",
             "| host | workload | best | throughput (95 % CI) | n | tied with | model's first | note |",
             "|---|---|---|---|---|---|---|---|",

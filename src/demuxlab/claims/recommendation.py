@@ -1,6 +1,11 @@
 """The best measured design per host and workload, its statistical ties, and what the model says:
 :func:`recommend`.
 
+The best is the highest mean among the points whose server threads fit the server's CPUs (an
+oversubscribed point is named apart, never recommended: on the smoke's 1-CPU server every 2-thread point
+was); a design is *tied* with it when the platform's one decision (:func:`demuxlab.stats.difference`,
+Welch's t-test, p < 0.05) finds no difference, as the Ranking page says.
+
 Pure: plain rows (or typed values) in, :class:`Recommendation` values out.
 """
 
@@ -11,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from demuxlab.claims.context import Context, by_key, model_source, peak
+from demuxlab.claims.context import Context, by_key, model_source, peak, usable
 from demuxlab.claims.estimates import above, fmt_est, fmt_rate
 from demuxlab.claims.evaluation import parse_inputs
 from demuxlab.claims.inputs import MeasuredPoint, ModelPrediction, Workload
@@ -24,7 +29,7 @@ class Recommendation:
     host: str
     workload: Workload
     best: MeasuredPoint
-    tied: tuple[MeasuredPoint, ...]  # intervals overlap the best one's: not distinguishable from it
+    tied: tuple[MeasuredPoint, ...]  # the one decision finds no difference from the best
     candidates: int
     model_source: str | None
     model_best: str | None  # the design the model ranks first among the modeled points
@@ -33,12 +38,18 @@ class Recommendation:
     model_agrees: bool | None
     disagreements: tuple[str, ...]  # points where |model − measurement| exceeds both intervals
     model_missing: tuple[str, ...] = ()  # designs without a prediction from model_source, each with why
+    apart: tuple[MeasuredPoint, ...] = ()  # oversubscribed points: not candidates
 
     @property
     def note(self) -> str:
         bits = []
         if self.tied:
-            bits.append("statistically tied with " + ", ".join(p.label for p in self.tied))
+            bits.append("statistically tied (Welch, p ≥ 0.05) with " + ", ".join(p.label for p in self.tied))
+        if self.apart:
+            bits.append(
+                f"{len(self.apart)} oversubscribed point(s) not ranked (more server threads than server "
+                f"CPUs): {', '.join(p.label for p in self.apart)}"
+            )
         if self.best.oversubscribed:
             bits.append(
                 f"oversubscribed: {self.best.threads} threads on {self.best.server_cpus} server CPU(s)"
@@ -95,7 +106,9 @@ def recommend(
     source = model_source(ctx)
     out = []
     groups = by_key(pts, lambda p: (p.host, p.workload))
-    for (host, wl), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1].sort_key())):
+    for (host, wl), every in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1].sort_key())):
+        group = usable(every) or every
+        apart = tuple(p for p in every if p not in group)
         best = peak(group)
         tied = tuple(
             sorted(
@@ -107,42 +120,52 @@ def recommend(
                 key=lambda p: -p.mean,
             )
         )
-        model_best = None
-        agrees = None
-        missing: tuple[str, ...] = ()
-        disagreements: list[str] = []
-        if source is not None:
-            modeled = [(p, ctx.prediction(p, source)) for p in group]
-            have = [(p, m) for p, m in modeled if m is not None]
-            if have:
-                mp, mm = max(have, key=lambda x: x[1].mean)
-                model_best = f"{mp.label} ({fmt_rate(mm.mean)} msg/s predicted)"
-                missing = _missing(modeled, source, why_missing or {})
-                agrees = (
-                    None
-                    if missing
-                    else mp is best or (best.est.known and mp.est.known and not above(best.est, mp.est))
-                )
-                for p, m in have:
-                    if p.est.known and (above(m.est, p.est) or above(p.est, m.est)):
-                        err = (m.mean - p.mean) / p.mean if p.mean else math.inf
-                        disagreements.append(
-                            f"{p.label}: model {fmt_est(m.est)} vs measured {fmt_est(p.est)} ({err:+.1%})"
-                        )
+        model_best, agrees, disagreements, missing = _model_view(ctx, source, group, why_missing or {})
         out.append(
             Recommendation(
-                host, wl, best, tied, len(group), source, model_best, agrees, tuple(disagreements), missing
+                host,
+                wl,
+                best,
+                tied,
+                len(group),
+                source,
+                model_best,
+                agrees,
+                tuple(disagreements),
+                missing,
+                apart,
             )
         )
     return out
 
 
-def _missing(
-    modeled: list[tuple[MeasuredPoint, ModelPrediction | None]],
-    source: str,
-    why: Mapping[tuple[str, str], str],
-) -> tuple[str, ...]:
-    """The designs (pattern/notifier) with a measured point and no ``source`` prediction for it, each with
-    why (``why``; else that there is none)."""
+def _model_view(
+    ctx: Context, source: str | None, group: list[MeasuredPoint], why: Mapping[tuple[str, str], str]
+) -> tuple[str | None, bool | None, list[str], tuple[str, ...]]:
+    """The model's first choice among the workload's candidates; whether it is the best or tied with it,
+    judged (not None) only where every candidate has a prediction from ``source`` (issue 43: not "among
+    modeled points"); every point where model and measurement lie outside each other's intervals; the
+    designs without a prediction, each with why (``why``; else that there is none)."""
+    if source is None:
+        return None, None, [], ()
+    modeled = [(p, ctx.prediction(p, source)) for p in group]
+    have = [(p, m) for p, m in modeled if m is not None]
+    if not have:
+        return None, None, [], ()
+    mp, mm = max(have, key=lambda x: x[1].mean)
     lacking = sorted({(p.pattern, p.notifier) for p, m in modeled if m is None})
-    return tuple(f"{pat}/{n} ({why.get((pat, n), f'no {source} prediction')})" for pat, n in lacking)
+    missing = tuple(f"{pat}/{n} ({why.get((pat, n), f'no {source} prediction')})" for pat, n in lacking)
+    data_best = peak([p for p, _ in have])
+    agrees = (
+        None
+        if missing
+        else mp is data_best or (data_best.est.known and mp.est.known and not above(data_best.est, mp.est))
+    )
+    disagreements = []
+    for p, m in have:
+        if p.est.known and (above(m.est, p.est) or above(p.est, m.est)):
+            err = (m.mean - p.mean) / p.mean if p.mean else math.inf
+            disagreements.append(
+                f"{p.label}: model {fmt_est(m.est)} vs measured {fmt_est(p.est)} ({err:+.1%})"
+            )
+    return f"{mp.label} ({fmt_rate(mm.mean)} msg/s predicted)", agrees, disagreements, missing

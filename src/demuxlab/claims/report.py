@@ -1,6 +1,7 @@
-"""``report/claims.csv``, ``report/recommendations.csv`` and ``report/claims.md`` of an experiment: the thin
-outer layer that reads the inputs (:mod:`demuxlab.claims.db`), calls the pure evaluation, and writes the
-three files (what ``demuxlab claims``, :mod:`demuxlab.cli.claims`, runs)."""
+"""``report/claims.csv``, ``report/recommendations.csv``, ``report/claims.md`` and ``report/claims.html`` (the
+same document as a page ``snakemake --report`` shows inline) of an experiment: the thin outer layer that
+reads the inputs (:mod:`demuxlab.claims.db`), calls the pure evaluation, and writes the files (what
+``demuxlab claims``, :mod:`demuxlab.cli.claims`, runs)."""
 
 from __future__ import annotations
 
@@ -31,10 +32,11 @@ def write_claims(
     extra_notes: Sequence[str] = (),
     why_missing: Mapping[tuple[str, str], str] | None = None,
 ) -> list[Path]:
-    """Evaluate every claim and the recommendation for ``spec`` from the database; write the three files
+    """Evaluate every claim and the recommendation for ``spec`` from the database; write the four files
     (``extra_notes``: more lines for claims.md's head, e.g. an adaptive sweep's model-only points;
     ``why_missing``: why a pattern × notifier has no calibration, for the recommendation's
     ``model_missing``)."""
+    from demuxlab import reporthtml
     from demuxlab.claims.db import load_inputs
     from demuxlab.report import write_csv
 
@@ -42,7 +44,12 @@ def write_claims(
     verdicts = evaluate_claims(inputs.points, inputs.predictions, inputs.facts)
     recs = recommend(inputs.points, inputs.predictions, why_missing)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / "claims.csv", out_dir / "recommendations.csv", out_dir / "claims.md"]
+    paths = [
+        out_dir / "claims.csv",
+        out_dir / "recommendations.csv",
+        out_dir / "claims.md",
+        out_dir / "claims.html",
+    ]
     write_csv([v.to_row() for v in verdicts], paths[0], CLAIM_FIELDS)
     write_csv([r.to_row() for r in recs], paths[1], RECOMMENDATION_FIELDS)
     notes = [f"experiment `{spec.name}` (spec {spec.sha256[:12]}), reproduces: {spec.reproduces}"]
@@ -53,7 +60,10 @@ def write_claims(
     if inputs.failed_points:
         notes.append(f"left out (no successful run): {', '.join(inputs.failed_points)}")
     notes += extra_notes
-    write_text_atomic(paths[2], render_markdown(spec.name, verdicts, recs, inputs.facts, notes) + "\n")
+    text = render_markdown(spec.name, verdicts, recs, inputs.facts, notes)
+    write_text_atomic(paths[2], text + "\n")
+    body = reporthtml.markdown(text.split("\n", 1)[1] if text.startswith("# ") else text)
+    write_text_atomic(paths[3], reporthtml.page(f"{spec.name}: seed claims and recommendations", [body]))
     return paths
 
 

@@ -115,7 +115,7 @@ def _s0_hsha_lt_worse(ctx: Context) -> Part:
         elif above(a.est, b.est):
             parts.append(Part(REFUTED, f"{wl}: HSHA's peak over epoll-lt is above its peak over select", ev))
         else:
-            parts.append(Part(INCONCLUSIVE, f"{wl}: the peaks' intervals overlap", ev))
+            parts.append(Part(INCONCLUSIVE, f"{wl}: the two peaks are tied (Welch's t-test, p ≥ 0.05)", ev))
     return combine(parts, need("HSHA over both select and epoll-lt", pts, ctx, work0=True))
 
 
@@ -136,7 +136,7 @@ def _s0_lf_beyond_11(ctx: Context) -> Part:
         elif all(above(lf[t].est, h[t].est) for t in common):
             parts.append(Part(HOLDS, f"{wl}: LF beats HSHA at every thread count {common}", ev))
         else:
-            parts.append(Part(INCONCLUSIVE, f"{wl}: intervals overlap at some of {common}", ev))
+            parts.append(Part(INCONCLUSIVE, f"{wl}: tied (Welch's t-test, p ≥ 0.05) at some of {common}", ev))
     over = [p for p in raw if p.threads > 11 and p.oversubscribed]
     if over and not parts:
         return Part(NOT_TESTABLE, f"needs ≥ 12 server CPUs for 12+ threads; {cores_note(over)}")
@@ -158,7 +158,7 @@ CLAIMS: tuple[Claim, ...] = (
         "000",
         "HSHA reaches its peak with fewer threads than LF (10 vs 13 threads).",
         "HSHA and LF over the same notifier and workload (closed loop), ≥ 3 thread counts each; a peak is "
-        "every thread count whose interval overlaps the best one's",
+        "every thread count Welch's t-test cannot tell from the best",
         _s0_hsha_peaks_earlier,
     ),
     Claim(

@@ -82,7 +82,9 @@ def _s1_lf_beats_hsha(ctx: Context) -> Part:
         elif all(above(lf[t].est, h[t].est) for t in common):
             parts.append(Part(HOLDS, f"{where}: LF beats HSHA at every common thread count {common}", ev))
         else:
-            parts.append(Part(INCONCLUSIVE, f"{where}: intervals overlap at some of {common}", ev))
+            parts.append(
+                Part(INCONCLUSIVE, f"{where}: tied (Welch's t-test, p ≥ 0.05) at some of {common}", ev)
+            )
     return combine(parts, need("HSHA and LF at a common thread count over one notifier", pts, ctx))
 
 

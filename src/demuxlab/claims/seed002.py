@@ -31,7 +31,7 @@ def _s2_wrong_architecture(ctx: Context) -> Part:
         elif all(above(h.est, r.est) for h in hsha):
             parts.append(Part(REFUTED, f"{where}: HSHA beats the reactor at every thread count", ev))
         else:
-            parts.append(Part(INCONCLUSIVE, f"{where}: intervals overlap", ev))
+            parts.append(Part(INCONCLUSIVE, f"{where}: tied (Welch's t-test, p ≥ 0.05)", ev))
     return combine(parts, need("HSHA and the reactor over one notifier", pts, ctx))
 
 
@@ -47,13 +47,19 @@ def _s2_distributed_scales(ctx: Context) -> Part:
         r = ratio(hi.est, lo.est)
         where = f"{design}, {wl}"
         ev = (f"{where}: {describe(lo)} → {describe(hi)}: {fmt_ratio(r)}",)
-        if r.lo is not None and r.lo > 1.0:
+        # the one decision (Welch): not "the ratio's interval excludes 1", which called differences the
+        # Ranking finds (overlapping 95 % intervals, p < 0.05) inconclusive
+        if above(hi.est, lo.est):
             parts.append(Part(HOLDS, f"{where}: t{lo.threads}→t{hi.threads} speed-up {fmt_ratio(r)}", ev))
-        elif r.hi is not None and r.hi < 1.0:
+        elif above(lo.est, hi.est):
             parts.append(Part(REFUTED, f"{where}: throughput falls from t{lo.threads} to t{hi.threads}", ev))
         else:
             parts.append(
-                Part(INCONCLUSIVE, f"{where}: t{lo.threads} and t{hi.threads} intervals overlap", ev)
+                Part(
+                    INCONCLUSIVE,
+                    f"{where}: t{lo.threads} and t{hi.threads} tied (Welch's t-test, p ≥ 0.05)",
+                    ev,
+                )
             )
     return combine(parts, need("a multireactor at ≥ 2 thread counts", pts, ctx))
 

@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 from dash import ALL, Input, Output, clientside_callback, dash_table, dcc, html
 
+from demuxlab import marks
 from demuxlab.dashboard import address, style
 from demuxlab.dashboard.data import DataUnavailable, NotFound, Store
 
@@ -38,7 +39,7 @@ def store() -> Store:
 # -- panels ---------------------------------------------------------------------------------------------
 
 
-def message(text: str | Sequence[Any], kind: str = "info", *, id: str | None = None) -> html.Div:
+def message(text: Any, kind: str = "info", *, id: str | None = None) -> html.Div:
     """A notice: ``info`` (nothing to show yet), ``warning`` (not found), ``error`` (database)."""
     props: dict[str, Any] = {"className": f"dlx-msg dlx-msg-{kind}", "role": "status"}
     if id is not None:
@@ -139,6 +140,19 @@ def page_layout(
     return wrap
 
 
+def shared_machine_panel(hosts: Sequence[str], validation: bool = False) -> html.Div | None:
+    """The warning over a page whose runs ran on hosts sharing one machine's CPUs (the test cluster): not
+    performance data, and (``validation``) a model comparison that is not a validation. None: no such run."""
+    if not hosts:
+        return None
+    text = (
+        f"These runs ran on hosts that share one machine's CPUs ({', '.join(hosts)}: the test cluster): they "
+        "are not performance data. They show that the pipeline works, not how the designs perform"
+    )
+    text += "; the model comparison below is not a validation of the models." if validation else "."
+    return message(text, "warning", id="frame-shared-machine")
+
+
 def empty_database_panel() -> html.Div:
     return message(
         [
@@ -219,7 +233,8 @@ def table_block(
     page_size: int = 15,
     markdown: Sequence[str] = (),
 ) -> Any:
-    """A sortable, filterable table with CSV export."""
+    """A sortable, filterable table with CSV export that fits the page (1,400 px): headers and cells wrap
+    (long ids break anywhere), numbers in 4 significant digits (:func:`table_props`)."""
     frame = frame if frame is not None else pd.DataFrame()
     return dash_table.DataTable(  # type: ignore[attr-defined]
         id=table_id,
@@ -229,25 +244,56 @@ def table_block(
         filter_action="native",
         export_format="csv",
         export_headers="ids",
-        style_table={"overflowX": "auto"},
-        style_cell={"fontFamily": style.FONT, "fontSize": 13, "padding": "4px 8px", "textAlign": "left"},
-        style_header={"fontWeight": 600, "backgroundColor": "#f1f3f5"},
+        style_table={"overflowX": "auto", "maxWidth": "100%"},
+        style_cell={
+            "fontFamily": style.FONT,
+            "fontSize": 12,
+            "padding": "3px 6px",
+            "textAlign": "left",
+            "whiteSpace": "normal",
+            "height": "auto",
+            "minWidth": "44px",
+            "maxWidth": "300px",
+            "overflowWrap": "anywhere",
+        },
+        # headers break between words only ("mean msgs per s"), never inside one
+        style_header={
+            "fontWeight": 600,
+            "backgroundColor": "#f1f3f5",
+            "whiteSpace": "normal",
+            "height": "auto",
+            "overflowWrap": "normal",
+        },
         markdown_options={"link_target": "_self"},
     )
 
 
 def table_props(frame: pd.DataFrame, *, markdown: Sequence[str] = ()) -> dict[str, Any]:
-    """``data`` and ``columns`` for a DataTable from a frame (timestamps and documents as text)."""
+    """``data`` and ``columns`` for a DataTable from a frame: timestamps and documents as text, numbers in
+    4 significant digits (0.002055, 2664; never 0.002055370354682793), headers with spaces where the column
+    has underscores (so they wrap; the CSV export keeps the ids)."""
     out = frame.copy()
     for col in out.columns:
         if pd.api.types.is_datetime64_any_dtype(out[col]):
             out[col] = out[col].dt.strftime("%Y-%m-%d %H:%M:%S")
+        elif pd.api.types.is_float_dtype(out[col]):
+            out[col] = [marks.sig(v) for v in out[col]]
         elif out[col].dtype == object:
             out[col] = out[col].map(_cell)
     columns = [
-        {"name": c, "id": c, **({"presentation": "markdown"} if c in markdown else {})} for c in out.columns
+        {"name": str(c).replace("_", " "), "id": c, **({"presentation": "markdown"} if c in markdown else {})}
+        for c in out.columns
     ]
     return {"data": out.to_dict("records"), "columns": columns}
+
+
+def sig_frame(frame: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """``frame`` with its float columns in ``digits`` significant digits."""
+    out = frame.copy()
+    for col in out.columns:
+        if pd.api.types.is_float_dtype(out[col]):
+            out[col] = [marks.sig(v, digits) for v in out[col]]
+    return out
 
 
 def _cell(v: Any) -> Any:
@@ -257,8 +303,8 @@ def _cell(v: Any) -> Any:
         return json.dumps(v, sort_keys=True)
     if hasattr(v, "isoformat"):
         return v.strftime("%Y-%m-%d %H:%M:%S") if hasattr(v, "strftime") else v.isoformat()
-    if isinstance(v, float) and v != v:
-        return None
+    if isinstance(v, float):
+        return marks.sig(v)
     return v if isinstance(v, int | float | bool | str) else str(v)
 
 

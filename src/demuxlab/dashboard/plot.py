@@ -9,6 +9,7 @@ grids itself; :meth:`Fig.to_dict` is what ``dcc.Graph(figure=…)`` takes. Plotl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,8 +168,11 @@ class Fig:
         annotation_text: str | None = None,
         row: int = 1,
         col: int = 1,
+        log: bool = False,
         **_: Any,
     ) -> None:
+        """A horizontal line across a panel at ``y``, labelled at its right end (``log``: the panel's y axis
+        is a log axis, where Plotly places an annotation at the log of its value, a shape at the value)."""
         n = self._index(row, col)
         xa = self.layout[self._name("xaxis", n)]["domain"]
         yref = self._ref("y", n)
@@ -191,11 +195,12 @@ class Fig:
                     "xref": "paper",
                     "yref": yref,
                     "x": xa[1],
-                    "y": y,
+                    "y": math.log10(y) if log and y > 0 else y,
                     "xanchor": "right",
                     "yanchor": "bottom",
                     "showarrow": False,
                     "font": {"size": 11},
+                    "bgcolor": "rgba(255,255,255,0.85)",  # readable over a bar it crosses
                 }
             )
 

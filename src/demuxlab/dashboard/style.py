@@ -1,60 +1,49 @@
-"""One look for every page, from one place: a colour per pattern (Okabe & Ito's colour-blind-safe palette),
-a line dash and a marker symbol per notifier, a dash per model source, and the layout every figure starts
-from. The patterns and notifiers are :mod:`demuxlab.vocab`'s, in its order; every page (Sweep, Compare,
-Operations, Ranking, History, Model) colours a pattern and marks a notifier through these functions only."""
+"""One look for every page, from one place: the marks of :mod:`demuxlab.marks` (a colour per pattern, a
+line dash and a marker symbol per notifier, a dash per model source, the interval rule), which the report's
+static figures draw too, as Plotly takes them, and the layout every figure starts from. Every page (Sweep,
+Compare, Operations, Ranking, History, Model) colours a pattern and marks a notifier through these
+functions only."""
 
 from __future__ import annotations
 
 import zlib
 from typing import Any
 
-from demuxlab.vocab import NOTIFIERS, PATTERNS, SOURCE_CALIBRATION, SOURCE_PAPER
+from demuxlab import marks
+from demuxlab.marks import OKABE_ITO, PATTERN_COLOUR, SOURCE_LABEL
+from demuxlab.vocab import NOTIFIERS, SOURCE_CALIBRATION, SOURCE_PAPER
 
-# Okabe & Ito (2008), "Color Universal Design": distinguishable under the common colour-vision deficiencies.
-OKABE_ITO: tuple[str, ...] = (
-    "#0072B2",  # blue
-    "#E69F00",  # orange
-    "#009E73",  # bluish green
-    "#CC79A7",  # reddish purple
-    "#D55E00",  # vermillion
-    "#56B4E9",  # sky blue
-    "#000000",  # black
-    "#999999",  # grey (the palette's ninth; its yellow #F0E442 does not read as a line on white)
-)
-# Plotly's six line dashes and six distinct marker symbols: one each per notifier of the vocabulary.
-DASHES: tuple[str, ...] = ("dot", "dashdot", "solid", "dash", "longdash", "longdashdot")
-SYMBOLS: tuple[str, ...] = ("circle", "square", "diamond", "triangle-up", "x", "star")
-# Bar fill patterns (bars have no dash or marker): one per notifier.
-HATCHES: tuple[str, ...] = ("", "/", "x", "-", "|", "+")
+__all__ = ["OKABE_ITO", "PATTERN_COLOUR", "SOURCE_LABEL"]
 
-# A pattern's colour is its place in vocab.PATTERNS: the same pattern has the same colour on every page and
-# in every experiment, whichever patterns a figure happens to show.
-PATTERN_COLOUR: dict[str, str] = dict(zip(PATTERNS, OKABE_ITO, strict=False))
-NOTIFIER_DASH: dict[str, str] = dict(zip(NOTIFIERS, DASHES, strict=False))
-NOTIFIER_SYMBOL: dict[str, str] = dict(zip(NOTIFIERS, SYMBOLS, strict=False))
-NOTIFIER_HATCH: dict[str, str] = dict(zip(NOTIFIERS, HATCHES, strict=False))
-# The two model sources: the paper's rates and the calibrated ones, in dash patterns no notifier uses
-# (Plotly's six named dashes are the notifiers'): a model line never reads as a measured series.
-SOURCE_DASH: dict[str, str] = {SOURCE_PAPER: "10px,3px,2px,3px,2px,3px", SOURCE_CALIBRATION: "2px,5px"}
-SOURCE_LABEL: dict[str, str] = {
-    SOURCE_PAPER: "model, paper rates",
-    SOURCE_CALIBRATION: "model, calibrated rates",
+#: The palette for values that are not patterns (a notifier or a work value the user colours by): as many
+#: distinct colours as the vocabulary has patterns, then by a stable hash.
+PALETTE: tuple[str, ...] = marks.colours(max(len(PATTERN_COLOUR), 12))
+NOTIFIER_DASH: dict[str, str] = {n: marks.plotly_dash(marks.notifier_dash(n)) for n in NOTIFIERS}
+NOTIFIER_SYMBOL: dict[str, str] = dict(marks.NOTIFIER_SYMBOL)
+NOTIFIER_HATCH: dict[str, str] = dict(marks.NOTIFIER_HATCH)
+# The two model sources, in dash patterns no notifier uses: a model line never reads as a measured series.
+SOURCE_DASH: dict[str, str] = {
+    SOURCE_PAPER: marks.plotly_dash(marks.SOURCE_DASHES[SOURCE_PAPER]),
+    SOURCE_CALIBRATION: marks.plotly_dash(marks.SOURCE_DASHES[SOURCE_CALIBRATION]),
 }
 
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 TEMPLATE = "plotly_white"
 FAILED = "#D55E00"
 OK = "#009E73"
-MUTED = "#6c757d"
+MUTED = marks.MUTED
+GREY = marks.GREY
 REGRESSION = "#D55E00"
 IMPROVEMENT = "#0072B2"
+#: The ring drawn round a point whose server threads outnumber its server's CPUs.
+OVERSUBSCRIBED = marks.OVERSUBSCRIBED_COLOUR
 
 
 def beside(colour: str) -> str:
     """The colour of marks drawn over a series of ``colour`` that are not that series (the SSA's points on
-    the what-if's curve): black, or the palette's grey where the series is itself black (the multireactor),
-    so the two never read as one."""
-    return OKABE_ITO[-1] if colour == "#000000" else "#000000"
+    the what-if's curve): black, or grey where the series is itself black (the multireactor), so the two
+    never read as one."""
+    return GREY if colour.upper() == "#000000" else "#000000"
 
 
 def colour_for(value: Any, order: list[Any] | None = None) -> str:
@@ -63,8 +52,8 @@ def colour_for(value: Any, order: list[Any] | None = None) -> str:
     if isinstance(value, str) and value in PATTERN_COLOUR:
         return PATTERN_COLOUR[value]
     if order is not None and value in order:
-        return OKABE_ITO[order.index(value) % len(OKABE_ITO)]
-    return OKABE_ITO[zlib.crc32(str(value).encode()) % len(OKABE_ITO)]
+        return PALETTE[order.index(value) % len(PALETTE)]
+    return PALETTE[zlib.crc32(str(value).encode()) % len(PALETTE)]
 
 
 def dash_for(notifier: Any) -> str:
@@ -77,6 +66,13 @@ def symbol_for(notifier: Any) -> str:
 
 def hatch_for(notifier: Any) -> str:
     return NOTIFIER_HATCH.get(str(notifier), "")
+
+
+def symbol_of(value: Any, order: list[Any]) -> str:
+    """The marker of a value that is not a notifier (a thread count telling two series of one colour apart),
+    by its place in ``order``."""
+    shapes = [s for s, _ in marks.SYMBOLS]
+    return shapes[order.index(value) % len(shapes)] if value in order else shapes[0]
 
 
 def rgba(hex_colour: str, alpha: float) -> str:
@@ -95,7 +91,22 @@ def base_layout(**extra: Any) -> dict[str, Any]:
         # no gap between legend groups (a series groups its band, residual and model traces): every entry
         # is then one line high, which base.legend_height sizes the figure for
         "legend": {"orientation": "v", "tracegroupgap": 0},
-        "colorway": list(OKABE_ITO),
+        "colorway": list(PALETTE),
     }
     layout.update(extra)
     return layout
+
+
+def log_axis(lo: float, hi: float, unit: str = "") -> dict[str, Any]:
+    """A log axis from ``lo`` to ``hi`` with ticks at 1, 2 and 5 of each decade, each labelled as a number
+    (:func:`demuxlab.marks.log_ticks`)."""
+    import math
+
+    vals, text = marks.log_ticks(lo, hi, unit)
+    return {
+        "type": "log",
+        "range": [math.log10(lo), math.log10(hi)],
+        "tickmode": "array",
+        "tickvals": vals,
+        "ticktext": text,
+    }

@@ -208,7 +208,7 @@ def _predict(
     work_us: float,
     connections: int,
     method: str,
-    host: tuple[int | None, int | None],
+    host: tuple[int | None, ...],
 ) -> tuple[float, float | None, bool]:
     """One prediction; cached, since the solvers are deterministic (the SSA's seed is fixed) and the
     what-if asks the same points again as the user moves one control. ``rates`` is the models' own
@@ -232,12 +232,17 @@ def _predict(
     return p.throughput_msgs_per_s, p.ci_halfwidth_rel, p.settled
 
 
-def _host(rates: Any, host: tuple[int | None, int | None]) -> Any:
-    """The models' Host from the what-if's (server cores, client threads)."""
+def _host(rates: Any, host: tuple[int | None, ...]) -> Any:
+    """The models' Host from the what-if's (server cores, client threads[, client cores]): as the workflow's
+    predictions take it from a point's runs (:meth:`demuxlab.validation.prediction.ModelPoint.host`), so
+    that the what-if at an experiment's inputs draws what the stored predictions say."""
     from demuxlab.ctmc.rates import Host
 
-    cores, clients = host
-    return Host(cores=cores, client_threads=(clients or 1) if rates.has_client else None)
+    cores, clients = host[0], host[1]
+    client_cores = host[2] if len(host) > 2 else None
+    if not rates.has_client:
+        return Host(cores=cores)
+    return Host(cores=cores, client_threads=clients or 1, client_cores=client_cores)
 
 
 def out_of_range(pattern: str, threads: list[int]) -> list[int]:
@@ -266,7 +271,7 @@ def predict_curve(
     work_us: float,
     connections: int,
     method: str,
-    host: tuple[int | None, int | None] = (None, None),
+    host: tuple[int | None, ...] = (None, None),
 ) -> pd.DataFrame:
     """Per thread count the pattern runs: the throughput, its CI (SSA), whether the solver settled
     (``settled`` false: a fluid that did not settle; its throughput is NaN, as it answers nothing) and the
@@ -286,7 +291,7 @@ def _predict_small(
     threads: int,
     work_us: float,
     connections: int,
-    host: tuple[int | None, int | None],
+    host: tuple[int | None, ...],
 ) -> tuple[float | None, bool]:
     """(the exact throughput where the chain is small, else None; whether it was left for its states, which
     only grow with more threads): :func:`demuxlab.ctmc.predict.predict_small`, cached as :func:`_predict`."""
@@ -310,7 +315,7 @@ def quick_curve(
     threads: list[int],
     work_us: float,
     connections: int,
-    host: tuple[int | None, int | None] = (None, None),
+    host: tuple[int | None, ...] = (None, None),
 ) -> pd.DataFrame:
     """The what-if's model curve: the exact solution where the chain is small (few connections:
     there the fluid approximation can be 20–100 % off, or not settle at all), the fluid elsewhere; the
@@ -379,3 +384,8 @@ def unsettled_note(fluid: pd.DataFrame) -> str | None:
         f"The fluid approximation does not settle at {', '.join(map(str, stalled))} thread(s): too few "
         "connections per thread to treat as a fluid. Left out of its curve; the SSA stands there."
     )
+
+
+def thread_ranges() -> dict[str, tuple[int, int]]:
+    """Each modelled pattern's thread range (the what-if's defaults span it)."""
+    return {p: (min_threads(p), max_threads(p)) for p in model_patterns()}

@@ -277,12 +277,18 @@ class RemoteLauncher(Launcher):
                 persistent += p
             waited = time.monotonic() - t0
             if not transient or waited >= self.noise_wait_s:
+                shared = [h.name for h in (self.pair.server, self.pair.client) if h.cpus_shared]
+                persistent += [
+                    f"{h}: CPUs shared with other hosts of one machine (test cluster)" for h in shared
+                ]
                 reasons = transient + persistent
                 return {
                     "flagged": bool(reasons),
                     "reasons": reasons,
                     "waited_s": round(waited, 3),
                     "hosts": seen,
+                    # not performance data: the dashboard and the report say so (CONTRACTS.md §5)
+                    "cpus_shared": shared,
                 }
             time.sleep(min(self.noise_poll_s, max(0.0, self.noise_wait_s - waited)))
 

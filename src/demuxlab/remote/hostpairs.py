@@ -37,6 +37,9 @@ class Host:
     cpus: str | None = None  # the CPU set the host may use, if the inventory restricts it
     become: bool = False
     ssh_options: tuple[tuple[str, str], ...] = ()  # from the inventory's ansible_ssh_common_args
+    # The inventory's demuxlab_cpus_shared: the host's CPUs are shared with other hosts of one machine (the
+    # test cluster): its runs are not performance data (the run record's noise says so).
+    cpus_shared: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -143,6 +146,7 @@ def _from_inventory(path: Path) -> PairsSource:
                     cpus=_cpus_text(side.cpus),
                     become=bool(side.become),
                     ssh_options=tuple(host_options(side.vars).items()),
+                    cpus_shared=bool(side.vars.get("demuxlab_cpus_shared", False)),
                 )
             )
         pairs.append(ClusterPair(name=spec.name, server=hosts[0], client=hosts[1]))

@@ -16,11 +16,12 @@ one calibration per (pattern, notifier) and one validation row per point.
 
 The modelled patterns are those the CTMC package has models of (:func:`demuxlab.ctmc.registry.patterns`).
 A (pattern, notifier) that cannot be calibrated (every calibration run failed, or its timings are unusable)
-is not an error of the workflow: the outcome carries the reason, the predictions of its points are made
-from the paper's rates only, and the validation table leaves the calibrated columns empty. Points the
-models do not describe are skipped with a reason: open-loop load (the models are closed: every connection
-always has its next request), and a fluid prediction that did not settle; zero work is predicted (an instant
-work step).
+is not an error of the workflow: the outcome carries the reason (and the database keeps it, with the
+self-check, as a ``calibrations`` row of method ``refused``: :func:`demuxlab.validation.store.save_refusal`,
+so the dashboard says why a model line is missing), the predictions of its points are made from the
+paper's rates only, and the validation table leaves the calibrated columns empty. Points the models do not
+describe are skipped with a reason: open-loop load (the models are closed: every connection always has its
+next request), and a fluid prediction that did not settle; zero work is predicted (an instant work step).
 
 The package is split by concern; the pure modules take and return plain values:
 
@@ -44,7 +45,7 @@ from __future__ import annotations
 
 from demuxlab.validation.calibration import CalibrationOutcome, CalibrationRun, Fit
 from demuxlab.validation.db import model_points
-from demuxlab.validation.plot import MODEL_STYLES, plot_validation
+from demuxlab.validation.plot import plot_validation
 from demuxlab.validation.prediction import ModelPoint
 from demuxlab.validation.rows import SUMMARY_FIELDS, VALIDATION_FIELDS, summarize_errors
 from demuxlab.validation.stages import (
@@ -57,7 +58,6 @@ from demuxlab.validation.stages import (
 )
 
 __all__ = [
-    "MODEL_STYLES",
     "SUMMARY_FIELDS",
     "VALIDATION_FIELDS",
     "CalibrationOutcome",

@@ -156,6 +156,32 @@ def save_fit(fit: Fit, url: str | None = None) -> int:
     )
 
 
+def save_refusal(fit: Fit, spec: Spec, url: str | None = None) -> int:
+    """Store why ``fit`` was not fitted (:func:`.store.save_refusal`); returns the row's id."""
+    from demuxlab.validation.store import save_refusal
+
+    o = fit.outcome
+    return save_refusal(
+        o.pattern,
+        o.notifier,
+        o.source_runs,
+        experiment=spec.name,
+        spec_sha256=spec.sha256,
+        error=o.error or "not fitted",
+        self_check=o.self_check,
+        hardware_class=o.hardware_class,
+        url=url,
+    )
+
+
+def clear_refusal(fit: Fit, spec: Spec, url: str | None = None) -> None:
+    """Forget an earlier refusal of what ``fit`` has now fitted (:func:`.store.clear_refusal`)."""
+    from demuxlab.validation.store import clear_refusal
+
+    o = fit.outcome
+    clear_refusal(o.pattern, o.notifier, spec_sha256=spec.sha256, hardware_class=o.hardware_class, url=url)
+
+
 def model_points(spec: Spec, url: str | None = None) -> list[ModelPoint]:
     """The experiment's measured (not calibration) points of the modelled patterns, by key."""
     from sqlalchemy import select
@@ -274,3 +300,38 @@ def measured_summary(spec: Spec, url: str | None = None) -> list[dict[str, Any]]
     from demuxlab.report import load_rows, summarize
 
     return summarize(load_rows(spec.name, spec.sha256, url))
+
+
+def shared_hosts(spec: Spec, url: str | None = None) -> list[str]:
+    """The hosts whose CPUs the experiment's runs shared with others of one machine (the test cluster):
+    :func:`demuxlab.report.shared_hosts`."""
+    from demuxlab.report import load_rows, shared_hosts
+
+    return shared_hosts(load_rows(spec.name, spec.sha256, url))
+
+
+def refusals(spec: Spec, url: str | None = None) -> list[dict[str, Any]]:
+    """The experiment's calibrations that were not fitted (:func:`.store.save_refusal`): pattern, notifier,
+    hardware class, why, and the self-check."""
+    from sqlalchemy import select
+
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import Calibration
+    from demuxlab.validation.store import REFUSED
+
+    with session(url) as s:
+        rows = s.scalars(
+            select(Calibration)
+            .where(Calibration.method == REFUSED, Calibration.artifacts["spec_sha256"].astext == spec.sha256)
+            .order_by(Calibration.pattern, Calibration.notifier)
+        ).all()
+        return [
+            {
+                "pattern": r.pattern,
+                "notifier": r.notifier,
+                "hardware_class": (r.artifacts or {}).get("hardware_class"),
+                "error": (r.artifacts or {}).get("error"),
+                "self_check": (r.artifacts or {}).get("self_check") or [],
+            }
+            for r in rows
+        ]

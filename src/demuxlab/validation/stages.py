@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from demuxlab import marks
 from demuxlab.spec import Spec, calibration_points
 from demuxlab.validation import db, files
 from demuxlab.validation.calibration import (
@@ -34,7 +35,8 @@ from demuxlab.vocab import METHOD_SSA
 
 def calibrate_experiment(spec: Spec, url: str | None = None) -> list[CalibrationOutcome]:
     """Fit and store one calibration per (pattern, notifier) of the spec's calibration points and hardware
-    class of their runs."""
+    class of their runs; one that is not fitted is stored as a refusal with its reason
+    (:func:`demuxlab.validation.store.save_refusal`)."""
     wanted = {(p.pattern, p.notifier) for p in calibration_points(spec)}
     if not wanted:  # no calibration runs (calibration.repeats 0): nothing to fit, nothing to wait for
         return []
@@ -45,7 +47,13 @@ def calibrate_experiment(spec: Spec, url: str | None = None) -> list[Calibration
         fit = fit_calibration(
             key, runs.get(key, []), failed.get(key, 0), spec.name, spec.sha256, plain.get(key, [])
         )
-        outcomes.append(fit.outcome if fit.rates is None else fit.stored(db.save_fit(fit, url)))
+        if fit.rates is None:
+            # stored too (its reason, its self-check): the dashboard says why a model line is missing
+            db.save_refusal(fit, spec, url)
+            outcomes.append(fit.outcome)
+        else:
+            db.clear_refusal(fit, spec, url)
+            outcomes.append(fit.stored(db.save_fit(fit, url)))
     return outcomes
 
 
@@ -124,17 +132,22 @@ def validation_rows(spec: Spec, method: str = METHOD_SSA, url: str | None = None
 def write_validation(
     spec: Spec, out_dir: Path, method: str = METHOD_SSA, url: str | None = None
 ) -> list[Path]:
-    """``validation.csv`` (per point), ``validation_summary.csv`` (per pattern/notifier/source) and
-    ``validation.png`` for ``spec``, from the database."""
+    """``validation.csv`` (per point), ``validation_summary.csv`` (per pattern/notifier/source),
+    ``validation.png`` and ``validation.html`` (the figure and the tables, with what was validated and what
+    was refused, shown inline by ``snakemake --report``) for ``spec``, from the database."""
     from demuxlab.validation.plot import plot_validation
 
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = validation_rows(spec, method, url)
-    table, summary, figure = (
+    table, summary, figure, page = (
         out_dir / "validation.csv",
         out_dir / "validation_summary.csv",
         out_dir / "validation.png",
+        out_dir / "validation.html",
     )
     files.write_tables(rows, table, summary)
-    plot_validation(rows, f"{spec.name} ({spec.reproduces})", figure)
-    return [table, summary, figure]
+    shared = db.shared_hosts(spec, url)
+    note = "not a validation: the runs shared one machine's CPUs (test cluster)" if shared else None
+    plot_validation(rows, marks.figure_title(spec.name, spec.reproduces), figure, note=note)
+    files.write_page(page, spec.name, rows, db.refusals(spec, url), figure.read_bytes(), method, shared)
+    return [table, summary, figure, page]

@@ -64,6 +64,96 @@ def save_calibration(
         return int(row.id)
 
 
+#: The ``method`` of a calibration row that records a refusal (or a pair without a successful run) instead of
+#: rates: its ``rates`` are empty, its ``artifacts`` say why (``error``) and hold the self-check
+#: (``self_check``), so that a reader of the database (the dashboard) can say where a model line is missing
+#: and why. No prediction ever references one.
+REFUSED = "refused"
+
+
+def save_refusal(
+    pattern: str,
+    notifier: str,
+    source_runs: Sequence[str],
+    *,
+    experiment: str,
+    spec_sha256: str,
+    error: str,
+    self_check: Sequence[dict[str, Any]] = (),
+    hardware_class: str | None = None,
+    url: str | None = None,
+) -> int:
+    """Record that an experiment's calibration of ``pattern``/``notifier`` (and hardware class) was not
+    fitted, and why; one row per experiment, pair and class, replaced when stored again. Returns its id."""
+    from sqlalchemy import select
+
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import Calibration
+
+    artifacts: dict[str, Any] = {
+        "experiment": experiment,
+        "spec_sha256": spec_sha256,
+        "error": error,
+        "self_check": list(self_check),
+        **({"hardware_class": hardware_class} if hardware_class is not None else {}),
+    }
+    with session(url) as s:
+        row = next(
+            (
+                r
+                for r in s.scalars(
+                    select(Calibration)
+                    .where(
+                        Calibration.pattern == pattern,
+                        Calibration.notifier == notifier,
+                        Calibration.method == REFUSED,
+                        Calibration.artifacts["spec_sha256"].astext == spec_sha256,
+                    )
+                    .with_for_update()
+                )
+                if (r.artifacts or {}).get("hardware_class") == hardware_class
+            ),
+            None,
+        )
+        runs = sorted(str(r) for r in source_runs)
+        if row is None:
+            row = Calibration(
+                pattern=pattern, notifier=notifier, method=REFUSED, rates={}, source_runs=runs, artifacts={}
+            )
+            s.add(row)
+        row.source_runs = runs
+        row.artifacts = artifacts
+        s.flush()
+        return int(row.id)
+
+
+def clear_refusal(
+    pattern: str,
+    notifier: str,
+    *,
+    spec_sha256: str,
+    hardware_class: str | None = None,
+    url: str | None = None,
+) -> None:
+    """Forget an experiment's refused calibration of a pair and class (it has been fitted since)."""
+    from sqlalchemy import select
+
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import Calibration
+
+    with session(url) as s:
+        for r in s.scalars(
+            select(Calibration).where(
+                Calibration.pattern == pattern,
+                Calibration.notifier == notifier,
+                Calibration.method == REFUSED,
+                Calibration.artifacts["spec_sha256"].astext == spec_sha256,
+            )
+        ):
+            if (r.artifacts or {}).get("hardware_class") == hardware_class:
+                s.delete(r)
+
+
 def load_calibration(calibration_id: int, url: str | None = None) -> tuple[str, str, Rates]:
     """(pattern, notifier, rates) of a stored calibration."""
     from demuxlab.db.engine import session

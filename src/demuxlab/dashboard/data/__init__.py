@@ -240,3 +240,19 @@ def experiment_detail(conn: Connection, exp: ExperimentRef) -> dict[str, Any]:
         {"id": exp.id},
     ).one()
     return dict(row._mapping)
+
+
+def newest_experiments(conn: Connection, limit: int = 2) -> list[ExperimentRef]:
+    """The experiments made last (newest first), as the dropdowns name them."""
+    rows = conn.execute(
+        text(
+            """
+            SELECT e.id, e.name, e.spec_sha256,
+                   NOT EXISTS (SELECT 1 FROM experiments o WHERE o.name = e.name
+                               AND (o.created_at, o.id) > (e.created_at, e.id)) AS newest
+            FROM experiments e ORDER BY e.created_at DESC, e.id DESC LIMIT :n
+            """
+        ),
+        {"n": limit},
+    ).fetchall()
+    return [ExperimentRef(int(r.id), str(r.name), str(r.spec_sha256), bool(r.newest)) for r in rows]

@@ -36,8 +36,9 @@ def experiments(conn: Connection) -> pd.DataFrame:
 
 
 def progress(conn: Connection, exp: ExperimentRef) -> dict[str, Any]:
-    """Runs done / failed, the plan (runs expected, points cut), times and pace, the latest runs and the
-    failures by reason: the facts :func:`demuxlab.dashboard.figures.experiments.status` judges."""
+    """Runs done / failed, the plan (runs expected, points cut), times and pace, the latest runs (with their
+    design; calibration runs flagged), each design's latest run and the failures by reason: the facts
+    :func:`demuxlab.dashboard.figures.experiments.status` judges."""
     detail = experiment_detail(conn, exp)
     counts = conn.execute(
         text(
@@ -54,10 +55,22 @@ def progress(conn: Connection, exp: ExperimentRef) -> dict[str, Any]:
     latest = frame(
         conn,
         """
-        SELECT r.run_id, r.status, r.failure_reason, r.throughput_msgs_per_s, r.started_at, r.finished_at,
-               r.ingested_at, p.point_key
+        SELECT r.run_id::text AS run_id, r.status, r.failure_reason, r.throughput_msgs_per_s, r.started_at,
+               r.finished_at, r.ingested_at, p.point_key, p.pattern, p.notifier, p.threads, p.instrument
         FROM runs r JOIN points p ON p.id = r.point_id
-        WHERE p.experiment_id = :id ORDER BY r.ingested_at DESC, r.started_at DESC LIMIT 10
+        WHERE p.experiment_id = :id ORDER BY r.ingested_at DESC, r.started_at DESC LIMIT 40
+        """,
+        {"id": exp.id},
+    )
+    per_design = frame(
+        conn,
+        """
+        SELECT DISTINCT ON (p.pattern, p.notifier)
+               p.pattern, p.notifier, p.threads, r.throughput_msgs_per_s, r.status,
+               coalesce(r.finished_at, r.ingested_at) AS finished, r.run_id::text AS run_id
+        FROM runs r JOIN points p ON p.id = r.point_id
+        WHERE p.experiment_id = :id AND NOT p.instrument
+        ORDER BY p.pattern, p.notifier, r.ingested_at DESC, r.started_at DESC
         """,
         {"id": exp.id},
     )
@@ -80,6 +93,7 @@ def progress(conn: Connection, exp: ExperimentRef) -> dict[str, Any]:
         "last_ingested": counts.last_ingested,
         "wall_p90_s": None if counts.wall_p90_s is None else float(counts.wall_p90_s),
         "latest": latest,
+        "per_design": per_design,
         "reasons": reasons,
     }
 

@@ -7,7 +7,7 @@ from sqlalchemy import Connection, text
 
 from demuxlab.dashboard import address
 from demuxlab.dashboard.data import POINT_COLUMNS, NotFound, frame
-from demuxlab.dashboard.data.points import BUILD
+from demuxlab.dashboard.data.points import BUILD, SERVER_CPUS
 
 _OK = "r.status = 'ok' AND r.throughput_msgs_per_s IS NOT NULL"
 
@@ -46,7 +46,7 @@ def points(conn: Connection, name: str) -> pd.DataFrame:
                         '{{}}') AS values,
                coalesce(array_agg(r.run_id::text ORDER BY r.started_at) FILTER (WHERE {_OK}),
                         '{{}}') AS run_ids,
-               min(r.started_at) AS first_started
+               min(r.started_at) AS first_started, {SERVER_CPUS} AS server_cpus
         FROM experiments e JOIN points p ON p.experiment_id = e.id JOIN runs r ON r.point_id = p.id
         WHERE e.name = :name AND NOT p.instrument
         GROUP BY e.id, {BUILD}, p.id, r.hardware_class

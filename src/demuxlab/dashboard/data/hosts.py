@@ -53,3 +53,26 @@ def host_usage(conn: Connection, host_id: int) -> pd.DataFrame:
         """,
         {"id": host_id},
     )
+
+
+def core_use(conn: Connection, host_id: int) -> dict[int, dict[str, int]]:
+    """CPU → {"server": runs, "client": runs}: which of the host's CPUs each role was pinned to, over the
+    runs that used the host (CONTRACTS.md §5, ``pinning.server_cpus`` / ``client_cpus``)."""
+    rows = conn.execute(
+        text(
+            """
+            SELECT cpu::int AS cpu, side, count(*) AS runs FROM (
+                SELECT jsonb_array_elements_text(r.pinning->'server_cpus') AS cpu, 'server' AS side
+                FROM runs r WHERE r.server_host_id = :id AND jsonb_typeof(r.pinning->'server_cpus') = 'array'
+                UNION ALL
+                SELECT jsonb_array_elements_text(r.pinning->'client_cpus'), 'client'
+                FROM runs r WHERE r.client_host_id = :id AND jsonb_typeof(r.pinning->'client_cpus') = 'array'
+            ) u GROUP BY 1, 2
+            """
+        ),
+        {"id": host_id},
+    ).fetchall()
+    out: dict[int, dict[str, int]] = {}
+    for r in rows:
+        out.setdefault(int(r.cpu), {})[str(r.side)] = int(r.runs)
+    return out

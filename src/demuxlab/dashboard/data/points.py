@@ -19,6 +19,12 @@ from demuxlab.dashboard.data import POINT_COLUMNS, ExperimentRef, frame
 #: A run's server build: the binary's SHA-256, else the image's digest (CONTRACTS.md §5, ``artifacts``).
 BUILD = "coalesce(r.server_artifact->>'sha256', r.server_artifact->>'digest')"
 _OK = "r.status = 'ok' AND r.throughput_msgs_per_s IS NOT NULL"
+#: The fewest CPUs a point's runs pinned the server to (CONTRACTS.md §5, ``pinning.server_cpus``): a point
+#: whose threads outnumber them is oversubscribed (NULL: no run says).
+SERVER_CPUS = (
+    "min(CASE WHEN jsonb_typeof(r.pinning->'server_cpus') = 'array' "
+    "THEN jsonb_array_length(r.pinning->'server_cpus') END)"
+)
 
 
 def measured(
@@ -31,7 +37,8 @@ def measured(
     latency: bool = False,
 ) -> pd.DataFrame:
     """Per measured point × hardware class (× build with ``by_build``): the point's parameters, runs ok
-    and failed, the ok runs' throughputs (``values``) and run ids (``run_ids``) in repeat order, and with
+    and failed, the ok runs' throughputs (``values``) and run ids (``run_ids``) in repeat order, the fewest
+    CPUs its runs' server was pinned to (``server_cpus``), and with
     ``latency`` their mean latency p50/p99 (µs; reading each run's latency document costs two thirds of
     the query, so only the Ranking asks). ``host_pair``/``build`` (a prefix of the build id) restrict the
     runs."""
@@ -53,6 +60,7 @@ def measured(
                         '{{}}') AS values,
                coalesce(array_agg(r.run_id::text ORDER BY r.repeat_index) FILTER (WHERE {_OK}),
                         '{{}}') AS run_ids,
+               {SERVER_CPUS} AS server_cpus,
                {lat}
         FROM points p LEFT JOIN runs r ON r.point_id = p.id {run_filter(host_pair, build)}
         WHERE p.experiment_id = :id AND NOT p.instrument
@@ -131,3 +139,38 @@ def adaptive_decisions(conn: Connection, exp: ExperimentRef) -> dict[str, Any] |
         text("SELECT decisions FROM adaptive_decisions WHERE experiment_id = :id"), {"id": exp.id}
     ).first()
     return dict(row.decisions) if row is not None else None
+
+
+def builds_by_time(conn: Connection, exp: ExperimentRef) -> list[str]:
+    """The server builds of the experiment's runs (their address form, :data:`address.BUILD_CHARS`), in
+    the order their first runs started."""
+    rows = conn.execute(
+        text(
+            f"""
+            SELECT left({BUILD}, {address.BUILD_CHARS}) AS build, min(r.started_at) AS first
+            FROM runs r JOIN points p ON p.id = r.point_id
+            WHERE p.experiment_id = :id AND {BUILD} IS NOT NULL
+            GROUP BY 1 ORDER BY 2
+            """
+        ),
+        {"id": exp.id},
+    ).fetchall()
+    return [str(r.build) for r in rows]
+
+
+def shared_machine(conn: Connection, exp: ExperimentRef) -> list[str]:
+    """The hosts of the experiment's runs whose CPUs were shared with other hosts of one machine (the test
+    cluster: the run record's ``noise.cpus_shared``, CONTRACTS.md §5): their runs are not performance
+    data."""
+    rows = conn.execute(
+        text(
+            """
+            SELECT DISTINCT jsonb_array_elements_text(r.noise->'cpus_shared') AS host
+            FROM runs r JOIN points p ON p.id = r.point_id
+            WHERE p.experiment_id = :id AND jsonb_typeof(r.noise->'cpus_shared') = 'array'
+            ORDER BY 1
+            """
+        ),
+        {"id": exp.id},
+    ).fetchall()
+    return [str(r.host) for r in rows]

@@ -9,7 +9,7 @@ import pandas as pd
 from sqlalchemy import Connection, text
 
 from demuxlab.dashboard import address
-from demuxlab.dashboard.data import POINT_COLUMNS, NotFound, frame
+from demuxlab.dashboard.data import POINT_COLUMNS, ExperimentRef, NotFound, frame
 
 
 def run_detail(conn: Connection, run_id: str) -> dict[str, Any]:
@@ -54,3 +54,24 @@ def run_ops(conn: Connection, run_id: str) -> pd.DataFrame:
         """,
         {"rid": uuid.UUID(str(run_id))},
     )
+
+
+def run_options(conn: Connection, exp: ExperimentRef, limit: int = 500) -> list[dict[str, str]]:
+    """The Run page's picker: the experiment's runs, failed first, then by point and repeat, each named by
+    its point, repeat, status and throughput."""
+    rows = conn.execute(
+        text(
+            """
+            SELECT r.run_id::text AS run_id, p.point_key, r.repeat_index, r.status, r.throughput_msgs_per_s
+            FROM runs r JOIN points p ON p.id = r.point_id
+            WHERE p.experiment_id = :id
+            ORDER BY (r.status = 'failed') DESC, p.instrument, p.point_key, r.repeat_index LIMIT :limit
+            """
+        ),
+        {"id": exp.id, "limit": limit},
+    ).fetchall()
+    out = []
+    for r in rows:
+        thr = "" if r.throughput_msgs_per_s is None else f", {r.throughput_msgs_per_s / 1e3:.3g}k msg/s"
+        out.append({"label": f"{r.point_key} · repeat {r.repeat_index} · {r.status}{thr}", "value": r.run_id})
+    return out

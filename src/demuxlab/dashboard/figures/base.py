@@ -169,3 +169,43 @@ def legend_entries(traces: Sequence[Mapping[str, Any]]) -> int:
     """How many entries the legend of a figure with these traces has (a trace without a name, or with
     ``showlegend`` false, has none)."""
     return sum(1 for t in traces if t.get("showlegend", True) and t.get("name"))
+
+
+#: Series of a panel are dodged when two of them meet: at one x, nearer than this share of the panel's height.
+MEET_SHARE = 0.05
+#: How far dodged series spread around their x value: this share of the smallest gap between x values
+#: (either side), or ±0.3 where the panel has one x value (its axis is padded by 0.5).
+DODGE_SHARE = 0.12
+
+
+def dodge_panel(
+    groups: Sequence[Sequence[Mapping[str, Any]]], x: str, y: str = "mean", top: float | None = None
+) -> list[float]:
+    """The x offset of each of a panel's series (``groups``: each a series' records): 0 for all, unless two
+    series meet (the same x, ``y`` within :data:`MEET_SHARE` of the panel's height, ``top`` where the axis
+    reaches higher than the values, e.g. for a model's line: one mark would hide the other), when they are
+    set side by side (:func:`demuxlab.marks.dodge`) in the order given."""
+    from demuxlab import marks
+
+    at: dict[float, list[float]] = {}
+    for grp in groups:
+        for r in grp:
+            v = f(r[y])
+            if v is not None and key(r[x]) is not None:
+                at.setdefault(float(r[x]), []).append(v)
+    ys = [v for vs in at.values() for v in vs]
+    if len(groups) < 2 or not ys:
+        return [0.0] * len(groups)
+    # the axis starts at zero (throughput, service times): marks meet on the page at a share of its height
+    span = max(abs(max(ys)), abs(min(ys)), top or 0.0, 1e-12)
+    xs = sorted(at)
+    # one x value (a sweep by connections of one workload): every series in one column, their intervals
+    # one over another; else only where two marks meet
+    meet = len(xs) == 1 or any(
+        abs(a - b) <= MEET_SHARE * span for vs in at.values() for i, a in enumerate(vs) for b in vs[i + 1 :]
+    )
+    if not meet:
+        return [0.0] * len(groups)
+    gaps = [b - a for a, b in itertools.pairwise(xs)]
+    width = DODGE_SHARE * 2 * min(gaps) if gaps else 0.6
+    return marks.dodge(len(groups), width)

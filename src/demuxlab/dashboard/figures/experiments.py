@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from demuxlab import marks
 from demuxlab.dashboard import style
 from demuxlab.dashboard.figures import base
 from demuxlab.dashboard.plot import Fig, FigureDict, scatter
@@ -95,23 +96,32 @@ def _nat(v: object) -> bool:
 
 
 def progress_figure(latest: pd.DataFrame) -> FigureDict:
-    """The latest runs' throughputs by when each finished (failed runs as crosses at zero)."""
+    """The latest runs' throughputs by when each finished, a series per design (colour = pattern, marker =
+    notifier, never a line joining two designs), calibration runs open, failed runs as crosses at zero."""
     if latest.empty:
         return base.empty_figure("no runs yet", 220)
     d = latest.assign(when=latest["finished_at"].fillna(latest["ingested_at"])).sort_values("when")
-    ok = d[d["status"] == "ok"]
-    bad = d[d["status"] != "ok"]
     fig = Fig()
-    fig.add_trace(
-        scatter(
-            x=ok["when"].tolist(),
-            y=ok["throughput_msgs_per_s"].tolist(),
-            mode="markers+lines",
-            name="ok",
-            marker={"color": style.OK},
-            text=ok["point_key"].tolist(),
-        )
-    )
+    ok = d[d["status"] == "ok"]
+    if "pattern" in ok:
+        for (pattern, notifier, instrument), grp in ok.groupby(
+            ["pattern", "notifier", "instrument"], sort=True
+        ):
+            c = style.colour_for(pattern)
+            symbol = style.symbol_for(notifier)
+            what = " (calibration)" if instrument else ""
+            fig.add_trace(
+                scatter(
+                    x=grp["when"].tolist(),
+                    y=grp["throughput_msgs_per_s"].tolist(),
+                    mode="markers",
+                    name=f"{pattern} · {notifier}{what}",
+                    marker={"color": c, "symbol": f"{symbol}-open" if instrument else symbol, "size": 9},
+                    text=grp["point_key"].tolist(),
+                    hovertemplate="%{text}<br>%{y:,.0f} msg/s<br>%{x}<extra></extra>",
+                )
+            )
+    bad = d[d["status"] != "ok"]
     if not bad.empty:
         fig.add_trace(
             scatter(
@@ -125,13 +135,39 @@ def progress_figure(latest: pd.DataFrame) -> FigureDict:
         )
     fig.update_layout(
         **style.base_layout(
-            title={"text": "Latest runs (by the time each finished)", "x": 0.01},
-            height=240,
+            title={"text": f"The latest {len(d)} runs, by design (by the time each finished)", "x": 0.01},
+            height=base.legend_height(len(fig.data), 260, 70),
             margin={"l": 60, "r": 20, "t": 40, "b": 30},
             yaxis_title="msg/s",
         )
     )
+    fig.update_yaxes(rangemode="tozero")
     return fig.to_dict()
+
+
+def latest_per_design(per_design: pd.DataFrame) -> pd.DataFrame:
+    """Each design's latest measured run: design, threads, throughput (4 significant digits), when, run."""
+    if per_design.empty:
+        return pd.DataFrame(columns=["design", "threads", "status", "msgs_per_s", "finished", "run"])
+    return pd.DataFrame(
+        {
+            "design": [
+                f"{p}/{n}" for p, n in zip(per_design["pattern"], per_design["notifier"], strict=True)
+            ],
+            "threads": per_design["threads"].astype(int),
+            "status": per_design["status"],
+            "msgs_per_s": [marks.sig(base.f(v)) for v in per_design["throughput_msgs_per_s"]],
+            "finished": per_design["finished"],
+            "run": [f"[{r[:8]}](/run?run={r})" for r in per_design["run_id"]],
+        }
+    )
+
+
+def cut_text(points: int, runs: int) -> str:
+    """``4 points (8 runs)``: what the server's thread ranges cut, counted both ways."""
+    if not points:
+        return "none"
+    return f"{points} point{'s' * (points != 1)} ({runs} run{'s' * (runs != 1)})"
 
 
 def humanize_seconds(seconds: float | None) -> str:

@@ -3,10 +3,11 @@ its runs record and the spec versions, oldest to newest, and each change beyond 
 consecutive revisions flagged as a regression or an improvement, with the two builds named and links to
 the pair of runs (and the comparison) that show it.
 
-A revision is one spec version × one server build, ordered by its first run. A change is flagged when
-Welch's t-test says the two revisions' runs differ (p < :data:`summary.ALPHA`) *and* the means moved by at
-least :data:`CHANGE_MIN_REL`: significance alone flags a 0.5 % shift once there are many repeats, size alone
-flags noise when there are few (the same two-part rule as the run's stationarity test, ``demuxlab.stats``).
+A revision is one spec version × one server build, ordered by its first run. A change is flagged when the
+one decision (:func:`demuxlab.stats.difference`: Welch's t-test, p < :data:`demuxlab.stats.ALPHA`) says the
+two revisions' runs differ *and* the means moved by at least :data:`CHANGE_MIN_REL`: significance alone
+flags a 0.5 % shift once there are many repeats, size alone flags noise when there are few (the same
+two-part rule as the run's stationarity test, ``demuxlab.stats``).
 """
 
 from __future__ import annotations
@@ -19,9 +20,16 @@ from urllib.parse import urlencode
 import numpy as np
 import pandas as pd
 
+from demuxlab import marks
 from demuxlab.dashboard import address, fields, style
 from demuxlab.dashboard.figures import base
-from demuxlab.dashboard.figures.summary import ALPHA, listed, summarise, values_of, welch_of
+from demuxlab.dashboard.figures.summary import (
+    difference_of,
+    listed,
+    oversubscribed_text,
+    summarise,
+    values_of,
+)
 from demuxlab.dashboard.plot import Fig, FigureDict, scatter
 
 #: The least relative change of the mean that counts as a change (5 %: asv flags at 10 % by default,
@@ -39,6 +47,7 @@ CHANGE_COLUMNS: tuple[str, ...] = (
     "after_msgs_per_s",
     "change_pct",
     "p_value",
+    "n",
     "runs",
     "compare",
 )
@@ -138,9 +147,10 @@ def _changes(all_series: dict[tuple[Any, ...], list[dict[str, Any]]]) -> pd.Data
     for pkey, series in all_series.items():
         cls = pkey[-1]
         for a, b in itertools.pairwise(series):
-            p = welch_of(a, b)
+            diff = difference_of(a, b)
+            p = diff.p
             rel = (float(b["mean"]) - float(a["mean"])) / float(a["mean"]) if float(a["mean"]) else 0.0
-            if p is None or p >= ALPHA or abs(rel) < CHANGE_MIN_REL:
+            if p is None or not diff.differs or abs(rel) < CHANGE_MIN_REL:
                 continue
             ra, rb = _representative(a), _representative(b)
             ea, eb = a["rev"], b["rev"]
@@ -156,10 +166,11 @@ def _changes(all_series: dict[tuple[Any, ...], list[dict[str, Any]]]) -> pd.Data
                     "hardware_class": cls or "",
                     "before": ea.label,
                     "after": eb.label,
-                    "before_msgs_per_s": round(float(a["mean"]), 1),
-                    "after_msgs_per_s": round(float(b["mean"]), 1),
-                    "change_pct": round(100.0 * rel, 2),
-                    "p_value": round(p, 4),
+                    "before_msgs_per_s": marks.sig(float(a["mean"])),
+                    "after_msgs_per_s": marks.sig(float(b["mean"])),
+                    "change_pct": marks.sig(100.0 * rel, 3),
+                    "p_value": marks.sig(p, 2),
+                    "n": f"{diff.n_a} vs {diff.n_b}",
                     "runs": (f"[{ra[:8]}](/run?run={ra}) → [{rb[:8]}](/run?run={rb})" if ra and rb else ""),
                     "compare": f"[{ea.label.split('. ', 1)[1]} → {eb.label.split('. ', 1)[1]}]"
                     f"(/compare?{urlencode(query)})",
@@ -193,57 +204,101 @@ def revisions_table(h: History) -> pd.DataFrame:
 
 
 def history_figure(h: History) -> FigureDict:
-    """Each point's mean throughput (95 % CI) per revision, oldest to newest: a line per point, colour =
-    pattern, dash and marker = notifier; a flagged change's later point ringed (red: regression, blue:
-    improvement)."""
+    """Each point's mean throughput (95 % CI, :mod:`demuxlab.marks`' rule) per revision, oldest to newest:
+    a line per point, colour = pattern, dash and marker = notifier; a flagged change's later point ringed
+    (red: regression, blue: improvement) and labelled; an oversubscribed revision's point ringed too."""
     revs, series, flagged, name = h.revisions, h.series, h.changes, h.name
     if not revs:
         return base.empty_figure("no ok runs for this experiment")
-    marks: dict[tuple[str, str], str] = {
+    marks_of: dict[tuple[str, str], str] = {
         (str(r["point"]), str(r["after"])): str(r["verdict"]) for r in base.records(flagged)
     }
     union = pd.DataFrame([r for rows in series.values() for r in rows])
     label_keys = base.varying(union, [*fields.PARAMS, "hardware_class"]) or ["pattern", "notifier"]
     fig = Fig()
-    top = 0.0
+    means: list[float] = []
+    highs: list[float] = []
     for rows in sorted(series.values(), key=lambda rs: base.label(rs[0], label_keys)):
-        first = rows[0]
-        c = style.colour_for(first["pattern"])
-        name_ = base.label(first, label_keys)
-        point = str(first["point_key"])
-        ring = [marks.get((point, r["rev"].label)) for r in rows]
-        bars = [float(r["half"]) if r["half"] == r["half"] and r["band"] else 0.0 for r in rows]
-        top = max(top, *(float(r["mean"]) + b for r, b in zip(rows, bars, strict=True)))
-        fig.add_trace(
-            scatter(
-                x=[r["rev"].label for r in rows],
-                y=[base.f(r["mean"]) for r in rows],
-                mode="lines+markers",
-                name=name_,
-                line={"color": c, "dash": style.dash_for(first["notifier"])},
-                marker={
-                    "color": c,
-                    "symbol": style.symbol_for(first["notifier"]),
-                    "size": [13 if m else 7 for m in ring],
-                    "line": {
-                        "width": [3 if m else 0 for m in ring],
-                        "color": [
-                            style.REGRESSION if m == REGRESSION else style.IMPROVEMENT if m else c
-                            for m in ring
-                        ],
-                    },
-                },
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": bars,
-                    "arrayminus": [min(b, float(r["mean"])) for b, r in zip(bars, rows, strict=True)],
-                },
-                customdata=[[int(r["n"]), m or ""] for r, m in zip(rows, ring, strict=True)],
-                hovertemplate=f"{name_}<br>%{{x}}<br>%{{y:,.0f}} msg/s (%{{customdata[0]}} runs)"
-                "<br>%{customdata[1]}<extra></extra>",
-            )
+        _add_point(fig, rows, base.label(rows[0], label_keys), marks_of, means, highs)
+    _annotate_changes(fig, series, flagged)
+    top = marks.axis_top(means, highs)
+    fig.update_layout(
+        **style.base_layout(
+            title={"text": f"{name}: throughput across spec versions and server builds", "x": 0.01},
+            height=base.legend_height(len(series), 460),
+            hovermode="closest",
         )
+    )
+    fig.update_xaxes(
+        type="category",
+        categoryorder="array",
+        categoryarray=[r.label for r in revs],
+        title_text="revision (oldest → newest)",
+    )
+    fig.update_yaxes(title_text="throughput (msg/s)", rangemode="tozero", range=[0, top.top])
+    return fig.to_dict()
+
+
+def _ring(m: str | None, r: dict[str, Any], c: str) -> tuple[int, int, str]:
+    """(size, ring width, ring colour) of a point's marker: a flagged change, an oversubscribed point, or
+    neither."""
+    if m:
+        return 13, 3, style.REGRESSION if m == REGRESSION else style.IMPROVEMENT
+    if r.get("over"):
+        return 12, 2, style.OVERSUBSCRIBED
+    return 7, 0, c
+
+
+def _add_point(
+    fig: Fig,
+    rows: list[dict[str, Any]],
+    name_: str,
+    marks_of: dict[tuple[str, str], str],
+    means: list[float],
+    highs: list[float],
+) -> None:
+    first = rows[0]
+    c = style.colour_for(first["pattern"])
+    point = str(first["point_key"])
+    ring = [marks_of.get((point, r["rev"].label)) for r in rows]
+    looks = [_ring(m, r, c) for m, r in zip(ring, rows, strict=True)]
+    ivs = [marks.interval(float(r["mean"]), base.f(r["half"]), int(r["n"])) for r in rows]
+    means.extend(iv.mean for iv in ivs)
+    highs.extend(iv.hi for iv in ivs)
+    symbol = style.symbol_for(first["notifier"])
+    fig.add_trace(
+        scatter(
+            x=[r["rev"].label for r in rows],
+            y=[iv.mean for iv in ivs],
+            mode="lines+markers",
+            name=name_,
+            line={"color": c, "dash": style.dash_for(first["notifier"])},
+            marker={
+                "color": c,
+                "symbol": [symbol if iv.drawn else f"{symbol}-open" for iv in ivs],
+                "size": [lk[0] for lk in looks],
+                "line": {"width": [lk[1] for lk in looks], "color": [lk[2] for lk in looks]},
+            },
+            error_y={
+                "type": "data",
+                "symmetric": False,
+                "array": [iv.plus for iv in ivs],
+                "arrayminus": [iv.minus for iv in ivs],
+            },
+            customdata=[
+                [int(r["n"]), m or "", iv.note(), oversubscribed_text(r)]
+                for r, m, iv in zip(rows, ring, ivs, strict=True)
+            ],
+            hovertemplate=f"{name_}<br>%{{x}}<br>%{{y:,.0f}} msg/s (%{{customdata[0]}} runs)"
+            "<br>%{customdata[2]}<br>%{customdata[1]} %{customdata[3]}<extra></extra>",
+        )
+    )
+
+
+def _annotate_changes(
+    fig: Fig, series: dict[tuple[Any, ...], list[dict[str, Any]]], flagged: pd.DataFrame
+) -> None:
+    """Each flagged change's size beside its later point."""
     for ch in base.records(flagged):
         hits = [r for rs in series.values() for r in rs if str(r["point_key"]) == ch["point"]]
         after = next((r for r in hits if r["rev"].label == ch["after"]), None)
@@ -262,18 +317,3 @@ def history_figure(h: History) -> FigureDict:
                 "color": style.REGRESSION if ch["verdict"] == REGRESSION else style.IMPROVEMENT,
             },
         )
-    fig.update_layout(
-        **style.base_layout(
-            title={"text": f"{name}: throughput across spec versions and server builds", "x": 0.01},
-            height=base.legend_height(len(series), 460),
-            hovermode="closest",
-        )
-    )
-    fig.update_xaxes(
-        type="category",
-        categoryorder="array",
-        categoryarray=[r.label for r in revs],
-        title_text="revision (oldest → newest)",
-    )
-    fig.update_yaxes(title_text="throughput (msg/s)", rangemode="tozero", range=[0, max(top, 1.0) * 1.06])
-    return fig.to_dict()

@@ -13,10 +13,11 @@ from typing import Any
 
 import pandas as pd
 
+from demuxlab import marks
 from demuxlab.dashboard import style
 from demuxlab.dashboard.figures import base
 from demuxlab.dashboard.plot import Fig, FigureDict, bar, scatter
-from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID
+from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID, SOURCE_CALIBRATION
 
 # What each rate stands for (docs/ctmc-reference.md): seed 001 §V-A's, then what a calibration adds; a rate a
 # model adds without an entry here is shown by its own name.
@@ -140,13 +141,16 @@ def rates_figure(table: pd.DataFrame) -> FigureDict:
             )
         )
     margin = {"l": 60, "r": 20, "t": 50, "b": 110}  # the bottom: a name's four lines and its symbol
+    times = [float(v) for v in (*table["calibrated_us"], *table["paper_us"]) if v == v and float(v) > 0]
     fig.update_layout(
         **style.base_layout(
             title={"text": "Rates: time per operation, calibrated vs paper", "x": 0.01},
             barmode="group",
             height=base.legend_height(len(fig.data), 380, margin["t"] + margin["b"]),
-            yaxis_type="log",
-            yaxis_title="µs per operation (1/rate)",
+            yaxis={
+                **style.log_axis(min(times) / 2, max(times) * 2),
+                "title": {"text": "µs per operation (1/rate, log scale)"},
+            },
             xaxis={
                 "categoryorder": "array",
                 "categoryarray": ops,
@@ -216,16 +220,59 @@ def whatif_figure(
     *,
     pattern: str | None = None,
     title: str = "What if",
+    stored: pd.DataFrame | None = None,
+    notes: Sequence[str] = (),
 ) -> FigureDict:
-    """Predicted throughput vs threads: the model's curve (solid with markers where it is the exact solution,
-    dashed where it is the fluid approximation; one trace each), SSA points with their 95 % CI (the page's
-    beside the fluid's; ringed where the fluid leaves it), and the measured points of the pattern, one
-    series per notifier (and hardware class) with their 95 % CI, in the pattern's colour and the notifier's
-    marker."""
+    """Predicted throughput vs threads over the pattern's thread range: the model's curve (solid with
+    markers where it is the exact solution, dashed where it is the fluid approximation; one trace each),
+    SSA points with their 95 % CI (the page's beside the fluid's; ringed where the fluid leaves it), the
+    measured points of the chosen notifier in range with their 95 % CI (:mod:`demuxlab.marks`' rule), in
+    the pattern's colour and the notifier's marker, and the workflow's stored predictions of those points
+    (``stored``: ``threads``, ``source``, ``predicted``) as hollow diamonds; ``notes`` under the figure."""
     if curve.empty:
         return base.empty_figure("no prediction for these inputs")
     c = style.colour_for(pattern) if pattern else style.OKABE_ITO[0]
     fig = Fig()
+    means: list[float] = [v for v in curve["throughput_msgs_per_s"].tolist() if v == v]
+    highs: list[float] = []
+    _add_curve(fig, curve, c)
+    if ssa is not None and not ssa.empty:
+        _add_ssa(fig, curve, ssa, c, means)
+    xs = curve["threads"].tolist()
+    if measured is not None and not measured.empty:
+        _add_measured(fig, measured, c, means, highs)
+        xs += measured["threads"].tolist()
+    if stored is not None and not stored.empty:
+        _add_stored(fig, stored, c, means)
+    top = marks.axis_top(means, highs)
+    margin = {"l": 60, "r": 20, "t": 50, "b": 50 + 18 * len(notes)}
+    fig.update_layout(
+        **style.base_layout(
+            title={"text": title, "x": 0.01},
+            height=base.legend_height(len(fig.data), 420 + 18 * len(notes), margin["t"] + margin["b"]),
+            yaxis_title="throughput (msg/s)",
+            margin=margin,
+        )
+    )
+    for i, note in enumerate(notes):
+        fig.add_annotation(
+            text=note,
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=0,
+            yshift=-46 - 18 * i,
+            xanchor="left",
+            yanchor="top",
+            showarrow=False,
+            font={"size": 11, "color": style.MUTED},
+        )
+    fig.update_xaxes(**base.x_axis("threads", xs))
+    fig.update_yaxes(rangemode="tozero", range=[0, top.top])
+    return fig.to_dict()
+
+
+def _add_curve(fig: Fig, curve: pd.DataFrame, c: str) -> None:
     method = curve["method"].tolist()
     for name, dash, size in ((METHOD_EXACT, "solid", 7), (METHOD_FLUID, "dash", 4)):
         mine = [m == name for m in method]
@@ -246,96 +293,176 @@ def whatif_figure(
                 showlegend=True,  # named even when alone: which method drew the curve
             )
         )
-    top = float(curve["throughput_msgs_per_s"].max(skipna=True))
-    top = 0.0 if top != top else top
-    if ssa is not None and not ssa.empty:
-        flags = whatif_table(curve, ssa).set_index("threads")["model_outside_ssa_ci"]
-        off = [bool(flags.get(t, False)) for t in ssa["threads"]]  # the SSA's own points: the fluid's
-        err = (ssa["throughput_msgs_per_s"] * ssa["ci_halfwidth_rel"].fillna(0)).tolist()
-        top = max(top, *(v + e for v, e in zip(ssa["throughput_msgs_per_s"], err, strict=True)))
-        fig.add_trace(
-            scatter(
-                x=ssa["threads"].tolist(),
-                y=ssa["throughput_msgs_per_s"].tolist(),
-                mode="markers",
-                name="SSA (95 % CI)",
-                marker={
-                    "color": style.beside(c),
-                    "size": 9,
-                    "symbol": "hexagon-open",
-                    "line": {"width": [3 if o else 1 for o in off], "color": style.beside(c)},
-                },
-                error_y={"type": "data", "array": err, "color": style.beside(c)},
-            )
-        )
-    if measured is not None and not measured.empty:
-        keys = [k for k in ("notifier", "hardware_class") if k in measured]
-        label_keys = ["notifier", *base.varying(measured, ["hardware_class"])]
-        for grp in base.series(measured, keys, "threads"):
-            first = grp[0]
-            name = "measured · " + base.label(first, label_keys)
-            half = [
-                (float(g["half"]), min(float(g["half"]), float(g["mean"])))
-                if g["half"] == g["half"] and g["band"]
-                else (0.0, 0.0)
-                for g in grp
-            ]
-            top = max(top, *(float(g["mean"]) + h[0] for g, h in zip(grp, half, strict=True)))
-            fig.add_trace(
-                scatter(
-                    x=[float(g["threads"]) for g in grp],
-                    y=[base.f(g["mean"]) for g in grp],
-                    mode="markers",
-                    name=name,
-                    marker={
-                        "color": c,
-                        "size": 9,
-                        "symbol": style.symbol_for(first["notifier"]),
-                        "line": {"width": 1, "color": c},
-                    },
-                    error_y={
-                        "type": "data",
-                        "symmetric": False,
-                        "array": [h[0] for h in half],
-                        "arrayminus": [h[1] for h in half],
-                        "color": c,
-                    },
-                    customdata=[int(g["n"]) for g in grp],
-                    hovertemplate=f"{name}<br>%{{y:,.0f}} msg/s (%{{customdata}} runs)<extra></extra>",
-                )
-            )
-    fig.update_layout(
-        **style.base_layout(
-            title={"text": title, "x": 0.01},
-            height=base.legend_height(len(fig.data), 400),
-            yaxis_title="throughput (msg/s)",
+
+
+def _add_ssa(fig: Fig, curve: pd.DataFrame, ssa: pd.DataFrame, c: str, means: list[float]) -> None:
+    flags = whatif_table(curve, ssa).set_index("threads")["model_outside_ssa_ci"]
+    off = [bool(flags.get(t, False)) for t in ssa["threads"]]  # the SSA's own points: the fluid's
+    err = (ssa["throughput_msgs_per_s"] * ssa["ci_halfwidth_rel"].fillna(0)).tolist()
+    means.extend(v + e for v, e in zip(ssa["throughput_msgs_per_s"], err, strict=True))
+    fig.add_trace(
+        scatter(
+            x=ssa["threads"].tolist(),
+            y=ssa["throughput_msgs_per_s"].tolist(),
+            mode="markers",
+            name="SSA (95 % CI)",
+            marker={
+                "color": style.beside(c),
+                "size": 9,
+                "symbol": "hexagon-open",
+                "line": {"width": [3 if o else 1 for o in off], "color": style.beside(c)},
+            },
+            error_y={"type": "data", "array": err, "color": style.beside(c)},
         )
     )
-    fig.update_xaxes(**base.x_axis("threads", curve["threads"]))
-    fig.update_yaxes(rangemode="tozero", range=[0, max(top, 1.0) * 1.06])
-    return fig.to_dict()
 
 
-def workload_defaults(points: pd.DataFrame, patterns: Sequence[str]) -> dict[str, Any]:
-    """What-if inputs from an experiment's measured points: the first modelled pattern it measured, its
-    most common work and connections, and its thread counts (``{}`` when it measured none of
+def _add_measured(fig: Fig, measured: pd.DataFrame, c: str, means: list[float], highs: list[float]) -> None:
+    keys = [k for k in ("notifier", "hardware_class") if k in measured]
+    label_keys = ["notifier", *base.varying(measured, ["hardware_class"])]
+    for grp in base.series(measured, keys, "threads"):
+        first = grp[0]
+        name = "measured · " + base.label(first, label_keys)
+        ivs = [marks.interval(float(g["mean"]), base.f(g["half"]), int(g["n"])) for g in grp]
+        means.extend(iv.mean for iv in ivs)
+        highs.extend(iv.hi for iv in ivs)
+        symbol = style.symbol_for(first["notifier"])
+        fig.add_trace(
+            scatter(
+                x=[float(g["threads"]) for g in grp],
+                y=[iv.mean for iv in ivs],
+                mode="markers",
+                name=name,
+                marker={
+                    "color": c,
+                    "size": [13 if g.get("over") else 9 for g in grp],
+                    "symbol": [symbol if iv.drawn else f"{symbol}-open" for iv in ivs],
+                    "line": {
+                        "width": 2,
+                        "color": [style.OVERSUBSCRIBED if g.get("over") else c for g in grp],
+                    },
+                },
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [iv.plus for iv in ivs],
+                    "arrayminus": [iv.minus for iv in ivs],
+                    "color": c,
+                },
+                customdata=[[int(g["n"]), iv.note()] for g, iv in zip(grp, ivs, strict=True)],
+                hovertemplate=f"{name}<br>%{{y:,.0f}} msg/s (%{{customdata[0]}} runs)<br>%{{customdata[1]}}"
+                "<extra></extra>",
+            )
+        )
+
+
+def _add_stored(fig: Fig, stored: pd.DataFrame, c: str, means: list[float]) -> None:
+    """The workflow's own predictions of the measured points (each source), to hold the what-if against."""
+    for source, grp in stored.groupby("source", sort=True):
+        grp = grp.sort_values("threads")
+        means.extend(grp["predicted"].tolist())
+        fig.add_trace(
+            scatter(
+                x=grp["threads"].tolist(),
+                y=grp["predicted"].tolist(),
+                mode="markers",
+                name=f"stored prediction, {'calibrated' if source == SOURCE_CALIBRATION else 'paper'} rates",
+                marker={"symbol": "diamond-open", "size": 11, "color": style.beside(c), "line": {"width": 2}},
+                hovertemplate="stored %{y:,.0f} msg/s at %{x} threads<extra>" + str(source) + "</extra>",
+            )
+        )
+
+
+def workload_defaults(
+    points: pd.DataFrame, patterns: Sequence[str], ranges: Mapping[str, tuple[int, int]] | None = None
+) -> dict[str, Any]:
+    """What-if inputs from an experiment's measured points: the first modelled pattern it measured whose
+    thread count can change (``ranges``: each pattern's (min, max) threads; a fixed-thread pattern such as
+    the reactor only where it measured nothing else), its most common notifier, work and connections, and
+    the pattern's thread range (from its least to at least 16 threads or its most measured, at most
+    :data:`MAX_CURVE` counts), so the curve spans the range (``{}`` when it measured none of
     ``patterns``)."""
     if points.empty:
         return {}
     sel = points[points["pattern"].isin(list(patterns))]
     if sel.empty:
         return {}
-    pattern = sorted(sel["pattern"].unique().tolist(), key=list(patterns).index)[0]
+    ranges = ranges or {}
+    measured = sorted(sel["pattern"].unique().tolist(), key=list(patterns).index)
+    ranged = [p for p in measured if p in ranges and ranges[p][0] < ranges[p][1]]
+    pattern = (ranged or measured)[0]
     mine = sel[sel["pattern"] == pattern]
-    work = float(mine["work_us"].mode().iloc[0])
-    conns = int(mine["connections"].mode().iloc[0])
-    threads = sorted({int(t) for t in mine["threads"]})
+    lo, hi = ranges.get(pattern, (int(mine["threads"].min()), int(mine["threads"].max())))
+    top = min(hi, max(16, int(mine["threads"].max())), lo + MAX_CURVE - 1)
     out = {
         "pattern": pattern,
-        "work": base.fmt(work),
-        "connections": str(conns),
-        "threads": ",".join(str(t) for t in threads),
+        "notifier": str(mine["notifier"].mode().iloc[0]),
+        "work": base.fmt(float(mine["work_us"].mode().iloc[0])),
+        "connections": str(int(mine["connections"].mode().iloc[0])),
+        "threads": f"{lo}-{top}" if top > lo else str(lo),
     }
     if "client_threads" in mine and mine["client_threads"].notna().any():
         out["clients"] = str(int(mine["client_threads"].mode().iloc[0]))
     return out
+
+
+#: The most thread counts a default curve has.
+MAX_CURVE = 16
+
+
+def selfcheck_figure(states: pd.DataFrame) -> FigureDict:
+    """Each refused calibration's self-check (the fitted model against its own calibration runs, per
+    workload): measured and predicted throughput side by side, the error above; why those rates were not
+    used."""
+    refused = [r for r in base.records(states) if r.get("refused")] if not states.empty else []
+    rows = [
+        (
+            f"{r['pattern']}/{r['notifier']}"
+            + (f" [{r['hardware_class']}]" if base.cls(r.get("hardware_class")) else "")
+            + f"<br>{c.get('threads')} thr, {c.get('connections')} conn",
+            c,
+        )
+        for r in refused
+        for c in (r["self_check"] if isinstance(r.get("self_check"), list) else [])
+        if isinstance(c, dict) and c.get("measured_msgs_per_s")
+    ]
+    if not rows:
+        return base.empty_figure("no refused calibration with a self-check", 220)
+    names = [n for n, _ in rows]
+    fig = Fig()
+    for key, label, colour in (
+        ("measured_msgs_per_s", "measured (calibration runs)", "#000000"),
+        ("predicted_msgs_per_s", "model with the fitted rates", style.REGRESSION),
+    ):
+        fig.add_trace(
+            bar(
+                x=names,
+                y=[float(c[key]) for _, c in rows],
+                name=label,
+                marker={"color": colour},
+                text=[marks.quantity(float(c[key])) for _, c in rows],
+                textposition="outside",
+                cliponaxis=False,
+            )
+        )
+    for n, c in rows:
+        fig.add_annotation(
+            x=n,
+            y=max(float(c["measured_msgs_per_s"]), float(c["predicted_msgs_per_s"])),
+            yshift=26,
+            text=f"{float(c.get('rel_error') or 0):+.0%}",
+            showarrow=False,
+            font={"size": 12, "color": style.REGRESSION},
+        )
+    top = max(max(float(c["measured_msgs_per_s"]), float(c["predicted_msgs_per_s"])) for _, c in rows)
+    fig.update_layout(
+        **style.base_layout(
+            title={"text": "Refused calibrations: the fitted model against its own runs", "x": 0.01},
+            barmode="group",
+            height=360,
+            margin={"l": 60, "r": 20, "t": 50, "b": 70},  # a design and its workload, on two lines
+            xaxis={"tickangle": 0, "tickfont": {"size": 11}},
+            yaxis={"title": {"text": "throughput (msg/s)"}, "range": [0, top * 1.3]},
+        )
+    )
+    return fig.to_dict()

@@ -24,8 +24,15 @@ OP_LABEL: dict[str, str] = {
 }
 
 
+#: A panel whose values span more than this factor gets a log axis (1-2-5 ticks): on a linear one tpc's
+#: recv (691 µs a call) flattened every other design's ~1 µs to zero.
+LOG_SPAN = 100.0
+
+
 def operations_figure(ops: pd.DataFrame, *, x: str = "threads", statistic: str = "mean_us") -> FigureDict:
-    """Per-operation service time vs ``x`` (one panel per operation; colour = pattern, dash = notifier)."""
+    """Per-operation service time vs ``x`` (one panel per operation, each on its own scale, a log one where
+    its values span more than :data:`LOG_SPAN`×; colour = pattern, dash and marker = notifier; series that
+    meet set side by side)."""
     if ops.empty:
         return base.empty_figure(
             "no instrumented runs in this experiment (instrument: true, or calibration runs)"
@@ -48,35 +55,16 @@ def operations_figure(ops: pd.DataFrame, *, x: str = "threads", statistic: str =
     shown: set[str] = set()
     for i, op in enumerate(present):
         r, c = i // cols + 1, i % cols + 1
-        for grp in by_op.get(op, []):
-            first = grp[0]
-            name = base.label(first, label_keys)
-            colour = style.colour_for(first["pattern"])
-            fig.add_trace(
-                scatter(
-                    x=[float(g[x]) for g in grp],
-                    y=[base.f(g[statistic]) for g in grp],
-                    mode="lines+markers",
-                    name=name,
-                    legendgroup=name,
-                    showlegend=name not in shown,
-                    line={"color": colour, "dash": style.dash_for(first["notifier"])},
-                    marker={"symbol": style.symbol_for(first["notifier"]), "color": colour},
-                    customdata=[[int(g["calls"]), int(g["runs"])] for g in grp],
-                    hovertemplate=f"{name}<br>{op}: %{{y:.3f}} µs<br>calls %{{customdata[0]:,}}, "
-                    "runs %{customdata[1]}<extra></extra>",
-                ),
-                row=r,
-                col=c,
-            )
-            shown.add(name)
+        groups = by_op.get(op, [])
+        _add_panel(fig, groups, r, c, op, x, statistic, label_keys, shown)
         axis = base.x_axis(x, ops[x])
         if i + cols < len(present):  # a panel below in this column carries the title
             axis.pop("title_text")
+        spread = max((abs(d) for d in base.dodge_panel(groups, x, statistic)), default=0.0)
+        if "range" in axis:
+            axis["range"] = [axis["range"][0] - spread, axis["range"][1] + spread]
         fig.update_xaxes(row=r, col=c, **axis)
-        fig.update_yaxes(
-            title_text="µs per call" if c == 1 else None, row=r, col=c, rangemode="tozero", autorange=True
-        )
+        fig.update_yaxes(row=r, col=c, **_y_axis([g[statistic] for grp in groups for g in grp], c == 1))
     fig.update_layout(
         **style.base_layout(
             title={"text": "Service time per operation", "x": 0.01},
@@ -84,6 +72,57 @@ def operations_figure(ops: pd.DataFrame, *, x: str = "threads", statistic: str =
         )
     )
     return fig.to_dict()
+
+
+def _add_panel(
+    fig: Fig,
+    groups: list[list[dict[str, Any]]],
+    r: int,
+    c: int,
+    op: str,
+    x: str,
+    statistic: str,
+    label_keys: list[str],
+    shown: set[str],
+) -> None:
+    offsets = base.dodge_panel(groups, x, statistic)
+    for grp, dx in zip(groups, offsets, strict=True):
+        first = grp[0]
+        name = base.label(first, label_keys)
+        colour = style.colour_for(first["pattern"])
+        fig.add_trace(
+            scatter(
+                x=[float(g[x]) + dx for g in grp],
+                y=[base.f(g[statistic]) for g in grp],
+                mode="lines+markers",
+                name=name,
+                legendgroup=name,
+                showlegend=name not in shown,
+                line={"color": colour, "dash": style.dash_for(first["notifier"])},
+                marker={"symbol": style.symbol_for(first["notifier"]), "color": colour, "size": 8},
+                customdata=[[int(g["calls"]), int(g["runs"]), base.fmt(g[x])] for g in grp],
+                hovertemplate=f"{name}<br>{x} %{{customdata[2]}}<br>{op}: %{{y:.4g}} µs<br>calls "
+                "%{customdata[0]:,}, runs %{customdata[1]}<extra></extra>",
+            ),
+            row=r,
+            col=c,
+        )
+        shown.add(name)
+
+
+def _y_axis(values: list[Any], first_column: bool) -> dict[str, Any]:
+    """A panel's own scale: linear from zero, or log with 1-2-5 ticks where its values span more than
+    :data:`LOG_SPAN`×."""
+    title = {"title_text": "µs per call" if first_column else None}
+    vals = [float(v) for v in values if base.f(v) is not None and float(v) > 0]
+    if vals and max(vals) / min(vals) > LOG_SPAN:
+        lo, hi = min(vals) / 1.5, max(vals) * 1.5
+        return {
+            **title,
+            **style.log_axis(lo, hi),
+            "title_text": ("µs per call (log)" if first_column else None),
+        }
+    return {**title, "rangemode": "tozero", "autorange": True}
 
 
 def events_figure(ev: pd.DataFrame, *, x: str = "threads") -> FigureDict:

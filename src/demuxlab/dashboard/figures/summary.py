@@ -1,14 +1,13 @@
 """Statistics over repeats, as the pages show them: each point's mean and 95 % confidence interval by
 :func:`demuxlab.stats.ci_halfwidth` (the project's one interval routine, the one
 :func:`demuxlab.stats.point_summary` uses) over the ok runs' throughputs, whether two points differ
-(Welch's t-test, not "the intervals overlap"), and which stored prediction a point shows. Pure.
+(:func:`demuxlab.stats.difference`: Welch's t-test, the one decision of "differs" and "tied"), when an
+interval is drawn (:mod:`demuxlab.marks`' rule, the report's too), whether a point is oversubscribed, and
+which stored prediction a point shows. Pure.
 
-Speed: a page summarises up to a few thousand points (History: every point × revision). The routine's
-Student-t quantile costs about 0.4 ms a call and scipy's ``ttest_ind`` about 5 ms, which made a History
-page of 1,000 point-revisions take seconds; so the interval's half-width is taken for a standard deviation
-of 1 once per (n, confidence) and scaled (it is linear in the standard deviation), and Welch's test is
-computed here from the two samples' means and variances with the t distribution's CDF
-(``scipy.special.stdtr``): the same numbers, in microseconds.
+Speed: a page summarises up to a few thousand points (History: every point × revision); the interval's
+half-width is taken for a standard deviation of 1 once per (n, confidence) and scaled (it is linear in the
+standard deviation), and Welch's test runs on the summarised moments (microseconds a test).
 """
 
 from __future__ import annotations
@@ -21,14 +20,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from demuxlab.stats import ci_halfwidth
+from demuxlab import marks
+from demuxlab.stats import ALPHA, Difference, ci_halfwidth, difference
+from demuxlab.stats import welch_p as _welch
 from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID, METHOD_SSA
 
-#: Below this many repeats a 95 % t-interval is not drawn: with 2 runs its half-width is 12.7 standard
-#: errors (t(0.975, 1)), routinely wider than the mean, so a band would mostly show the t quantile.
-MIN_REPEATS_FOR_BAND = 3
-#: A difference is significant below this p-value (two-sided Welch test).
-ALPHA = 0.05
+__all__ = ["ALPHA", "MIN_REPEATS_FOR_BAND", "Difference"]
+
+#: From this many repeats a point's 95 % interval is drawn (:data:`demuxlab.marks.MIN_RUNS_FOR_INTERVAL`:
+#: the dashboard's figures and the report's draw by one rule).
+MIN_REPEATS_FOR_BAND = marks.MIN_RUNS_FOR_INTERVAL
 #: Which stored prediction a point shows when a source has several: the SSA (it carries an interval),
 #: else the exact solution, else the fluid approximation.
 METHOD_PREFERENCE: tuple[str, ...] = (METHOD_SSA, METHOD_EXACT, METHOD_FLUID)
@@ -67,7 +68,8 @@ def _moments(vals: list[float]) -> tuple[float, float]:
 def summarise(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """``points`` (with a ``values`` column: the ok runs' throughputs) plus ``n`` (values), ``mean``,
     ``sd`` (sample, n − 1), ``half`` (the CI half-width; NaN with fewer than two values), ``lo``/``hi``,
-    ``half_rel``, and ``band`` (whether the interval is drawn: ``MIN_REPEATS_FOR_BAND`` values or more).
+    ``half_rel``, ``band`` (whether the interval is drawn: ``MIN_REPEATS_FOR_BAND`` values or more) and
+    ``over`` (the server's threads outnumber its CPUs: ``server_cpus``, where the frame has it).
     The same numbers as :func:`demuxlab.stats.point_summary` (a test holds them equal)."""
     cells = [values_of(c) for c in points.get("values", [])]
     moments = [_moments(v) for v in cells]
@@ -85,47 +87,49 @@ def summarise(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     with np.errstate(divide="ignore", invalid="ignore"):
         out["half_rel"] = np.where(out["mean"] > 0, out["half"] / out["mean"], np.nan)
     out["band"] = out["n"] >= MIN_REPEATS_FOR_BAND
+    if "server_cpus" in out and "threads" in out:
+        out["over"] = [
+            c is not None and c == c and int(t) > int(c)
+            for t, c in zip(out["threads"], out["server_cpus"], strict=True)
+        ]
+    else:
+        out["over"] = False
     return out
 
 
 def welch_p(a: Sequence[float], b: Sequence[float]) -> float | None:
-    """Two-sided p-value of Welch's t-test that ``a`` and ``b`` have the same mean (unequal variances,
-    Welch–Satterthwaite degrees of freedom); None when a side has fewer than two values (no variance to
-    test with). Two constant samples: 1 if equal, else 0."""
-    if len(a) < 2 or len(b) < 2:
-        return None
+    """Two-sided p-value of Welch's t-test that ``a`` and ``b`` have the same mean
+    (:func:`demuxlab.stats.welch_p`); None when a side has fewer than two values."""
     ma, sa = _moments([float(v) for v in a])
     mb, sb = _moments([float(v) for v in b])
-    return welch_from(ma, sa, len(a), mb, sb, len(b))
+    return _welch(ma, sa, len(a), mb, sb, len(b))
 
 
-def welch_from(ma: float, sa: float, na: int, mb: float, sb: float, nb: int) -> float | None:
-    """:func:`welch_p` from each sample's mean, standard deviation (n − 1) and size (a summarised point)."""
-    if na < 2 or nb < 2:
-        return None
-    va, vb = sa * sa / na, sb * sb / nb
-    diff = ma - mb
-    if va + vb == 0.0:
-        return 1.0 if diff == 0.0 else 0.0
-    t = diff / math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
-    from scipy.special import stdtr
-
-    return float(2.0 * stdtr(df, -abs(t)))
-
-
-def welch_of(a: dict[str, Any], b: dict[str, Any]) -> float | None:
-    """:func:`welch_from` for two summarised records (``mean``, ``sd``, ``n``)."""
-    return welch_from(
+def difference_of(a: dict[str, Any], b: dict[str, Any]) -> Difference:
+    """:func:`demuxlab.stats.difference` of two summarised records (``mean``, ``sd``, ``n``)."""
+    return difference(
         float(a["mean"]), float(a["sd"]), int(a["n"]), float(b["mean"]), float(b["sd"]), int(b["n"])
     )
 
 
-def differs(p: float | None) -> str:
-    """A p-value in words, as the tables say it."""
-    if p is None:
-        return "untested (< 2 runs)"
-    return "yes" if p < ALPHA else "no"
+def welch_of(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    """Welch's p-value of two summarised records."""
+    return difference_of(a, b).p
+
+
+def oversubscribed(r: dict[str, Any]) -> bool:
+    """Whether a summarised point's server threads outnumber the CPUs its runs' server was pinned to
+    (:func:`summarise`'s ``over``)."""
+    return bool(r.get("over"))
+
+
+def oversubscribed_text(r: dict[str, Any]) -> str:
+    """``oversubscribed: 2 server threads on 1 CPU`` (hover, tables), or ``""``."""
+    if not oversubscribed(r):
+        return ""
+    cpus = r.get("server_cpus")
+    on = "fewer CPUs" if cpus is None or cpus != cpus else f"{int(cpus)} CPU{'s' * (int(cpus) != 1)}"
+    return f"oversubscribed: {int(r['threads'])} server threads on {on}"
 
 
 def pick_predictions(preds: pd.DataFrame) -> pd.DataFrame:

@@ -68,23 +68,23 @@ def layout(x: str = "threads", **query: str) -> Any:
         options = data.experiment_options(conn)
         if not options:
             return [html.H1("Compare"), common.empty_database_panel()]
-        chosen: dict[str, str | None] = {}
-        for i, side in enumerate(SIDES):
-            ref = query.get(side) or (
-                options[min(i, len(options) - 1)]["value"] if side not in OPTIONAL else None
-            )
-            chosen[side] = data.resolve_experiment(conn, ref).value if ref else None
+        picked = {k: v for k, v in query.items() if v}
+        if not picked.get("a") and not picked.get("b"):
+            picked = opening(conn)
+        chosen = {s: data.resolve_experiment(conn, picked[s]).value if picked.get(s) else None for s in SIDES}
     return [
         html.H1("Compare"),
         html.P(
             "Up to four sides, each an experiment optionally narrowed to one host pair or one server build "
             "(binary hash or image digest); points are matched on their parameters. A is the baseline: every "
             "other side gets its ratio to A and Welch's t-test against A (filled marker: they differ, "
-            "p < 0.05). The same experiment with two pairs or two builds compares machines or code.",
+            "p < 0.05), the decision the Ranking and History make too. The same experiment with two pairs "
+            "or two builds compares machines or code. The page opens on the newest experiment's two "
+            "builds, else its two spec versions, else the two newest experiments.",
             className="dlx-muted",
         ),
         *[
-            _side(s, options, chosen[s], query.get(f"{s}_pair", ""), query.get(f"{s}_build", ""))
+            _side(s, options, chosen[s], picked.get(f"{s}_pair", ""), picked.get(f"{s}_build", ""))
             for s in SIDES
         ],
         common.control(
@@ -101,6 +101,26 @@ def layout(x: str = "threads", **query: str) -> Any:
         common.table_block("compare-table"),
         common.url_state_store("compare"),
     ]
+
+
+def opening(conn: Any) -> dict[str, str]:
+    """The two sides the page opens on when the address names none, never one selection twice: the newest
+    experiment on its first and its latest server build; else its previous spec version against it; else
+    the experiment made before it against it; else the newest alone (the page then says what to choose)."""
+    newest = data.newest_experiments(conn, 1)
+    if not newest:
+        return {}
+    exp = newest[0]
+    builds = queries.builds_by_time(conn, exp)
+    if len(builds) >= 2:
+        return {"a": exp.value, "a_build": builds[0], "b": exp.value, "b_build": builds[-1]}
+    versions = [o["value"] for o in data.experiment_options(conn) if o["value"].split("@")[0] == exp.name]
+    if len(versions) >= 2:
+        return {"a": versions[1], "b": versions[0]}
+    two = data.newest_experiments(conn, 2)
+    if len(two) == 2:
+        return {"a": two[1].value, "b": exp.value}
+    return {"a": exp.value}
 
 
 common.url_sync(
@@ -153,19 +173,24 @@ def update(*values: Any) -> tuple[Any, ...]:
             sides.append((s, experiment, pair, build))
     frames: list[pd.DataFrame] = []
     labels: list[str] = []
+    shared: list[str] = []
     try:
         with common.store().connect() as conn:
             for s, experiment, pair, build in sides:
                 exp = data.resolve_experiment(conn, experiment)
                 frames.append(queries.measured(conn, exp, host_pair=pair, build=build))
                 labels.append(figs.side_label(s, experiment, pair, build))
+                shared += queries.shared_machine(conn, exp)
     except data.DataUnavailable as exc:
         return base.empty_figure("database unavailable"), [], [], common.unavailable_panel(exc)
     except data.NotFound as exc:
         return base.empty_figure(str(exc)), [], [], common.not_found_panel(exc, "experiment")
     if len(frames) < 2:
-        msg = "Choose at least two sides (A and B)."
-        return base.empty_figure(msg), [], [], common.message(msg, "warning")
+        msg = (
+            "Compare needs a second side: choose B, another experiment or this one narrowed to another host "
+            "pair or server build."
+        )
+        return base.empty_figure(msg), [], [], common.message(msg, "warning", id="compare-choose")
     comparison = figs.analyse(frames)
     table = comparison.table
     t = common.table_props(table)
@@ -174,4 +199,5 @@ def update(*values: Any) -> tuple[Any, ...]:
         status = common.message("The sides share no point with ok runs (same parameters).", "warning")
     elif len({lab.split(": ", 1)[1] for lab in labels}) < len(labels):
         status = common.message("Two sides are the same selection: choose another experiment, pair or build.")
-    return figs.compare_figure(comparison, labels, x=x), t["data"], t["columns"], status
+    banner = common.shared_machine_panel(sorted(set(shared)))
+    return figs.compare_figure(comparison, labels, x=x), t["data"], t["columns"], [banner, status]

@@ -12,6 +12,7 @@ from dash import Input, Output, State, callback, dcc, html
 
 from demuxlab.dashboard import common, data
 from demuxlab.dashboard.data import experiments as queries
+from demuxlab.dashboard.data import points as points_queries
 from demuxlab.dashboard.data.plans import plan
 from demuxlab.dashboard.figures import experiments as figs
 from demuxlab.dashboard.figures.base import short_build
@@ -113,7 +114,7 @@ def overview_frame(conn: Any, now: dt.datetime | None = None) -> tuple[pd.DataFr
                 "ok": int(e["ok"]),
                 "failed": int(e["failed"]),
                 "remaining": st.remaining,
-                "cut": st.cut_runs,
+                "cut": figs.cut_text(len(plan(e["name"], e["spec_sha256"], e["spec_text"]).cut), st.cut_runs),
                 "planned": st.planned,
                 "host_pairs": ", ".join(e["pairs"] or []),
                 "started": e["first_started"],
@@ -166,6 +167,8 @@ def refresh(_n: int | None, experiment: str | None) -> tuple[Any, ...]:
 
 
 def _detail(conn: Any, experiment: str) -> Any:
+    """One experiment's progress: its state, counts and pace, the latest runs by design, what the server
+    cuts and the failures."""
     exp = data.resolve_experiment(conn, experiment)
     prog = queries.progress(conn, exp)
     p = prog["plan"]
@@ -181,17 +184,48 @@ def _detail(conn: Any, experiment: str) -> Any:
         wall_p90_s=prog["wall_p90_s"],
         now=dt.datetime.now(dt.UTC),
     )
-    latest = prog["latest"]
-    last_ok = latest[latest["status"] == "ok"]
-    latest_thr = None if last_ok.empty else float(last_ok.iloc[0]["throughput_msgs_per_s"])
-    bar: list[Any] = []
-    if st.planned:
-        bar = [
-            html.Div(className="ok", style={"width": f"{100 * prog['ok'] / st.planned:.2f}%"}),
-            html.Div(className="failed", style={"width": f"{100 * prog['failed'] / st.planned:.2f}%"}),
-        ]
+    notes: list[Any] = [html.P([html.B(f"{st.state}: "), st.why], id="experiments-why")]
+    shared = common.shared_machine_panel(points_queries.shared_machine(conn, exp))
+    if shared is not None:
+        notes.append(shared)
+    if p.note:
+        notes.append(html.P(p.note, className="dlx-muted", id="experiments-plan-note"))
+    return [
+        html.H2(f"{exp.name} @{exp.spec_sha256[:8]}", id="experiments-title"),
+        html.Div(_cards(st, prog, p), className="dlx-cards"),
+        *notes,
+        html.Div(
+            _bar(st, prog),
+            className="dlx-progress",
+            title="ok (green), failed (orange) of the runs this server plans (points it cuts not counted)",
+        ),
+        # No loading overlay: the live refresh replaces this block every few seconds.
+        common.figure_block("experiments-latest-graph", figs.progress_figure(prog["latest"]), loading=False),
+        html.Div(
+            [
+                html.H2("Latest run of each design"),
+                common.table_block(
+                    "experiments-per-design", figs.latest_per_design(prog["per_design"]), markdown=("run",)
+                ),
+            ],
+            className="dlx-section",
+        ),
+        _cut_section(p),
+        html.Div(
+            [
+                html.H2("Failures by reason"),
+                common.table_block("experiments-reasons", prog["reasons"])
+                if not prog["reasons"].empty
+                else common.message("no failed runs"),
+            ],
+            className="dlx-section",
+        ),
+    ]
+
+
+def _cards(st: figs.Status, prog: dict[str, Any], p: Any) -> list[html.Div]:
     at_most = "" if p.exact else "≤ "
-    cards = [
+    return [
         _card("state", st.state, "experiments-state", st.state.replace(" ", "-")),
         _card("runs done", f"{st.done}" + (f" / {st.planned}" if st.planned else ""), "experiments-done"),
         _card("ok", prog["ok"], "experiments-ok", "ok"),
@@ -201,54 +235,37 @@ def _detail(conn: Any, experiment: str) -> Any:
             "?" if st.remaining is None else f"{at_most}{st.remaining}",
             "experiments-remaining",
         ),
-        _card("cut by the server", st.cut_runs, "experiments-cut"),
-        _card(
-            "latest throughput",
-            "—" if latest_thr is None else f"{latest_thr:,.0f} msg/s",
-            "experiments-latest",
-        ),
+        _card("cut by the server", figs.cut_text(len(p.cut), st.cut_runs), "experiments-cut"),
+        _card("designs measured", len(prog["per_design"]), "experiments-designs"),
         _card("estimated finish", st.eta_text, "experiments-eta"),
     ]
-    notes = [html.P([html.B(f"{st.state}: "), st.why], id="experiments-why")]
-    if p.note:
-        notes.append(html.P(p.note, className="dlx-muted", id="experiments-plan-note"))
-    cut = pd.DataFrame([{"point": c.point_key, "runs": c.runs, "why": c.reason} for c in p.cut])
-    reasons = prog["reasons"]
+
+
+def _bar(st: figs.Status, prog: dict[str, Any]) -> list[Any]:
+    if not st.planned:
+        return []
     return [
-        html.H2(f"{exp.name} @{exp.spec_sha256[:8]}", id="experiments-title"),
-        html.Div(cards, className="dlx-cards"),
-        *notes,
-        html.Div(
-            bar,
-            className="dlx-progress",
-            title="ok (green), failed (orange) of the runs this server plans (points it cuts not counted)",
-        ),
-        # No loading overlay: the live refresh replaces this block every few seconds.
-        common.figure_block("experiments-latest-graph", figs.progress_figure(latest), loading=False),
-        html.Div(
-            [
-                html.H2("Cut by the server (not run, not remaining)"),
-                html.P(
-                    "Points the spec names that this server's thread ranges exclude (demux-server --list): "
-                    "the workflow skips them.",
-                    className="dlx-muted",
-                ),
-                common.table_block("experiments-cut-table", cut, page_size=10),
-            ]
-            if p.cut
-            else [],
-            className="dlx-section",
-        ),
-        html.Div(
-            [
-                html.H2("Failures by reason"),
-                common.table_block("experiments-reasons", reasons)
-                if not reasons.empty
-                else common.message("no failed runs"),
-            ],
-            className="dlx-section",
-        ),
+        html.Div(className="ok", style={"width": f"{100 * prog['ok'] / st.planned:.2f}%"}),
+        html.Div(className="failed", style={"width": f"{100 * prog['failed'] / st.planned:.2f}%"}),
     ]
+
+
+def _cut_section(p: Any) -> html.Div:
+    if not p.cut:
+        return html.Div([], className="dlx-section")
+    cut = pd.DataFrame([{"point": c.point_key, "runs": c.runs, "why": c.reason} for c in p.cut])
+    return html.Div(
+        [
+            html.H2(f"Cut by the server: {figs.cut_text(len(p.cut), p.cut_runs)}, not run, not remaining"),
+            html.P(
+                "Points the spec names that this server's thread ranges exclude (demux-server --list): "
+                "the workflow skips them.",
+                className="dlx-muted",
+            ),
+            common.table_block("experiments-cut-table", cut, page_size=10),
+        ],
+        className="dlx-section",
+    )
 
 
 def _runs(conn: Any, exp: data.ExperimentRef) -> Any:

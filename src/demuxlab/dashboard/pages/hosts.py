@@ -8,6 +8,7 @@ from typing import Any
 import dash
 from dash import Input, Output, callback, dcc, html
 
+from demuxlab import marks
 from demuxlab.dashboard import address, common, data
 from demuxlab.dashboard.data import hosts as queries
 from demuxlab.dashboard.figures import run as figs
@@ -57,13 +58,14 @@ def detail(host: str) -> Any:
                 raise data.NotFound(f"no host {address.excerpt(host)} in the database")
             h = queries.host_detail(conn, int(host))
             usage = queries.host_usage(conn, int(host))
+            cores = queries.core_use(conn, int(host))
         facts = h["facts"] or {}
         items = [
             (k, h.get(k))
             for k in ("hostname", "cpu_model", "kernel", "sockets", "cores", "threads_per_core", "numa_nodes")
         ] + [(k, h.get(k)) for k in ("smt", "turbo", "governor", "irqbalance")]
         items += [
-            ("memory", facts.get("memory_bytes")),
+            ("memory", marks.bytes_text(facts.get("memory_bytes"))),
             ("facts sha256", h["facts_sha256"]),
             ("collected at", facts.get("collected_at")),
         ]
@@ -72,7 +74,7 @@ def detail(host: str) -> Any:
                 [
                     html.Div([html.H2("Facts"), common.facts_list(items)], className="dlx-section"),
                     common.figure_block(
-                        "hosts-topology-graph", figs.topology_figure([(h["hostname"], facts)])
+                        "hosts-topology-graph", figs.topology_figure([(h["hostname"], facts)], usage=cores)
                     ),
                 ],
                 className="dlx-grid2",

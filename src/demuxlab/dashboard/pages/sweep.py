@@ -3,6 +3,7 @@ under it a cost per message on the same axis (demuxlab.dashboard.why)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import dash
@@ -10,9 +11,11 @@ import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
 from demuxlab.dashboard import common, data, fields, why
+from demuxlab.dashboard.data import models as model_queries
 from demuxlab.dashboard.data import points as queries
-from demuxlab.dashboard.figures import adaptive, base
+from demuxlab.dashboard.figures import absence, adaptive, base
 from demuxlab.dashboard.figures import sweep as figs
+from demuxlab.dashboard.whatif import model_patterns
 from demuxlab.vocab import NOTIFIERS, PATTERNS
 
 dash.register_page(__name__, path="/sweep", name="Sweep", title="demuxlab · sweep")
@@ -45,73 +48,8 @@ def layout(
         patterns_here, notifiers_here = queries.designs(conn, exp)
     return [
         html.H1("Sweep"),
-        html.Div(
-            [
-                common.control(
-                    "Experiment",
-                    dcc.Dropdown(id="sweep-experiment", options=options, value=chosen, clearable=False),
-                    wide=True,
-                ),
-                common.control(
-                    "x axis",
-                    dcc.Dropdown(
-                        id="sweep-x",
-                        options=[{"label": v, "value": k} for k, v in fields.AXES.items()],
-                        value=x if x in fields.AXES else "threads",
-                        clearable=False,
-                    ),
-                ),
-                common.control(
-                    "colour",
-                    dcc.Dropdown(
-                        id="sweep-colour",
-                        options=[{"label": fields.label(c), "value": c} for c in COLOUR_CHOICES],
-                        value=colour if colour in COLOUR_CHOICES else "pattern",
-                        clearable=False,
-                    ),
-                ),
-                common.control(
-                    "facet (columns)",
-                    dcc.Dropdown(
-                        id="sweep-facet",
-                        options=[{"label": "none", "value": "none"}]
-                        + [{"label": fields.label(c), "value": c} for c in fields.PARAMS],
-                        value=facet if facet in (*fields.PARAMS, "none") else "notifier",
-                        clearable=False,
-                    ),
-                ),
-                common.control(
-                    "patterns",
-                    dcc.Dropdown(
-                        id="sweep-patterns",
-                        options=_ordered(patterns_here, PATTERNS),
-                        value=common.split_list(patterns),
-                        multi=True,
-                        placeholder="all",
-                    ),
-                ),
-                common.control(
-                    "notifiers",
-                    dcc.Dropdown(
-                        id="sweep-notifiers",
-                        options=_ordered(notifiers_here, NOTIFIERS),
-                        value=common.split_list(notifiers),
-                        multi=True,
-                        placeholder="all",
-                    ),
-                ),
-                common.control(
-                    "show",
-                    dcc.Checklist(
-                        id="sweep-show",
-                        options=SOURCE_OPTIONS,
-                        value=[v for v in common.split_list(show) if v in SHOW],
-                        inline=True,
-                    ),
-                    wide=True,
-                ),
-            ],
-            className="dlx-controls",
+        _controls(
+            options, chosen, x, colour, facet, patterns, notifiers, show, patterns_here, notifiers_here
         ),
         html.Div(id="sweep-status"),
         common.figure_block("sweep-graph", pdf=True),
@@ -121,8 +59,9 @@ def layout(
             [
                 html.H2("Points"),
                 html.P(
-                    "mean and 95 % CI half-width of the ok runs (an interval is drawn from "
-                    "3 runs on); predictions and their error (model − measured) / measured",
+                    "mean and 95 % CI half-width of the ok runs (an interval is drawn from 2 runs on, "
+                    "clipped at 0); the server's CPUs and whether its threads outnumber them; predictions "
+                    "and their error (model − measured) / measured",
                     className="dlx-muted",
                 ),
                 common.table_block("sweep-table"),
@@ -133,6 +72,87 @@ def layout(
         ),
         common.url_state_store("sweep"),
     ]
+
+
+def _controls(
+    options: list[dict[str, str]],
+    chosen: str,
+    x: str,
+    colour: str,
+    facet: str,
+    patterns: str,
+    notifiers: str,
+    show: str,
+    patterns_here: list[str],
+    notifiers_here: list[str],
+) -> html.Div:
+    """The control bar: experiment, axis, colour, facet, the patterns and notifiers shown, what else."""
+    return html.Div(
+        [
+            common.control(
+                "Experiment",
+                dcc.Dropdown(id="sweep-experiment", options=options, value=chosen, clearable=False),
+                wide=True,
+            ),
+            common.control(
+                "x axis",
+                dcc.Dropdown(
+                    id="sweep-x",
+                    options=[{"label": v, "value": k} for k, v in fields.AXES.items()],
+                    value=x if x in fields.AXES else "threads",
+                    clearable=False,
+                ),
+            ),
+            common.control(
+                "colour",
+                dcc.Dropdown(
+                    id="sweep-colour",
+                    options=[{"label": fields.label(c), "value": c} for c in COLOUR_CHOICES],
+                    value=colour if colour in COLOUR_CHOICES else "pattern",
+                    clearable=False,
+                ),
+            ),
+            common.control(
+                "facet (columns)",
+                dcc.Dropdown(
+                    id="sweep-facet",
+                    options=[{"label": "none", "value": "none"}]
+                    + [{"label": fields.label(c), "value": c} for c in fields.PARAMS],
+                    value=facet if facet in (*fields.PARAMS, "none") else "notifier",
+                    clearable=False,
+                ),
+            ),
+            _names_control("patterns", "sweep-patterns", patterns_here, PATTERNS, patterns),
+            _names_control("notifiers", "sweep-notifiers", notifiers_here, NOTIFIERS, notifiers),
+            common.control(
+                "show",
+                dcc.Checklist(
+                    id="sweep-show",
+                    options=SOURCE_OPTIONS,
+                    value=[v for v in common.split_list(show) if v in SHOW],
+                    inline=True,
+                ),
+                wide=True,
+            ),
+        ],
+        className="dlx-controls",
+    )
+
+
+def _names_control(
+    label: str, id_: str, here: list[str], vocabulary: tuple[str, ...], chosen: str
+) -> html.Div:
+    """A multi-select of the names present (the patterns, the notifiers), in the vocabulary's order."""
+    return common.control(
+        label,
+        dcc.Dropdown(
+            id=id_,
+            options=_ordered(here, vocabulary),
+            value=common.split_list(chosen),
+            multi=True,
+            placeholder="all",
+        ),
+    )
 
 
 def _ordered(values: Any, vocabulary: tuple[str, ...]) -> list[str]:
@@ -155,11 +175,31 @@ common.url_sync(
 )
 
 
-def load(experiment: str) -> tuple[data.ExperimentRef, pd.DataFrame, pd.DataFrame, dict[str, Any] | None]:
+@dataclass(frozen=True)
+class Loaded:
+    """One experiment's sweep as the page reads it."""
+
+    exp: data.ExperimentRef
+    points: pd.DataFrame
+    preds: pd.DataFrame
+    decisions: dict[str, Any] | None
+    states: pd.DataFrame  # its calibrations, fitted or refused
+    calibration_points: pd.DataFrame
+    shared: list[str]  # hosts sharing one machine's CPUs (the test cluster): not performance data
+
+
+def load(experiment: str) -> Loaded:
     with common.store().connect() as conn:
         exp = data.resolve_experiment(conn, experiment)
-        decisions = queries.adaptive_decisions(conn, exp)
-        return exp, queries.measured(conn, exp), queries.predictions(conn, exp), decisions
+        return Loaded(
+            exp,
+            queries.measured(conn, exp),
+            queries.predictions(conn, exp),
+            queries.adaptive_decisions(conn, exp),
+            model_queries.calibration_states(conn, exp),
+            model_queries.calibration_points(conn, exp),
+            queries.shared_machine(conn, exp),
+        )
 
 
 def select(points: pd.DataFrame, patterns: list[str] | None, notifiers: list[str] | None) -> pd.DataFrame:
@@ -221,18 +261,22 @@ def update(
 ) -> tuple[Any, ...]:
     show = show or []
     try:
-        exp, pts, preds, decisions = load(experiment)
+        got = load(experiment)
     except data.DataUnavailable as exc:
         return (base.empty_figure("database unavailable"), [], [], [], [], common.unavailable_panel(exc))
     except data.NotFound as exc:
         return (base.empty_figure(str(exc)), [], [], [], [], common.not_found_panel(exc, "experiment"))
+    exp, pts, preds, decisions = got.exp, got.points, got.preds, got.decisions
     x, colour, facet_ = view(x, colour, facet)
     sel = select(pts, patterns, notifiers)
     if decisions and not sel.empty:  # an adaptive experiment: why each point was measured (its hover)
-        why = adaptive.why_measured(decisions)
-        sel = sel.assign(why=[why.get(k, "") for k in sel["point_key"]])
+        reasons = adaptive.why_measured(decisions)
+        sel = sel.assign(why=[reasons.get(k, "") for k in sel["point_key"]])
     sources = [s for s in figs.SOURCES if s in show]
     shown_preds = preds[preds["point_id"].isin(sel["point_id"])] if not preds.empty else preds
+    missing = absence.absences(
+        sel, shown_preds, got.states, got.calibration_points, model_patterns(), sources
+    )
     fig = figs.sweep_figure(
         sel,
         shown_preds,
@@ -243,21 +287,39 @@ def update(
         residuals="residuals" in show,
         title=f"{exp.name} @{exp.spec_sha256[:8]}: throughput vs {fields.label(x)}",
         model_only=adaptive.model_only(decisions, patterns, notifiers),
+        model_notes=absence.summary(missing),
     )
     table = figs.sweep_table(sel, preds)
     errors = figs.error_summary(table)
-    status: Any = None
-    if pts.empty:
-        status = common.message(f"{exp.label} has no measured points yet.", "info")
-    elif preds.empty and sources:
-        status = common.message(
-            "No model predictions stored for this experiment (the workflow's predict stage makes them for "
-            "the patterns the CTMC models cover).",
-            "info",
-        )
     t = common.table_props(table)
     e = common.table_props(errors)
+    status = [common.shared_machine_panel(got.shared), _status(exp, pts, missing)]
     return fig, t["data"], t["columns"], e["data"], e["columns"], status
+
+
+def _status(exp: data.ExperimentRef, pts: pd.DataFrame, missing: list[absence.Absence]) -> Any:
+    """What the figure cannot show, said above it: no points yet, or each missing model line and why (the
+    list folded under a summary line where it is long)."""
+    if pts.empty:
+        return common.message(f"{exp.label} has no measured points yet.", "info")
+    if not missing:
+        return None
+    return common.message(
+        html.Details(
+            [
+                html.Summary(
+                    html.B(
+                        f"No model line for {len(missing)} design(s) × rates: "
+                        + "; ".join(absence.summary(missing))
+                    )
+                ),
+                html.Ul([html.Li(a.line) for a in missing]),
+            ],
+            open=len(missing) <= 3,
+        ),
+        "info",
+        id="sweep-no-model",
+    )
 
 
 @callback(
@@ -282,7 +344,8 @@ def pdf(
     notifiers: list[str] | None,
     show: list[str] | None,
 ) -> Any:
-    exp, pts, preds, _decisions = load(experiment)
+    got = load(experiment)
+    exp, pts, preds = got.exp, got.points, got.preds
     x, colour, facet_ = view(x, colour, facet)
     sel = select(pts, patterns, notifiers)
     payload = figs.sweep_pdf(
