@@ -30,10 +30,11 @@ if ((${#missing[@]})); then
 fi
 
 # --- Docker engine ---------------------------------------------------------------------------------------
-# No systemd here: start dockerd ourselves when the socket does not answer.
+# No systemd here: start dockerd ourselves when the socket does not answer, in a session of its own
+# (setsid): a job control that ends this shell's process group (a CI step, a terminal) leaves it running.
 if [ "${SKIP_DOCKER:-0}" != 1 ] && ! docker info >/dev/null 2>&1; then
   log "starting the Docker engine (log: /var/log/demuxlab-dockerd.log)"
-  as_root sh -c 'nohup dockerd >/var/log/demuxlab-dockerd.log 2>&1 &'
+  as_root sh -c 'setsid nohup dockerd </dev/null >>/var/log/demuxlab-dockerd.log 2>&1 &'
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
   docker info >/dev/null 2>&1 || { log "dockerd did not come up; see /var/log/demuxlab-dockerd.log"; exit 1; }
 fi

@@ -210,6 +210,21 @@ def changed_by_the_new_build(point: Any) -> float:
     return 1.0
 
 
+def _warm_kernels() -> None:
+    """Compile (or load from the kernel cache, ``demuxlab.ctmc.engine.cache_dir``, which the dashboard's
+    process shares) the SSA and fluid kernels of every modelled pattern before the pages are timed: a chain
+    whose code changed compiles on its first what-if, 7-33 s a pattern here when quiet (95 s for all), far
+    beyond a page's wait on a busy host. The pages are tested, not numba's compile time."""
+    from demuxlab.ctmc.rates import min_threads, paper_rates
+    from demuxlab.dashboard import whatif
+    from demuxlab.vocab import METHOD_SSA
+
+    for pattern in whatif.model_patterns():
+        lowest = int(min_threads(pattern))
+        whatif.predict_curve(pattern, paper_rates(pattern), [lowest], 5.0, 32, METHOD_SSA)
+        whatif.quick_curve(pattern, paper_rates(pattern), [lowest], 5.0, 32)
+
+
 @pytest.fixture(scope="module")
 def site(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     import uuid
@@ -252,6 +267,7 @@ def site(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[S
         wrapper.write_text(f'#!/bin/sh\nexec {shlex.join(netns)} {shlex.quote(CHROMIUM)} "$@"\n')
         wrapper.chmod(0o755)
         chromium = str(wrapper)
+    _warm_kernels()
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     log = tmp / "dashboard.log"

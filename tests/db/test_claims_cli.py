@@ -143,7 +143,11 @@ def check_predictions(spec_path: Path, out: Path, database_url: str) -> None:
     assert "model peak 150k vs measured 100.1k at t3 (+49.9%)" in model["reason"]
     with (out / "recommendations.csv").open() as f:
         (rec,) = list(csv.DictReader(f))
-    assert rec["model_source"] == "paper" and rec["model_agrees"] == "True"
+    # Only hsha/select has predictions: the model is not judged against the other measured designs
+    # (issue 43: never "agrees" among the modelled points alone), and the row says which lack one.
+    assert rec["model_source"] == "paper" and rec["model_agrees"] == "", rec
+    assert "hsha/epoll-lt (no paper prediction)" in rec["model_missing"], rec
+    assert "reactor/select (no paper prediction)" in rec["model_missing"], rec
     assert rec["model_disagreements"].startswith("hsha/select t3: model 150k msg/s")
 
     main(["claims", str(spec_path), "--out-dir", str(out), "--method", "exact"])

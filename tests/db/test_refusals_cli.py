@@ -159,7 +159,7 @@ def test_ingest_refusals_leave_the_database_as_it_was(
             failed,
             f"run {run} (experiment 'dbtest', point 'hsha/epoll-lt/t4/w10/c64/b1/ct1/rclosed', repeat 0) "
             "is already stored, and this record differs: status 'ok' → 'failed', failure_reason None → "
-            "'demux-client: connection reset by pe..., stats.throughput_msgs_per_s 81231.4 → None (and 11 "
+            "'demux-client: connection reset by pe..., stats.throughput_msgs_per_s 81231.4 → None (and 12 "
             "more); nothing written (`demuxlab ingest --replace` replaces it, keeping the stored one in "
             "runs_history)",
         ),
