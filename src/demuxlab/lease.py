@@ -324,18 +324,38 @@ def hold_controller(directory: Path | str) -> Lease:
     path = directory / CONTROLLER_LOCK
     fd = _open(path)
     try:
-        if _try_lock(fd):
-            return _take("controller", "workflow", path, fd)
+        take_controller(fd, directory, os.getpid())
     except BaseException:
         os.close(fd)
         raise
-    os.close(fd)
-    info = _read_info(path)
-    raise LeaseBusy(
-        f"another workflow controller is running in {directory} (pid {info.get('pid')} on "
-        f"{info.get('host')}, since {info.get('since')}): wait for it to finish or stop it; a controller "
-        "that was killed holds nothing, so rerunning after a crash needs no --unlock"
-    )
+    return Lease(pair="controller", run_id="workflow", path=path, fd=fd, info=_read_info(path))
+
+
+def take_controller(fd: int, directory: Path | str, pid: int) -> None:
+    """The workflow lock on ``fd``, an open descriptor of ``<directory>/.snakemake/demuxlab-controller.lock``
+    that process ``pid`` (the controller) holds: the flock belongs to the open file, so it stays held
+    while the controller keeps the descriptor, and goes with it, after this process is gone
+    (``demuxlab controller-lock``, the workflow's onstart). Refused in one line while a live controller
+    holds it."""
+    directory = Path(directory).resolve()
+    path = directory / CONTROLLER_LOCK
+    if not _try_lock(fd):
+        info = _read_info(path)
+        raise LeaseBusy(
+            f"another workflow controller is running in {directory} (pid {info.get('pid')} on "
+            f"{info.get('host')}, since {info.get('since')}): wait for it to finish or stop it; a controller "
+            "that was killed holds nothing, so rerunning after a crash needs no --unlock"
+        )
+    info = {
+        "pair": "controller",
+        "run_id": "workflow",
+        "pid": pid,
+        "pid_start": _proc_start(pid),
+        "host": socket.gethostname(),
+        "since": _now(),
+        "children": [],
+    }
+    Lease(pair="controller", run_id="workflow", path=path, fd=fd, info=info)._write()
 
 
 __all__ = [
@@ -350,5 +370,6 @@ __all__ = [
     "lease_path",
     "orphans",
     "process_alive",
+    "take_controller",
     "try_acquire",
 ]
