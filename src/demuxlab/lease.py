@@ -142,9 +142,7 @@ class Lease:
         self._write()
 
     def _write(self) -> None:
-        data = (json.dumps(self.info, sort_keys=True) + "\n").encode()
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, data, 0)
+        _write_info(self.fd, self.info)
 
     def release(self) -> None:
         """Free the pair (idempotent). Children that inherited ``fd`` keep it busy until they exit."""
@@ -165,6 +163,13 @@ class Lease:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.release()
+
+
+def _write_info(fd: int, info: dict[str, Any]) -> None:
+    """The holder information, in place of what the lock file held."""
+    data = (json.dumps(info, sort_keys=True) + "\n").encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
 
 
 def _take(pair: str, run_id: str, path: Path, fd: int) -> Lease:
@@ -355,7 +360,7 @@ def take_controller(fd: int, directory: Path | str, pid: int) -> None:
         "since": _now(),
         "children": [],
     }
-    Lease(pair="controller", run_id="workflow", path=path, fd=fd, info=info)._write()
+    _write_info(fd, info)  # not through a Lease: one would close ``fd`` when collected
 
 
 __all__ = [

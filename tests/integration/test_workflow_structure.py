@@ -139,7 +139,8 @@ def rules_of(profile: str, tmp_path: Path) -> list[dict[str, Any]]:
     inventory = tmp_path / "simulated.yaml"
     inventory.write_text("simulated: {pairs: 2}\n")
     env = {**os.environ, "DEMUXLAB_INVENTORY": str(inventory)}
-    cmd = [sys.executable, str(dump), str(WORKFLOWS / "Snakefile"), str(tmp_path), "{}", json.dumps(files), "2"]
+    snakefile = str(WORKFLOWS / "Snakefile")
+    cmd = [sys.executable, str(dump), snakefile, str(tmp_path), "{}", json.dumps(files), "2"]
     res = subprocess.run(
         cmd, cwd=WORKFLOWS, capture_output=True, text=True, timeout=240, env=env, check=False
     )

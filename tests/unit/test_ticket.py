@@ -112,15 +112,16 @@ def test_run_job_loads_no_spec_yaml_numpy_or_click(
         "import demuxlab.runpoint_lean, demuxlab.runpoint, demuxlab.ticket, demuxlab.cluster.run,"
         " demuxlab.slurm.job, demuxlab.launch.sim, demuxlab.launch.native, demuxlab.launch.docker"
     )
-    probe = f"import sys; print(','.join(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} or m in {HEAVY!r}))"
+    probe = (
+        f"import sys; print(','.join(m for m in sys.modules if m in {HEAVY!r} or m.split('.')[0] in {HEAVY!r}"
+    )
+    probe += " or any(m.startswith(h + '.') for h in " + repr(HEAVY) + ")))"
     before = subprocess.run(
         [sys.executable, "-c", f"{imports}; {probe}"], capture_output=True, text=True, check=True
     )
     assert before.stdout.strip() == ""
-    run = (
-        f"import demuxlab.runpoint_lean as m; rc = m.main({sim_argv(tickets / f'{rid}.json', tmp_path, out)!r});"
-        f" assert rc == 0, rc; {probe}"
-    )
+    argv = sim_argv(tickets / f"{rid}.json", tmp_path, out)
+    run = f"import demuxlab.runpoint_lean as m; rc = m.main({argv!r}); assert rc == 0, rc; {probe}"
     env = {**os.environ, "DEMUXLAB_LEASE_DIR": str(tmp_path / "leases")}
     after = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True, check=True, env=env)
     assert after.stdout.strip() == "", after.stdout
@@ -136,7 +137,7 @@ def test_sim_statistics_equal_steady_state(n: int) -> None:
 def test_sim_run_writes_the_record_and_counts_its_cpu(
     planned: tuple[Path, Path, dict[str, object]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec_path, tickets, plan = planned
+    spec_path, tickets, _ = planned
     monkeypatch.setenv("DEMUXLAB_LEASE_DIR", str(tmp_path / "leases"))
     spec = load_spec(spec_path)
     point, repeat = run_order(spec)[0]
