@@ -49,9 +49,8 @@ lint:  ## ruff, mypy, the layer contracts (lint-imports), snakemake --lint and a
 	@cd workflows && ../$(VENV)/bin/snakemake --lint
 	@cd playbooks && ../$(VENV)/bin/ansible-lint -q
 
-bench: setup build  ## Run the benchmark scripts (they print figures; minutes).
-	@# adaptive_data.py makes the adaptive replay's data set (an hour of runs), it prints no figures.
-	@for b in bench/*.py; do case $$b in *_lib.py|*/adaptive_data.py) continue;; esac; echo "== $$b"; $(PY) $$b || exit 1; done
+bench: $(if $(B),setup build)  ## List the benchmarks; B=NAME runs one (ARGS="its options"), printing its figures.
+	@$(PY) -m bench $(B) $(ARGS)
 
 testbed: setup  ## Create the test cluster: PAIRS (default 2) pairs of SSH hosts; SLURM=1: with Slurm on them.
 	@$(VENV)/bin/demuxlab testbed up --pairs $(or $(PAIRS),2) $(if $(SLURM),--slurm)

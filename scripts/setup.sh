@@ -15,7 +15,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # postgresql-15: the embedded database; iproute2: network namespaces in the multi-host tests.
 # debootstrap, openssh-client: the test cluster (`make testbed`: a Debian rootfs, hosts reached over SSH).
 # chromium: the dashboard's browser tests (Playwright drives /usr/bin/chromium; never `playwright install`).
-# libuv1-dev, strace: the peer benchmark (bench/peer_servers.py: a libuv echo server, system calls counted).
+# libuv1-dev, strace: the peer benchmark (bench/peers/peer_servers.py: a libuv echo server, system calls counted).
 # slurm-client, munge: the slurm profile's login-node side (sbatch, sacct, …) and the Slurm testbed's munged.
 packages=(build-essential liburing-dev docker.io postgresql-15 iproute2 procps util-linux debootstrap openssh-client chromium
           libuv1-dev strace slurm-client munge)

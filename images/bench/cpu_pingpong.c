@@ -1,5 +1,5 @@
 /* cpu_pingpong.c -- what handing a cache line from one CPU to another costs now:
- * the yardstick of the host's placement of its CPUs (bench/ctmc_validation.py
+ * the yardstick of the host's placement of its CPUs (bench/fidelity/ctmc_validation.py
  * measures it between the server's and the client's CPU around every run).
  *
  *   cpu-pingpong --cpus A,B [--rounds N]
@@ -10,7 +10,7 @@
  *   {"cpus": [A, B], "rounds": N, "round_trip_ns": median of the batches, "min_ns": fastest batch}
  *
  * On a virtual machine the round trip moves with where the hypervisor runs the
- * two virtual CPUs: on the 2-core VM of docs/ctmc.md it is ~100-150 ns most of
+ * two virtual CPUs: on the 2-core VM of docs/ctmc-reference.md it is ~100-150 ns most of
  * the time and ~400 ns for minutes at a time, and an echo pair across the same
  * two CPUs then spends ~30 % more CPU per message on both sides. */
 #ifndef _GNU_SOURCE

@@ -1,5 +1,5 @@
 /* min_echo.c -- the least a single-threaded epoll echo server can do: the
- * yardstick for demux-server's CPU cost per message (bench/images_efficiency.py).
+ * yardstick for demux-server's CPU cost per message (bench/perf/images_efficiency.py).
  *
  *   min-echo --port PORT [--msg-size B] [--cpu C]
  *

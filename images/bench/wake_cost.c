@@ -1,6 +1,6 @@
 /* wake_cost.c -- what a loopback send costs its sender when it wakes the
  * receiving thread, asleep in epoll_wait on another CPU, against a send that
- * finds the receiver awake (docs/ctmc.md, "What the client's CPU per message
+ * finds the receiver awake (docs/ctmc-reference.md, "What the client's CPU per message
  * follows": the echo client's CPU per message grows by ~10 us for every time a
  * server thread went to sleep).
  *
@@ -18,7 +18,7 @@
  * call, so the difference is the wake-up.
  *
  * Then the hand-off of a lock to a sleeper (uring-shared's submission lock,
- * docs/ctmc.md): a thread on CPU B blocks on a pthread mutex that a thread on
+ * docs/ctmc-reference.md): a thread on CPU B blocks on a pthread mutex that a thread on
  * CPU A holds (B's CPU idle meanwhile), A releases it, N times; the latency
  * from the release (just before pthread_mutex_unlock) to B holding the lock is
  * how long the released lock stays idle until its woken waiter runs.

@@ -157,14 +157,72 @@ int parse_double(const char *s, double min, double max, double *out)
     return 0;
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause(); /* eases the sibling hyper-thread while spinning */
+#endif
+}
+
 void spin_us(double us)
 {
     if (!(us > 0.0))
         return;
     uint64_t end = now_ns() + (uint64_t)(us * 1000.0);
-    while (now_ns() < end) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause(); /* eases the sibling hyper-thread while spinning */
-#endif
+    while (now_ns() < end)
+        cpu_relax();
+}
+
+#define GAP_STEPS 257
+#define GAP_MIN_NS 1000u
+#define GAP_MAX_NS 100000u
+
+static uint64_t gap_ns;
+static pthread_once_t gap_once = PTHREAD_ONCE_INIT;
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The loop's own step, as spin_cpu_us runs it: a median is untouched by the few steps a preemption or an
+ * interrupt stretches. */
+static void gap_calibrate(void)
+{
+    uint64_t step[GAP_STEPS];
+    uint64_t prev = now_ns();
+    for (int i = 0; i < GAP_STEPS; i++) {
+        cpu_relax();
+        uint64_t t = now_ns();
+        step[i] = t - prev;
+        prev = t;
     }
+    qsort(step, GAP_STEPS, sizeof(step[0]), cmp_u64);
+    uint64_t g = 16 * step[GAP_STEPS / 2];
+    gap_ns = g < GAP_MIN_NS ? GAP_MIN_NS : g > GAP_MAX_NS ? GAP_MAX_NS : g;
+}
+
+uint64_t spin_gap_ns(void)
+{
+    pthread_once(&gap_once, gap_calibrate);
+    return gap_ns;
+}
+
+uint64_t spin_cpu_us(double us)
+{
+    if (!(us > 0.0))
+        return 0;
+    uint64_t gap = spin_gap_ns();
+    uint64_t want = (uint64_t)(us * 1000.0);
+    uint64_t on = 0, prev = now_ns();
+    while (on < want) {
+        cpu_relax();
+        uint64_t t = now_ns();
+        uint64_t step = t - prev;
+        prev = t;
+        if (step < gap)
+            on += step;
+    }
+    return on;
 }

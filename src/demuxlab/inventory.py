@@ -5,20 +5,30 @@ An inventory is a directory holding ``hosts.yml`` (Ansible's YAML inventory form
 per pair; each pair group holds exactly two hosts, one with ``demuxlab_role: server`` and one with
 ``demuxlab_role: client``.
 
-The file is read here with YAML, not through ``ansible-inventory --list``: that would cost a second and an
-Ansible installation on every call (the workflow and the launcher call this per run), and its merged output
-no longer says which file a bad value came from, so the error could not read ``file: field: problem``.
-Variables are merged the way Ansible merges them (groups by depth then name, ``group_vars/`` over the
-inventory file's group vars, host vars over group vars, ``host_vars/`` over inline host vars); a test
-checks the result against ``ansible-inventory --list`` for the shipped inventories.
+Ansible reads it: ``ansible-inventory -i hosts.yml --list`` gives the groups, their hosts and each host's
+variables merged in Ansible's own order (``group_vars/``, ``host_vars/``, groups by depth). What this module
+keeps is demuxlab's: the shape it asks of the file (no key Ansible would skip, a ``demuxlab_pairs`` group
+of two-host pair groups), each variable's check, and where a bad value is written, so that an error reads
+``file: field: problem`` (the merged view no longer says which file a value came from: the first place of
+the host's own, then of its groups', that writes the very value is named). The merged view is kept in
+``<state>/cache/inventory/`` under a hash of the files Ansible read and of its ``ANSIBLE_*`` settings: a
+run that loads the inventory again does not pay ansible-inventory's second unless one of them changed.
 
-(Over 500 lines on purpose: one concern, Ansible's merge order and each variable's check, read top to
-bottom; the value checks are the bulk and only make sense beside the merge that feeds them.)
+(Over 500 lines on purpose: one concern, an inventory read as demuxlab's pairs. Ansible's merge is Ansible's
+now; what is left is each variable's check and naming the file a bad value is written in, which share the
+same walk over the host's places, and the cache of the merged view that the walk reads.)
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +36,14 @@ from typing import Any
 import yaml
 
 from demuxlab.errors import ConfigError
+from demuxlab.jsonio import write_json_atomic
+from demuxlab.paths import state_dir
 from demuxlab.topology import format_cpu_list, parse_cpu_list
 
 PAIRS_GROUP = "demuxlab_pairs"
 ROLES = ("server", "client")
 INVENTORY_FILES = ("hosts.yml", "hosts.yaml")
+CACHE_KEPT = 64  # Ansible's views kept (the newest; each a few kB)
 
 # Every demuxlab_* variable the platform reads; any other demuxlab_* name is a typo and refused.
 KNOWN_VARS: dict[str, str] = {
@@ -158,32 +171,29 @@ def _mapping(value: Any, source: Path, where: str) -> dict[str, Any]:
     return value
 
 
-@dataclass
-class _Group:
-    name: str
-    depth: int = 0
-    parents: set[str] = field(default_factory=set)
-    vars: dict[str, Any] = field(default_factory=dict)
-    var_source: dict[str, str] = field(default_factory=dict)  # var -> "file: path"
-    hosts: list[str] = field(default_factory=list)
-    children: list[str] = field(default_factory=list)
+# A place of the inventory that writes variables: its label ("file: field." or "file: ") and the variables.
+Place = tuple[str, dict[str, Any]]
 
 
 @dataclass
-class _Host:
-    name: str
-    groups: set[str] = field(default_factory=set)
-    vars: dict[str, Any] = field(default_factory=dict)
-    var_source: dict[str, str] = field(default_factory=dict)
+class _Places:
+    """The shape hosts.yml must have (demuxlab's check: Ansible would skip an unknown key with a warning),
+    and every place of the inventory that writes a group's or a host's variables, in the order written:
+    hosts.yml's entries and ``group_vars/``, ``host_vars/`` (each file checked here, so that a broken one
+    is named as ``file: problem``)."""
 
+    file: Path
+    inv_dir: Path
+    groups: dict[str, list[Place]] = field(default_factory=dict)
+    hosts: dict[str, list[Place]] = field(default_factory=dict)
 
-class _Reader:
-    def __init__(self, file: Path) -> None:
-        self.file = file
-        self.groups: dict[str, _Group] = {}
-        self.hosts: dict[str, _Host] = {}
+    def _new(self, owners: dict[str, list[Place]], sub: str, name: str) -> list[Place]:
+        if name not in owners:
+            files = _vars_files(self.inv_dir, sub, name)
+            owners[name] = [(f"{p}: ", _mapping(_load_yaml(p), p, "(top level)")) for p in files]
+        return owners[name]
 
-    def group(self, name: str, where: str, doc: Any, depth: int, parent: str | None) -> None:
+    def group(self, name: str, where: str, doc: Any) -> None:
         body = _mapping(doc, self.file, where)
         unknown = set(body) - {"hosts", "vars", "children"}
         if unknown:
@@ -191,41 +201,16 @@ class _Reader:
                 f"{self.file}: {where}: unknown key {sorted(unknown)[0]!r} "
                 "(a group has hosts, vars, children)"
             )
-        grp = self.groups.setdefault(name, _Group(name))
-        grp.depth = max(grp.depth, depth)
-        if parent is not None:
-            grp.parents.add(parent)
-        for var, value in _mapping(body.get("vars"), self.file, f"{where}.vars").items():
-            grp.vars[var] = value
-            grp.var_source[var] = f"{self.file}: {where}.vars.{var}"
+        gvars = _mapping(body.get("vars"), self.file, f"{where}.vars")
+        self._new(self.groups, "group_vars", name).insert(0, (f"{self.file}: {where}.vars.", gvars))
         for host, hvars in _mapping(body.get("hosts"), self.file, f"{where}.hosts").items():
             hwhere = f"{where}.hosts.{host}"
-            entry = self.hosts.setdefault(host, _Host(host))
-            entry.groups.add(name)
-            if host not in grp.hosts:
-                grp.hosts.append(host)
-            for var, value in _mapping(hvars, self.file, hwhere).items():
-                entry.vars[var] = value
-                entry.var_source[var] = f"{self.file}: {hwhere}.{var}"
+            own = self._new(self.hosts, "host_vars", host)
+            own.insert(0, (f"{self.file}: {hwhere}.", _mapping(hvars, self.file, hwhere)))
         for child, cdoc in _mapping(body.get("children"), self.file, f"{where}.children").items():
             if child == name or child == "all":
                 raise ConfigError(f"{self.file}: {where}.children.{child}: a group cannot contain {child!r}")
-            if child not in grp.children:
-                grp.children.append(child)
-            self.group(child, f"{where}.children.{child}", cdoc, depth + 1, name)
-
-
-def _ancestors(groups: dict[str, _Group], direct: set[str]) -> set[str]:
-    seen: set[str] = set()
-    todo = list(direct)
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        todo.extend(groups[name].parents)
-    seen.add("all")
-    return seen
+            self.group(child, f"{where}.children.{child}", cdoc)
 
 
 def _vars_files(inv_dir: Path, sub: str, name: str) -> list[Path]:
@@ -235,12 +220,6 @@ def _vars_files(inv_dir: Path, sub: str, name: str) -> list[Path]:
     if folder.is_dir():
         found.extend(sorted(p for p in folder.iterdir() if p.suffix in (".yml", ".yaml") and p.is_file()))
     return found
-
-
-def _merge_file_vars(target: dict[str, Any], sources: dict[str, str], path: Path) -> None:
-    for var, value in _mapping(_load_yaml(path), path, "(top level)").items():
-        target[var] = value
-        sources[var] = f"{path}: {var}"
 
 
 def _resolve_inventory_file(path: Path) -> tuple[Path, Path]:
@@ -254,62 +233,118 @@ def _resolve_inventory_file(path: Path) -> tuple[Path, Path]:
     raise ConfigError(f"{path}: inventory not found")
 
 
+# --- Ansible's merged view -----------------------------------------------------------------------------
+
+
+def _merged_view(file: Path, inv_dir: Path) -> dict[str, Any]:
+    """``ansible-inventory -i file --list``'s JSON (groups, their hosts and children, ``_meta.hostvars``),
+    from the cache while what Ansible reads is unchanged."""
+    beside = Path(sys.executable).with_name("ansible-inventory")  # the venv's, as the playbooks run it
+    exe = str(beside) if os.access(beside, os.X_OK) else shutil.which("ansible-inventory")
+    if exe is None:
+        raise ConfigError(f"{file}: ansible-inventory not found: Ansible reads the inventory (`make setup`)")
+    key = hashlib.sha256(f"{exe} {os.stat(exe).st_mtime_ns}".encode())
+    key.update(repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("ANSIBLE_"))).encode())
+    # What it reads: the file, group_vars/ and host_vars/ beside it, and the configuration files it would
+    # (it runs in the inventory's folder: the caller's working directory does not count).
+    configs = [inv_dir / "ansible.cfg", Path("~/.ansible.cfg").expanduser(), Path("/etc/ansible/ansible.cfg")]
+    subs = [p for sub in ("group_vars", "host_vars") for p in sorted((inv_dir / sub).rglob("*"))]
+    for path in (p for p in (file, *configs, *subs) if p.is_file()):
+        key.update(f"\0{path.resolve()}\0".encode() + hashlib.sha256(path.read_bytes()).digest())
+    cached = state_dir() / "cache" / "inventory" / f"{key.hexdigest()}.json"
+    with contextlib.suppress(OSError, ValueError):
+        return dict(json.loads(cached.read_text()))
+    # hosts.yml is Ansible's YAML format: read by that plugin alone, and a file it cannot parse fails.
+    env = {**os.environ, "ANSIBLE_INVENTORY_ENABLED": "yaml", "ANSIBLE_INVENTORY_UNPARSED_FAILED": "true"}
+    try:
+        argv = [exe, "-i", str(file.resolve()), "--list"]
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, cwd=inv_dir)
+        doc = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        raise ConfigError(f"{file}: ansible-inventory could not read it: {exc}") from None
+    if not isinstance(doc, dict):
+        lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+        raise ConfigError(f"{file}: ansible-inventory: {lines[-1] if lines else f'exit {proc.returncode}'}")
+    with contextlib.suppress(OSError):  # a read-only state folder: the next call asks Ansible again
+        write_json_atomic(cached, doc)
+        for old in sorted(cached.parent.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-CACHE_KEPT]:
+            old.unlink()
+    return doc
+
+
+def _group(view: dict[str, Any], name: str, part: str) -> list[str]:
+    """A group's ``hosts`` or ``children`` in Ansible's view (an empty group is left out of it)."""
+    return list(view.get(name, {}).get(part, []))
+
+
+def _groups_of(view: dict[str, Any], host: str) -> list[str]:
+    """Every group that holds ``host``, directly or through its child groups (``all`` among them)."""
+    found = {g for g in view if host in _group(view, g, "hosts")}
+    while grown := {g for g in view if set(_group(view, g, "children")) & found} - found:
+        found |= grown
+    return [g for g in view if g in found or g == "all"]
+
+
+# --- the pairs ---------------------------------------------------------------------------------------------
+
+
 def load_inventory(path: Path) -> Inventory:
-    """Read the pairs of the inventory at ``path`` (a directory, or its ``hosts.yml``).
+    """Read the pairs of the inventory at ``path`` (a directory, or its ``hosts.yml``) through Ansible.
 
     Raises :class:`ConfigError` reading ``file: field: problem`` for anything malformed.
     """
     inv_dir, file = _resolve_inventory_file(Path(path))
-    doc = _load_yaml(file)
-    top = _mapping(doc, file, "(top level)")
+    top = _mapping(_load_yaml(file), file, "(top level)")
     if "all" not in top:
         raise ConfigError(f"{file}: all: missing (an inventory starts with the group 'all')")
     extra = set(top) - {"all"}
     if extra:
         raise ConfigError(f"{file}: {sorted(extra)[0]}: top-level groups go under all.children")
-    reader = _Reader(file)
-    reader.group("all", "all", top["all"], 0, None)
-    if PAIRS_GROUP not in reader.groups:
+    places = _Places(file, inv_dir)
+    places.group("all", "all", top["all"])
+    if PAIRS_GROUP not in places.groups:
         raise ConfigError(
             f"{file}: all.children.{PAIRS_GROUP}: missing (the group whose children are the pairs)"
         )
-    pairs_group = reader.groups[PAIRS_GROUP]
-    if pairs_group.hosts:
+    view = _merged_view(file, inv_dir)
+    hostvars: dict[str, dict[str, Any]] = view.get("_meta", {}).get("hostvars", {})
+    if direct := _group(view, PAIRS_GROUP, "hosts"):
         raise ConfigError(
-            f"{file}: {PAIRS_GROUP}.hosts.{pairs_group.hosts[0]}: hosts belong in a pair group, "
-            f"a child of {PAIRS_GROUP}"
+            f"{file}: {PAIRS_GROUP}.hosts.{direct[0]}: hosts belong in a pair group, a child of {PAIRS_GROUP}"
         )
-    if not pairs_group.children:
+    if not _group(view, PAIRS_GROUP, "children"):
         raise ConfigError(f"{file}: {PAIRS_GROUP}.children: no pairs (expected one child group per pair)")
 
-    # group_vars/ files override the inventory file's group vars (Ansible's precedence).
-    for name, grp in reader.groups.items():
-        for vfile in _vars_files(inv_dir, "group_vars", name):
-            _merge_file_vars(grp.vars, grp.var_source, vfile)
+    def places_of(host: str) -> list[Place]:
+        """Where the host's variables are written: its own places (hosts.yml's entries, the last first,
+        then host_vars/), then its groups' (each group's vars:, then its group_vars/)."""
+        groups = [p for g in _groups_of(view, host) for p in places.groups.get(g, [])]
+        return [*places.hosts.get(host, []), *groups]
 
     pair_of: dict[str, str] = {}
     pairs: list[PairSpec] = []
-    for pair_name in pairs_group.children:
-        pgrp = reader.groups[pair_name]
+    for pair_name in _group(view, PAIRS_GROUP, "children"):
         where = f"{PAIRS_GROUP}.children.{pair_name}"
-        if pgrp.children:
+        if _group(view, pair_name, "children"):
             raise ConfigError(
                 f"{file}: {where}.children: a pair group holds its two hosts directly, not child groups"
             )
-        if len(pgrp.hosts) != 2:
+        hosts = _group(view, pair_name, "hosts")
+        if len(hosts) != 2:
             raise ConfigError(
                 f"{file}: {where}.hosts: a pair has exactly 2 hosts (a server and a client), "
-                f"found {len(pgrp.hosts)}"
+                f"found {len(hosts)}"
             )
         by_role: dict[str, HostSpec] = {}
-        for host_name in pgrp.hosts:
+        for host_name in hosts:
             if host_name in pair_of:
                 raise ConfigError(
                     f"{file}: {where}.hosts.{host_name}: host is already in pair {pair_of[host_name]!r}"
                     " (a host belongs to one pair)"
                 )
             pair_of[host_name] = pair_name
-            spec, role_where = _host_spec(reader, inv_dir, host_name, pair_name, file)
+            merged = dict(hostvars.get(host_name, {}))
+            spec, role_where = _host_spec(merged, places_of(host_name), inv_dir, host_name, pair_name, file)
             if spec.role in by_role:
                 raise ConfigError(
                     f"{role_where}: pair {pair_name!r} has two {spec.role} hosts "
@@ -322,23 +357,17 @@ def load_inventory(path: Path) -> Inventory:
     return Inventory(path=inv_dir.resolve(), file=file, pairs=pairs)
 
 
-def _host_spec(reader: _Reader, inv_dir: Path, name: str, pair: str, file: Path) -> tuple[HostSpec, str]:
-    host = reader.hosts[name]
-    merged: dict[str, Any] = {}
-    source: dict[str, str] = {}
-    groups = sorted(
-        (reader.groups[g] for g in _ancestors(reader.groups, host.groups)), key=lambda g: (g.depth, g.name)
-    )
-    for grp in groups:
-        merged.update(grp.vars)
-        source.update(grp.var_source)
-    merged.update(host.vars)
-    source.update(host.var_source)
-    for vfile in _vars_files(inv_dir, "host_vars", name):
-        _merge_file_vars(merged, source, vfile)
+def _host_spec(
+    merged: dict[str, Any], places: list[Place], inv_dir: Path, name: str, pair: str, file: Path
+) -> tuple[HostSpec, str]:
+    """The host as demuxlab uses it, from Ansible's merged variables ``merged``; each is checked, a bad one
+    named at the first of ``places`` that writes that value."""
 
     def where(var: str) -> str:
-        return source.get(var, f"{file}: {PAIRS_GROUP}.children.{pair}.hosts.{name}.{var}")
+        for label, written in places:
+            if var in written and written[var] == merged.get(var):
+                return f"{label}{var}"
+        return f"{file}: {PAIRS_GROUP}.children.{pair}.hosts.{name}.{var}"
 
     def fail(var: str, problem: str) -> ConfigError:
         return ConfigError(f"{where(var)}: {problem}")
@@ -454,20 +483,14 @@ def _int(value: Any, var: str, fail: Any) -> int:
     raise fail(var, f"expected an integer, got {value!r}")
 
 
+_BOOLS = dict.fromkeys(("true", "yes", "on", "1"), True) | dict.fromkeys(("false", "no", "off", "0"), False)
+
+
 def _bool(value: Any, var: str, fail: Any) -> bool:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in (
-        "true",
-        "yes",
-        "on",
-        "1",
-        "false",
-        "no",
-        "off",
-        "0",
-    ):
-        return value.strip().lower() in ("true", "yes", "on", "1")
+    if isinstance(value, str) and value.strip().lower() in _BOOLS:
+        return _BOOLS[value.strip().lower()]
     raise fail(var, f"expected true or false, got {value!r}")
 
 

@@ -150,7 +150,7 @@ def run_ticket(ticket: Ticket, req: RunPointRequest) -> RunPointResult:
             base, req.cluster, failures_dir=failures, pinned=ticket.hardware_class, spec_path=str(ticket.spec)
         )
         # The run process's own CPU so far (start-up included): what the controller pays per run, beside
-        # Snakemake's share (bench/cluster_sim_bench.py reports both).
+        # Snakemake's share (bench/perf/cluster_sim_bench.py reports both).
         record.setdefault("scheduling", {})["runner_cpu_s"] = round(_cpu_s(), 4)
         try:
             return _write_record(record, req, ticket)

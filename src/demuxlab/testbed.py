@@ -369,80 +369,8 @@ def up(
     hosts = plan_hosts(pairs)
     running = set(_labelled("ps", tb_id))
     for host in hosts:
-        hdir = tdir / "hosts" / host.name
-        hdir.mkdir(parents=True, exist_ok=True)
-        _keygen(hdir / "ssh_host_ed25519_key", f"{host.name}-hostkey")
-        shutil.copyfile(tdir / "id_ed25519.pub", hdir / "authorized_keys")
-        name = host.container(tb_id)
-        if name in running:
-            running_now = _docker("inspect", "-f", "{{.State.Running}}", name, what="inspect host")
-            if running_now == "true":
-                continue
-            _docker("start", name, what=f"start {host.name}")
-            continue
-        _docker("volume", "create", "--label", f"{LABEL}={tb_id}", host.volume(tb_id), what="create volume")
-        _docker(
-            "run",
-            "-d",
-            "--name",
-            name,
-            "--hostname",
-            host.name,
-            "--label",
-            f"{LABEL}={tb_id}",
-            # Not --privileged: this machine's VM lacks CAP_SYS_RESOURCE, which --privileged asks for.
-            # Everything else a Docker engine inside needs: capabilities, its own cgroup namespace
-            # (remounted writable by the init), /proc/sys, devices. /sys stays read-only.
-            "--cap-add",
-            "ALL",
-            "--cap-drop",
-            "SYS_RESOURCE",
-            "--cgroupns",
-            "private",
-            "--security-opt",
-            "seccomp=unconfined",
-            "--security-opt",
-            "apparmor=unconfined",
-            "--security-opt",
-            "systempaths=unconfined",
-            "--device-cgroup-rule",
-            "a *:* rwm",
-            "--network",
-            net,
-            "--cpuset-cpus",
-            host.cpus,
-            "--memory",
-            "2g",
-            "--stop-timeout",
-            "5",
-            "-v",
-            f"{host.volume(tb_id)}:/var/lib/docker",
-            "-v",
-            f"{hdir}:/demuxlab-tb:ro",
-            *[arg for path, mode in mounts for arg in ("-v", f"{path}:{path}:{mode}")],
-            tag,
-            what=f"create host {host.name}",
-        )
-    state_hosts: list[dict[str, Any]] = []
-    for host in hosts:
-        ip = _docker(
-            "inspect",
-            "-f",
-            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-            host.container(tb_id),
-            what=f"address of {host.name}",
-        )
-        state_hosts.append(
-            {
-                "name": host.name,
-                "pair": host.pair,
-                "role": host.role,
-                "container": host.container(tb_id),
-                "address": ip,
-                "cpus": host.cpus,
-                "cpus_shared": host.shared,
-            }
-        )
+        _start_host(host, tb_id, tdir, tag, net, mounts, running)
+    state_hosts = [_host_state(host, tb_id) for host in hosts]
     known = "".join(
         f"{h['address']} {(tdir / 'hosts' / h['name'] / 'ssh_host_ed25519_key.pub').read_text().split()[0]} "
         f"{(tdir / 'hosts' / h['name'] / 'ssh_host_ed25519_key.pub').read_text().split()[1]}\n"
@@ -470,6 +398,91 @@ def up(
     write_inventory(state)
     write_state(state)
     return state
+
+
+def _start_host(
+    host: TbHost,
+    tb_id: str,
+    tdir: Path,
+    tag: str,
+    net: str,
+    mounts: Sequence[Sequence[str]],
+    running: set[str],
+) -> None:
+    """One host's keys and container: started if it is stopped, created (with its volume) if missing."""
+    hdir = tdir / "hosts" / host.name
+    hdir.mkdir(parents=True, exist_ok=True)
+    _keygen(hdir / "ssh_host_ed25519_key", f"{host.name}-hostkey")
+    shutil.copyfile(tdir / "id_ed25519.pub", hdir / "authorized_keys")
+    name = host.container(tb_id)
+    if name in running:
+        running_now = _docker("inspect", "-f", "{{.State.Running}}", name, what="inspect host")
+        if running_now != "true":
+            _docker("start", name, what=f"start {host.name}")
+        return
+    _docker("volume", "create", "--label", f"{LABEL}={tb_id}", host.volume(tb_id), what="create volume")
+    _docker(
+        "run",
+        "-d",
+        "--name",
+        name,
+        "--hostname",
+        host.name,
+        "--label",
+        f"{LABEL}={tb_id}",
+        # Not --privileged: this machine's VM lacks CAP_SYS_RESOURCE, which --privileged asks for.
+        # Everything else a Docker engine inside needs: capabilities, its own cgroup namespace
+        # (remounted writable by the init), /proc/sys, devices. /sys stays read-only.
+        "--cap-add",
+        "ALL",
+        "--cap-drop",
+        "SYS_RESOURCE",
+        "--cgroupns",
+        "private",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--security-opt",
+        "apparmor=unconfined",
+        "--security-opt",
+        "systempaths=unconfined",
+        "--device-cgroup-rule",
+        "a *:* rwm",
+        "--network",
+        net,
+        "--cpuset-cpus",
+        host.cpus,
+        "--memory",
+        "2g",
+        "--stop-timeout",
+        "5",
+        "-v",
+        f"{host.volume(tb_id)}:/var/lib/docker",
+        "-v",
+        f"{hdir}:/demuxlab-tb:ro",
+        *[arg for path, mode in mounts for arg in ("-v", f"{path}:{path}:{mode}")],
+        tag,
+        what=f"create host {host.name}",
+    )
+
+
+def _host_state(host: TbHost, tb_id: str) -> dict[str, Any]:
+    """A host as ``testbed.json`` lists it, with its address on the testbed's network."""
+    ip = _docker(
+        "inspect",
+        "-f",
+        "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+        host.container(tb_id),
+        what=f"address of {host.name}",
+    )
+    return {
+        "name": host.name,
+        "pair": host.pair,
+        "role": host.role,
+        "container": host.container(tb_id),
+        "address": ip,
+        "cpus": host.cpus,
+        "cpus_shared": host.shared,
+    }
 
 
 def write_state(state: dict[str, Any]) -> None:

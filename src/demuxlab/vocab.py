@@ -1,13 +1,17 @@
 """The platform's vocabulary: each name more than one part spells, defined once.
 
-The bottom layer (it imports nothing of demuxlab): the spec's schema, the database's check constraints,
-the run record's schema, the CLI's choices and the dashboard's controls take their lists from here, and a
-test (tests/unit/test_vocab.py) checks that the copies a tool needs in its own format (the JSON schemas,
-the migrations' constraints, the C server's `--list`) say the same.
+The bottom layer (it imports nothing of demuxlab): the spec's schema (filled in when it is loaded), the
+database's check constraints, the run record's schema (which ingest checks), the CLI's choices and the
+dashboard's controls take their lists from here, and a test (tests/unit/test_vocab.py) checks that the
+copies a tool needs in its own format (the migrations' constraints, the C server's `--list`) say the same.
+The pattern facts a spec needs live here too (:data:`CALIBRATION_THREADS`), so a spec loads without the
+models.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 # -- designs -----------------------------------------------------------------------------------------------
@@ -21,6 +25,21 @@ PATTERNS: Final[tuple[str, ...]] = (
     "uring",
     "multireactor",
     "uring-shared",
+)
+# The concurrency of a pattern's calibration runs (seed 001 §V-A): the lowest thread count that runs every
+# role of the pattern, e.g. HSHA's monitor + one worker = 2, LF 1. uring-shared at 1 thread handles inline,
+# so its hand-off runs from 2. The spec's calibration points and the CTMC calibration both read it.
+CALIBRATION_THREADS: Final[Mapping[str, int]] = MappingProxyType(
+    {
+        "reactor": 1,
+        "hsha": 2,
+        "lf": 1,
+        "tpc": 1,
+        "proactor": 2,
+        "uring": 1,
+        "multireactor": 1,
+        "uring-shared": 2,
+    }
 )
 # I/O notifiers; "none" is thread-per-connection's blocking I/O.
 NOTIFIERS: Final[tuple[str, ...]] = ("select", "poll", "epoll-lt", "epoll-et", "uring", "none")

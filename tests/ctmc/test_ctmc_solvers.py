@@ -219,7 +219,7 @@ def test_fluid_matches_simulation_where_workers_bottleneck(pattern: str, threads
     # 512 connections, 50 µs of work: the thread pool is the bottleneck, the mean-field flow N/cycle is
     # what the chain does, within 5 %. (Where the monitor or a lock — populations of one — is the
     # bottleneck, e.g. HSHA at N = 16 and 10 µs, the fluid treats 0/1 populations as independent fractions
-    # and overestimates; docs/ctmc.md shows the grid.)
+    # and overestimates; docs/ctmc-reference.md shows the grid.)
     f = solve_fluid(build(pattern, threads, 50.0))
     s = simulate(build(pattern, threads, 50.0), seed=2)
     assert f.converged

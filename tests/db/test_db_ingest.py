@@ -300,6 +300,9 @@ MALFORMED = [
     ),
     ("bad timestamp", lambda r: _set(r, "started_at", "yesterday"), "started_at", "ISO 8601"),
     ("bad run id", lambda r: _set(r, "run_id", "not-a-uuid"), "run_id", "UUID"),
+    # The names are demuxlab.vocab's (the database keeps no list of them: test_db_schema.py).
+    ("unknown notifier", lambda r: _set(r, "point.notifier", "kqueue"), "point.notifier", "(enum: ["),
+    ("unknown pattern", lambda r: _set(r, "point.pattern", "actor"), "point.pattern", "(enum: ["),
     (
         "bad op count",
         lambda r: _set(r, "server.ops.lock.count", 1.5),
@@ -337,6 +340,12 @@ MALFORMED = [
     ("field contradicts key", lambda r: _set(r, "point.threads", 8), "point.point_key", "does not match"),
     ("huge thread count", lambda r: _set(r, "point.threads", 10**30), "point.threads", "maximum"),
     ("negative latency", lambda r: _set(r, "client.latency_us.p99", -1), "client.latency_us.p99", "minimum"),
+    (
+        "negative lateness",
+        lambda r: _set(r, "client.lateness_us", {"p50": 1.0, "p99": -1.0}),
+        "client.lateness_us.p99",
+        "minimum",
+    ),
     ("huge core count", lambda r: _set(r, "hosts.server.cores", 2**40), "hosts.server.cores", "maximum"),
     ("huge op time", lambda r: _set(r, "server.ops.lock.max_ns", 1e300), "server.ops.lock.max_ns", "maximum"),
     # Issue 23: an ok record carries the evidence its status claims; every string is Unicode text.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -12,6 +13,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
+from demuxlab import vocab
 from demuxlab.db import migrations
 from demuxlab.db.models import Base
 from demuxlab.errors import DatabaseError
@@ -136,3 +138,27 @@ def test_op_timings_all_row_is_unique(engine: Engine) -> None:
             ),
             {"r": uuid.uuid4()},
         )
+
+
+def test_a_new_pattern_or_notifier_needs_no_migration(engine: Engine) -> None:
+    """Issue 46: the names are demuxlab.vocab's, checked by ingest (the record schema); no check constraint
+    of the migrated database lists them, so a pattern or notifier added to vocab is storable as it is."""
+    names = {*vocab.PATTERNS, *vocab.NOTIFIERS}
+    with engine.connect() as conn:
+        checks = conn.execute(
+            text("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE contype = 'c'")
+        ).all()
+    assert checks, "the schema has check constraints (runs.status, ...): the query must see them"
+    assert [(n, d) for n, d in checks if names & set(re.findall(r"'([^']*)'", d))] == []
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO experiments (name, spec_sha256) VALUES ('new-names', 'h')"))
+        conn.execute(
+            text(
+                "INSERT INTO points (experiment_id, point_key, pattern, notifier, threads, work_us,"
+                " connections, msg_size, client_threads)"
+                " SELECT id, 'k', 'actor', 'kqueue', 2, 0, 1, 1, 1 FROM experiments WHERE name = 'new-names'"
+            )
+        )
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT pattern, notifier FROM points WHERE point_key = 'k'")).all()
+    assert [tuple(r) for r in stored] == [("actor", "kqueue")]

@@ -165,11 +165,11 @@ def test_min_echo_serves_client(tmp_path: Path) -> None:
 
 
 def test_cpu_placement_bench_groups_runs_by_round_trip() -> None:
-    """bench/cpu_placement.py runs a point again and again with the round trip around each run; with
+    """bench/fidelity/cpu_placement.py runs a point again and again with the round trip around each run; with
     --near far above any round trip every run is near, and there is no far group to compare."""
     two_cpus()
     res = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "cpu_placement.py"), "--runs", "2", "--duration", "0.3",
+        [sys.executable, "-m", "bench.fidelity.cpu_placement", "--runs", "2", "--duration", "0.3",
          "--warmup", "0.1", "--connections", "8", "--near", "1e9"],
         capture_output=True, text=True, timeout=120, cwd=REPO,
     )  # fmt: skip

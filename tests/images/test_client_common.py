@@ -1,7 +1,8 @@
 """The shared C helpers (images/common): histogram accuracy, strict parsers, clocks, CPU time.
 
 The checks live in images/common/tests/test_common.c (percentiles of known distributions within 1%,
-parser edge cases, spin_us burning CPU rather than sleeping); this test compiles it with the project's
+parser edge cases, spin_us burning CPU rather than sleeping, spin_cpu_us's time being the thread's CPU time
+beside threads that wake on its CPU); this test compiles it with the project's
 warning flags and runs it.
 """
 

@@ -95,6 +95,8 @@ def test_sigusr1_ends_the_measure_phase_after_the_seconds_printed(client_bin: Pa
     assert report["duration_s"] == len(report["per_second"]) == 2
     assert report["messages"] == pytest.approx(sum(report["per_second"]), abs=0.5)
     assert report["throughput_msgs_per_s"] == pytest.approx(report["messages"] / 2, rel=1e-6)
+    # The histogram is cut with them: the same requests, those sent in the two seconds kept.
+    assert report["latency_us"]["count"] == report["messages"]
     assert took < 15, "it did not measure the whole 20 s"
     assert "second" not in stderr or json.loads(stderr.splitlines()[0])["second"] <= 3
 

@@ -1,5 +1,6 @@
-"""bench/ctmc_validation.py without a spec (its manual sweep) needs no database, CLI or spec library: a
-tiny sweep with them made unimportable still calibrates, measures, predicts and prints its table."""
+"""bench/fidelity/ctmc_validation.py without a spec (its manual sweep) needs no database, CLI or spec
+library: a tiny sweep with them made unimportable still calibrates, measures, predicts and prints its
+table."""
 
 from __future__ import annotations
 
@@ -19,9 +20,8 @@ RUNNER = """
 import runpy, sys
 for name in {blocked!r}:
     sys.modules[name] = None  # importing it now raises ImportError
-sys.path.insert(0, {bench!r})
 sys.argv = ["ctmc_validation.py", *{args!r}]
-runpy.run_path({script!r}, run_name="__main__")
+runpy.run_module("bench.fidelity.ctmc_validation", run_name="__main__", alter_sys=True)
 """
 
 
@@ -29,9 +29,7 @@ def bench(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subp
     """Runs the bench with the database, CLI and spec libraries unimportable."""
     code = RUNNER.format(
         blocked=BLOCKED,
-        bench=str(REPO / "bench"),
         args=list(args),
-        script=str(REPO / "bench" / "ctmc_validation.py"),
     )
     return subprocess.run(
         [sys.executable, "-c", code],
@@ -40,7 +38,8 @@ def bench(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subp
         timeout=300,
         cwd=tmp_path,
         check=False,
-        env={**os.environ, **(env or {})},
+        # the bench package from the repository root, where `python -m bench...` finds it
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
     )
 
 
@@ -133,7 +132,7 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
         assert "# --sleeps: no calibrated point has the client's sleeps fitted (r_u)" in res.stdout
         assert not chained
     res = bench(tmp_path, "--replay", str(runs), "--sleeps", "--method", "fluid")
-    assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
         "ctmc_validation.py: error: --sleeps: the chain's sleeps are counted by the SSA, not --method fluid"
     ]
 
@@ -159,7 +158,7 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
     assert res.returncode == 0 and "hand-off to a sleeping waiter: 7.00 µs (--handoff-us)" in res.stdout
     assert json.loads(again.read_text())["handoff_us"] == 7.0
     res = bench(tmp_path, "--replay", str(old), "--wake-us", "-1")
-    assert res.returncode == 1
+    assert res.returncode == 2
     assert res.stderr.strip().splitlines() == [
         "ctmc_validation.py: error: --wake-us: must be a number of µs ≥ 0, got -1.0"
     ]
@@ -244,7 +243,7 @@ def test_measure_only_runs_in_rounds_and_keeps_every_run(tmp_path: Path, server_
         "10% of the CPUs during each"
     ]
     res = bench(tmp_path, "--replay", str(over), "--max-background", "5")
-    assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
         "ctmc_validation.py: error: --max-background: must be a share of the CPUs in [0, 1], got 5.0"
     ]
 
@@ -340,7 +339,7 @@ def test_a_manual_grid_option_with_a_spec_is_an_error_and_client_threads_replace
     ignored (a 16-core spec measured every design for "--patterns uring-shared"), now each is a one-line
     error naming --only; --client-threads replaces each spec's client threads (a 16-core spec's 8 on a
     2-core host) instead of being ignored."""
-    spec = str(REPO / "bench" / "specs" / "multicore-16-short.yaml")
+    spec = str(REPO / "bench" / "fidelity" / "specs" / "multicore-16-short.yaml")
     for flag, value in (
         ("--patterns", "uring-shared"),
         ("--notifier", "uring"),
@@ -348,19 +347,16 @@ def test_a_manual_grid_option_with_a_spec_is_an_error_and_client_threads_replace
         ("--connections", "8"),
     ):
         res = bench(tmp_path, "--spec", spec, flag, value)
-        assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+        assert res.returncode == 2 and res.stderr.strip().splitlines() == [
             f"ctmc_validation.py: error: {flag}: sets the manual grid, not a spec's points "
             "(with --spec: --only)"
         ]
     res = bench(tmp_path, "--spec", spec, "--client-threads", "0")
-    assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
         "ctmc_validation.py: error: --client-threads: must be at least 1, got 0"
     ]
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        from ctmc_validation import spec_points
-    finally:
-        sys.path.remove(str(REPO / "bench"))
+    from bench.fidelity.ctmc_validation import spec_points
+
     own, _ = spec_points(spec, {1, 2}, {"uring-shared"})
     two, _ = spec_points(spec, {1, 2}, {"uring-shared"}, 2)
     assert {p.pattern for p in own} == {"uring-shared"} and {p.client_threads for p in own} == {8}
@@ -396,18 +392,19 @@ def synthetic_run(
 
 def fit_bench(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(REPO / "bench" / "client_cost_fit.py"), *map(str, args)],
+        [sys.executable, "-m", "bench.fidelity.client_cost_fit", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        cwd=REPO,
     )
 
 
 def test_client_cost_fit_recovers_the_cost_per_server_sleep(tmp_path: Path) -> None:
-    """bench/client_cost_fit.py fits the client's CPU per message against the server's sleeps per message
-    (and the client's own waits) over the instrumented 0-work runs whose CPUs stayed near: a client that
-    costs 5 µs per message and 6 µs per server sleep comes back as that; the runs it must leave out (with
+    """bench/fidelity/client_cost_fit.py fits the client's CPU per message against the server's sleeps per
+    message (and the client's own waits) over the instrumented 0-work runs whose CPUs stayed near: a client
+    that costs 5 µs per message and 6 µs per server sleep comes back as that; the runs it must leave out (with
     work, plain, CPUs far apart) would break the fit if it took them."""
     sleeps = [0.0, 0.05, 0.1, 0.2, 0.3, 0.4]
     waits = [0.5, 0.1, 0.4, 0.2, 0.3, 0.05]
@@ -456,7 +453,7 @@ def test_client_cost_fit_recovers_the_cost_per_server_sleep(tmp_path: Path) -> N
     res = fit_bench(broken)
     assert res.returncode == 1
     assert res.stderr.strip().splitlines() == [
-        f"client_cost_fit.py: error: {broken}: run #1: not a run of bench/ctmc_validation.py "
+        f"client_cost_fit.py: error: {broken}: run #1: not a run of bench/fidelity/ctmc_validation.py "
         "(KeyError('cpu_s'))"
     ]
     res = fit_bench(bad := tmp_path / "bad.json.gz")
@@ -469,7 +466,7 @@ def test_client_cost_fit_asks_the_chain_for_the_dispatchers_sleeps(tmp_path: Pat
     finds the demultiplexer asleep, next to the server's measured notifier sleeps (taken here from the file
     itself): the chain reproduces its calibration run, and its dispatcher sleeps less often as threads are
     added, as the server's did."""
-    runs = REPO / "bench" / "ctmc" / "validation-2026-11-28b.json.gz"
+    runs = REPO / "bench" / "data" / "ctmc" / "validation-2026-11-28b.json.gz"
     out = tmp_path / "fit.json"
     res = fit_bench(runs, "--chain", "--only", "proactor/epoll-et c100 b64", "--json", out)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -498,14 +495,14 @@ def test_client_cost_fit_asks_the_chain_for_the_dispatchers_sleeps(tmp_path: Pat
 
 
 def test_the_submission_lock_and_its_hand_off_explain_uring_shared_on_16_cores() -> None:
-    """bench/uring_shared_lock.py on the shipped 16-core runs (which predate the lock's timing): the chain
-    as calibrated grows with the threads (+400 % at 8), the lock's hold alone leaves it far above the server,
-    and the hold with a hand-off of 5 µs brings every point within 15 % (docs/ctmc.md)."""
-    runs = REPO / "bench" / "ctmc" / "validation-2026-11-28-16core.json.gz"
-    script = str(REPO / "bench" / "uring_shared_lock.py")
+    """bench/fidelity/uring_shared_lock.py on the shipped 16-core runs (which predate the lock's timing): the
+    chain as calibrated grows with the threads (+400 % at 8), the lock's hold alone leaves it far above the
+    server, and the hold with a hand-off of 5 µs brings every point within 15 % (docs/ctmc-reference.md)."""
+    runs = REPO / "bench" / "data" / "ctmc" / "validation-2026-11-28-16core.json.gz"
+    script = "bench.fidelity.uring_shared_lock"
     res = subprocess.run(
-        [sys.executable, script, str(runs), "--handoff-us", "5", "--rel-ci", "0.03"],
-        capture_output=True, text=True, timeout=300, check=False, cwd=REPO / "bench",
+        [sys.executable, "-m", script, str(runs), "--handoff-us", "5", "--rel-ci", "0.03"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=REPO,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     summary = dict(
@@ -519,15 +516,15 @@ def test_the_submission_lock_and_its_hand_off_explain_uring_shared_on_16_cores()
     assert summary["hold"][1] > 40.0  # the hold alone: the lock idle while a waiter wakes is missing
     assert summary["hand-off 5"][0] < 6.0 and summary["hand-off 5"][1] < 15.0, res.stdout
     res = subprocess.run(
-        [sys.executable, script, str(runs), "--handoff-us", "x"],
-        capture_output=True, text=True, timeout=60, check=False, cwd=REPO / "bench",
+        [sys.executable, "-m", script, str(runs), "--handoff-us", "x"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=REPO,
     )  # fmt: skip
-    assert res.returncode == 1 and res.stderr.strip().splitlines() == [
+    assert res.returncode == 2 and res.stderr.strip().splitlines() == [
         "uring_shared_lock.py: error: --handoff-us: a comma list of µs, got 'x'"
     ]
 
 
-# A lent many-core host has Python's standard library and numpy; bench/device16.sh carries the rest.
+# A lent many-core host has Python's standard library and numpy; bench/fidelity/device16.sh carries the rest.
 DEVICE_GUARD = """
 import importlib.machinery, sys
 ALLOWED = set(sys.stdlib_module_names) | {allowed!r}
@@ -552,10 +549,10 @@ def device16(tmp_path: Path, kit: Path, **env: str) -> subprocess.CompletedProce
     guard = tmp_path / "guard"
     guard.mkdir(exist_ok=True)
     (guard / "sitecustomize.py").write_text(
-        DEVICE_GUARD.format(allowed=set(DEVICE_PACKAGES), ours=[str(REPO / "src"), str(REPO / "bench")])
+        DEVICE_GUARD.format(allowed=set(DEVICE_PACKAGES), ours=[str(REPO / "src"), str(REPO)])
     )
     return subprocess.run(
-        ["bash", str(REPO / "bench" / "device16.sh"), "measure"],
+        ["bash", str(REPO / "bench" / "fidelity" / "device16.sh"), "measure"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -569,9 +566,9 @@ def device16(tmp_path: Path, kit: Path, **env: str) -> subprocess.CompletedProce
 
 
 def test_device16_measures_with_only_numpy_and_the_kits_packages(tmp_path: Path, server_bin: Path) -> None:
-    """The lent host's call (bench/device16.sh measure): the 16-core spec's runs, ω and the host's facts
-    into $OUT, with nothing importable but the standard library, numpy and what the kit carries (here the
-    venv's copies of those; anything else the bench came to need would fail this, as it would there)."""
+    """The lent host's call (bench/fidelity/device16.sh measure): the 16-core spec's runs, ω and the host's
+    facts into $OUT, with nothing importable but the standard library, numpy and what the kit carries (here
+    the venv's copies of those; anything else the bench came to need would fail this, as it would there)."""
     out = tmp_path / "out"
     version = f"py{sys.version_info[0]}{sys.version_info[1]}"
     res = device16(tmp_path, tmp_path / "kit", OUT=str(out))
@@ -583,7 +580,9 @@ def test_device16_measures_with_only_numpy_and_the_kits_packages(tmp_path: Path,
     done = run_lines(res.stdout)
     assert done and all(label.startswith("reactor/epoll-lt t1 ") for label in done), res.stdout
     doc = json.loads(gzip.decompress((out / "m16.json.gz").read_bytes()))
-    assert len(doc["runs"]) == len(done) and doc["args"]["spec"] == ["bench/specs/multicore-16-short.yaml"]
+    assert len(doc["runs"]) == len(done) and doc["args"]["spec"] == [
+        "bench/fidelity/specs/multicore-16-short.yaml"
+    ]
     assert doc["wake_us"] > 0 and doc["args"]["measure_only"] and doc["args"]["time_limit"] == 1.0
     assert (out / "facts.txt").read_text().splitlines()[1] == str(os.cpu_count())
 

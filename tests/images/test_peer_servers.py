@@ -1,4 +1,4 @@
-"""The peer benchmark's servers (bench/peer/): the libuv echo server builds, serves demux-client through the
+"""The peer benchmark's servers (bench/peers/): the libuv echo server builds, serves demux-client through the
 bench's launcher path and reports the exit line the benchmark reads; its system calls per message are
 counted under strace; and bad command lines are refused. The tokio peer is built and run the same way
 where cargo is installed (it fetches tokio from crates.io on its first build)."""
@@ -8,25 +8,21 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
-
-import images_lib  # noqa: E402
-import peer_servers  # noqa: E402
+from bench.common import pairs
+from bench.peers import peer_servers
 
 
-def served(argv: tuple[str, ...]) -> images_lib.Result:
-    return images_lib.run_pair(
-        images_lib.Server(cpus=0, argv=argv), connections=8, warmup=0.2, duration=0.8, client_cpu=0
+def served(argv: tuple[str, ...]) -> pairs.Result:
+    return pairs.run_pair(
+        pairs.Server(cpus=0, argv=argv), connections=8, warmup=0.2, duration=0.8, client_cpu=0
     )
 
 
-def check_exit(r: images_lib.Result, server: str) -> None:
+def check_exit(r: pairs.Result, server: str) -> None:
     assert r.server["event"] == "exit" and r.server["server"] == server
     assert r.server["messages"] >= r.client["messages"] > 0
     assert r.server["cpu_s"]["user"] + r.server["cpu_s"]["sys"] > 0
@@ -42,7 +38,7 @@ def test_libuv_peer_serves_the_client() -> None:
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed (make setup)")
 def test_syscalls_are_counted_under_strace() -> None:
     prog = peer_servers.build_libuv()
-    entry = peer_servers.Entry("libuv", images_lib.Server(cpus=0, argv=(str(prog), "--port", "0")))
+    entry = peer_servers.Entry("libuv", pairs.Server(cpus=0, argv=(str(prog), "--port", "0")))
     per_msg = peer_servers.syscalls_per_message(entry, 8, 0.2, 0.8, {"client_threads": 1, "client_cpu": "0"})
     assert 1.0 < per_msg < 20.0  # at least a read and a write per message
 

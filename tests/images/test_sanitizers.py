@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from demuxlab import vocab
 from helpers.server import ROOT, Server, build_target, connect, exchange, recv_exact
 
 pytestmark = pytest.mark.sanitizer
@@ -83,7 +84,7 @@ def test_no_sanitizer_report(
 # notifier (re-arm by one thread, EOF and close by the next; the claim protocol under epoll-et), the
 # shared-ring proactor (completion thread and handlers), and the two that deal a new connection to
 # another thread once (multireactor, uring).
-NOTIFIERS = ("select", "poll", "epoll-lt", "epoll-et", "uring")
+NOTIFIERS = tuple(n for n in vocab.NOTIFIERS if n != "none")  # every readiness notifier
 CHURN = [(p, n) for p in ("hsha", "lf", "proactor") for n in NOTIFIERS]
 CHURN += [("uring-shared", "uring"), ("multireactor", "epoll-lt"), ("uring", "uring")]
 CHURN_CLIENTS = 4

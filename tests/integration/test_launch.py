@@ -68,8 +68,8 @@ def test_the_wake_up_is_measured_for_instrumented_runs_on_one_host_only(
 ) -> None:
     """A run point's instrumented run on one host has the client's wake-up of a sleeping server thread
     measured before it, under the pair's lease (wake-cost, client's first CPU to the server's; the
-    calibration charges it, docs/ctmc.md); a plain run has none; without the wake-cost binary the pinning
-    says why; a pinning on two hosts is not measured."""
+    calibration charges it, docs/ctmc-reference.md); a plain run has none; without the wake-cost binary the
+    pinning says why; a pinning on two hosts is not measured."""
     from dataclasses import replace
 
     from demuxlab.launch.wake import with_wake_cost

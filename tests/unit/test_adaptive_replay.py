@@ -89,3 +89,35 @@ def test_a_record_missing_from_the_full_design_is_one_line(records: Path, tmp_pa
 def test_an_unknown_mechanism_is_refused(records: Path, tmp_path: Path) -> None:
     res = replay(records, tmp_path / "x.json", "--mechanisms", "faster")
     assert res.returncode == 2 and "'faster' is not one of repeats, steady, points" in res.stderr
+
+
+def test_the_benchmark_refuses_targets_of_a_mechanism_the_spec_has_off(records: Path, tmp_path: Path) -> None:
+    """bench/fidelity/adaptive_replay.py (`make bench B=adaptive_replay`): --targets for a mechanism the
+    spec turns off is one line naming the option and the spec (it was an AssertionError's traceback), as is
+    a spec without an adaptive block; nothing was replayed."""
+    text = (DATA / "adaptive-sample.yaml").read_text()
+    steady_off = tmp_path / "steady-off" / "adaptive-sample.yaml"  # a spec's name is its file's
+    fixed = tmp_path / "fixed" / "adaptive-sample.yaml"
+    for path, body in (
+        (steady_off, text.replace("  steady: {min_s: 5, target_rel: 0.1}\n", "  steady: null\n")),
+        (fixed, text.split("adaptive:\n")[0] + "designs:" + text.split("\ndesigns:", 1)[1]),
+    ):
+        path.parent.mkdir()
+        path.write_text(body)
+    repo = Path(__file__).resolve().parents[2]
+    for path, option, line in (
+        (
+            steady_off,
+            "steady=0.1",
+            f"adaptive_replay.py: error: --targets: steady is off in the spec {steady_off}",
+        ),
+        (fixed, "repeats=0.2", f"adaptive_replay.py: error: {fixed}: the spec has no adaptive block"),
+    ):
+        res = subprocess.run(
+            [sys.executable, "-m", "bench", "adaptive_replay", str(path), "--records", str(records),
+             "--targets", option],
+            capture_output=True, text=True, timeout=300, cwd=repo,
+        )  # fmt: skip
+        assert res.returncode == 2 and res.stdout == "", res.stderr[-3000:]
+        (got,) = res.stderr.strip().splitlines()
+        assert got.startswith(line) and "Traceback" not in res.stderr, got

@@ -1,36 +1,22 @@
 """Property-based fuzzing of specs and run records: a clear one-line error or a valid result, never a
 traceback, never a wrong acceptance, never longer than a second (of CPU: the machine is shared).
 
-The variants and the oracles live in ``bench/fuzz_lib.py``, shared with the larger campaign
-``bench/fuzz_inputs.py``; Hypothesis drives the random choices here, with bounded example counts.
+The variants and the oracles live in ``bench/fuzz/cases.py``, shared with the larger campaign
+``bench/fuzz/fuzz_inputs.py``; Hypothesis drives the random choices here, with bounded example counts.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-REPO = Path(__file__).resolve().parents[2]
+from bench.fuzz import cases as fl
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fuzz_lib", REPO / "bench" / "fuzz_lib.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-fl = _load()
 PAIRS = fl.contract_pairs()
 FUZZ = settings(
     max_examples=120,

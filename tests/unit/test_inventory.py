@@ -140,6 +140,36 @@ def test_bad_group_vars_file_is_named(tmp_path: Path) -> None:
         load_inventory(inv_dir)
 
 
+def test_bad_host_vars_file_is_named(tmp_path: Path) -> None:
+    """A bad value is named where it is written, in host_vars/ too (Ansible's merged view says no file)."""
+    inv_dir = write(tmp_path, GOOD, {"host_vars/h2/ports.yml": "ansible_port: 70000\n"})
+    with pytest.raises(ConfigError, match=r"host_vars/h2/ports.yml: ansible_port: expected a TCP port"):
+        load_inventory(inv_dir)
+
+
+def test_group_priority_is_ansibles(tmp_path: Path) -> None:
+    """The variables are Ansible's own merge: of two sibling groups the later name wins, unless the other
+    has a higher ansible_group_priority (which a merge by depth and name alone would miss)."""
+    text = GOOD + (
+        "    alpha: {vars: {ansible_group_priority: 10, demuxlab_cpus: '6'}, hosts: {h1: {}, h2: {}}}\n"
+        "    beta: {vars: {demuxlab_cpus: '7'}, hosts: {h2: {}}}\n"
+    )
+    inv = load_inventory(write(tmp_path, text))
+    assert inv.pairs[0].server.cpus == "0-3"  # its own value
+    assert inv.pairs[0].client.cpus == "6"  # alpha's priority over beta's name
+
+
+def test_a_changed_file_is_read_again(tmp_path: Path) -> None:
+    """Ansible's view is kept between calls, never past a change of a file it read."""
+    inv_dir = write(tmp_path, GOOD, {"group_vars/p1.yml": "ansible_user: first\n"})
+    assert load_inventory(inv_dir).pairs[0].server.user == "first"
+    (inv_dir / "group_vars" / "p1.yml").write_text("ansible_user: second\n")
+    assert load_inventory(inv_dir).pairs[0].server.user == "second"
+    (inv_dir / "host_vars").mkdir()
+    (inv_dir / "host_vars" / "h1.yml").write_text("ansible_user: third\n")
+    assert load_inventory(inv_dir).pairs[0].server.user == "third"
+
+
 def test_missing_inventory(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="inventory not found"):
         load_inventory(tmp_path / "nope")
@@ -175,7 +205,7 @@ def test_cli_malformed_is_one_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["example-cluster", "local"])
 def test_agrees_with_ansible_inventory(name: str) -> None:
-    """Our merge of the variables is Ansible's: compare with `ansible-inventory --list`."""
+    """The variables are Ansible's merged view: compare with `ansible-inventory --list` run here."""
     exe = Path(sys.executable).parent / "ansible-inventory"
     assert exe.exists(), "ansible-inventory is a dev dependency (make setup)"
     inv_dir = INVENTORIES / name

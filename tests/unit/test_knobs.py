@@ -1,4 +1,5 @@
-"""The host_tuning role's knob script against a fake sysfs/procfs: apply, record, restore, check mode."""
+"""The host_tuning role's knob script against a fake sysfs/procfs: apply, record, restore, check mode. The
+knobs the role's modules set (the listen backlog, irqbalance) are only recorded by it, before they change."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def knobs(root: Path, action: str, *args: str) -> dict[str, Any]:
     return doc
 
 
-APPLY = ("--governor", "performance", "--thp", "never", "--somaxconn", "65535", "--measured-cpus", "0-1")
+APPLY = ("--governor", "performance", "--thp", "never", "--measured-cpus", "0-1")
+RECORD = ("--record-sysctl", "somaxconn=net.core.somaxconn", "--record-service", "irqbalance")
 
 
 def read(root: Path, rel: str) -> str:
@@ -61,11 +63,23 @@ def read(root: Path, rel: str) -> str:
 
 def test_apply_records_and_restore_puts_back(tmp_path: Path) -> None:
     fake_host(tmp_path)
-    first = knobs(tmp_path, "apply", *APPLY)
+    (tmp_path / "proc" / "4711").mkdir()
+    (tmp_path / "proc" / "4711" / "comm").write_text("irqbalance\n")
+    first = knobs(tmp_path, "apply", *APPLY, *RECORD)
     assert first["changed"] is True
     assert read(tmp_path, "sys/devices/system/cpu/cpu3/cpufreq/scaling_governor") == "performance"
     assert read(tmp_path, "sys/kernel/mm/transparent_hugepage/enabled") == "never"
-    assert read(tmp_path, "proc/sys/net/core/somaxconn") == "65535"
+    # The modules' knobs are recorded, not set: ansible.posix.sysctl and ansible.builtin.service do that.
+    assert read(tmp_path, "proc/sys/net/core/somaxconn") == "4096"
+    recorded = json.loads((tmp_path / "state.json").read_text())["original"]
+    assert recorded["somaxconn"] == {
+        "sysctl": "net.core.somaxconn",
+        "path": str(tmp_path / "proc/sys/net/core/somaxconn"),
+        "value": "4096",
+    }
+    assert recorded["irqbalance"] == {"service": True, "value": True}
+    (tmp_path / "proc/sys/net/core/somaxconn").write_text("65535\n")  # as the role's sysctl task does
+    (tmp_path / "proc" / "4711" / "comm").unlink()  # and its service task
     # turbo and SMT are recorded, not changed, unless asked
     assert first["knobs"]["turbo.recorded"]["before"] is True
     assert first["knobs"]["smt.recorded"]["before"] == "on"
@@ -76,14 +90,17 @@ def test_apply_records_and_restore_puts_back(tmp_path: Path) -> None:
     assert state["original"]["thp"]["value"] == "madvise"
     assert state["original"]["governor.cpu0"]["value"] == "powersave"
 
-    second = knobs(tmp_path, "apply", *APPLY)
+    second = knobs(tmp_path, "apply", *APPLY, *RECORD)
     assert second["changed"] is False
     # The original survives a second apply (it is not overwritten by the tuned value).
     assert json.loads((tmp_path / "state.json").read_text())["original"]["somaxconn"]["value"] == "4096"
+    assert "irqbalance" in json.loads((tmp_path / "state.json").read_text())["original"]
 
     restored = knobs(tmp_path, "restore")
     assert restored["changed"] is True
-    assert read(tmp_path, "proc/sys/net/core/somaxconn") == "4096"
+    # The role's restore tasks put the modules' knobs back (they read the state first): not the script.
+    assert read(tmp_path, "proc/sys/net/core/somaxconn") == "65535"
+    assert json.loads((tmp_path / "state.json").read_text())["original"] == {}
     assert read(tmp_path, "sys/kernel/mm/transparent_hugepage/enabled") == "madvise"
     assert read(tmp_path, "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") == "powersave"
     assert knobs(tmp_path, "restore")["changed"] is False
@@ -91,19 +108,34 @@ def test_apply_records_and_restore_puts_back(tmp_path: Path) -> None:
 
 def test_check_mode_writes_nothing(tmp_path: Path) -> None:
     fake_host(tmp_path)
-    result = knobs(tmp_path, "apply", *APPLY, "--check")
+    result = knobs(tmp_path, "apply", *APPLY, *RECORD, "--check")
     assert result["changed"] is True
-    assert read(tmp_path, "proc/sys/net/core/somaxconn") == "4096"
+    assert read(tmp_path, "sys/kernel/mm/transparent_hugepage/enabled") == "always [madvise] never"
     assert not (tmp_path / "state.json").exists()
+
+
+def test_a_first_value_to_record_is_a_change(tmp_path: Path) -> None:
+    """On a host already as tuned, keeping the modules' knobs' first values is the one change (check mode
+    says so too); once kept, a second apply changes nothing."""
+    fake_host(tmp_path)
+    (tmp_path / "sys/kernel/mm/transparent_hugepage/enabled").write_text("always madvise [never]\n")
+    for c in range(4):
+        (tmp_path / f"sys/devices/system/cpu/cpu{c}/cpufreq/scaling_governor").write_text("performance\n")
+    assert knobs(tmp_path, "apply", *APPLY, "--check")["changed"] is False
+    assert knobs(tmp_path, "apply", *APPLY, *RECORD, "--check")["changed"] is True
+    assert knobs(tmp_path, "apply", *APPLY, *RECORD)["changed"] is True
+    assert knobs(tmp_path, "apply", *APPLY, *RECORD)["changed"] is False
 
 
 def test_missing_knobs_are_skipped_with_reason(tmp_path: Path) -> None:
     fake_host(tmp_path, cpufreq=False)
     (tmp_path / "sys/devices/system/cpu/intel_pstate/no_turbo").unlink()
-    result = knobs(tmp_path, "apply", *APPLY, "--turbo", "off")
+    (tmp_path / "proc/sys/net/core/somaxconn").unlink()
+    result = knobs(tmp_path, "apply", *APPLY, *RECORD, "--turbo", "off")
     assert "no cpufreq" in result["skipped"]["governor"]
     assert "turbo unknown" in result["skipped"]["turbo"]
-    assert result["knobs"]["somaxconn"]["changed"] is True
+    assert "net/core/somaxconn does not exist" in result["skipped"]["somaxconn"]
+    assert result["knobs"]["thp"]["changed"] is True
 
 
 @pytest.mark.parametrize(("turbo", "want"), [("off", "1"), ("on", "0")])

@@ -1,29 +1,17 @@
-"""bench/orchestration_bench.py: its options, its verdicts, and one real native run."""
+"""bench/perf/orchestration_bench.py: its options, its verdicts, and one real native run."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+import bench.perf.orchestration_bench as ob
+
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "bench" / "orchestration_bench.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("orchestration_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
-
-ob = _load()
+MODULE = "bench.perf.orchestration_bench"
 
 
 def sample(orch: float, status: str = "ok", reason: str | None = None) -> object:
@@ -58,7 +46,9 @@ def test_parse_launchers_accepts_known_names_and_refuses_the_rest() -> None:
     ],
 )
 def test_bad_options_are_one_line_and_exit_2(args: list[str], needle: str) -> None:
-    res = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", MODULE, *args], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
     assert res.returncode == 2
     assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert res.stdout == ""
@@ -87,10 +77,11 @@ def test_summary_uses_ok_runs_and_failures_are_grouped_by_reason() -> None:
 def test_native_row_measures_real_runs() -> None:
     args = ["--runs", "2", "--measure-s", "0.3", "--warmup-s", "0.2", "--launchers", "native", "--no-cli"]
     res = subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
+        [sys.executable, "-m", MODULE, *args],
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=REPO,
     )
     assert res.returncode in (0, 1), res.stderr
     lines = res.stdout.splitlines()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -14,6 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
+from demuxlab import vocab
 from demuxlab.designs import Pair, load_pairs_json, valid_pairs
 from demuxlab.errors import ConfigError, LaunchError, SpecError
 from demuxlab.limits import limits
@@ -136,6 +140,29 @@ def test_notifier_scaling_keeps_select_under_fd_setsize() -> None:
     assert max(p.connections for p in points if p.notifier == "epoll-et") == 10000
 
 
+# -- what a spec needs -------------------------------------------------------------------------------------
+
+
+def test_loading_and_checking_a_spec_imports_no_model(tmp_path: Path) -> None:
+    """Issue 46: a spec is checked, expanded and ordered without the CTMC package, numpy or scipy (the
+    pattern facts it needs, e.g. the calibration concurrency, are demuxlab.vocab's)."""
+    pairs = tmp_path / "pairs.json"
+    pairs.write_text(contract_pairs_json())
+    code = (
+        "import sys; from pathlib import Path;"
+        "from demuxlab.designs import load_pairs_json;"
+        "from demuxlab.spec import calibration_points, expand_points, load_spec, run_order;"
+        f"pairs = load_pairs_json(Path({str(pairs)!r}).read_text());"
+        f"spec = load_spec(Path({str(EXPERIMENTS / 'smoke.yaml')!r}), pairs=pairs);"
+        "assert calibration_points(spec) and expand_points(spec) and run_order(spec);"
+        "heavy = {'numpy', 'scipy'} & set(sys.modules);"
+        "heavy |= {m for m in sys.modules if m == 'demuxlab.ctmc' or m.startswith('demuxlab.ctmc.')};"
+        "print(sorted(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 # -- the schema ---------------------------------------------------------------------------------------------
 
 
@@ -165,8 +192,13 @@ def _without_bounds(node: Any) -> Any:
 def test_schema_is_valid_and_documented() -> None:
     doc = schema()
     jsonschema.Draft202012Validator.check_schema(doc)
-    # The file plus the upper bounds taken from the binaries' limits (demuxlab.limits).
-    assert _without_bounds(json.loads(schema_path().read_text())) == _without_bounds(doc)
+    # The file plus the upper bounds taken from the binaries' limits (demuxlab.limits) and the names taken
+    # from the vocabulary (demuxlab.vocab).
+    filled = copy.deepcopy(doc)
+    design = filled["properties"]["designs"]["items"]["properties"]
+    assert design["pattern"].pop("enum") == list(vocab.PATTERNS)
+    assert design["notifiers"]["items"].pop("enum") == list(vocab.NOTIFIERS)
+    assert _without_bounds(json.loads(schema_path().read_text())) == _without_bounds(filled)
     bounds = doc["properties"]["matrix"]["properties"]
     assert bounds["work_us"]["items"]["maximum"] == limits().max_work_us
     assert bounds["msg_size"]["items"]["maximum"] == min(limits().max_msg_size, limits().client_max_msg)

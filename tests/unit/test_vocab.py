@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -27,10 +28,28 @@ def _check(table: str, name: str) -> set[str]:
     raise AssertionError(f"no check constraint {name} on {table}")
 
 
-def test_spec_schema_lists_the_vocabulary() -> None:
+def test_spec_schema_file_keeps_no_copy_of_the_vocabulary() -> None:
+    """The file names no pattern or notifier: the loaded schema takes them from vocab (issue 46: a new
+    notifier touches vocab, not a list kept by hand beside it)."""
+    text = resources.files("demuxlab.spec").joinpath("experiment.schema.json").read_text()
     design = _schema()["properties"]["designs"]["items"]["properties"]
-    assert tuple(design["pattern"]["enum"]) == vocab.PATTERNS
-    assert tuple(design["notifiers"]["items"]["enum"]) == vocab.NOTIFIERS
+    assert "enum" not in design["pattern"] and "enum" not in design["notifiers"]["items"]
+    quoted = set(re.findall(r'"([^"]+)"', text))
+    assert quoted & {*vocab.PATTERNS, *vocab.NOTIFIERS} == set()
+
+
+def test_the_contract_lists_the_vocabulary() -> None:
+    """CONTRACTS.md §1 names the server's patterns and notifiers as vocab does, in its order."""
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "CONTRACTS.md").read_text().split())
+    found = re.search(r"Patterns: `([^`]+)`\. Notifiers: `([^`]+)`, and `none`", text)
+    assert found, "CONTRACTS.md §1 no longer lists the patterns and notifiers as this test reads them"
+    assert tuple(found[1].split()) == vocab.PATTERNS
+    assert (*found[2].split(), "none") == vocab.NOTIFIERS
+
+
+def test_every_pattern_has_its_calibration_concurrency() -> None:
+    assert set(vocab.CALIBRATION_THREADS) == set(vocab.PATTERNS)
+    assert all(isinstance(t, int) and t >= 1 for t in vocab.CALIBRATION_THREADS.values())
 
 
 def test_database_constraints_match_the_vocabulary() -> None:

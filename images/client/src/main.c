@@ -51,14 +51,16 @@ static const char usage_text[] =
     "  --cooldown S        seconds of load after measuring (default 0)\n"
     "  --cpus LIST         pin thread i to the (i mod n)-th CPU of LIST, e.g. 0-3,8\n"
     "  --rate R            open loop: Poisson arrivals at R msg/s in total; latency\n"
-    "                      counts from the intended send time (default: closed loop,\n"
-    "                      one message in flight per connection)\n"
+    "                      counts from the intended send time, and the report says how\n"
+    "                      late each send left (default: closed loop, one message in\n"
+    "                      flight per connection)\n"
     "  --stall-timeout S   fail when a connection makes no progress for S seconds\n"
     "                      (default 5)\n"
     "  --progress          print each measured second's throughput on stderr as it\n"
     "                      completes ({\"event\": \"second\", ...}), and end the measure\n"
-    "                      phase early on SIGUSR1, at its last whole second (the\n"
-    "                      cool-down follows; the report says stopped_early)\n"
+    "                      phase early on SIGUSR1, after the seconds printed (the\n"
+    "                      cool-down follows; the report says stopped_early and counts\n"
+    "                      those seconds only)\n"
     "  --json FILE         write the report to FILE (atomically) instead of stdout\n"
     "\n"
     "Exit status: 0 ok, 1 the run failed (reason on stderr), 2 bad flags.\n";
@@ -200,39 +202,62 @@ static void put_json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
+static void put_hist_us(FILE *f, const char *name, const struct hist *h)
+{
+    fprintf(f,
+            ", \"%s\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f, "
+            "\"mean\": %.3f, \"count\": %llu}",
+            name, hist_percentile(h, 50) / 1e3, hist_percentile(h, 90) / 1e3, hist_percentile(h, 99) / 1e3,
+            hist_percentile(h, 99.9) / 1e3, hist_max(h) / 1e3, hist_mean(h) / 1e3,
+            (unsigned long long)hist_count(h));
+}
+
+/* Everything the report counts is of one population: the requests whose intended start falls in the
+ * seconds measured (all of them, or those kept by an early stop), completed before the run's end; the
+ * books cover the same seconds. */
 static void put_report(FILE *f, const struct run *run, const struct worker *ws)
 {
     const struct options *opt = run->opt;
-    static struct hist lat;
-    uint64_t messages = 0, offered = 0, served = 0, calls = 0;
+    static struct hist lat, late;
+    uint64_t messages = 0, offered = 0, calls = 0, spin_ns = 0;
     double user = 0, sys = 0, wait = 0;
     long sleeps = 0;
-    /* Stopped early: the reported seconds only (completions between their end and the stop are out). */
+    bool open = opt->rate > 0;
+    /* Stopped early: the seconds kept; else every second, and the part of one past the last whole. */
     double duration = run->stopped_early ? (double)run->reported : opt->duration_s;
+    uint32_t last = run->stopped_early ? run->reported - 1 : run->nseconds;
+    uint32_t end_book = run->stopped_early ? run->reported : run->nseconds;
 
     hist_init(&lat);
+    hist_init(&late);
     for (uint32_t i = 0; i < opt->threads; i++) {
-        hist_merge(&lat, &ws[i].lat);
-        if (!run->stopped_early)
-            messages += ws[i].messages;
-        for (uint32_t s = 0; run->stopped_early && s < run->reported; s++)
-            messages += ws[i].per_sec[s];
-        offered += ws[i].offered;
-        calls += ws[i].calls;
-        served += ws[i].served;
-        user += ws[i].cpu_end_user - ws[i].cpu_start_user;
-        sys += ws[i].cpu_end_sys - ws[i].cpu_start_sys;
-        if (wait >= 0 && ws[i].wait_start >= 0 && ws[i].wait_end >= 0)
-            wait += ws[i].wait_end - ws[i].wait_start;
+        const struct worker *w = &ws[i];
+        hist_merge(&lat, &w->tot.lat);
+        hist_merge(&late, &w->tot.late);
+        for (uint32_t s = 0; s <= last; s++) {
+            messages += w->per_sec[s];
+            offered += w->offered_sec[s];
+            if (w->pend[s] != NULL) {
+                hist_merge(&lat, &w->pend[s]->lat);
+                hist_merge(&late, &w->pend[s]->late);
+            }
+        }
+        const struct books *b0 = &w->books[0], *b1 = &w->books[end_book];
+        calls += b1->calls - b0->calls;
+        spin_ns += b1->spin_ns - b0->spin_ns;
+        user += b1->user - b0->user;
+        sys += b1->sys - b0->sys;
+        if (wait >= 0 && b0->wait >= 0 && b1->wait >= 0)
+            wait += b1->wait - b0->wait;
         else
             wait = -1.0;
-        if (sleeps >= 0 && ws[i].sleeps_start >= 0 && ws[i].sleeps_end >= 0)
-            sleeps += ws[i].sleeps_end - ws[i].sleeps_start;
+        if (sleeps >= 0 && b0->sleeps >= 0 && b1->sleeps >= 0)
+            sleeps += b1->sleeps - b0->sleeps;
         else
             sleeps = -1;
     }
-    fprintf(f, "{\"ok\": true, \"mode\": \"%s\", \"rate\": ", opt->rate > 0 ? "open" : "closed");
-    if (opt->rate > 0)
+    fprintf(f, "{\"ok\": true, \"mode\": \"%s\", \"rate\": ", open ? "open" : "closed");
+    if (open)
         fprintf(f, "%.17g", opt->rate);
     else
         fputs("null", f);
@@ -240,9 +265,10 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
             opt->msg_size);
     fprintf(f, ", \"throughput_msgs_per_s\": %.3f, \"messages\": %llu, \"duration_s\": %.17g",
             (double)messages / duration, (unsigned long long)messages, duration);
-    if (opt->rate > 0)
+    /* Open loop, every echo counted is of an arrival offered, so served is messages. */
+    if (open)
         fprintf(f, ", \"offered\": %llu, \"served\": %llu", (unsigned long long)offered,
-                (unsigned long long)served);
+                (unsigned long long)messages);
     else
         fputs(", \"offered\": null, \"served\": null", f);
     fputs(", \"per_second\": [", f);
@@ -255,11 +281,13 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
         fprintf(f, "%s%.1f", s ? ", " : "", (double)n / span);
     }
     fputs("]", f);
-    fprintf(f,
-            ", \"latency_us\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f, \"p999\": %.3f, \"max\": %.3f, "
-            "\"mean\": %.3f}",
-            hist_percentile(&lat, 50) / 1e3, hist_percentile(&lat, 90) / 1e3, hist_percentile(&lat, 99) / 1e3,
-            hist_percentile(&lat, 99.9) / 1e3, hist_max(&lat) / 1e3, hist_mean(&lat) / 1e3);
+    put_hist_us(f, "latency_us", &lat);
+    if (open) {
+        put_hist_us(f, "lateness_us", &late);
+        fprintf(f, ", \"spin_s\": %.6f", (double)spin_ns / 1e9);
+    } else {
+        fputs(", \"lateness_us\": null, \"spin_s\": null", f);
+    }
     fprintf(f, ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}", user, sys);
     if (wait >= 0)
         fprintf(f, ", \"wait_s\": %.6f", wait);
@@ -397,20 +425,27 @@ static int setup_workers(struct run *run, struct worker *ws)
         w->nconns = opt->connections / opt->threads + (i < opt->connections % opt->threads ? 1 : 0);
         w->conns = calloc(w->nconns, sizeof(*w->conns));
         w->heap = calloc(w->nconns, sizeof(*w->heap));
-        w->per_sec = calloc(run->nseconds, sizeof(*w->per_sec));
+        /* Per second measured, and one more for the part of a second past the last whole one. */
+        w->per_sec = calloc(run->nseconds + 1, sizeof(*w->per_sec));
+        w->offered_sec = calloc(run->nseconds + 1, sizeof(*w->offered_sec));
+        w->pend = calloc(run->nseconds + 1, sizeof(*w->pend));
+        w->books = calloc(run->nseconds + 1, sizeof(*w->books));
         w->rbuf = malloc(rbuf);
         w->rbuf_size = rbuf;
-        if (!w->conns || !w->heap || !w->per_sec || !w->rbuf) {
+        if (!w->conns || !w->heap || !w->per_sec || !w->offered_sec || !w->pend || !w->books || !w->rbuf) {
             run_fail(run, "out of memory setting up thread %u", i);
             return -1;
         }
-        hist_init(&w->lat);
+        hist_init(&w->tot.lat);
+        hist_init(&w->tot.late);
         for (uint32_t k = 0; k < w->nconns; k++) {
             struct conn *c = &w->conns[k];
             c->fd = -1;
             c->id = i + k * opt->threads;
             c->heap_pos = UINT32_MAX;
-            c->rng = UINT64_C(0x9E3779B97F4A7C15) ^ ((uint64_t)c->id * UINT64_C(0xBF58476D1CE4E5B9) + 1);
+            c->arr.rng = UINT64_C(0x9E3779B97F4A7C15) ^ ((uint64_t)c->id * UINT64_C(0xBF58476D1CE4E5B9) + 1);
+            if (c->arr.rng == 0) /* xorshift's one fixed point */
+                c->arr.rng = 1;
         }
         w->ep = epoll_create1(EPOLL_CLOEXEC);
         if (w->ep < 0) {
@@ -422,10 +457,30 @@ static int setup_workers(struct run *run, struct worker *ws)
 }
 
 /* --progress, in the main thread while the workers run: after each whole second of the measure phase
- * (and a little slack for completions being counted), print its throughput on stderr; on SIGUSR1 (blocked
- * in every thread, taken here by sigtimedwait) end the measure phase after the seconds printed so far, at
- * least one, by moving meas_end and end earlier: the workers see it within their 100 ms tick. */
+ * (and a little slack for completions being counted), print its throughput on stderr and seal it; on
+ * SIGUSR1 (blocked in every thread, taken here by sigtimedwait) end the measure phase after the seconds
+ * printed so far, at least one, by moving meas_end back to the end of the last of them: the report then
+ * counts those seconds' requests only (the workers kept the rest apart, the books were sampled there),
+ * and the run ends after the cool-down, counted from there but not before the signal (the requests
+ * of those seconds echoed until then are served).  The workers see the new times within their tick. */
 #define PROGRESS_SLACK_NS UINT64_C(20000000)
+#define STOP_GUARD_NS UINT64_C(1000000) /* a signal this close to the measure phase's end changes nothing */
+
+static void stop_early(struct run *run, uint32_t printed)
+{
+    uint32_t keep = printed < 1 ? 1 : printed;
+    uint64_t now = now_ns();
+    if (keep >= run->nseconds || now + STOP_GUARD_NS >= run->meas_end0)
+        return;
+    uint64_t meas_end = run->warm_end + (uint64_t)keep * UINT64_C(1000000000);
+    uint64_t end = meas_end + (uint64_t)(run->opt->cooldown_s * 1e9);
+    if (end < now + STOP_GUARD_NS)
+        end = now + STOP_GUARD_NS;
+    atomic_store(&run->end, end);
+    atomic_store(&run->meas_end, meas_end);
+    run->reported = keep;
+    run->stopped_early = 1;
+}
 
 static void progress(struct run *run, const struct worker *ws, const sigset_t *usr1)
 {
@@ -440,23 +495,15 @@ static void progress(struct run *run, const struct worker *ws, const sigset_t *u
             if (wait > UINT64_C(100000000))
                 wait = UINT64_C(100000000); /* poll the failure flag meanwhile */
             struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)wait};
-            if (sigtimedwait(usr1, NULL, &ts) != SIGUSR1)
-                continue;
-            /* The seconds already reported are those the signal was sent on (at least one is kept). */
-            uint32_t keep = printed < 1 ? 1 : printed;
-            if (keep < run->nseconds) {
-                uint64_t end = run->warm_end + (uint64_t)keep * UINT64_C(1000000000);
-                atomic_store(&run->meas_end, end);
-                atomic_store(&run->end, end + (uint64_t)(opt->cooldown_s * 1e9));
-                run->reported = keep;
-                run->stopped_early = 1;
-            }
+            if (sigtimedwait(usr1, NULL, &ts) == SIGUSR1)
+                stop_early(run, printed); /* keeps the seconds the signal was sent on */
             continue;
         }
         uint64_t n = 0;
         for (uint32_t i = 0; i < opt->threads; i++)
             n += __atomic_load_n(&ws[i].per_sec[printed], __ATOMIC_RELAXED);
         printed++;
+        atomic_store_explicit(&run->sealed, printed, memory_order_relaxed);
         fprintf(stderr, "{\"event\": \"second\", \"second\": %u, \"msgs_per_s\": %.1f}\n", printed,
                 (double)n / span);
         fflush(stderr);
@@ -474,7 +521,12 @@ static void free_workers(struct worker *ws, uint32_t n)
             close(w->ep);
         free(w->conns);
         free(w->heap);
+        for (uint32_t s = 0; w->pend && s <= w->run->nseconds; s++)
+            free(w->pend[s]);
         free(w->per_sec);
+        free(w->offered_sec);
+        free(w->pend);
+        free(w->books);
         free(w->rbuf);
     }
     free(ws);
@@ -493,6 +545,10 @@ int main(int argc, char **argv)
     pthread_mutex_init(&run.reason_lock, NULL);
     run.nseconds = opt.duration_s < 1.0 ? 1 : (uint32_t)opt.duration_s;
     run.reported = run.nseconds;
+    /* An early stop keeps at least the first second; without --progress there is none. */
+    atomic_store(&run.sealed, opt.progress ? 1u : UINT32_MAX);
+    if (opt.rate > 0)
+        run.mean_gap_ns = (double)opt.connections * 1e9 / opt.rate;
     sigset_t usr1;
     sigemptyset(&usr1);
     sigaddset(&usr1, SIGUSR1);
@@ -524,8 +580,9 @@ int main(int argc, char **argv)
     /* Phases are fixed once every connection is up, so all threads share one clock. */
     run.t0 = now_ns();
     run.warm_end = run.t0 + (uint64_t)(opt.warmup_s * 1e9);
-    atomic_store(&run.meas_end, run.warm_end + (uint64_t)(opt.duration_s * 1e9));
-    atomic_store(&run.end, atomic_load(&run.meas_end) + (uint64_t)(opt.cooldown_s * 1e9));
+    run.meas_end0 = run.warm_end + (uint64_t)(opt.duration_s * 1e9);
+    atomic_store(&run.meas_end, run.meas_end0);
+    atomic_store(&run.end, run.meas_end0 + (uint64_t)(opt.cooldown_s * 1e9));
     pthread_barrier_wait(&run.started);
     if (opt.progress)
         progress(&run, ws, &usr1);

@@ -8,7 +8,19 @@
  * latency counts from the arrival, so a slow server cannot hide its queueing
  * (no coordinated omission).  The waiting requests need no storage: they are
  * the arrivals of the connection's stream between its in-flight request and
- * now, and next_arrival walks that stream in order. */
+ * now, and arr walks that stream in order.
+ *
+ * Open-loop arrivals leave on time: the thread asks for 1 ns of timer slack,
+ * sleeps until shortly before a due arrival (margin_ns, which follows the 90th
+ * percentile of how late its sleeps wake) and polls its epoll without blocking
+ * for the rest, so echoes are still read meanwhile.
+ *
+ * One population per run: everything reported counts the requests whose
+ * intended start falls in the measure phase (closed loop: the send time) and
+ * whose echo completed before the run's end; the books (CPU, waits) cover the
+ * measure phase.  An early stop (--progress) cuts all of it at one whole second:
+ * the counters are kept per second of intended start, the histograms per second
+ * until that second is sealed, and the books are sampled at every second. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -22,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,45 +58,6 @@ void run_fail(struct run *run, const char *fmt, ...)
     pthread_mutex_unlock(&run->reason_lock);
 }
 
-static uint64_t rng_next(uint64_t *s)
-{
-    /* xorshift64*: cheap, and good enough to space arrivals. */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * UINT64_C(2685821657736338717);
-}
-
-/* Natural log for x in (0, 1], without libm: x = m * 2^e with m in
- * [sqrt(1/2), sqrt(2)), ln m = 2 atanh((m-1)/(m+1)) as a short odd series. */
-static double ln_unit(double x)
-{
-    union {
-        double d;
-        uint64_t u;
-    } b = {.d = x};
-    int e = (int)((b.u >> 52) & 0x7ff) - 1023;
-    b.u = (b.u & ~(UINT64_C(0x7ff) << 52)) | (UINT64_C(1023) << 52);
-    double m = b.d;
-    if (m > 1.4142135623730951) {
-        m *= 0.5;
-        e++;
-    }
-    double z = (m - 1.0) / (m + 1.0), z2 = z * z, term = z, sum = 0.0;
-    for (int k = 1; k <= 21; k += 2) {
-        sum += term / k;
-        term *= z2;
-    }
-    return 2.0 * sum + e * 0.6931471805599453;
-}
-
-/* Exponential inter-arrival gap in ns for a source of the given rate per ns. */
-static uint64_t exp_gap_ns(uint64_t *rng, double rate_per_ns)
-{
-    double u = (double)((rng_next(rng) >> 11) + 1) * 0x1.0p-53; /* (0, 1] */
-    return (uint64_t)(-ln_unit(u) / rate_per_ns);
-}
-
 /* ---- idle heap (open loop) ---- */
 
 static void heap_swap(struct worker *w, uint32_t a, uint32_t b)
@@ -101,7 +76,7 @@ static void heap_push(struct worker *w, struct conn *c)
     c->heap_pos = i;
     while (i > 0) {
         uint32_t p = (i - 1) / 2;
-        if (w->heap[p]->next_arrival <= w->heap[i]->next_arrival)
+        if (w->heap[p]->arr.at <= w->heap[i]->arr.at)
             break;
         heap_swap(w, i, p);
         i = p;
@@ -118,9 +93,9 @@ static struct conn *heap_pop(struct worker *w)
         uint32_t i = 0;
         for (;;) {
             uint32_t l = 2 * i + 1, r = l + 1, m = i;
-            if (l < w->heap_len && w->heap[l]->next_arrival < w->heap[m]->next_arrival)
+            if (l < w->heap_len && w->heap[l]->arr.at < w->heap[m]->arr.at)
                 m = l;
-            if (r < w->heap_len && w->heap[r]->next_arrival < w->heap[m]->next_arrival)
+            if (r < w->heap_len && w->heap[r]->arr.at < w->heap[m]->arr.at)
                 m = r;
             if (m == i)
                 break;
@@ -243,37 +218,122 @@ static int send_more(struct worker *w, struct conn *c)
     return 0;
 }
 
+/* ---- the population and its books ---- */
+
 static bool in_measure(const struct run *run, uint64_t t)
 {
-    return t >= run->warm_end && t < run->meas_end;
+    return t >= run->warm_end && t < atomic_load(&run->meas_end);
 }
 
-static int start_message(struct worker *w, struct conn *c, uint64_t start, uint64_t now, double rate_per_ns)
+/* The second of the measure phase an intended start t (in_measure) falls in; nseconds for the part of
+ * a second after the last whole one. */
+static uint32_t second_of(const struct run *run, uint64_t t)
 {
-    if (rate_per_ns > 0.0 && in_measure(w->run, start))
-        w->offered++;
+    uint64_t s = (t - run->warm_end) / UINT64_C(1000000000);
+    return s < run->nseconds ? (uint32_t)s : run->nseconds;
+}
+
+/* Where the histograms of a request that starts in second s go: the totals once s is sealed, else that
+ * second's own, so that an early stop can leave it out whole.  NULL when memory ran out (the run fails). */
+static struct hists *hists_of(struct worker *w, uint32_t s)
+{
+    if (s < atomic_load_explicit(&w->run->sealed, memory_order_relaxed))
+        return &w->tot;
+    if (w->pend[s] == NULL) {
+        w->pend[s] = malloc(sizeof(*w->pend[s]));
+        if (w->pend[s] == NULL) {
+            run_fail(w->run, "out of memory for the histograms of second %u", s + 1);
+            return NULL;
+        }
+        hist_init(&w->pend[s]->lat);
+        hist_init(&w->pend[s]->late);
+    }
+    return w->pend[s];
+}
+
+/* Folds the seconds sealed since the last turn into the totals (which keeps memory to the few seconds an
+ * early stop could still cut). */
+static void fold_sealed(struct worker *w)
+{
+    uint32_t sealed = atomic_load_explicit(&w->run->sealed, memory_order_relaxed);
+    for (; w->folded < sealed && w->folded <= w->run->nseconds; w->folded++) {
+        struct hists *h = w->pend[w->folded];
+        if (h != NULL) {
+            hist_merge(&w->tot.lat, &h->lat);
+            hist_merge(&w->tot.late, &h->late);
+            free(h);
+            w->pend[w->folded] = NULL;
+        }
+    }
+}
+
+/* When books[k] is due: each whole second of the measure phase, the last at its planned end. */
+static uint64_t book_time(const struct run *run, uint32_t k)
+{
+    return k < run->nseconds ? run->warm_end + k * UINT64_C(1000000000) : run->meas_end0;
+}
+
+static void sample_books(struct worker *w, struct books *b)
+{
+    thread_cpu_times(&b->user, &b->sys);
+    b->wait = thread_wait_s();
+    b->sleeps = thread_sleeps();
+    b->calls = w->calls;
+    b->spin_ns = w->spin_ns;
+}
+
+static void take_books(struct worker *w, uint64_t now)
+{
+    const struct run *run = w->run;
+    if (w->nbooks > run->nseconds || now < book_time(run, w->nbooks))
+        return;
+    sample_books(w, &w->books[w->nbooks]);
+    /* A thread that slept through several boundaries (a stalled machine) books them alike. */
+    for (w->nbooks++; w->nbooks <= run->nseconds && now >= book_time(run, w->nbooks); w->nbooks++)
+        w->books[w->nbooks] = w->books[w->nbooks - 1];
+}
+
+/* ---- the message cycle ---- */
+
+static int start_message(struct worker *w, struct conn *c, uint64_t start, uint64_t now, bool open)
+{
+    if (open && in_measure(w->run, start)) {
+        uint32_t s = second_of(w->run, start);
+        struct hists *h = hists_of(w, s);
+        if (h == NULL)
+            return -1;
+        /* Late by what the client added: from the intended time, or from the echo that freed the
+         * connection where the request waited behind its predecessor (that wait is the server's). */
+        uint64_t ref = start > c->free_ns ? start : c->free_ns, sent = now_ns();
+        hist_add(&h->late, sent > ref ? sent - ref : 0);
+        w->offered_sec[s]++;
+    }
     c->busy = 1;
     c->start_ns = start;
     c->progress_ns = now;
     c->sent = 0;
     c->recvd = 0;
     c->off = (uint32_t)((c->id * UINT64_C(37) + c->seq) % PATTERN_PERIOD);
-    if (rate_per_ns > 0.0)
-        c->next_arrival += exp_gap_ns(&c->rng, rate_per_ns);
+    if (open)
+        arrival_advance(&c->arr, w->run->mean_gap_ns);
     return send_more(w, c);
 }
 
-static void record(struct worker *w, const struct conn *c, uint64_t t)
+/* An echo completed at t: counted if its request is of the population (intended start in the measure
+ * phase, completed before the run's end). */
+static int record(struct worker *w, const struct conn *c, uint64_t t)
 {
     struct run *run = w->run;
-    if (t < run->warm_end || t >= run->meas_end)
-        return;
-    uint64_t sec = (t - run->warm_end) / UINT64_C(1000000000);
-    if (sec < run->nseconds) /* relaxed: --progress reads the counters while this thread counts */
-        __atomic_store_n(&w->per_sec[sec], __atomic_load_n(&w->per_sec[sec], __ATOMIC_RELAXED) + 1,
-                         __ATOMIC_RELAXED);
-    w->messages++;
-    hist_add(&w->lat, t - c->start_ns);
+    if (!in_measure(run, c->start_ns) || t >= atomic_load(&run->end))
+        return 0;
+    uint32_t s = second_of(run, c->start_ns);
+    struct hists *h = hists_of(w, s);
+    if (h == NULL)
+        return -1;
+    /* relaxed: --progress reads the counters while this thread counts */
+    __atomic_store_n(&w->per_sec[s], __atomic_load_n(&w->per_sec[s], __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    hist_add(&h->lat, t - c->start_ns);
+    return 0;
 }
 
 static int report_mismatch(struct worker *w, const struct conn *c, const uint8_t *got, const uint8_t *want,
@@ -291,7 +351,7 @@ static int report_mismatch(struct worker *w, const struct conn *c, const uint8_t
     return 0;
 }
 
-static int on_readable(struct worker *w, struct conn *c, uint64_t now, double rate_per_ns)
+static int on_readable(struct worker *w, struct conn *c, uint64_t now, bool open)
 {
     const struct options *opt = w->run->opt;
     uint64_t expect = c->busy ? opt->msg_size - c->recvd : 0;
@@ -320,17 +380,15 @@ static int on_readable(struct worker *w, struct conn *c, uint64_t now, double ra
         return 0;
 
     uint64_t t = now_ns();
-    record(w, c, t);
-    /* Served: an arrival of the measure phase echoed before the run ended (the last loop turn can
-     * finish one just after the end; with no cool-down that one is outside the window, not served). */
-    if (rate_per_ns > 0.0 && in_measure(w->run, c->start_ns) && t < w->run->end)
-        w->served++;
+    if (record(w, c, t) < 0)
+        return -1;
     c->busy = 0;
     c->seq++;
-    if (rate_per_ns <= 0.0)
-        return start_message(w, c, t, t, 0.0);
-    if (c->next_arrival <= t)
-        return start_message(w, c, c->next_arrival, t, rate_per_ns);
+    c->free_ns = t;
+    if (!open)
+        return start_message(w, c, t, t, false);
+    if (c->arr.at <= t)
+        return start_message(w, c, c->arr.at, t, true);
     heap_push(w, c);
     return 0;
 }
@@ -352,31 +410,6 @@ static int check_stalls(struct worker *w, uint64_t now)
     return 0;
 }
 
-/* The thread's books at the start and at the end of the measure phase. */
-static void books_start(struct worker *w)
-{
-    thread_cpu_times(&w->cpu_start_user, &w->cpu_start_sys);
-    w->wait_start = thread_wait_s();
-    w->sleeps_start = thread_sleeps();
-    w->cpu_started = 1;
-}
-
-static void books_end(struct worker *w)
-{
-    thread_cpu_times(&w->cpu_end_user, &w->cpu_end_sys);
-    w->wait_end = thread_wait_s();
-    w->sleeps_end = thread_sleeps();
-    w->cpu_ended = 1;
-}
-
-static void note_phase(struct worker *w, uint64_t now)
-{
-    if (!w->cpu_started && now >= w->run->warm_end)
-        books_start(w);
-    if (!w->cpu_ended && now >= w->run->meas_end)
-        books_end(w);
-}
-
 /* Sleeps in epoll until the deadline with ns resolution where the kernel has
  * epoll_pwait2 (5.11+); elsewhere rounds up to whole milliseconds. */
 static int wait_events(struct worker *w, struct epoll_event *evs, uint64_t timeout_ns)
@@ -395,31 +428,57 @@ static int wait_events(struct worker *w, struct epoll_event *evs, uint64_t timeo
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
+/* The spin's margin follows the 90th percentile of how late the thread's sleeps wake: up 9 steps when a
+ * wake-up was later than the margin, down 1 when not (it settles where 1 in 10 is later).  Bounded, so
+ * that a stalled machine cannot make a worker spin most of its time: the spin costs at most MARGIN_MAX_NS
+ * of CPU per arrival the thread sleeps for. */
+#define MARGIN_INIT_NS 50000
+#define MARGIN_MIN_NS 1000
+#define MARGIN_MAX_NS 200000
+#define MARGIN_STEP_NS 100
+
+static void learn_margin(struct worker *w, uint64_t planned, uint64_t woke)
+{
+    int64_t late = (int64_t)(woke - planned);
+    w->margin_ns += late > w->margin_ns ? 9 * MARGIN_STEP_NS : -MARGIN_STEP_NS;
+    if (w->margin_ns < MARGIN_MIN_NS)
+        w->margin_ns = MARGIN_MIN_NS;
+    if (w->margin_ns > MARGIN_MAX_NS)
+        w->margin_ns = MARGIN_MAX_NS;
+}
+
 static void drive(struct worker *w)
 {
     struct run *run = w->run;
     const struct options *opt = run->opt;
     struct epoll_event evs[MAX_EVENTS];
-    double rate_per_ns = opt->rate > 0.0 ? opt->rate / opt->connections / NS_PER_S : 0.0;
-    uint64_t now = now_ns(), next_check = now + TICK_NS;
+    bool open = opt->rate > 0.0;
+    uint64_t now = now_ns(), next_check = now + TICK_NS, spin_since = 0;
 
     for (uint32_t i = 0; i < w->nconns; i++) {
         struct conn *c = &w->conns[i];
-        if (rate_per_ns > 0.0) {
-            c->next_arrival = run->t0 + exp_gap_ns(&c->rng, rate_per_ns);
+        if (open) {
+            c->arr.at = run->t0;
+            c->arr.frac = 0.0;
+            arrival_advance(&c->arr, run->mean_gap_ns);
             heap_push(w, c);
-        } else if (start_message(w, c, now, now, 0.0) < 0) {
+        } else if (start_message(w, c, now, now, false) < 0) {
             return;
         }
     }
     for (;;) {
         now = now_ns();
-        note_phase(w, now);
-        if (now >= run->end || atomic_load_explicit(&run->failed, memory_order_relaxed))
+        if (spin_since != 0) {
+            w->spin_ns += now - spin_since;
+            spin_since = 0;
+        }
+        take_books(w, now);
+        fold_sealed(w);
+        if (now >= atomic_load(&run->end) || atomic_load_explicit(&run->failed, memory_order_relaxed))
             return;
-        while (w->heap_len > 0 && w->heap[0]->next_arrival <= now) {
+        while (w->heap_len > 0 && w->heap[0]->arr.at <= now) {
             struct conn *c = heap_pop(w);
-            if (start_message(w, c, c->next_arrival, now, rate_per_ns) < 0)
+            if (start_message(w, c, c->arr.at, now, true) < 0)
                 return;
         }
         if (now >= next_check) {
@@ -427,24 +486,37 @@ static void drive(struct worker *w)
                 return;
             next_check = now + TICK_NS;
         }
-        uint64_t wake = min_u64(run->end, next_check);
-        if (now < run->warm_end)
-            wake = min_u64(wake, run->warm_end);
-        else if (now < run->meas_end)
-            wake = min_u64(wake, run->meas_end);
-        if (w->heap_len > 0)
-            wake = min_u64(wake, w->heap[0]->next_arrival);
-        if (in_measure(run, now))
+        uint64_t wake = min_u64(atomic_load(&run->end), next_check);
+        if (w->nbooks <= run->nseconds)
+            wake = min_u64(wake, book_time(run, w->nbooks));
+        bool arrival = w->heap_len > 0 && w->heap[0]->arr.at <= wake;
+        if (arrival)
+            wake = w->heap[0]->arr.at;
+        uint64_t timeout = wake > now ? wake - now : 0, planned = 0;
+        if (arrival && timeout > 0) {
+            if (timeout <= (uint64_t)w->margin_ns) {
+                timeout = 0; /* spin: poll for echoes until the arrival is due */
+                spin_since = now;
+            } else {
+                /* Wake margin_ns early, less the slack the kernel adds to a sleep this long. */
+                uint64_t lead = timeout - (uint64_t)w->margin_ns;
+                planned = now + lead;
+                timeout = lead - lead / (w->slack_div + 1);
+            }
+        }
+        if (spin_since == 0)
             w->calls++;
-        int n = wait_events(w, evs, wake > now ? wake - now : 0);
+        int n = wait_events(w, evs, timeout);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             run_fail(run, "epoll_wait: %s", strerror(errno));
             return;
         }
-        if (n > 0)
+        if (n > 0 || planned != 0)
             now = now_ns();
+        if (n == 0 && planned != 0)
+            learn_margin(w, planned, now);
         for (int i = 0; i < n; i++) {
             struct conn *c = evs[i].data.ptr;
             if ((evs[i].events & EPOLLOUT) && c->busy && c->sent < opt->msg_size) {
@@ -452,7 +524,7 @@ static void drive(struct worker *w)
                     return;
                 c->progress_ns = now;
             }
-            if ((evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) && on_readable(w, c, now, rate_per_ns) < 0)
+            if ((evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) && on_readable(w, c, now, open) < 0)
                 return;
         }
     }
@@ -460,16 +532,16 @@ static void drive(struct worker *w)
 
 /* Open loop, after the run: the arrivals of the measure phase that never got
  * to start (the client or the server had fallen behind) are offered too.
- * next_arrival is each connection's first unstarted arrival; walk on. */
+ * arr is each connection's first unstarted arrival; walk on. */
 static void count_unstarted(struct worker *w)
 {
     const struct run *run = w->run;
-    double rate_per_ns = run->opt->rate / run->opt->connections / NS_PER_S;
+    uint64_t meas_end = atomic_load(&run->meas_end);
     for (uint32_t i = 0; i < w->nconns; i++) {
-        struct conn *c = &w->conns[i];
-        for (uint64_t a = c->next_arrival; a < run->meas_end; a += exp_gap_ns(&c->rng, rate_per_ns))
-            if (a >= run->warm_end)
-                w->offered++;
+        struct arrival a = w->conns[i].arr;
+        for (; a.at < meas_end; arrival_advance(&a, run->mean_gap_ns))
+            if (a.at >= run->warm_end)
+                w->offered_sec[second_of(run, a.at)]++;
     }
 }
 
@@ -484,6 +556,14 @@ void *worker_main(void *arg)
         if (pin_self_to_cpu(cpu) < 0)
             run_fail(run, "cannot pin client thread %d to CPU %d: %s", w->index, cpu, strerror(errno));
     }
+    /* Arrivals on time: the default 50 us of slack would let every sleep end up to 50 us late. */
+    if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) != 0)
+        run_fail(run, "cannot set client thread %d's timer slack to 1 ns: %s", w->index, strerror(errno));
+    /* select_estimate_accuracy(): a sleep of t gets at least t/1000 of slack, t/200 when niced. */
+    errno = 0;
+    int nice = getpriority(PRIO_PROCESS, 0);
+    w->slack_div = errno == 0 && nice > 0 ? 200 : 1000;
+    w->margin_ns = MARGIN_INIT_NS;
     if (!atomic_load(&run->failed))
         connect_all(w);
     /* Every worker reaches both barriers, even after a failure, so none is left waiting. */
@@ -495,9 +575,10 @@ void *worker_main(void *arg)
             count_unstarted(w);
     }
     /* A run cut short still closes its books: the report is not written on failure anyway. */
-    if (!w->cpu_started)
-        books_start(w);
-    if (!w->cpu_ended)
-        books_end(w);
+    if (w->nbooks <= run->nseconds) {
+        sample_books(w, &w->books[w->nbooks]);
+        for (w->nbooks++; w->nbooks <= run->nseconds; w->nbooks++)
+            w->books[w->nbooks] = w->books[w->nbooks - 1];
+    }
     return NULL;
 }

@@ -8,10 +8,15 @@
 #include "util.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 static int failures;
 
@@ -163,6 +168,53 @@ static void test_clock_and_spin(void)
     CHECK(pin_self_to_cpu(-1) == -1);
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static atomic_bool waker_stop;
+
+/* Busy 100 us, asleep 100 us, on the spinner's CPU: it preempts the spinner again and again. */
+static void *waker(void *arg)
+{
+    pin_self_to_cpu(*(int *)arg);
+    while (!atomic_load(&waker_stop)) {
+        spin_us(100.0);
+        struct timespec nap = {0, 100000};
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+/* spin_cpu_us against the thread's CPU clock, beside threads that wake on its CPU: the spin's time is
+ * CPU time (the wall-clock spin_us got a fraction of it there), and what it counted is never more. */
+static void test_spin_cpu(void)
+{
+    CHECK(spin_cpu_us(0.0) == 0);
+    CHECK(spin_cpu_us(-1.0) == 0);
+    CHECK(spin_gap_ns() >= 1000 && spin_gap_ns() <= 100000);
+    int cpu = sched_getcpu();
+    CHECK(cpu >= 0 && pin_self_to_cpu(cpu) == 0);
+    pthread_t w[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&w[i], NULL, waker, &cpu);
+    for (int round = 0; round < 5; round++) {
+        uint64_t c0 = thread_cpu_ns();
+        uint64_t counted = spin_cpu_us(2000.0);
+        uint64_t cpu_ns = thread_cpu_ns() - c0;
+        CHECK(counted >= 2000000u);
+        /* Interrupts shorter than the gap threshold are counted, and need not be the thread's: 3 %. */
+        CHECK((double)cpu_ns >= 0.97 * (double)counted);
+        CHECK((double)cpu_ns >= 0.97 * 2000000.0);
+    }
+    atomic_store(&waker_stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(w[i], NULL);
+}
+
 int main(void)
 {
     test_hist_uniform();
@@ -170,6 +222,7 @@ int main(void)
     test_hist_small_exact();
     test_parsers();
     test_clock_and_spin();
+    test_spin_cpu();
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -22,6 +22,8 @@ const struct pattern_ops *const pattern_table[] = {
 };
 const size_t pattern_count = sizeof(pattern_table) / sizeof(pattern_table[0]);
 
+const char *const wake_names[] = {[WAKE_BATCH] = "batch", [WAKE_PUT] = "put"};
+
 static void print_list(void)
 {
     bool first = true;
@@ -43,8 +45,12 @@ static void print_help(void)
 {
     puts("usage: demux-server --pattern P --notifier N --threads T --port PORT [--bind ADDR]\n"
          "                    [--work-us W] [--msg-size B] [--instrument] [--cpus LIST] [--max-conns N]\n"
+         "                    [--stall-ms MS] [--wake batch|put]\n"
          "       demux-server --list | --version | --help\n"
-         "Echo server: reads B-byte messages, spins W us per message, echoes them back.\n"
+         "Echo server: reads B-byte messages, spins W us of its thread's CPU per message, echoes them back.\n"
+         "A connection that cannot take its echo for MS ms (default 5000) is dropped and counted stalled.\n"
+         "--wake (hsha, proactor, uring-shared): how the dispatcher wakes its handlers, one per notifier\n"
+         "call or completion batch (batch, the default) or one per queued item (put).\n"
          "--list prints the valid (pattern, notifier) pairs and their thread ranges as JSON.\n"
          "On SIGTERM/SIGINT it stops, joins every thread and prints one exit JSON line.");
 }
@@ -71,18 +77,18 @@ static const char *notifier_names(void)
 void config_parse(struct config *cfg, int argc, char **argv)
 {
     enum { O_PATTERN = 256, O_NOTIFIER, O_THREADS, O_PORT, O_BIND, O_WORK, O_MSG, O_INSTR, O_CPUS, O_MAXC,
-           O_STALL, O_LIST, O_VERSION, O_HELP };
+           O_STALL, O_WAKE, O_LIST, O_VERSION, O_HELP };
     static const struct option opts[] = {
         {"pattern", required_argument, NULL, O_PATTERN}, {"notifier", required_argument, NULL, O_NOTIFIER},
         {"threads", required_argument, NULL, O_THREADS}, {"port", required_argument, NULL, O_PORT},
         {"bind", required_argument, NULL, O_BIND},       {"work-us", required_argument, NULL, O_WORK},
         {"msg-size", required_argument, NULL, O_MSG},    {"instrument", no_argument, NULL, O_INSTR},
         {"cpus", required_argument, NULL, O_CPUS},       {"max-conns", required_argument, NULL, O_MAXC},
-        {"stall-ms", required_argument, NULL, O_STALL},
+        {"stall-ms", required_argument, NULL, O_STALL},  {"wake", required_argument, NULL, O_WAKE},
         {"list", no_argument, NULL, O_LIST},             {"version", no_argument, NULL, O_VERSION},
         {"help", no_argument, NULL, O_HELP},             {NULL, 0, NULL, 0},
     };
-    const char *pattern = NULL, *threads = NULL, *port = NULL;
+    const char *pattern = NULL, *threads = NULL, *port = NULL, *wake = NULL;
     uint64_t v;
     memset(cfg, 0, sizeof(*cfg));
     cfg->msg_size = 1;
@@ -137,6 +143,15 @@ void config_parse(struct config *cfg, int argc, char **argv)
                 usage_error("bad --stall-ms '%s' (milliseconds, 1..%d)", optarg, DEMUX_MAX_STALL_MS);
             cfg->stall_ms = (int)v;
             break;
+        case O_WAKE:
+            if (strcmp(optarg, "batch") == 0)
+                cfg->wake = WAKE_BATCH;
+            else if (strcmp(optarg, "put") == 0)
+                cfg->wake = WAKE_PUT;
+            else
+                usage_error("bad --wake '%s' (batch or put)", optarg);
+            wake = optarg;
+            break;
         case O_LIST:
             print_list();
             exit(0);
@@ -179,6 +194,9 @@ void config_parse(struct config *cfg, int argc, char **argv)
         usage_error("bad --threads '%s' for pattern '%s' (%d..%d)", threads, pattern, p->min_threads,
                     p->max_threads);
     cfg->threads = (int)v;
+    if (wake != NULL && !p->queued)
+        usage_error("--wake applies to patterns with a dispatch queue (hsha, proactor, uring-shared), not '%s'",
+                    pattern);
     if (parse_u64(port, 0, 65535, &v) < 0)
         usage_error("bad --port '%s' (0..65535)", port);
     cfg->port = (int)v;

@@ -16,6 +16,16 @@
 struct pattern_ops;
 struct notifier_ops;
 
+/* How a dispatcher (HSHA's monitor, the proactor's demultiplexer) wakes the handlers it queues work for
+ * (--wake; images/README.md, "Fairness rules"). */
+enum wake {
+    WAKE_BATCH, /* the rule: the notifier call's items are queued, then one sleeper is woken; it relays */
+    WAKE_PUT,   /* the named deviation: each put wakes a sleeper (if more sleep than wake-ups are on
+                 * their way), as HSHA did before 2026-12 */
+};
+
+extern const char *const wake_names[];
+
 struct config {
     const struct pattern_ops *pattern;
     int notifier;                    /* enum notifier_id */
@@ -31,6 +41,7 @@ struct config {
     int ncpus;
     int max_conns; /* -1: not given */
     int stall_ms;  /* a connection that cannot take its reply this long is closed (--stall-ms) */
+    enum wake wake; /* --wake; only patterns with a dispatch queue (pattern_ops.queued) take it */
 };
 
 /* Parses the command line into *cfg; answers --list, --version and --help

@@ -1,6 +1,7 @@
 /* conn.c -- the protocol every pattern shares: accept, read a whole B-byte
- * message, spin W us, echo it back; plus the claim protocol that keeps one
- * owner per connection under edge-triggered notification. */
+ * message, spin W us, echo it back; the wait for writability of an echo the
+ * socket will not take (parking and the stall sweep); plus the claim protocol
+ * that keeps one owner per connection under edge-triggered notification. */
 #include "conn.h"
 
 #include "instr.h"
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 struct conn *conn_open(struct conn_table *t, int fd)
@@ -37,10 +39,17 @@ struct conn *conn_open(struct conn_table *t, int fd)
      * drain knows it is done without a read that returns EAGAIN (issue 24). */
     if (t->cfg->nops != NULL && t->cfg->nops->edge)
         setsockopt(fd, IPPROTO_TCP, TCP_INQ, &one, sizeof(one));
+    /* tpc's blocking sends give up after --stall-ms without progress: the stall rule of every pattern. */
+    if (t->cfg->nops == NULL) {
+        struct timeval tv = {.tv_sec = t->cfg->stall_ms / 1000, .tv_usec = (t->cfg->stall_ms % 1000) * 1000};
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    }
     c->fd = fd;
     c->drained = false;
     c->have = 0;
     c->sent = 0;
+    c->wblocked = false;
+    c->stall_at = 0;
     c->nt = NULL;
     atomic_fetch_add(&t->open, 1);
     count_accepted();
@@ -69,10 +78,13 @@ enum rd conn_read(struct conn_table *t, struct conn *c)
 {
     enum rd res;
     uint64_t t0 = instr_start();
+    /* tpc's blocking reads, timed: one that finds nothing waits in poll(), booked as `idle` as every other
+     * pattern books its wait for work, and the read itself stays `recv`. */
+    int flags = t->cfg->nops == NULL && instr_on() ? MSG_DONTWAIT : 0;
     for (;;) {
         /* Never past the message: extra bytes stay queued in the socket and
          * are the next message. */
-        ssize_t r = recv(c->fd, c->buf + c->have, t->cfg->msg_size - c->have, 0);
+        ssize_t r = recv(c->fd, c->buf + c->have, t->cfg->msg_size - c->have, flags);
         if (r > 0) {
             c->have += (uint32_t)r;
             if (c->have == t->cfg->msg_size) {
@@ -87,6 +99,16 @@ enum rd conn_read(struct conn_table *t, struct conn *c)
         }
         if (errno == EINTR && !conns_stopping(t))
             continue;
+        if ((errno == EAGAIN || errno == EWOULDBLOCK) && flags != 0) {
+            uint64_t w0 = now_ns();
+            struct pollfd p = {.fd = c->fd, .events = POLLIN};
+            while (poll(&p, 1, -1) < 0 && errno == EINTR && !conns_stopping(t)) {
+            }
+            uint64_t waited = now_ns() - w0;
+            instr_add(OP_IDLE, waited);
+            t0 += waited;
+            continue;
+        }
         res = (errno == EAGAIN || errno == EWOULDBLOCK) ? RD_AGAIN : RD_CLOSED;
         break;
     }
@@ -151,56 +173,143 @@ enum rd conn_read_edge(struct conn_table *t, struct conn *c)
     return res;
 }
 
-static int wait_writable(const struct conn_table *t, int fd)
-{
-    struct pollfd p = {.fd = fd, .events = POLLOUT};
-    int r;
-    do
-        r = poll(&p, 1, t->cfg->stall_ms);
-    while (r < 0 && errno == EINTR && !conns_stopping(t));
-    if (r == 0)
-        count_stalled();
-    return r > 0 ? 0 : -1;
-}
-
 void conn_work(const struct conn_table *t)
 {
     if (t->cfg->work_us > 0) {
         uint64_t t0 = instr_start();
-        spin_us(t->cfg->work_us);
+        uint64_t on = spin_cpu_us(t->cfg->work_us);
         instr_end(OP_WORK, t0);
+        instr_add(OP_WORK_CPU, on);
     }
 }
 
-int conn_respond(struct conn_table *t, struct conn *c)
+/* A connection dropped because it would not take its reply: counted, and reset rather than closed in
+ * order (its peer reads nothing, so a FIN would wait behind the unsent echo for good). */
+static void mark_stalled(struct conn *c)
 {
-    conn_work(t);
+    struct linger l = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    count_stalled();
+}
+
+enum wr conn_send(struct conn_table *t, struct conn *c)
+{
     uint64_t t0 = instr_start();
-    uint32_t off = 0;
-    int rc = 0;
-    while (off < t->cfg->msg_size) {
-        ssize_t w = send(c->fd, c->buf + off, t->cfg->msg_size - off, MSG_NOSIGNAL);
+    uint32_t size = t->cfg->msg_size;
+    bool progress = false;
+    enum wr res = WR_DONE;
+    while (c->sent < size) {
+        ssize_t w = send(c->fd, c->buf + c->sent, size - c->sent, MSG_NOSIGNAL);
         if (w > 0) {
-            off += (uint32_t)w;
+            c->sent += (uint32_t)w;
+            progress = true;
             continue;
         }
         if (w < 0 && errno == EINTR && !conns_stopping(t))
             continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && wait_writable(t, c->fd) == 0)
-            continue;
-        rc = -1;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (t->cfg->nops == NULL) {
+                /* tpc: a blocking send that took nothing for SO_SNDTIMEO (--stall-ms). */
+                mark_stalled(c);
+                res = WR_FAILED;
+                break;
+            }
+            /* Unwritable from now on: the stall limit runs from the last byte the socket took. */
+            if (progress || !c->wblocked)
+                c->stall_at = now_ns() + (uint64_t)t->cfg->stall_ms * UINT64_C(1000000);
+            c->wblocked = true;
+            res = WR_BLOCKED;
+            break;
+        }
+        res = WR_FAILED;
         break;
     }
     instr_end(OP_SEND, t0);
-    if (rc == 0) {
+    if (res == WR_DONE) {
         c->have = 0;
+        c->sent = 0;
+        c->wblocked = false;
         count_message();
     }
-    return rc;
+    return res;
 }
 
-/* The notifier call `op` (add or re-arm) hands the connection over while it
- * runs: bracketed, see conn_arming(). */
+enum wr conn_respond(struct conn_table *t, struct conn *c)
+{
+    conn_work(t);
+    return conn_send(t, c);
+}
+
+static void unlist_locked(struct conn_table *t, struct conn *c)
+{
+    if (!c->parked)
+        return;
+    if (c->park_prev != NULL)
+        c->park_prev->park_next = c->park_next;
+    else
+        t->parked = c->park_next;
+    if (c->park_next != NULL)
+        c->park_next->park_prev = c->park_prev;
+    c->park_prev = c->park_next = NULL;
+    c->parked = false;
+}
+
+void conn_stall_watch(struct conn_table *t, struct conn *c)
+{
+    pthread_mutex_lock(&t->park_lock);
+    if (!c->parked) {
+        c->park_prev = NULL;
+        c->park_next = t->parked;
+        if (t->parked != NULL)
+            t->parked->park_prev = c;
+        t->parked = c;
+        c->parked = true;
+    }
+    pthread_mutex_unlock(&t->park_lock);
+}
+
+bool conn_stall_unwatch(struct conn_table *t, struct conn *c)
+{
+    pthread_mutex_lock(&t->park_lock);
+    unlist_locked(t, c);
+    bool swept = c->swept;
+    c->swept = false;
+    pthread_mutex_unlock(&t->park_lock);
+    return swept;
+}
+
+enum wr conn_resume(struct conn_table *t, struct conn *c)
+{
+    if (conn_stall_unwatch(t, c)) {
+        mark_stalled(c);
+        return WR_FAILED;
+    }
+    return conn_send(t, c);
+}
+
+uint64_t conns_sweep(struct conn_table *t)
+{
+    uint64_t now = now_ns();
+    uint64_t next = (uint64_t)t->cfg->stall_ms * UINT64_C(1000000);
+    pthread_mutex_lock(&t->park_lock);
+    for (struct conn *c = t->parked; c != NULL; c = c->park_next) {
+        if (c->swept)
+            continue;
+        if (c->stall_at <= now) {
+            /* Listed, so not closed: the descriptor is still this connection's.  Shut down, the
+             * socket reports (writable, hung up) through the interest armed on it. */
+            c->swept = true;
+            shutdown(c->fd, SHUT_RDWR);
+        } else if (c->stall_at - now < next) {
+            next = c->stall_at - now;
+        }
+    }
+    pthread_mutex_unlock(&t->park_lock);
+    return next;
+}
+
+/* The notifier call `op` (add, re-arm or write arm) hands the connection over
+ * while it runs: bracketed, see conn_arming(). */
 static int arm_call(struct conn *c, struct notifier *nt, int (*op)(struct notifier *, int))
 {
     int fd = c->fd;
@@ -210,14 +319,24 @@ static int arm_call(struct conn *c, struct notifier *nt, int (*op)(struct notifi
     return rc;
 }
 
-void conn_rearm(struct conn_table *t, struct notifier *nt, struct conn *c)
+/* A re-activation (rearm or arm_write), timed as `rearm`; -1: not armed, the connection is closed. */
+static int rearm_timed(struct conn_table *t, struct notifier *nt, struct conn *c,
+                       int (*op)(struct notifier *, int))
 {
     uint64_t t0 = instr_start();
     uint64_t kicks0 = instr_kick_wall();
-    int rc = arm_call(c, nt, nt->ops->rearm);
+    int rc = arm_call(c, nt, op);
     instr_end_less(OP_REARM, t0, kicks0); /* its kick, if any, is `kick` */
-    if (rc < 0)
+    if (rc < 0) {
         conn_close(t, c); /* not armed: still ours */
+        return -1;
+    }
+    return 0;
+}
+
+void conn_rearm(struct conn_table *t, struct notifier *nt, struct conn *c)
+{
+    (void)rearm_timed(t, nt, c, nt->ops->rearm);
 }
 
 /* A new connection's first arming; its notifier is set before it is
@@ -228,24 +347,71 @@ int conn_arm(struct conn *c, struct notifier *nt)
     return arm_call(c, nt, nt->ops->add);
 }
 
-void conn_drain(struct conn_table *t, struct conn *c)
+void conn_park(struct conn_table *t, struct notifier *nt, struct conn *c)
+{
+    /* What the last read saw is stale by the time the echo is out: read on after it. */
+    c->drained = false;
+    conn_stall_watch(t, c);
+    uint64_t t0 = instr_start();
+    uint64_t kicks0 = instr_kick_wall();
+    int rc = arm_call(c, nt, nt->ops->arm_write);
+    instr_end_less(OP_REARM, t0, kicks0);
+    if (rc < 0) {
+        /* Not armed: still ours; off the list before the close. */
+        (void)conn_stall_unwatch(t, c);
+        c->wblocked = false;
+        conn_close(t, c);
+    }
+}
+
+void conn_replied(struct conn_table *t, struct notifier *nt, struct conn *c, enum wr r)
+{
+    switch (r) {
+    case WR_DONE:
+        conn_rearm(t, nt, c);
+        return;
+    case WR_BLOCKED:
+        conn_park(t, nt, c);
+        return;
+    case WR_FAILED:
+        conn_close(t, c);
+        return;
+    }
+}
+
+void conn_drain(struct conn_table *t, struct notifier *nt, struct conn *c)
 {
     for (;;) {
-        switch (conn_read_edge(t, c)) {
-        case RD_MSG:
-            if (conn_respond(t, c) < 0) {
+        enum wr r;
+        bool resumed = c->wblocked;
+        if (resumed) {
+            r = conn_resume(t, c);
+        } else {
+            switch (conn_read_edge(t, c)) {
+            case RD_MSG:
+                break;
+            case RD_AGAIN:
+                return;
+            case RD_CLOSED:
                 conn_close(t, c);
                 return;
             }
-            if (c->drained)
-                return;
-            break;
-        case RD_AGAIN:
-            return;
-        case RD_CLOSED:
+            r = conn_respond(t, c);
+        }
+        if (r == WR_FAILED) {
             conn_close(t, c);
             return;
         }
+        if (r == WR_BLOCKED) {
+            conn_park(t, nt, c);
+            return;
+        }
+        /* A parked connection was armed for writability alone (arm_write): reading again needs its read
+         * interest back, before the reads, so that no arrival goes unreported. */
+        if (resumed && rearm_timed(t, nt, c, nt->ops->rearm) < 0)
+            return;
+        if (c->drained)
+            return;
     }
 }
 
@@ -264,24 +430,27 @@ void conn_ready(struct conn_table *t, struct notifier *nt, struct conn *c, bool 
 {
     conn_takeover(c);
     if (!nt->ops->edge) {
-        switch (conn_read(t, c)) {
-        case RD_MSG:
-            if (conn_respond(t, c) < 0)
-                conn_close(t, c);
-            else
+        enum wr r;
+        if (c->wblocked) {
+            r = conn_resume(t, c);
+        } else {
+            switch (conn_read(t, c)) {
+            case RD_MSG:
+                break;
+            case RD_AGAIN:
                 conn_rearm(t, nt, c);
-            return;
-        case RD_AGAIN:
-            conn_rearm(t, nt, c);
-            return;
-        case RD_CLOSED:
-            conn_close(t, c);
-            return;
+                return;
+            case RD_CLOSED:
+                conn_close(t, c);
+                return;
+            }
+            r = conn_respond(t, c);
         }
+        conn_replied(t, nt, c, r);
         return;
     }
     if (!shared) {
-        conn_drain(t, c);
+        conn_drain(t, nt, c);
         return;
     }
     if (!conn_claim(c))
@@ -291,7 +460,7 @@ void conn_ready(struct conn_table *t, struct notifier *nt, struct conn *c, bool 
     int seen = atomic_load_explicit(&c->claims, memory_order_acquire);
     do {
         if (atomic_load_explicit(&c->live, memory_order_acquire))
-            conn_drain(t, c);
+            conn_drain(t, nt, c);
     } while (!conn_release(c, &seen));
 }
 

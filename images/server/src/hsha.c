@@ -1,8 +1,11 @@
 /* hsha.c -- Half-Sync/Half-Async (seed 000 Fig. 1-3, seed 001 §III-A): one
  * monitor thread waits on the notifier, caches every descriptor one call
  * returns and puts them into the shared queue one by one; T-1 workers take a
- * descriptor, read, re-arm, work and respond.  New connections are accepted by
- * the monitor itself. */
+ * descriptor, read, work, respond and re-arm.  New connections are accepted by
+ * the monitor itself.  Wake-ups follow --wake (images/README.md, "Fairness
+ * rules"): by default the call's descriptors are queued and one sleeping
+ * worker is woken after them, and relays (queue.h), as in the proactor;
+ * `--wake put` wakes one per put. */
 #include "queue.h"
 #include "server.h"
 
@@ -26,15 +29,21 @@ static void *monitor_loop(void *arg)
     int cache[MAX_EVENTS];
     while (!stopping(s)) {
         int n = notifier_wait_timed(nt, cache, MAX_EVENTS, &s->ct.stop);
+        int queued = 0;
         for (int i = 0; i < n && !stopping(s); i++) {
             if (cache[i] == s->ct.lfd) {
                 accept_all(&s->ct, place, NULL);
                 if (!nt->ops->edge)
                     nt->ops->rearm(nt, s->ct.lfd);
-            } else {
+            } else if (s->cfg.wake == WAKE_PUT) {
                 queue_put(&H.q, cache[i]);
+            } else {
+                queue_put_deferred(&H.q, cache[i]);
+                queued++;
             }
         }
+        if (queued > 0)
+            queue_kick(&H.q); /* one wake-up per call; workers relay it */
     }
     return NULL;
 }
@@ -81,6 +90,7 @@ const struct pattern_ops pattern_hsha = {
     .min_threads = 2,
     .max_threads = MAX_THREADS,
     .notifiers = NOTIFIERS_READINESS,
+    .queued = true,
     .start = hsha_start,
     .wake_all = hsha_wake,
     .cleanup = hsha_cleanup,

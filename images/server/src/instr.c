@@ -7,9 +7,10 @@
 _Thread_local struct tstat *instr_ts;
 
 const char *const op_names[OP_COUNT] = {
-    [OP_NOTIFY] = "notify", [OP_LOCK] = "lock",   [OP_QUEUE_PUT] = "queue_put", [OP_QUEUE_GET] = "queue_get",
-    [OP_PROMOTE] = "promote", [OP_RECV] = "recv", [OP_REARM] = "rearm",         [OP_WORK] = "work",
-    [OP_SEND] = "send",     [OP_ACCEPT] = "accept", [OP_IDLE] = "idle",           [OP_KICK] = "kick",
+    [OP_NOTIFY] = "notify",     [OP_LOCK] = "lock",   [OP_QUEUE_PUT] = "queue_put", [OP_QUEUE_GET] = "queue_get",
+    [OP_PROMOTE] = "promote",   [OP_RECV] = "recv",   [OP_REARM] = "rearm",         [OP_WORK] = "work",
+    [OP_WORK_CPU] = "work_cpu", [OP_SEND] = "send",   [OP_ACCEPT] = "accept",       [OP_IDLE] = "idle",
+    [OP_KICK] = "kick",
 };
 
 /* The calling thread's CPU time: a syscall (no vDSO for this clock), so read

@@ -30,6 +30,7 @@ enum op {
     OP_RECV,
     OP_REARM,
     OP_WORK,
+    OP_WORK_CPU, /* not an operation: the CPU time of each `work`, as its spin counted it (spin_cpu_us) */
     OP_SEND,
     OP_ACCEPT,
     OP_IDLE,
@@ -84,6 +85,13 @@ static inline void instr_end(enum op op, uint64_t t0)
 {
     if (instr_ts->in)
         hist_add(&instr_ts->in->ops[op], now_ns() - t0);
+}
+
+/* A value measured by other means (no clock read here): `ns` into op's histogram. */
+static inline void instr_add(enum op op, uint64_t ns)
+{
+    if (instr_ts->in)
+        hist_add(&instr_ts->in->ops[op], ns);
 }
 
 /* The wall time this thread has spent in kicks (instr_kick), for an operation that may kick: its own time

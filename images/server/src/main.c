@@ -105,6 +105,15 @@ static void size_tables(struct server *s)
     }
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
         die("getrlimit: %s", strerror(errno));
+    /* Tests: size everything as if the limit were N (a host's 1,048,576 where
+     * this one's cannot be raised); descriptors stay below the real limit. */
+    const char *as = getenv("DEMUX_NOFILE");
+    uint64_t v;
+    if (as != NULL) {
+        if (parse_u64(as, 1, MAX_SLOTS, &v) < 0)
+            usage_error("bad DEMUX_NOFILE '%s' (a descriptor limit, 1..%d)", as, MAX_SLOTS);
+        rl.rlim_cur = v;
+    }
     t->cfg = &s->cfg;
     t->nslots = rl.rlim_cur > MAX_SLOTS ? MAX_SLOTS : (int)rl.rlim_cur;
     t->max_conns = s->cfg.max_conns;
@@ -113,6 +122,7 @@ static void size_tables(struct server *s)
     t->slots = calloc((size_t)t->nslots, sizeof(*t->slots));
     if (t->slots == NULL)
         die("out of memory for %d connection slots", t->nslots);
+    pthread_mutex_init(&t->park_lock, NULL);
     t->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
@@ -142,12 +152,17 @@ static void print_exit(struct server *s, double elapsed, const char *extra)
     closed += s->main_closed;
     double user, sys;
     cpu_times(&user, &sys);
+    char wake[16] = "null";
+    if (s->cfg.pattern->queued)
+        snprintf(wake, sizeof(wake), "\"%s\"", wake_names[s->cfg.wake]);
     printf("{\"event\": \"exit\", \"pattern\": \"%s\", \"notifier\": \"%s\", \"threads\": %d, "
-           "\"work_us\": %.3f, \"msg_size\": %u, \"instrument\": %s, \"messages\": %" PRIu64
+           "\"work_us\": %.3f, \"work_clock\": \"on_cpu\", \"wake\": %s, \"stall_ms\": %d, "
+           "\"msg_size\": %u, \"instrument\": %s, \"messages\": %" PRIu64
            ", \"connections_accepted\": %" PRIu64 ", \"connections_closed\": %" PRIu64 ", \"connections_stalled\": %" PRIu64 ", \"elapsed_s\": %.6f, "
            "\"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}, \"threads_detail\": [",
-           s->cfg.pattern->name, s->cfg.notifier_name, s->cfg.threads, s->cfg.work_us, s->cfg.msg_size,
-           s->cfg.instrument ? "true" : "false", messages, accepted, closed, stalled, elapsed, user, sys);
+           s->cfg.pattern->name, s->cfg.notifier_name, s->cfg.threads, s->cfg.work_us, wake, s->cfg.stall_ms,
+           s->cfg.msg_size, s->cfg.instrument ? "true" : "false", messages, accepted, closed, stalled, elapsed, user,
+           sys);
     for (int i = 0; i < s->nthr; i++) {
         struct thr *t = &s->thr[i];
         char cpu[16];
@@ -158,11 +173,22 @@ static void print_exit(struct server *s, double elapsed, const char *extra)
         printf("%s{\"index\": %d, \"role\": \"%s\", \"cpu\": %s, \"messages\": %" PRIu64
                ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}",
                i ? ", " : "", t->index, t->role, cpu, t->st.messages, t->st.user_s, t->st.sys_s);
-        if (t->st.in != NULL) /* per thread: seconds waiting vs in the notifier */
+        if (t->st.in != NULL) { /* per thread: seconds waiting vs in the notifier, and who did what */
             printf(", \"idle_s\": %.6f, \"notify_s\": %.6f", (double)hist_total(&t->st.in->ops[OP_IDLE]) / 1e9,
                    (double)hist_total(&t->st.in->ops[OP_NOTIFY]) / 1e9);
+            printf(", \"op_counts\": {");
+            bool first = true;
+            for (int o = 0; o < OP_COUNT; o++) {
+                uint64_t n = hist_count(&t->st.in->ops[o]);
+                if (n == 0)
+                    continue;
+                printf("%s\"%s\": %" PRIu64, first ? "" : ", ", op_names[o], n);
+                first = false;
+            }
+            putchar('}');
+        }
         /* Instrumented or not (read once, at the thread's end): its wait for a CPU and its sleeps, so a
-         * plain run's threads can be held against its instrumented twin's (docs/ctmc.md). */
+         * plain run's threads can be held against its instrumented twin's (docs/ctmc-reference.md). */
         if (t->st.wait_s >= 0)
             printf(", \"wait_s\": %.6f", t->st.wait_s);
         else
@@ -231,8 +257,15 @@ int main(int argc, char **argv)
     printf("{\"event\": \"listening\", \"port\": %d}\n", s->cfg.port);
     fflush(stdout);
 
-    int sig;
-    while (sigwait(&stopset, &sig) != 0) {
+    /* Between signals main is the stall sweep (conns_sweep): it wakes at the next parked connection's
+     * deadline, and at least every --stall-ms, which is soon enough for any connection parked meanwhile
+     * (its deadline is --stall-ms after its park). */
+    for (;;) {
+        uint64_t next = conns_sweep(&s->ct);
+        struct timespec ts = {.tv_sec = (time_t)(next / 1000000000u), .tv_nsec = (long)(next % 1000000000u)};
+        int sig = sigtimedwait(&stopset, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT)
+            break;
     }
     atomic_store(&s->ct.stop, true);
     p->wake_all(s);

@@ -12,13 +12,32 @@
  * needs from outside; images/bench/notify_scale.c links the back-ends with no
  * server code at all.
  *
- * Contract: the caller registers descriptors armed; a descriptor reported by
- * wait() is deactivated until rearm() (select, poll, epoll-lt, uring), except
- * for edge-triggered notifiers (edge = true), which report again on new data
- * and need no rearm.  Only one thread waits on a notifier at a time; add, del
- * and rearm may be called from any thread.  wake() makes a blocked wait()
+ * Contract: the caller registers descriptors armed for reading (add); a
+ * descriptor reported by wait() is deactivated until it is armed again (select,
+ * poll, epoll-lt, uring), except for edge-triggered notifiers (edge = true),
+ * which report again on new data and need no rearm.  Arming again is either
+ * rearm() (for reading, as add) or arm_write() (for writability instead: the
+ * next report says the descriptor can take data, or has an error or hung up;
+ * readability is not watched meanwhile, so a socket whose peer keeps sending is
+ * not reported over and over while its reply waits).  Edge-triggered notifiers
+ * take arm_write() the same way (the descriptor's interest becomes writability
+ * alone, and it reports once that edge comes, or at once if it is writable
+ * now), and rearm() then returns it to read interest, reporting it if it is
+ * readable now; a pattern that drains to EAGAIN calls rearm() only after an
+ * arm_write().  Only one thread waits on a notifier at a time; add, del, rearm
+ * and arm_write may be called from any thread.  wake() makes a blocked wait()
  * return (possibly with 0 descriptors).  wait() returns at most `max`
- * descriptors, and at most MAX_EVENTS; a negative value is a failure. */
+ * descriptors, and at most MAX_EVENTS; a negative value is a failure.
+ *
+ * del() takes a descriptor that is not armed: never added, or reported by
+ * wait() and not armed again since (for edge-triggered notifiers, any time).
+ * select, poll and the epolls remove it either way; uring's del is a no-op that
+ * relies on it, since its one-shot poll of an armed descriptor would still be in
+ * the kernel and complete later, for a descriptor number that a new connection
+ * may have by then.  (At shutdown every waiter has stopped and the notifier is
+ * destroyed after the closes, so what is still armed then does no harm.)  The
+ * server keeps it: a connection is closed only by the thread a report (or its
+ * accept) gave it to. */
 #ifndef DEMUX_NOTIFIER_H
 #define DEMUX_NOTIFIER_H
 
@@ -37,8 +56,8 @@
 struct notifier_env {
     int maxfd;                        /* descriptors are below this */
     void (*lock)(pthread_mutex_t *m); /* takes the interest-set lock; NULL: pthread_mutex_lock */
-    void (*kick)(int efd);            /* wakes a blocked waiter to see a change (select, poll: an add or
-                                       * a rearm while it waits); NULL: efd_kick */
+    void (*kick)(int efd);            /* wakes a blocked waiter to see a change (select, poll: an add, a
+                                       * rearm or an arm_write while it waits); NULL: efd_kick */
 };
 
 struct notifier_ops;
@@ -57,6 +76,7 @@ struct notifier_ops {
     int (*add)(struct notifier *n, int fd);
     int (*del)(struct notifier *n, int fd);
     int (*rearm)(struct notifier *n, int fd);
+    int (*arm_write)(struct notifier *n, int fd); /* the next report: writable (see the contract) */
     int (*wait)(struct notifier *n, int *fds, int max, bool block); /* block = false: return at once */
     void (*wake)(struct notifier *n);
 };

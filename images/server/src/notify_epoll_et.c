@@ -1,5 +1,8 @@
 /* notify_epoll_et.c -- edge-triggered epoll: a descriptor is reported once per
- * arrival of new data; the handler reads until EAGAIN and never re-arms. */
+ * arrival of new data; the handler reads until EAGAIN and never re-arms, unless
+ * its reply had to wait for writability: arm_write makes the interest EPOLLOUT
+ * alone (EPOLL_CTL_MOD, which reports it at once if it is writable now), and
+ * rearm gives EPOLLIN back the same way (reported at once if data came). */
 #include <sys/epoll.h>
 
 #include "notify_epoll.h"
@@ -9,11 +12,21 @@ static struct notifier *et_create(const struct notifier_env *env)
     return ep_create(&notifier_epoll_et, env, EPOLLIN | EPOLLET);
 }
 
+static int et_mod(struct notifier *b, int fd, uint32_t events)
+{
+    struct ep *n = (struct ep *)b;
+    struct epoll_event ev = {.events = events | EPOLLET, .data.fd = fd};
+    return epoll_ctl(n->epfd, EPOLL_CTL_MOD, fd, &ev);
+}
+
 static int et_rearm(struct notifier *b, int fd)
 {
-    (void)b;
-    (void)fd;
-    return 0;
+    return et_mod(b, fd, EPOLLIN);
+}
+
+static int et_arm_write(struct notifier *b, int fd)
+{
+    return et_mod(b, fd, EPOLLOUT);
 }
 
 const struct notifier_ops notifier_epoll_et = {
@@ -23,6 +36,7 @@ const struct notifier_ops notifier_epoll_et = {
     .add = ep_add,
     .del = ep_del,
     .rearm = et_rearm,
+    .arm_write = et_arm_write,
     .wait = ep_wait,
     .wake = ep_wake,
 };

@@ -1,7 +1,8 @@
 /* notify_poll.c -- poll(2) notifier.  The interest set is a pollfd array under
  * the interest-set lock; a deactivated descriptor is stored negated (~fd),
- * which poll() skips.  The waiter polls a private copy; slot 0 is an eventfd
- * that lets a re-arm reach a waiter already blocked. */
+ * which poll() skips, and an entry's events say what it is armed for (POLLIN,
+ * or POLLOUT after arm_write).  The waiter polls a private copy; slot 0 is an
+ * eventfd that lets a re-arm reach a waiter already blocked. */
 #include "notifier.h"
 #include "efd.h"
 
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <unistd.h>
 
 struct pol {
     struct notifier base;
@@ -36,6 +38,8 @@ static struct notifier *pol_create(const struct notifier_env *env)
     n->slot = malloc((size_t)maxfd * sizeof(*n->slot));
     int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (n->set == NULL || n->copy == NULL || n->slot == NULL || efd < 0) {
+        if (efd >= 0)
+            close(efd);
         free(n->set);
         free(n->copy);
         free(n->slot);
@@ -105,17 +109,27 @@ static int pol_del(struct notifier *b, int fd)
     return 0;
 }
 
-static int pol_rearm(struct notifier *b, int fd)
+static int arm(struct pol *n, int fd, short events)
 {
-    struct pol *n = (struct pol *)b;
     notifier_lock(&n->base, &n->lock);
     int i = fd >= 0 && fd < n->maxfd ? n->slot[fd] : -1;
     if (i > 0) {
         n->set[i].fd = fd;
+        n->set[i].events = events;
         kick_locked(n);
     }
     pthread_mutex_unlock(&n->lock);
     return i > 0 ? 0 : -1;
+}
+
+static int pol_rearm(struct notifier *b, int fd)
+{
+    return arm((struct pol *)b, fd, POLLIN);
+}
+
+static int pol_arm_write(struct notifier *b, int fd)
+{
+    return arm((struct pol *)b, fd, POLLOUT);
 }
 
 static int pol_wait(struct notifier *b, int *fds, int max, bool block)
@@ -173,6 +187,7 @@ const struct notifier_ops notifier_poll = {
     .add = pol_add,
     .del = pol_del,
     .rearm = pol_rearm,
+    .arm_write = pol_arm_write,
     .wait = pol_wait,
     .wake = pol_wake,
 };

@@ -1,7 +1,9 @@
 /* notify_select.c -- select(2) notifier.  The interest set is an fd_set kept in
  * user space under a mutex (the interest-set lock): the waiter copies it before
  * each call, and deactivation/re-activation are bit changes (seed 000 §5.1).
- * An eventfd in every call lets a re-arm reach a waiter already blocked. */
+ * Write interest (arm_write) is a second fd_set, passed as select's write set;
+ * a descriptor is in at most one of the two.  An eventfd in every call lets a
+ * re-arm reach a waiter already blocked. */
 #include "notifier.h"
 #include "efd.h"
 
@@ -15,11 +17,12 @@ struct sel {
     struct notifier base;
     pthread_mutex_t lock;
     fd_set interest;
-    int maxfd; /* highest descriptor ever added */
+    fd_set winterest; /* armed for writability instead */
+    int maxfd;        /* highest descriptor ever armed */
     int efd;
     bool waiting; /* a waiter is inside select() and needs a kick to see changes */
     bool kicked;
-    fd_set ready; /* the waiter's copy */
+    fd_set ready, wready; /* the waiter's copies */
 };
 
 static struct notifier *sel_create(const struct notifier_env *env)
@@ -37,6 +40,7 @@ static struct notifier *sel_create(const struct notifier_env *env)
     notifier_init(&n->base, &notifier_select, env);
     pthread_mutex_init(&n->lock, NULL);
     FD_ZERO(&n->interest);
+    FD_ZERO(&n->winterest);
     n->maxfd = n->efd;
     return &n->base;
 }
@@ -58,18 +62,28 @@ static void kick_locked(struct sel *n)
     }
 }
 
-static int sel_arm(struct notifier *b, int fd)
+static int arm(struct sel *n, int fd, bool write)
 {
-    struct sel *n = (struct sel *)b;
     if (fd < 0 || fd >= FD_SETSIZE)
         return -1;
     notifier_lock(&n->base, &n->lock);
-    FD_SET(fd, &n->interest);
+    FD_SET(fd, write ? &n->winterest : &n->interest);
+    FD_CLR(fd, write ? &n->interest : &n->winterest);
     if (fd > n->maxfd)
         n->maxfd = fd;
     kick_locked(n);
     pthread_mutex_unlock(&n->lock);
     return 0;
+}
+
+static int sel_arm(struct notifier *b, int fd)
+{
+    return arm((struct sel *)b, fd, false);
+}
+
+static int sel_arm_write(struct notifier *b, int fd)
+{
+    return arm((struct sel *)b, fd, true);
 }
 
 static int sel_del(struct notifier *b, int fd)
@@ -79,6 +93,7 @@ static int sel_del(struct notifier *b, int fd)
         return -1;
     notifier_lock(&n->base, &n->lock);
     FD_CLR(fd, &n->interest);
+    FD_CLR(fd, &n->winterest);
     pthread_mutex_unlock(&n->lock);
     return 0;
 }
@@ -88,13 +103,14 @@ static int sel_wait(struct notifier *b, int *fds, int max, bool block)
     struct sel *n = (struct sel *)b;
     notifier_lock(&n->base, &n->lock);
     n->ready = n->interest;
+    n->wready = n->winterest;
     int nfds = n->maxfd + 1;
     n->waiting = true;
     pthread_mutex_unlock(&n->lock);
     FD_SET(n->efd, &n->ready);
 
     struct timeval zero = {0, 0};
-    int r = select(nfds, &n->ready, NULL, NULL, block ? NULL : &zero);
+    int r = select(nfds, &n->ready, &n->wready, NULL, block ? NULL : &zero);
 
     notifier_lock(&n->base, &n->lock);
     n->waiting = false;
@@ -108,14 +124,19 @@ static int sel_wait(struct notifier *b, int *fds, int max, bool block)
         n->kicked = false;
         r--;
     }
-    /* Descriptors beyond `max` stay armed and are reported by the next call. */
+    /* Descriptors beyond `max` stay armed and are reported by the next call.  A bit counts only for the
+     * interest it was armed with: deleted or re-armed the other way meanwhile, it is not reported. */
     for (int fd = 0; fd < nfds && r > 0 && got < max; fd++) {
-        if (fd == n->efd || !FD_ISSET(fd, &n->ready))
+        if (fd == n->efd)
             continue;
-        r--;
-        if (!FD_ISSET(fd, &n->interest)) /* deleted meanwhile */
+        bool rd = FD_ISSET(fd, &n->ready), wr = FD_ISSET(fd, &n->wready);
+        if (!rd && !wr)
+            continue;
+        r -= rd + wr;
+        if (!(rd && FD_ISSET(fd, &n->interest)) && !(wr && FD_ISSET(fd, &n->winterest)))
             continue;
         FD_CLR(fd, &n->interest);
+        FD_CLR(fd, &n->winterest);
         fds[got++] = fd;
     }
     pthread_mutex_unlock(&n->lock);
@@ -138,6 +159,7 @@ const struct notifier_ops notifier_select = {
     .add = sel_arm,
     .del = sel_del,
     .rearm = sel_arm,
+    .arm_write = sel_arm_write,
     .wait = sel_wait,
     .wake = sel_wake,
 };

@@ -1,6 +1,6 @@
 /* notify_uring.c -- io_uring used as a readiness notifier: each arm is a
- * one-shot IORING_OP_POLL_ADD, so a reported descriptor stays deactivated
- * until it is re-armed.  The submission queue has a single producer side, so
+ * one-shot IORING_OP_POLL_ADD (POLLIN, or POLLOUT for arm_write), so a
+ * reported descriptor stays deactivated until it is re-armed.  The submission queue has a single producer side, so
  * arms from any thread go through the interest-set lock; only the waiter
  * consumes completions.
  *
@@ -37,7 +37,7 @@ static struct notifier *ur_create(const struct notifier_env *env)
     struct io_uring_params p = {0};
     unsigned entries = 4096;
     /* Every armed descriptor can complete at once; keep room for all. */
-    p.flags = IORING_SETUP_CQSIZE;
+    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP; /* the kernel's maximum where maxfd asks for more */
     p.cq_entries = (unsigned)maxfd + 64 > 2 * entries ? (unsigned)maxfd + 64 : 2 * entries;
     int rc = io_uring_queue_init_params(entries, &n->ring, &p);
     if (rc < 0) {
@@ -58,36 +58,55 @@ static void ur_destroy(struct notifier *b)
     free(n);
 }
 
-/* Called with sq_lock held. */
+/* Called with sq_lock held.  A full submission queue is submitted once to make room; if that fails the
+ * queue stays full and NULL says so (the caller's arm fails, with nothing of it queued), rather than
+ * retrying for good under the lock. */
 static struct io_uring_sqe *get_sqe(struct ur *n)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&n->ring);
-    while (sqe == NULL) {
-        io_uring_submit(&n->ring);
+    if (sqe == NULL && io_uring_submit(&n->ring) >= 0) {
+        n->pending = 0;
         sqe = io_uring_get_sqe(&n->ring);
     }
     return sqe;
 }
 
-static int ur_arm(struct notifier *b, int fd)
+/* Once the poll is in the submission queue the arm stands, whatever the submission does: the kernel
+ * takes every queued entry at the next io_uring_enter, so a submission that fails (EAGAIN, EBUSY) leaves
+ * it queued for the next one (a later arm's, a wake's, or the waiter's before it blocks), and the arm is
+ * reported as made.  Reporting it failed would have the caller close a descriptor whose poll the kernel
+ * then takes anyway, for whatever connection has that number by then. */
+static int ur_arm_events(struct notifier *b, int fd, unsigned events)
 {
     struct ur *n = (struct ur *)b;
     notifier_lock(&n->base, &n->sq_lock);
     struct io_uring_sqe *sqe = get_sqe(n);
-    io_uring_prep_poll_add(sqe, fd, POLLIN);
-    io_uring_sqe_set_data64(sqe, (uint64_t)fd);
-    int rc = 0;
-    if (n->waiting) {
-        rc = io_uring_submit(&n->ring);
-        n->pending = 0;
-    } else {
-        n->pending++;
+    if (sqe == NULL) {
+        pthread_mutex_unlock(&n->sq_lock);
+        return -1;
     }
+    io_uring_prep_poll_add(sqe, fd, events);
+    io_uring_sqe_set_data64(sqe, (uint64_t)fd);
+    n->pending++;
+    if (n->waiting && io_uring_submit(&n->ring) >= 0)
+        n->pending = 0;
     pthread_mutex_unlock(&n->sq_lock);
-    return rc < 0 ? -1 : 0;
+    return 0;
 }
 
-/* Only deactivated descriptors are ever deleted, so no poll is pending. */
+static int ur_arm(struct notifier *b, int fd)
+{
+    return ur_arm_events(b, fd, POLLIN);
+}
+
+static int ur_arm_write(struct notifier *b, int fd)
+{
+    return ur_arm_events(b, fd, POLLOUT);
+}
+
+/* A no-op: the contract (notifier.h) deletes only descriptors that are not armed, so no poll of it is in
+ * the kernel.  (Deleting an armed one would need IORING_OP_POLL_REMOVE, and its cancelled poll would still
+ * complete, naming a descriptor number that may belong to another connection by then.) */
 static int ur_del(struct notifier *b, int fd)
 {
     (void)b;
@@ -101,10 +120,16 @@ static int ur_wait(struct notifier *b, int *fds, int max, bool block)
     struct io_uring_cqe *cqe;
     notifier_lock(&n->base, &n->sq_lock);
     int rc = n->pending > 0 ? io_uring_submit(&n->ring) : 0;
-    n->pending = 0;
+    /* The kernel short of memory or of completion room: the queued arms stay queued for the next
+     * call's submission, and this one only reaps (without blocking, so that the next comes soon). */
+    bool retry = rc == -EAGAIN || rc == -EBUSY;
+    if (rc >= 0)
+        n->pending = 0;
+    if (retry)
+        block = false;
     n->waiting = block && rc >= 0;
     pthread_mutex_unlock(&n->sq_lock);
-    if (rc < 0)
+    if (rc < 0 && !retry)
         return -1;
     rc = block ? io_uring_wait_cqe(&n->ring, &cqe) : io_uring_peek_cqe(&n->ring, &cqe);
     if (block) {
@@ -133,9 +158,14 @@ static void ur_wake(struct notifier *b)
     struct ur *n = (struct ur *)b;
     pthread_mutex_lock(&n->sq_lock);
     struct io_uring_sqe *sqe = get_sqe(n);
-    io_uring_prep_nop(sqe);
-    io_uring_sqe_set_data64(sqe, URING_WAKE);
-    io_uring_submit(&n->ring);
+    if (sqe != NULL) {
+        io_uring_prep_nop(sqe);
+        io_uring_sqe_set_data64(sqe, URING_WAKE);
+        n->pending++;
+    }
+    /* Whatever is queued goes in; a failed submission leaves it for the waiter's next one. */
+    if (io_uring_submit(&n->ring) >= 0)
+        n->pending = 0;
     pthread_mutex_unlock(&n->sq_lock);
 }
 
@@ -146,6 +176,7 @@ const struct notifier_ops notifier_uring = {
     .add = ur_arm,
     .del = ur_del,
     .rearm = ur_arm,
+    .arm_write = ur_arm_write,
     .wait = ur_wait,
     .wake = ur_wake,
 };

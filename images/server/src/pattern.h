@@ -3,6 +3,7 @@
 #ifndef DEMUX_PATTERN_H
 #define DEMUX_PATTERN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -12,6 +13,7 @@ struct pattern_ops {
     const char *name;
     int min_threads, max_threads;
     unsigned notifiers; /* the notifiers it works with: NOTIFIER_BIT()s of notifier.h */
+    bool queued;        /* a dispatcher queues work for sleeping handlers: it takes --wake */
     int (*start)(struct server *s);
     void (*wake_all)(struct server *s); /* after the stop flag is set */
     void (*cleanup)(struct server *s);  /* after every thread is joined */

@@ -74,7 +74,7 @@ void queue_put_deferred(struct queue *q, int fd)
 
 void queue_kick(struct queue *q)
 {
-    pthread_mutex_lock(&q->lock);
+    lock_timed(&q->lock);
     bool wake = q->len > 0 && q->waiters > q->signaled;
     if (wake)
         q->signaled++;

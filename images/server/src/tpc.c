@@ -65,7 +65,8 @@ static void *conn_thread(void *arg)
     instr_bind(&ct->st);
     if (ct->cpu >= 0 && pin_self_to_cpu(ct->cpu) < 0)
         die("cannot pin a connection thread to CPU %d: %s", ct->cpu, strerror(errno));
-    while (conn_read(&s->ct, ct->c) == RD_MSG && conn_respond(&s->ct, ct->c) == 0) {
+    /* A reply the socket does not take for --stall-ms ends the connection (SO_SNDTIMEO, conn_open). */
+    while (conn_read(&s->ct, ct->c) == RD_MSG && conn_respond(&s->ct, ct->c) == WR_DONE) {
     }
     /* Off the live list before the close: shutdown must never reach a
      * descriptor number that has been reused by a newer connection. */

@@ -7,9 +7,9 @@
  * deals new connections out round-robin: a connection for another thread goes
  * into that thread's inbox (a mutex-protected array) and an eventfd write wakes
  * it (each ring keeps a read of its eventfd in flight).  A connection never
- * changes thread.  A message counts once its echo is queued for sending.  The
- * single-ring design (one completion thread + T-1 handlers) is pattern
- * `uring-shared`.
+ * changes thread.  A message counts when its echo's last byte is sent (the send
+ * completion that takes it).  The single-ring design (one completion thread +
+ * T-1 handlers) is pattern `uring-shared`.
  *
  * io_uring as it is meant for this load (issue 24), each feature probed when a
  * thread creates its ring and recorded in the exit JSON (`uring`, CONTRACTS.md
@@ -27,19 +27,30 @@
  *  - registered (fixed) files: the sockets sit in the ring's file table (slot =
  *    descriptor), so a send or receive takes no file reference (5.19 for the
  *    sparse table);
- *  - sends are prepared while a completion batch is processed and go to the
- *    kernel with the next wait, one io_uring_enter per batch.
+ *  - without work (W = 0) sends are prepared while a completion batch is
+ *    processed and go to the kernel with the next wait, one io_uring_enter per
+ *    batch; with work, the replies prepared so far are submitted before the
+ *    next message's work begins (work(); uring_conn.h: no finished reply
+ *    waits behind another message's work).
  * With multishot receive a connection may have its receive and one send in
- * flight; echoes that arrive while a send is in flight wait in a second buffer
- * and go out when it completes, in order.  It is closed once neither is in
- * flight: the receive ends (end of stream, an error), or a failed send shuts
- * the socket down so that the receive ends.  A receive that finds no free
- * buffer ends with ENOBUFS and is armed again (`buffers_exhausted`). */
+ * flight; whole messages that arrive while a send is in flight wait in a
+ * second buffer (with work: not yet worked on) and go out when it completes,
+ * in order (with work one message per send, else all of them).  That backlog
+ * is bounded (backlog_max: 4 messages, at least 256 KiB): a connection whose
+ * peer does not read its echoes stops being received from (its multishot
+ * receive is cancelled) until the backlog is down to half, then it is armed
+ * again.  Sends are made with MSG_DONTWAIT: one the socket will not take ends
+ * with EAGAIN and the connection waits for writability (a poll linked to a
+ * --stall-ms timeout); one whose wait the timeout ends is closed and counted
+ * as stalled.  A connection is closed once neither a receive nor a send (or
+ * its wait) is in flight: the receive ends (end of stream, an error), or a
+ * failed or stalled send shuts the socket down so that the receive ends.  A
+ * receive that finds no free buffer ends with ENOBUFS and is armed again
+ * (`buffers_exhausted`). */
 #include "server.h"
 #include "uring_conn.h"
 
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +62,8 @@
 #define PBUF_COUNT 1024u     /* provided buffers per ring (DEMUX_URING_BUFS for tests) */
 #define PBUF_GROUP 0         /* each ring has its own group 0 */
 #define FIXED_SLOTS_MAX 65536 /* file table per ring: descriptors below this are registered */
+#define BACKLOG_MSGS 4        /* a connection's unsent echoes, in messages, before it is paused ... */
+#define BACKLOG_MIN (256u << 10) /* ... or in bytes, whichever is more */
 
 enum ufeat {
     UF_SINGLE_ISSUER,
@@ -73,11 +86,14 @@ static const char *const ufeat_names[UF_COUNT] = {
 
 /* A connection's echo on the multishot path (owned by its thread). */
 struct uconn {
-    char *out; /* being sent: the kernel reads it while a send is in flight */
+    char *out; /* being sent (whole messages): the kernel reads it while a send is in flight */
     uint32_t out_cap, out_len, out_sent;
-    char *pend; /* echoes that came while a send was in flight */
-    uint32_t pend_cap, pend_len;
-    bool recv_armed, send_busy, closing, fixed;
+    char *pend; /* whole messages not yet in a send, from pend_head on */
+    uint32_t pend_cap, pend_len, pend_head;
+    bool recv_armed;
+    bool send_busy; /* a send, or its wait for writability, is in flight */
+    bool closing, fixed;
+    bool paused; /* the backlog is full: not received from until it is down to half */
 };
 
 struct uthr {
@@ -88,6 +104,7 @@ struct uthr {
     size_t br_bytes;
     char *bufs;
     int recycled;                   /* buffers handed back since the last advance */
+    bool replies;                   /* sends prepared since the last submit */
     uint64_t exhausted;             /* receives that found no buffer */
     int efd;        /* kicked when the inbox has connections, or at shutdown */
     uint64_t efd_v; /* the in-flight eventfd read's buffer */
@@ -106,23 +123,16 @@ struct uring_d {
     struct uconn *uc; /* by descriptor */
     unsigned nbufs;
     int fixed_slots;
+    uint32_t backlog_max;           /* a connection's unsent bytes before it is paused */
+    bool before_work;               /* with work: replies submitted before the next message's work */
+    struct __kernel_timespec stall; /* --stall-ms, for the waits for writability */
 };
 
 static struct uring_d U;
 
 static void prep_accept(struct server *s, struct uthr *t)
 {
-    struct io_uring_sqe *sqe = uring_sqe(&t->ring);
-    io_uring_prep_accept(sqe, s->ct.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, uring_tag(s->ct.lfd, U_ACCEPT));
-}
-
-/* Out of descriptors: wait for the listener to become readable (UL_POLL). */
-static void prep_listen_poll(struct server *s, struct uthr *t)
-{
-    struct io_uring_sqe *sqe = uring_sqe(&t->ring);
-    io_uring_prep_poll_add(sqe, s->ct.lfd, POLLIN);
-    io_uring_sqe_set_data64(sqe, uring_tag(s->ct.lfd, U_LISTEN));
+    uring_prep_accept(uring_sqe(&t->ring), s->ct.lfd);
 }
 
 static void prep_inbox(struct uthr *t)
@@ -139,9 +149,21 @@ static void prep_recv(struct server *s, struct uthr *t, struct conn *c)
     uring_prep_recv(uring_sqe(&t->ring), &s->ct, c);
 }
 
+/* A message's work; with work the replies prepared before it go to the kernel
+ * first (uring_conn.h), else they would wait behind it for the next wait. */
+static void work(struct server *s, struct uthr *t)
+{
+    if (t->replies && U.before_work) {
+        io_uring_submit(&t->ring);
+        t->replies = false;
+    }
+    conn_work(&s->ct);
+}
+
 static void prep_send(struct server *s, struct uthr *t, struct conn *c)
 {
     uring_prep_send(uring_sqe(&t->ring), &s->ct, c);
+    t->replies = true;
 }
 
 static void on_recv_single(struct server *s, struct uthr *t, struct conn *c, int res)
@@ -151,11 +173,11 @@ static void on_recv_single(struct server *s, struct uthr *t, struct conn *c, int
         prep_recv(s, t, c);
         break;
     case US_MESSAGE:
-        conn_work(&s->ct);
-        count_message();
+        work(s, t);
         prep_send(s, t, c);
         break;
     case US_SEND:
+    case US_WAIT:
     case US_CLOSED:
         break;
     }
@@ -167,6 +189,9 @@ static void on_send_single(struct server *s, struct uthr *t, struct conn *c, int
     case US_SEND:
         prep_send(s, t, c);
         break;
+    case US_WAIT:
+        uring_prep_wait_writable(&t->ring, c->fd, false, &U.stall);
+        break;
     case US_RECV:
         prep_recv(s, t, c);
         break;
@@ -174,6 +199,12 @@ static void on_send_single(struct server *s, struct uthr *t, struct conn *c, int
     case US_CLOSED:
         break;
     }
+}
+
+static void on_writable_single(struct server *s, struct uthr *t, struct conn *c, int res)
+{
+    if (uring_writable_done(&s->ct, c, res) == US_SEND)
+        prep_send(s, t, c);
 }
 
 /* ---- the multishot path --------------------------------------------- */
@@ -188,16 +219,35 @@ static void arm_recv(struct uthr *t, struct conn *c, struct uconn *u)
     u->recv_armed = true;
 }
 
-static void flush(struct uthr *t, struct conn *c, struct uconn *u)
+/* Echo bytes not yet taken by the kernel: the send's rest and the messages
+ * queued behind it. */
+static uint32_t backlog(const struct uconn *u)
 {
-    if (u->send_busy || u->out_sent == u->out_len)
+    return (u->out_len - u->out_sent) + (u->pend_len - u->pend_head);
+}
+
+/* The backlog is full: no more is received until it is down to half.  An armed
+ * receive is cancelled (what it completes before the cancel lands is still
+ * taken); one that has ended is not armed again.  The cancel is found by the
+ * receive's tag, and entries go to the kernel in order, so it can only meet
+ * this connection's receive. */
+static void pause_recv(struct uthr *t, struct conn *c, struct uconn *u)
+{
+    u->paused = true;
+    if (!u->recv_armed)
         return;
     struct io_uring_sqe *sqe = uring_sqe(&t->ring);
-    io_uring_prep_send(sqe, c->fd, u->out + u->out_sent, u->out_len - u->out_sent, MSG_NOSIGNAL);
-    if (u->fixed)
-        sqe->flags |= IOSQE_FIXED_FILE;
-    io_uring_sqe_set_data64(sqe, uring_tag(c->fd, U_SEND));
-    u->send_busy = true;
+    io_uring_prep_cancel64(sqe, uring_tag(c->fd, U_RECV), 0);
+    io_uring_sqe_set_data64(sqe, uring_tag(c->fd, U_CANCEL));
+}
+
+static void resume_recv(struct uthr *t, struct conn *c, struct uconn *u)
+{
+    if (!u->paused || backlog(u) > U.backlog_max / 2)
+        return;
+    u->paused = false;
+    if (!u->recv_armed && !u->closing) /* else its end (the cancel's) arms it again */
+        arm_recv(t, c, u);
 }
 
 static void grow(char **buf, uint32_t *cap, uint32_t need)
@@ -214,32 +264,72 @@ static void grow(char **buf, uint32_t *cap, uint32_t need)
     *cap = n;
 }
 
-/* Echoes of whole messages: into the buffer being filled for the next send. */
+/* Whole messages, queued for the echo. */
 static void append(struct uconn *u, const char *p, uint32_t len)
 {
-    if (!u->send_busy) {
-        grow(&u->out, &u->out_cap, u->out_len + len);
-        memcpy(u->out + u->out_len, p, len);
-        u->out_len += len;
-    } else {
-        grow(&u->pend, &u->pend_cap, u->pend_len + len);
-        memcpy(u->pend + u->pend_len, p, len);
-        u->pend_len += len;
+    if (u->pend_head > 0 && u->pend_len + len > u->pend_cap) {
+        memmove(u->pend, u->pend + u->pend_head, u->pend_len - u->pend_head);
+        u->pend_len -= u->pend_head;
+        u->pend_head = 0;
     }
+    grow(&u->pend, &u->pend_cap, u->pend_len + len);
+    memcpy(u->pend + u->pend_len, p, len);
+    u->pend_len += len;
 }
 
-/* Arrived bytes: whole messages are worked on, counted and queued for the
- * echo; a partial one waits in the connection's buffer. */
+/* With no send in flight, the next one: the rest of the last, or what is
+ * queued -- without work all of it (the buffers trade places), with work the
+ * next message, worked on now (its send goes to the kernel before any other
+ * message's work, work()). */
+static void flush(struct server *s, struct uthr *t, struct conn *c, struct uconn *u)
+{
+    if (u->send_busy)
+        return;
+    if (u->out_sent == u->out_len) {
+        uint32_t queued = u->pend_len - u->pend_head;
+        if (queued == 0)
+            return;
+        if (!U.before_work) {
+            if (u->pend_head > 0) /* never without work, which takes all: kept for the swap */
+                memmove(u->pend, u->pend + u->pend_head, queued);
+            char *o = u->out;
+            uint32_t cap = u->out_cap;
+            u->out = u->pend;
+            u->out_cap = u->pend_cap;
+            u->out_len = queued;
+            u->pend = o;
+            u->pend_cap = cap;
+            u->pend_len = u->pend_head = 0;
+        } else {
+            const uint32_t b = s->cfg.msg_size;
+            grow(&u->out, &u->out_cap, b);
+            memcpy(u->out, u->pend + u->pend_head, b);
+            u->out_len = b;
+            u->pend_head += b;
+            if (u->pend_head == u->pend_len)
+                u->pend_head = u->pend_len = 0;
+            work(s, t);
+        }
+        u->out_sent = 0;
+    }
+    struct io_uring_sqe *sqe = uring_sqe(&t->ring);
+    io_uring_prep_send(sqe, c->fd, u->out + u->out_sent, u->out_len - u->out_sent,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (u->fixed)
+        sqe->flags |= IOSQE_FIXED_FILE;
+    io_uring_sqe_set_data64(sqe, uring_tag(c->fd, U_SEND));
+    u->send_busy = true;
+    t->replies = true;
+}
+
+/* Arrived bytes: whole messages are queued for the echo; a partial one waits
+ * in the connection's buffer. */
 static void consume(struct server *s, struct conn *c, struct uconn *u, const char *p, uint32_t n)
 {
     const uint32_t b = s->cfg.msg_size;
     while (n > 0) {
         if (c->have == 0 && n >= b) {
             uint32_t k = n / b;
-            for (uint32_t i = 0; i < k; i++) {
-                conn_work(&s->ct);
-                count_message();
-            }
             append(u, p, k * b);
             p += k * b;
             n -= k * b;
@@ -251,8 +341,6 @@ static void consume(struct server *s, struct conn *c, struct uconn *u, const cha
         p += take;
         n -= take;
         if (c->have == b) {
-            conn_work(&s->ct);
-            count_message();
             append(u, c->buf, b);
             c->have = 0;
         }
@@ -274,9 +362,19 @@ static void finish(struct server *s, struct uthr *t, struct conn *c, struct ucon
         io_uring_register_files_update(&t->ring, (unsigned)c->fd, &none, 1);
         u->fixed = false;
     }
-    u->out_len = u->out_sent = u->pend_len = 0;
-    u->closing = false;
+    u->out_len = u->out_sent = u->pend_len = u->pend_head = 0;
+    u->closing = u->paused = false;
     conn_close(&s->ct, c);
+}
+
+/* The peer is gone or will not read: the echo is dropped; a receive still
+ * armed is ended by shutting the socket down, and the close follows its end. */
+static void drop(struct conn *c, struct uconn *u)
+{
+    u->out_len = u->out_sent = u->pend_len = u->pend_head = 0;
+    u->closing = true;
+    if (u->recv_armed)
+        shutdown(c->fd, SHUT_RDWR);
 }
 
 static void on_recv_multi(struct server *s, struct uthr *t, struct conn *c, int res, unsigned flags)
@@ -289,19 +387,24 @@ static void on_recv_multi(struct server *s, struct uthr *t, struct conn *c, int 
         unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
         consume(s, c, u, t->bufs + (size_t)bid * PBUF_SIZE, (uint32_t)res);
         recycle(t, bid);
-        if (!more && !u->closing)
+        if (!u->paused && !u->closing && backlog(u) >= U.backlog_max)
+            pause_recv(t, c, u);
+        if (!more && !u->closing && !u->paused)
             arm_recv(t, c, u);
-        flush(t, c, u);
+        flush(s, t, c, u);
         if (u->closing && !u->recv_armed && !u->send_busy)
             finish(s, t, c, u);
         return;
     }
     if (more) /* a failure that leaves it armed: nothing to do */
         return;
-    if (!u->closing && (res == -ENOBUFS || res == -EINTR || res == -EAGAIN)) {
+    /* Ended without end of stream: out of buffers, interrupted, or cancelled
+     * by pause_recv(); armed again unless the connection is (still) paused. */
+    if (!u->closing && (res == -ENOBUFS || res == -EINTR || res == -EAGAIN || res == -ECANCELED)) {
         if (res == -ENOBUFS)
             t->exhausted++;
-        arm_recv(t, c, u);
+        if (!u->paused)
+            arm_recv(t, c, u);
         return;
     }
     /* End of stream or an error: what is queued still goes out, then close. */
@@ -310,34 +413,51 @@ static void on_recv_multi(struct server *s, struct uthr *t, struct conn *c, int 
         finish(s, t, c, u);
 }
 
+/* A send took n more bytes of out, which holds whole messages from its start:
+ * each whose last byte it took counts now. */
+static void sent_multi(const struct server *s, struct uconn *u, uint32_t n)
+{
+    const uint32_t b = s->cfg.msg_size;
+    uint32_t done = u->out_sent / b;
+    u->out_sent += n;
+    for (uint32_t k = u->out_sent / b - done; k > 0; k--)
+        count_message();
+}
+
 static void on_send_multi(struct server *s, struct uthr *t, struct conn *c, int res)
 {
     struct uconn *u = &U.uc[c->fd];
     u->send_busy = false;
     if (res > 0) {
-        u->out_sent += (uint32_t)res;
-        if (u->out_sent == u->out_len) {
-            char *o = u->out;
-            uint32_t cap = u->out_cap;
-            u->out = u->pend;
-            u->out_cap = u->pend_cap;
-            u->out_len = u->pend_len;
-            u->out_sent = 0;
-            u->pend = o;
-            u->pend_cap = cap;
-            u->pend_len = 0;
-        }
-    } else if (res != -EINTR && res != -EAGAIN) {
-        /* The peer is gone: drop the echo; a receive still armed is ended
-         * by shutting the socket down, and the close follows its end. */
-        u->out_len = u->out_sent = u->pend_len = 0;
-        u->closing = true;
-        if (u->recv_armed) {
-            shutdown(c->fd, SHUT_RDWR);
+        sent_multi(s, u, (uint32_t)res);
+        if (u->out_sent == u->out_len)
+            u->out_len = u->out_sent = 0;
+        resume_recv(t, c, u);
+    } else if (res == -EAGAIN) { /* the socket is full: wait until it takes more, or --stall-ms */
+        uring_prep_wait_writable(&t->ring, c->fd, u->fixed, &U.stall);
+        u->send_busy = true;
+        return;
+    } else if (res != -EINTR) {
+        drop(c, u);
+        if (u->recv_armed)
             return;
-        }
     }
-    flush(t, c, u);
+    flush(s, t, c, u);
+    if (!u->send_busy && u->closing && !u->recv_armed)
+        finish(s, t, c, u);
+}
+
+static void on_writable_multi(struct server *s, struct uthr *t, struct conn *c, int res)
+{
+    struct uconn *u = &U.uc[c->fd];
+    u->send_busy = false;
+    if (uring_writable(res) == UW_STALLED) {
+        count_stalled();
+        drop(c, u);
+        if (u->recv_armed)
+            return;
+    }
+    flush(s, t, c, u);
     if (!u->send_busy && u->closing && !u->recv_armed)
         finish(s, t, c, u);
 }
@@ -350,8 +470,8 @@ static void start(struct server *s, struct uthr *t, struct conn *c)
         return;
     }
     struct uconn *u = &U.uc[c->fd];
-    u->out_len = u->out_sent = u->pend_len = 0;
-    u->send_busy = u->closing = false;
+    u->out_len = u->out_sent = u->pend_len = u->pend_head = 0;
+    u->send_busy = u->closing = u->paused = false;
     u->fixed = HAS(t, UF_FIXED_FILES) && c->fd < U.fixed_slots &&
                io_uring_register_files_update(&t->ring, (unsigned)c->fd, &c->fd, 1) == 1;
     arm_recv(t, c, u);
@@ -413,7 +533,7 @@ static void on_accept(struct server *s, struct uthr *t, int res)
     if (next == UL_NONE || stopping(s))
         return;
     if (next == UL_POLL)
-        prep_listen_poll(s, t);
+        uring_prep_listen_poll(uring_sqe(&t->ring), s->ct.lfd);
     else
         prep_accept(s, t);
 }
@@ -522,6 +642,17 @@ static void ring_init(struct server *s, struct uthr *t, int index)
         prep_accept(s, t);
 }
 
+/* uring_count_unreaped()'s bookkeeping: a thread's ring, so its own connections. */
+static void sent_unreaped(void *arg, int fd, uint32_t n)
+{
+    struct uthr *t = arg;
+    struct server *s = U.s;
+    if (HAS(t, UF_RECV_MULTISHOT))
+        sent_multi(s, &U.uc[fd], n);
+    else
+        uring_sent(&s->ct, conn_at(&s->ct, fd), n);
+}
+
 static void *uring_loop(void *arg)
 {
     struct server *s = U.s;
@@ -529,6 +660,7 @@ static void *uring_loop(void *arg)
     struct uthr *t = &U.t[index];
     ring_init(s, t, index);
     while (!stopping(s)) {
+        t->replies = false; /* the wait submits them */
         int ready = uring_wait_timed(&t->ring, true);
         struct io_uring_cqe *cqe;
         for (int n = 0; n < ready && !stopping(s) && io_uring_peek_cqe(&t->ring, &cqe) == 0; n++) {
@@ -558,11 +690,19 @@ static void *uring_loop(void *arg)
                 else
                     on_send_single(s, t, conn_at(&s->ct, fd), res);
                 break;
+            case U_WRITABLE:
+                if (multi)
+                    on_writable_multi(s, t, conn_at(&s->ct, fd), res);
+                else
+                    on_writable_single(s, t, conn_at(&s->ct, fd), res);
+                break;
             case U_INBOX:
                 on_inbox(s, t);
                 break;
-            case U_WAKE:  /* the shared ring's only */
-            case U_PROBE: /* ring_init's, all consumed there */
+            case U_STALL:  /* its poll's completion says what happened */
+            case U_CANCEL: /* the receive's end says it */
+            case U_WAKE:   /* the shared ring's only */
+            case U_PROBE:  /* ring_init's, all consumed there */
                 break;
             }
         }
@@ -571,6 +711,7 @@ static void *uring_loop(void *arg)
             t->recycled = 0;
         }
     }
+    uring_count_unreaped(&t->ring, sent_unreaped, t); /* only this thread submits to its ring */
     return NULL;
 }
 
@@ -601,6 +742,10 @@ static int uring_start(struct server *s)
         free(list);
     }
     U.fixed_slots = s->ct.nslots < FIXED_SLOTS_MAX ? s->ct.nslots : FIXED_SLOTS_MAX;
+    uint64_t bl = (uint64_t)BACKLOG_MSGS * s->cfg.msg_size;
+    U.backlog_max = bl > BACKLOG_MIN ? (uint32_t)bl : BACKLOG_MIN;
+    U.before_work = uring_replies_before_work(&s->cfg);
+    U.stall = uring_stall_timeout(&s->cfg);
     U.t = calloc((size_t)U.n, sizeof(*U.t));
     U.uc = calloc((size_t)s->ct.nslots, sizeof(*U.uc));
     if (U.t == NULL || U.uc == NULL)

@@ -3,15 +3,23 @@
  * send are submitted to the kernel and one completion thread dispatches what they
  * complete.  A whole message goes to T-1 handler threads (or is handled
  * inline when T = 1), which spin the work and submit the echo.  Every
- * connection has at most one operation in flight.  A message counts once its
- * echo is submitted. */
+ * connection has at most one operation in flight (its recv, its send, or its
+ * wait for writability), so its memory is its message buffer whatever its peer
+ * does.  A message counts when its echo's last byte is sent (the completion
+ * thread, at the send completion).  A handler submits each reply when its work
+ * is done; inline (T = 1) with work, the replies go to the kernel before the
+ * next message's work begins (uring_conn.h).  A send the socket will not take
+ * waits for writability for up to --stall-ms, then the connection is closed as
+ * stalled.
+ * Wake-ups: the completion thread puts each whole message on the queue as it
+ * meets it, and a put wakes a sleeping handler unless one is already being
+ * woken (queue.h: a handler that leaves items behind wakes the next). */
 #include "queue.h"
 #include "server.h"
 #include "uring_conn.h"
 
 #include <errno.h>
 #include <liburing.h>
-#include <poll.h>
 #include <string.h>
 
 struct uring_p {
@@ -19,23 +27,21 @@ struct uring_p {
     pthread_mutex_t sq_lock; /* submission side: completion thread + handlers */
     struct queue done;
     bool inline_work;
+    bool queued; /* messages put on the handlers' queue in this batch without a wake-up */
+    bool replies; /* inline: echoes prepared since the last submit (the completion thread's) */
+    struct __kernel_timespec stall; /* --stall-ms, for the waits for writability */
+    pthread_mutex_t exit_lock;      /* the handlers still running, for the stop's count */
+    pthread_cond_t exited;
+    int handlers;
 };
 
 static struct uring_p U;
-
-/* Called with sq_lock held. */
-static struct io_uring_sqe *get_sqe(void)
-{
-    return uring_sqe(&U.ring);
-}
 
 /* Prepared here, submitted in a batch before the completion thread waits. */
 static void prep_accept(struct server *s)
 {
     lock_timed(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
-    io_uring_prep_accept(sqe, s->ct.lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    io_uring_sqe_set_data64(sqe, uring_tag(s->ct.lfd, U_ACCEPT));
+    uring_prep_accept(uring_sqe(&U.ring), s->ct.lfd);
     pthread_mutex_unlock(&U.sq_lock);
 }
 
@@ -43,9 +49,7 @@ static void prep_accept(struct server *s)
 static void prep_listen_poll(struct server *s)
 {
     lock_timed(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
-    io_uring_prep_poll_add(sqe, s->ct.lfd, POLLIN);
-    io_uring_sqe_set_data64(sqe, uring_tag(s->ct.lfd, U_LISTEN));
+    uring_prep_listen_poll(uring_sqe(&U.ring), s->ct.lfd);
     pthread_mutex_unlock(&U.sq_lock);
 }
 
@@ -56,7 +60,7 @@ static void prep_recv(struct server *s, struct conn *c)
 {
     lock_timed(&U.sq_lock);
     uint64_t t0 = instr_start();
-    uring_prep_recv(get_sqe(), &s->ct, c);
+    uring_prep_recv(uring_sqe(&U.ring), &s->ct, c);
     conn_handoff(c); /* after the last touch of c: the completion may run at once */
     instr_end(OP_REARM, t0);
     pthread_mutex_unlock(&U.sq_lock);
@@ -66,13 +70,38 @@ static void prep_send(struct server *s, struct conn *c, bool submit)
 {
     lock_timed(&U.sq_lock);
     uint64_t t0 = instr_start();
-    uring_prep_send(get_sqe(), &s->ct, c);
+    uring_prep_send(uring_sqe(&U.ring), &s->ct, c);
     conn_handoff(c);
     if (submit) {
         io_uring_submit(&U.ring);
         instr_end(OP_SEND, t0);
     }
     pthread_mutex_unlock(&U.sq_lock);
+}
+
+/* The socket took no more of the echo: the completion thread waits for it. */
+static void prep_wait_writable(struct conn *c)
+{
+    lock_timed(&U.sq_lock);
+    uring_prep_wait_writable(&U.ring, c->fd, false, &U.stall);
+    conn_handoff(c);
+    pthread_mutex_unlock(&U.sq_lock);
+}
+
+/* T = 1: a message's work in the completion thread; with work the replies
+ * prepared before it go to the kernel first (uring_conn.h), else they would
+ * wait behind it for the next wait. */
+static void work_inline(struct server *s)
+{
+    if (U.replies && uring_replies_before_work(&s->cfg)) {
+        lock_timed(&U.sq_lock);
+        uint64_t t0 = instr_start();
+        io_uring_submit(&U.ring);
+        instr_end(OP_SEND, t0);
+        pthread_mutex_unlock(&U.sq_lock);
+        U.replies = false;
+    }
+    conn_work(&s->ct);
 }
 
 static void new_conn(struct server *s, int fd)
@@ -104,14 +133,18 @@ static void on_recv(struct server *s, struct conn *c, int res)
         break;
     case US_MESSAGE:
         if (U.inline_work) {
-            conn_work(&s->ct);
-            count_message();
+            work_inline(s);
             prep_send(s, c, false);
-        } else {
+            U.replies = true;
+        } else if (s->cfg.wake == WAKE_PUT) {
             queue_put(&U.done, c->fd);
+        } else {
+            queue_put_deferred(&U.done, c->fd); /* woken once after the batch (--wake batch) */
+            U.queued = true;
         }
         break;
     case US_SEND:
+    case US_WAIT:
     case US_CLOSED:
         break;
     }
@@ -123,6 +156,9 @@ static void on_send(struct server *s, struct conn *c, int res)
     case US_SEND:
         prep_send(s, c, false);
         break;
+    case US_WAIT:
+        prep_wait_writable(c);
+        break;
     case US_RECV:
         prep_recv(s, c);
         break;
@@ -130,6 +166,31 @@ static void on_send(struct server *s, struct conn *c, int res)
     case US_CLOSED:
         break;
     }
+}
+
+static void on_writable(struct server *s, struct conn *c, int res)
+{
+    if (uring_writable_done(&s->ct, c, res) == US_SEND)
+        prep_send(s, c, false);
+}
+
+static void sent_unreaped(void *arg, int fd, uint32_t n)
+{
+    struct server *s = arg;
+    struct conn *c = conn_at(&s->ct, fd);
+    conn_takeover(c);
+    uring_sent(&s->ct, c, n);
+}
+
+/* The stop: once every handler has made its last submit, the sends left in the
+ * ring unreaped still count. */
+static void count_at_stop(struct server *s)
+{
+    pthread_mutex_lock(&U.exit_lock);
+    while (U.handlers > 0)
+        pthread_cond_wait(&U.exited, &U.exit_lock);
+    pthread_mutex_unlock(&U.exit_lock);
+    uring_count_unreaped(&U.ring, sent_unreaped, s);
 }
 
 static void *completion_loop(void *arg)
@@ -141,6 +202,7 @@ static void *completion_loop(void *arg)
         if (io_uring_submit(&U.ring) > 0)
             instr_end(OP_REARM, t0); /* the receives prepared since the last wait */
         pthread_mutex_unlock(&U.sq_lock);
+        U.replies = false;
 
         /* Handlers submit under sq_lock too; the wait itself only reads the completion side. */
         struct io_uring_cqe *cqe;
@@ -168,13 +230,24 @@ static void *completion_loop(void *arg)
                 conn_takeover(conn_at(&s->ct, fd));
                 on_send(s, conn_at(&s->ct, fd), res);
                 break;
+            case U_WRITABLE:
+                conn_takeover(conn_at(&s->ct, fd));
+                on_writable(s, conn_at(&s->ct, fd), res);
+                break;
+            case U_STALL: /* its poll's completion says what happened */
             case U_WAKE:
             case U_INBOX: /* the per-thread rings' only */
             case U_PROBE:
+            case U_CANCEL:
                 break;
             }
         }
+        if (U.queued) { /* one wake-up per batch; a handler that leaves items behind wakes the next */
+            queue_kick(&U.done);
+            U.queued = false;
+        }
     }
+    count_at_stop(s);
     return NULL;
 }
 
@@ -186,27 +259,40 @@ static void *handler_loop(void *arg)
         if (fd < 0)
             break;
         conn_work(&s->ct);
-        count_message();
         /* The completion thread may be blocked in wait: submit now. */
         prep_send(s, conn_at(&s->ct, fd), true);
     }
+    pthread_mutex_lock(&U.exit_lock);
+    U.handlers--;
+    pthread_cond_signal(&U.exited);
+    pthread_mutex_unlock(&U.exit_lock);
     return NULL;
 }
 
 static int uring_start(struct server *s)
 {
+    /* Every connection can complete at once, with a wait for writability's
+     * timeout beside it: room for two each, as far as the kernel allows (CLAMP:
+     * it refuses more than its maximum, 65,536 here, and nslots follows the
+     * descriptor limit up to 1 M; completions beyond the ring wait in the
+     * kernel's overflow list). */
     struct io_uring_params p = {0};
-    p.flags = IORING_SETUP_CQSIZE;
-    p.cq_entries = (unsigned)s->ct.nslots + 64 > 8192 ? (unsigned)s->ct.nslots + 64 : 8192;
+    p.flags = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+    unsigned cq = 2 * (unsigned)s->ct.nslots + 64;
+    p.cq_entries = cq > 8192 ? cq : 8192;
     int rc = io_uring_queue_init_params(4096, &U.ring, &p);
     if (rc < 0) {
         errno = -rc;
         return -1;
     }
     pthread_mutex_init(&U.sq_lock, NULL);
+    pthread_mutex_init(&U.exit_lock, NULL);
+    pthread_cond_init(&U.exited, NULL);
+    U.handlers = s->cfg.threads - 1;
     if (queue_init(&U.done, 1024) < 0)
         return -1;
     U.inline_work = s->cfg.threads == 1;
+    U.stall = uring_stall_timeout(&s->cfg);
     prep_accept(s);
     spawn(s, s->cfg.threads == 1 ? "proactor" : "completion", completion_loop, s);
     for (int i = 1; i < s->cfg.threads; i++)
@@ -218,7 +304,7 @@ static void uring_wake(struct server *s)
 {
     (void)s;
     pthread_mutex_lock(&U.sq_lock);
-    struct io_uring_sqe *sqe = get_sqe();
+    struct io_uring_sqe *sqe = uring_sqe(&U.ring);
     io_uring_prep_nop(sqe);
     io_uring_sqe_set_data64(sqe, uring_tag(0, U_WAKE));
     io_uring_submit(&U.ring);
@@ -231,6 +317,8 @@ static void uring_cleanup(struct server *s)
     (void)s;
     io_uring_queue_exit(&U.ring);
     pthread_mutex_destroy(&U.sq_lock);
+    pthread_mutex_destroy(&U.exit_lock);
+    pthread_cond_destroy(&U.exited);
     queue_destroy(&U.done);
 }
 
@@ -242,4 +330,5 @@ const struct pattern_ops pattern_uring_shared = {
     .start = uring_start,
     .wake_all = uring_wake,
     .cleanup = uring_cleanup,
+    .queued = true, /* at T > 1: the handlers' queue (--wake) */
 };

@@ -28,6 +28,8 @@ module                        what
                               validation stages' pure interfaces
 ``adaptive.replay``           the policy over recorded runs, the full design beside it (the benchmark)
 ``adaptive.text``             the replay's table
+``adaptive.experiment``       pure: an adaptive experiment round by round over its own run records
+                              (``demuxlab adaptive next``), and its decisions once it stops
 ``adaptive.records``          the files: a folder of run records
 ============================  ==========================================================================
 """

@@ -93,6 +93,41 @@ def decisions_doc(spec: Spec, design: Design, outcome: Outcome, shapes: Shapes) 
         raise DemuxlabError(
             f"{spec.path}: adaptive: round {last.index} is not done ({len(last.requests)} runs asked for)"
         )
+    points = _grid_rows(design, outcome, shapes)
+    calibration = [r for r in outcome.runs if r.point.instrument]
+    stopped = [r for r in outcome.runs if r.steady is not None and r.steady.get("stopped_early")]
+    last = outcome.rounds[-1]
+    return {
+        "format": FORMAT,
+        "experiment": spec.name,
+        "spec_sha256": spec.sha256,
+        "settings": design.settings.to_json(),
+        "run_s": {
+            "spent": sum(r.run_s for r in outcome.runs),
+            "fixed_design": design.full_s,
+            "budget": design.budget_s,
+            "saved_by_steady_stops": sum(spec.phases.measure_s - r.measured_s for r in stopped),
+        },
+        "runs": {
+            "done": len(outcome.runs),
+            "fixed_design": design.full_runs,
+            "calibration": len(calibration),
+            "stopped_when_steady": len(stopped),
+        },
+        "points": {
+            "measured": sum(1 for p in points if p["measured"]),
+            "grid": len(points),
+        },
+        "stop": last.stop,
+        "models": shapes.notes,
+        "rounds": [r.to_json() for r in outcome.rounds],
+        "grid": points,
+    }
+
+
+def _grid_rows(design: Design, outcome: Outcome, shapes: Shapes) -> list[dict[str, Any]]:
+    """A row per point of the grid, curve by curve: measured (its runs, mean and CI, the round that first
+    chose it and why), or model-only (what the curve predicts there, and from what)."""
     first: dict[str, tuple[int, Request]] = {}
     for rnd in outcome.rounds:
         for req in rnd.requests:
@@ -144,32 +179,4 @@ def decisions_doc(spec: Spec, design: Design, outcome: Outcome, shapes: Shapes) 
                     ),
                 )
             points.append(row)
-    calibration = [r for r in outcome.runs if r.point.instrument]
-    stopped = [r for r in outcome.runs if r.steady is not None and r.steady.get("stopped_early")]
-    last = outcome.rounds[-1]
-    return {
-        "format": FORMAT,
-        "experiment": spec.name,
-        "spec_sha256": spec.sha256,
-        "settings": design.settings.to_json(),
-        "run_s": {
-            "spent": sum(r.run_s for r in outcome.runs),
-            "fixed_design": design.full_s,
-            "budget": design.budget_s,
-            "saved_by_steady_stops": sum(spec.phases.measure_s - r.measured_s for r in stopped),
-        },
-        "runs": {
-            "done": len(outcome.runs),
-            "fixed_design": design.full_runs,
-            "calibration": len(calibration),
-            "stopped_when_steady": len(stopped),
-        },
-        "points": {
-            "measured": sum(1 for p in points if p["measured"]),
-            "grid": len(points),
-        },
-        "stop": last.stop,
-        "models": shapes.notes,
-        "rounds": [r.to_json() for r in outcome.rounds],
-        "grid": points,
-    }
+    return points

@@ -16,13 +16,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from demuxlab.adaptive.runs import Observed
 from demuxlab.ctmc.rates import Rates
 from demuxlab.point import Point
 from demuxlab.validation.calibration import CalibrationKey
 from demuxlab.vocab import SOURCE_CALIBRATION
+
+if TYPE_CHECKING:
+    from demuxlab.validation.prediction import ModelPoint
 
 
 @dataclass
@@ -49,13 +52,47 @@ def model_shapes(
     """Fit each modelled pattern × notifier from ``calibration_runs`` and predict ``points``."""
     from demuxlab.ctmc.predict import predict_many
     from demuxlab.ctmc.rates import PATTERNS as MODELLED
-    from demuxlab.validation.calibration import CalibrationRun, fit_calibration
-    from demuxlab.validation.prediction import FLUID_STALLED, ModelPoint, drop_unsettled, plan_predictions
+    from demuxlab.validation.prediction import FLUID_STALLED, drop_unsettled, plan_predictions
 
     out = Shapes()
     modelled = [p for p in points if p.pattern in MODELLED and not p.instrument]
     if not modelled:
         return out
+    ids, rates_of = _fit(modelled, calibration_runs, experiment, spec_sha256, out.notes)
+    model_points = _model_points(modelled, calibration_runs)
+    plan = plan_predictions(model_points, ids, rates_of, method=method, rel_ci=0.01, seed=seed)
+    for skip in plan.skipped:
+        if skip["rates_source"] != SOURCE_CALIBRATION:
+            out.notes.append(f"{skip['point_key']}: no model ({skip['skipped']})")
+    predictions = drop_unsettled(plan, predict_many(plan.requests), {})
+    stalled = dict.fromkeys(s["point_key"] for s in plan.skipped if s["skipped"] == FLUID_STALLED)
+    by_key = {p.point_key: p for p in modelled}
+    best: dict[str, tuple[str, float, float | None]] = {}
+    for pred, (mp, cal) in zip(predictions, plan.jobs, strict=True):
+        source = "paper" if cal is None else SOURCE_CALIBRATION
+        if mp.point_key not in best or source == SOURCE_CALIBRATION:
+            best[mp.point_key] = (source, pred.throughput_msgs_per_s, pred.ci_halfwidth_rel)
+    out.notes += [f"{key}: no model ({FLUID_STALLED})" for key in stalled if key not in best]
+    for key, (source, mean, ci) in sorted(best.items()):
+        if mean > 0:
+            out.by_point[key] = mean
+            out.predictions.append(
+                {**by_key[key].to_json(), "source": source, "mean": mean, "ci_halfwidth_rel": ci}
+            )
+    return out
+
+
+def _fit(
+    modelled: Sequence[Point],
+    calibration_runs: Sequence[Observed],
+    experiment: str,
+    spec_sha256: str,
+    notes: list[str],
+) -> tuple[dict[CalibrationKey, int], dict[int, Rates]]:
+    """Each pattern × notifier of ``modelled`` fitted from its calibration runs (its id and rates, in
+    key order), or a note that its points take the paper's rates."""
+    from demuxlab.validation.calibration import CalibrationRun, fit_calibration
+
     rates_of: dict[int, Rates] = {}
     ids: dict[CalibrationKey, int] = {}
     keys = sorted({(p.pattern, p.notifier) for p in modelled})
@@ -80,16 +117,23 @@ def model_shapes(
         ]
         fit = fit_calibration((pattern, notifier, None), ok, len(mine) - len(ok), experiment, spec_sha256)
         if fit.rates is None:
-            out.notes.append(f"{pattern}/{notifier}: paper's rates ({fit.outcome.error})")
+            notes.append(f"{pattern}/{notifier}: paper's rates ({fit.outcome.error})")
             continue
         ids[(pattern, notifier, None)] = i
         rates_of[i] = fit.rates
-        out.notes.append(f"{pattern}/{notifier}: calibrated from {len(ok)} runs")
+        notes.append(f"{pattern}/{notifier}: calibrated from {len(ok)} runs")
+    return ids, rates_of
+
+
+def _model_points(modelled: Sequence[Point], calibration_runs: Sequence[Observed]) -> list[ModelPoint]:
+    """The points to predict, on the host the runs had."""
+    from demuxlab.validation.prediction import ModelPoint
+
     # The models know the host's cores (issue 19): the server's and the client's CPUs of the runs, the
     # same for every point of a local sweep (the planner pins by topology, not by point).
     cores = Counter(r.server_cpus for r in calibration_runs if r.server_cpus).most_common(1)
     client_cores = Counter(r.client_cpus for r in calibration_runs if r.client_cpus).most_common(1)
-    model_points = [
+    return [
         ModelPoint(
             i,
             p.point_key,
@@ -106,23 +150,3 @@ def model_shapes(
         )
         for i, p in enumerate(modelled)
     ]
-    plan = plan_predictions(model_points, ids, rates_of, method=method, rel_ci=0.01, seed=seed)
-    for skip in plan.skipped:
-        if skip["rates_source"] != SOURCE_CALIBRATION:
-            out.notes.append(f"{skip['point_key']}: no model ({skip['skipped']})")
-    predictions = drop_unsettled(plan, predict_many(plan.requests), {})
-    stalled = dict.fromkeys(s["point_key"] for s in plan.skipped if s["skipped"] == FLUID_STALLED)
-    by_key = {p.point_key: p for p in modelled}
-    best: dict[str, tuple[str, float, float | None]] = {}
-    for pred, (mp, cal) in zip(predictions, plan.jobs, strict=True):
-        source = "paper" if cal is None else SOURCE_CALIBRATION
-        if mp.point_key not in best or source == SOURCE_CALIBRATION:
-            best[mp.point_key] = (source, pred.throughput_msgs_per_s, pred.ci_halfwidth_rel)
-    out.notes += [f"{key}: no model ({FLUID_STALLED})" for key in stalled if key not in best]
-    for key, (source, mean, ci) in sorted(best.items()):
-        if mean > 0:
-            out.by_point[key] = mean
-            out.predictions.append(
-                {**by_key[key].to_json(), "source": source, "mean": mean, "ci_halfwidth_rel": ci}
-            )
-    return out

@@ -9,7 +9,7 @@ outcome beside the full design's: run-minutes, the claims' verdicts and the best
 both, and the largest gap between the two figures at the measured points in units of the full design's
 95 % interval.
 
-Pure: observed runs in, values out (the records are read by :mod:`demuxlab.adaptive.files`).
+Pure: observed runs in, values out (the records are read by :mod:`demuxlab.adaptive.records`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ import importlib.metadata
 import io
 import json
 import os
-import platform
 import subprocess
 import tarfile
 import tempfile
@@ -24,7 +23,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from demuxlab import paths
-from demuxlab.bundle import layout
+from demuxlab.bundle import layout, provenance
 from demuxlab.bundle.archive import BundleError, Entry, compression_of, write_archive
 from demuxlab.bundle.safety import Finding, scan_secrets
 from demuxlab.vocab import RUN_OK
@@ -111,96 +110,6 @@ def _plan(spec: Any) -> dict[str, Any]:
     return {"experiment": spec.name, "spec_sha256": spec.sha256, "runs": runs}
 
 
-def _git(*args: str, binary: bool = False) -> Any:
-    proc = subprocess.run(
-        ["git", "-C", str(paths.repo_root()), *args], capture_output=True, timeout=120, check=False
-    )
-    if proc.returncode != 0:
-        return None
-    return proc.stdout if binary else proc.stdout.decode().strip()
-
-
-def _source(col: Collected, revisions: set[str]) -> dict[str, Any]:
-    """A ``git archive`` of the runs' revision (and the uncommitted diff, if they ran on a dirty tree)."""
-    wanted = sorted(revisions)
-    rev = wanted[-1] if wanted else None
-    note = None
-    if len(wanted) > 1:
-        note = f"runs were made at several revisions: {', '.join(wanted)}; the last is archived"
-    commit = rev.removesuffix("-dirty") if rev else None
-    if commit is None or _git("cat-file", "-e", f"{commit}^{{commit}}") is None:
-        head = _git("rev-parse", "HEAD")
-        if head is None:
-            raise BundleError(f"{paths.repo_root()}: not a git repository: the source cannot be bundled")
-        note = f"revision {rev!r} of the runs is not in this repository; HEAD is archived instead"
-        commit, rev = head, head
-    archive = _git("archive", "--format=tar", "--prefix=demuxlab/", commit, binary=True)
-    if archive is None:
-        raise BundleError(f"git archive {commit} failed")
-    col.add("source/demuxlab-source.tar", archive)
-    col.describe("source/demuxlab-source.tar", f"the project's source at revision {commit} (`git archive`)")
-    out: dict[str, Any] = {"revision": rev, "commit": commit, "archive": "source/demuxlab-source.tar"}
-    if rev and rev.endswith("-dirty"):
-        patch = _git("diff", commit, binary=True)
-        if patch:
-            col.add("source/uncommitted.patch", patch)
-            col.describe(
-                "source/uncommitted.patch",
-                "uncommitted changes of the working tree at bundle time (the runs ran on a dirty tree)",
-            )
-            out["patch"] = "source/uncommitted.patch"
-    if note:
-        out["note"] = note
-    return out
-
-
-def _first_line(argv: Sequence[str]) -> str | None:
-    try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = (proc.stdout or proc.stderr).strip().splitlines()
-    return lines[0] if proc.returncode == 0 and lines else None
-
-
-def _os_release() -> str | None:
-    try:
-        for line in Path("/etc/os-release").read_text().splitlines():
-            if line.startswith("PRETTY_NAME="):
-                return line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
-    return None
-
-
-def _environment(hosts: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    packages = sorted(
-        {(d.metadata["Name"], d.version) for d in importlib.metadata.distributions() if d.metadata["Name"]},
-        key=lambda nv: nv[0].lower(),
-    )
-    return {
-        "python": platform.python_version(),
-        "packages": [f"{n}=={v}" for n, v in packages],
-        "compiler": _first_line(["cc", "--version"]),
-        "snakemake": next((v for n, v in packages if n.lower() == "snakemake"), None),
-        "bundle_host": {
-            "kernel": platform.release(),
-            "distribution": _os_release(),
-            "machine": platform.machine(),
-        },
-        "run_hosts": [
-            {
-                "hostname": h["hostname"],
-                "kernel": h["kernel"],
-                "cpu_model": h["cpu_model"],
-                "distribution": (h["facts"] or {}).get("distribution"),
-                "facts_sha256": h["facts_sha256"],
-            }
-            for h in hosts
-        ],
-    }
-
-
 def _known_secrets(url: str | None) -> list[bytes]:
     from sqlalchemy import make_url
 
@@ -256,11 +165,22 @@ def _docker_save(image: str, dest: Path) -> None:
         raise BundleError(f"docker save {image}: {proc.stderr.decode().strip().splitlines()[-1:]}")
 
 
+Records = list[tuple[Path, bytes, dict[str, Any]]]  # (file, its bytes, its JSON) per run record
+
+
+@dataclass
+class Gathered:
+    """What the experiments' files say that the bundle's document records."""
+
+    docs: list[dict[str, Any]] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)
+    revisions: set[str] = field(default_factory=set)
+    images: set[str] = field(default_factory=set)
+    finished: list[str] = field(default_factory=list)
+
+
 def create(opts: Options) -> dict[str, Any]:
     """Build the bundle described by ``opts``; returns its ``bundle.json`` document."""
-    from demuxlab.bundle import dump as dumpmod
-    from demuxlab.db.engine import get_engine
-    from demuxlab.db.migrations import ensure_schema
     from demuxlab.designs import valid_pairs
 
     compression_of(opts.out)
@@ -272,8 +192,33 @@ def create(opts: Options) -> dict[str, Any]:
     col.describe(
         "pairs.json", "the valid pattern × notifier pairs of the server binary (`demux-server --list`)"
     )
+    per_exp = _experiments(opts)
+    dumped = _add_database(col, opts, per_exp)
+    db_spec = {(r["name"], r["spec_sha256"]): r["spec_text"] for r in dumped.rows["experiments"]}
+    gathered = Gathered()
+    for name, sha, records in per_exp:
+        _add_experiment(col, opts, gathered, (name, sha, records), pairs, db_spec.get((name, sha)))
+    _describe_experiments(col)
+    for host in dumped.rows["hosts"]:
+        rel = f"hosts/{host['hostname']}-{host['facts_sha256'][:12]}.json"
+        col.add(rel, layout.canonical_json(host["facts"]))
+    col.describe("hosts/", "topology and noise facts of every host the runs used")
+    _add_workflow(col, opts)
+    bins = _add_binaries(col, per_exp)
+    tmpdir = tempfile.TemporaryDirectory(prefix="dlx-bundle-img-")
+    try:
+        if opts.images:
+            _add_images(col, gathered.images, Path(tmpdir.name))
+        bundle_doc = _add_documents(col, opts, gathered, dumped, bins)
+        _scan_and_write(col, opts, [n for n, _, _ in per_exp], gathered.finished)
+    finally:
+        tmpdir.cleanup()
+    return bundle_doc
 
-    per_exp: list[tuple[str, str, list[tuple[Path, bytes, dict[str, Any]]]]] = []
+
+def _experiments(opts: Options) -> list[tuple[str, str, Records]]:
+    """Each experiment's name, spec SHA-256 and run records (one spec version per experiment)."""
+    per_exp: list[tuple[str, str, Records]] = []
     for name in opts.experiments:
         results = opts.workdir / "results" / name
         records = _read_records(results / "runs")
@@ -287,6 +232,14 @@ def create(opts: Options) -> dict[str, Any]:
                 f"experiment {name!r}: run records of {len(shas)} spec versions in {results / 'runs'}"
             )
         per_exp.append((name, shas[0], records))
+    return per_exp
+
+
+def _add_database(col: Collected, opts: Options, per_exp: Sequence[tuple[str, str, Records]]) -> Any:
+    """The database rows of the experiments (every one must be there), one Parquet file per table."""
+    from demuxlab.bundle import dump as dumpmod
+    from demuxlab.db.engine import get_engine
+    from demuxlab.db.migrations import ensure_schema
 
     engine = get_engine(opts.url)
     ensure_schema(engine)
@@ -304,53 +257,61 @@ def create(opts: Options) -> dict[str, Any]:
     )
     col.describe("db/samples.parquet", "per-second throughput of every run (run_id, second, msgs/s)")
     col.describe("db/op_timings.parquet", "per-operation timings of the instrumented runs")
+    return dumped
 
-    db_spec = {(r["name"], r["spec_sha256"]): r["spec_text"] for r in dumped.rows["experiments"]}
-    exp_docs: list[dict[str, Any]] = []
-    figures: list[str] = []
-    revisions: set[str] = set()
-    images: set[str] = set()
-    finished: list[str] = []
-    for name, sha, records in per_exp:
-        base = f"experiments/{name}"
-        text = _spec_text(name, sha, [doc for _, _, doc in records], opts, db_spec.get((name, sha)))
-        spec = _spec_from_text(name, text, pairs)
-        col.add(f"{base}/spec.yaml", text.encode())
-        col.add(f"{base}/spec.sha256", f"{sha}  spec.yaml\n".encode())
-        col.add(f"{base}/plan.json", layout.canonical_json(_plan(spec)))
-        pinning: dict[str, Any] = {}
-        ok = failed = 0
-        for path, raw, doc in records:
-            col.add(f"{base}/runs/{path.name}", raw)
-            pinning[str(doc.get("run_id"))] = doc.get("pinning")
-            ok, failed = (ok + 1, failed) if doc.get("status") == RUN_OK else (ok, failed + 1)
-            if doc["experiment"].get("git_rev"):
-                revisions.add(str(doc["experiment"]["git_rev"]))
-            if doc.get("finished_at"):
-                finished.append(str(doc["finished_at"]))
-            for art in (doc.get("artifacts") or {}).values():
-                if isinstance(art, dict) and art.get("kind") == "image" and art.get("image"):
-                    images.add(str(art["image"]))
-        col.add(f"{base}/pinning.json", layout.canonical_json(pinning))
-        results = opts.workdir / "results" / name
-        for sub in ("failures", "model", "report", "adaptive"):
-            folder = results / sub
-            for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
-                rel = f"{base}/{sub}/{path.relative_to(folder).as_posix()}"
-                col.add(rel, path.read_bytes())
-                if sub == "report" and path.suffix in FIGURE_SUFFIXES:
-                    figures.append(rel)
-        exp_docs.append(
-            {
-                "name": name,
-                "spec_sha256": sha,
-                "reproduces": spec.reproduces,
-                "runs": len(records),
-                "runs_ok": ok,
-                "runs_failed": failed,
-                "path": base,
-            }
-        )
+
+def _add_experiment(
+    col: Collected,
+    opts: Options,
+    gathered: Gathered,
+    experiment: tuple[str, str, Records],
+    pairs: Any,
+    db_text: str | None,
+) -> None:
+    """One experiment's spec, plan, run records, pinning and the workflow's files of it."""
+    name, sha, records = experiment
+    base = f"experiments/{name}"
+    text = _spec_text(name, sha, [doc for _, _, doc in records], opts, db_text)
+    spec = _spec_from_text(name, text, pairs)
+    col.add(f"{base}/spec.yaml", text.encode())
+    col.add(f"{base}/spec.sha256", f"{sha}  spec.yaml\n".encode())
+    col.add(f"{base}/plan.json", layout.canonical_json(_plan(spec)))
+    pinning: dict[str, Any] = {}
+    ok = failed = 0
+    for path, raw, doc in records:
+        col.add(f"{base}/runs/{path.name}", raw)
+        pinning[str(doc.get("run_id"))] = doc.get("pinning")
+        ok, failed = (ok + 1, failed) if doc.get("status") == RUN_OK else (ok, failed + 1)
+        if doc["experiment"].get("git_rev"):
+            gathered.revisions.add(str(doc["experiment"]["git_rev"]))
+        if doc.get("finished_at"):
+            gathered.finished.append(str(doc["finished_at"]))
+        for art in (doc.get("artifacts") or {}).values():
+            if isinstance(art, dict) and art.get("kind") == "image" and art.get("image"):
+                gathered.images.add(str(art["image"]))
+    col.add(f"{base}/pinning.json", layout.canonical_json(pinning))
+    results = opts.workdir / "results" / name
+    for sub in ("failures", "model", "report", "adaptive"):
+        folder = results / sub
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")):
+            rel = f"{base}/{sub}/{path.relative_to(folder).as_posix()}"
+            col.add(rel, path.read_bytes())
+            if sub == "report" and path.suffix in FIGURE_SUFFIXES:
+                gathered.figures.append(rel)
+    gathered.docs.append(
+        {
+            "name": name,
+            "spec_sha256": sha,
+            "reproduces": spec.reproduces,
+            "runs": len(records),
+            "runs_ok": ok,
+            "runs_failed": failed,
+            "path": base,
+        }
+    )
+
+
+def _describe_experiments(col: Collected) -> None:
     col.describe("experiments/<name>/spec.yaml", "the spec as run (its SHA-256 in `spec.sha256`)")
     col.describe(
         "experiments/<name>/plan.json", "the resolved points and the randomized run order, with run ids"
@@ -370,12 +331,9 @@ def create(opts: Options) -> dict[str, Any]:
             "`demuxlab adaptive decisions spec.yaml --records runs`",
         )
 
-    for host in dumped.rows["hosts"]:
-        rel = f"hosts/{host['hostname']}-{host['facts_sha256'][:12]}.json"
-        col.add(rel, layout.canonical_json(host["facts"]))
-    col.describe("hosts/", "topology and noise facts of every host the runs used")
 
-    # The workflow: its configuration and profiles, the facts and build manifests it recorded.
+def _add_workflow(col: Collected, opts: Options) -> None:
+    """The workflow: its configuration and profiles, the facts and build manifests it recorded."""
     wf = paths.repo_root() / "workflows"
     for rel, src in (
         ("workflow/config.yaml", wf / "config" / "config.yaml"),
@@ -392,7 +350,9 @@ def create(opts: Options) -> dict[str, Any]:
             col.add(f"workflow/{kind}/{path.relative_to(base_dir).as_posix()}", path.read_bytes())
     col.describe("workflow/", "workflow configuration, profiles, host facts and build manifests as recorded")
 
-    # The binaries the runs used (static), with digests; images on request.
+
+def _add_binaries(col: Collected, per_exp: Sequence[tuple[str, str, Records]]) -> dict[str, Any]:
+    """The binaries the runs used (static), with digests and whether the runs used them."""
     bins: dict[str, Any] = {}
     run_digests = {
         str(((doc.get("artifacts") or {}).get(role) or {}).get("sha256"))
@@ -420,69 +380,77 @@ def create(opts: Options) -> dict[str, Any]:
     col.describe(
         "binaries/", "the static server and client binaries and wake-cost, SHA-256 in `binaries.json`"
     )
-    tmpdir = tempfile.TemporaryDirectory(prefix="dlx-bundle-img-")
-    try:
-        if opts.images:
-            for image in sorted(images):
-                dest = Path(tmpdir.name) / (image.replace("/", "_").replace(":", "_") + ".tar")
-                _docker_save(image, dest)
-                col.files[f"images/{dest.name}"] = Entry(source=dest)
-            if images:
-                col.describe(
-                    "images/", "the container images of the runs (`docker save`; `docker load -i` them)"
-                )
-        source = _source(col, revisions)
-        hosts_rows = dumped.rows["hosts"]
-        col.add("environment/lock.json", layout.canonical_json(_environment(hosts_rows)))
-        col.describe(
-            "environment/lock.json", "Python packages with versions, compiler, kernel and distribution"
-        )
+    return bins
 
-        bundle_doc = {
-            "format": layout.FORMAT,
-            "demuxlab_version": importlib.metadata.version("demuxlab"),
-            "experiments": exp_docs,
-            "source": source,
-            "database": {
-                "dump": "db/",
-                "alembic_revision": json.loads(dumped.files["db/schema.json"])["alembic_revision"],
-            },
-            "binaries": bins,
-            "images": sorted(images) if opts.images else [],
-            "figures": sorted(figures),
-            "figure_tolerance": {"max_rms": FIGURE_RMS_TOLERANCE, "note": "RMS over 0–255 RGBA channels"},
-        }
-        col.add(layout.BUNDLE_JSON, layout.canonical_json(bundle_doc))
-        col.describe(layout.BUNDLE_JSON, "what the bundle holds, for programs")
-        col.add(
-            layout.README,
-            layout.make_readme(bundle_doc, opts.out.name, sorted(col.contents), sorted(figures)),
-        )
-        findings = scan(col.files, _known_secrets(opts.url))
-        if findings:
-            shown = "; ".join(str(f) for f in findings[:5])
-            more = f" (and {len(findings) - 5} more)" if len(findings) > 5 else ""
-            raise BundleError(f"bundle refused: secrets found: {shown}{more}")
-        digests = {
-            rel: (layout.sha256_hex(e.data) if e.data is not None else _file_sha(e.source))
-            for rel, e in col.files.items()
-        }
-        sizes = {rel: e.size() for rel, e in col.files.items()}
-        date = max(finished)[:10] if finished else "1980-01-01"
-        crate = layout.make_crate(
-            sizes,
-            digests,
-            name=f"demuxlab bundle: {', '.join(n for n, _, _ in per_exp)}",
-            description="Specs, run records, database rows, figures, binaries and source of experiments.",
-            date_published=date,
-        )
-        col.add(layout.CRATE, layout.canonical_json(crate))
-        digests[layout.CRATE] = layout.sha256_hex(col.files[layout.CRATE].data or b"")
-        col.add(layout.MANIFEST, layout.make_manifest(digests))
-        write_archive(opts.out, col.files)
-    finally:
-        tmpdir.cleanup()
+
+def _add_images(col: Collected, images: set[str], tmp: Path) -> None:
+    """The runs' container images (``docker save`` into ``tmp``, archived from there)."""
+    for image in sorted(images):
+        dest = tmp / (image.replace("/", "_").replace(":", "_") + ".tar")
+        _docker_save(image, dest)
+        col.files[f"images/{dest.name}"] = Entry(source=dest)
+    if images:
+        col.describe("images/", "the container images of the runs (`docker save`; `docker load -i` them)")
+
+
+def _add_documents(
+    col: Collected, opts: Options, gathered: Gathered, dumped: Any, bins: dict[str, Any]
+) -> dict[str, Any]:
+    """The source, the environment, ``bundle.json`` and the README; returns the bundle's document."""
+    source, source_files = provenance.source(gathered.revisions)
+    for rel, data, what in source_files:
+        col.add(rel, data)
+        col.describe(rel, what)
+    col.add("environment/lock.json", layout.canonical_json(provenance.environment(dumped.rows["hosts"])))
+    col.describe("environment/lock.json", "Python packages with versions, compiler, kernel and distribution")
+    bundle_doc = {
+        "format": layout.FORMAT,
+        "demuxlab_version": importlib.metadata.version("demuxlab"),
+        "experiments": gathered.docs,
+        "source": source,
+        "database": {
+            "dump": "db/",
+            "alembic_revision": json.loads(dumped.files["db/schema.json"])["alembic_revision"],
+        },
+        "binaries": bins,
+        "images": sorted(gathered.images) if opts.images else [],
+        "figures": sorted(gathered.figures),
+        "figure_tolerance": {"max_rms": FIGURE_RMS_TOLERANCE, "note": "RMS over 0–255 RGBA channels"},
+    }
+    col.add(layout.BUNDLE_JSON, layout.canonical_json(bundle_doc))
+    col.describe(layout.BUNDLE_JSON, "what the bundle holds, for programs")
+    col.add(
+        layout.README,
+        layout.make_readme(bundle_doc, opts.out.name, sorted(col.contents), sorted(gathered.figures)),
+    )
     return bundle_doc
+
+
+def _scan_and_write(col: Collected, opts: Options, names: Sequence[str], finished: Sequence[str]) -> None:
+    """Refuse the bundle if any file holds a secret; else add the RO-Crate and the manifest and write the
+    archive (whole or not at all)."""
+    findings = scan(col.files, _known_secrets(opts.url))
+    if findings:
+        shown = "; ".join(str(f) for f in findings[:5])
+        more = f" (and {len(findings) - 5} more)" if len(findings) > 5 else ""
+        raise BundleError(f"bundle refused: secrets found: {shown}{more}")
+    digests = {
+        rel: (layout.sha256_hex(e.data) if e.data is not None else _file_sha(e.source))
+        for rel, e in col.files.items()
+    }
+    sizes = {rel: e.size() for rel, e in col.files.items()}
+    date = max(finished)[:10] if finished else "1980-01-01"
+    crate = layout.make_crate(
+        sizes,
+        digests,
+        name=f"demuxlab bundle: {', '.join(names)}",
+        description="Specs, run records, database rows, figures, binaries and source of experiments.",
+        date_published=date,
+    )
+    col.add(layout.CRATE, layout.canonical_json(crate))
+    digests[layout.CRATE] = layout.sha256_hex(col.files[layout.CRATE].data or b"")
+    col.add(layout.MANIFEST, layout.make_manifest(digests))
+    write_archive(opts.out, col.files)
 
 
 FIGURE_RMS_TOLERANCE = 1.0

@@ -320,30 +320,7 @@ def load(engine: Engine, rows: Mapping[str, list[dict[str, Any]]]) -> LoadResult
     e, h, p, r, s, o, c, x = (table(n) for n in TABLES)
     with engine.begin() as conn:
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('demuxlab bundle import'))"))
-        # experiments: by (name, spec_sha256); the spec text is filled in, never overwritten.
-        exps = _Placer(conn, e, rows["experiments"])
-        for row in rows["experiments"]:
-            values = {**row, "rerun_of_id": None} if "rerun_of_id" in row else dict(row)
-            found = _match(conn, e, row, ("name", "spec_sha256"))
-            if found is None:
-                exps.insert(values)
-            else:
-                exps.matched(row["id"], found)
-                if row.get("spec_text") is not None:
-                    conn.execute(
-                        update(e)
-                        .where(e.c.id == found, e.c.spec_text.is_(None))
-                        .values(spec_text=row["spec_text"])
-                    )
-        for row in rows["experiments"]:
-            link = row.get("rerun_of_id")
-            if link is not None and link in exps.map:
-                conn.execute(
-                    update(e)
-                    .where(e.c.id == exps.map[row["id"]], e.c.rerun_of_id.is_(None))
-                    .values(rerun_of_id=exps.map[link])
-                )
-        exps.finish()
+        exps = _load_experiments(conn, e, rows["experiments"])
         hosts = _Placer(conn, h, rows["hosts"])
         for row in rows["hosts"]:
             found = _match(conn, h, row, ("facts_sha256",))
@@ -355,79 +332,9 @@ def load(engine: Engine, rows: Mapping[str, list[dict[str, Any]]]) -> LoadResult
             found = _match(conn, p, mapped, ("experiment_id", "point_key"))
             points.insert(mapped) if found is None else points.matched(row["id"], found)
         points.finish()
-
-        # runs: replaced by run id and by (point, repeat), as ingest does; samples/op timings cascade.
-        run_rows = [
-            {
-                **row,
-                "point_id": points.map[row["point_id"]],
-                "server_host_id": hosts.map.get(row["server_host_id"]) if row["server_host_id"] else None,
-                "client_host_id": hosts.map.get(row["client_host_id"]) if row["client_host_id"] else None,
-            }
-            for row in rows["runs"]
-        ]
-        history_ids: list[int] = []
-        if run_rows:
-            ids = [row["run_id"] for row in run_rows]
-            slots = [(row["point_id"], row["repeat_index"]) for row in run_rows]
-            # A stored run is never lost (docs/CONTRACTS.md §5): each one the bundle replaces is kept in
-            # runs_history first; those the bundle holds as they are drop out again below.
-            stored = conn.execute(
-                select(r.c.run_id).where(
-                    or_(r.c.run_id.in_(ids), tuple_(r.c.point_id, r.c.repeat_index).in_(slots))
-                )
-            ).scalars()
-            history_ids = keep_in_history(conn, list(stored), "bundle import")
-            conn.execute(delete(r).where(r.c.run_id.in_(ids)))
-            conn.execute(delete(r).where(tuple_(r.c.point_id, r.c.repeat_index).in_(slots)))
-            conn.execute(insert(r), run_rows)
-        sample_cols = [col.name for col in s.columns]
-        _copy_rows(conn, "samples", sample_cols, ([row[k] for k in sample_cols] for row in rows["samples"]))
-        # op timings: their ids are referenced by nothing; kept when all are free (a fresh database).
-        timing_ids = [row["id"] for row in rows["op_timings"]]
-        keep_timing_ids = len(_free_ids(conn, o, timing_ids)) == len(set(timing_ids))
-        timing_cols = [col.name for col in o.columns if keep_timing_ids or col.name != "id"]
-        _copy_rows(
-            conn, "op_timings", timing_cols, ([row[k] for k in timing_cols] for row in rows["op_timings"])
-        )
-        if keep_timing_ids and timing_ids:
-            conn.execute(
-                text(
-                    "SELECT setval(pg_get_serial_sequence('op_timings', 'id'), "
-                    "GREATEST((SELECT max(id) FROM op_timings), 1))"
-                )
-            )
-
+        history_ids = _load_runs(conn, (r, s, o), rows, points, hosts)
         replaced = drop_unchanged_history(conn, history_ids)
-        cals = _Placer(conn, c, rows["calibrations"])
-        for row in rows["calibrations"]:
-            mapped = {**row, "host_id": hosts.map.get(row["host_id"]) if row["host_id"] else None}
-            found = _match(conn, c, mapped, ("pattern", "notifier", "method", "source_runs"))
-            if found is None:
-                cals.insert(mapped)
-            else:
-                cals.matched(row["id"], found)
-                conn.execute(
-                    update(c).where(c.c.id == found).values({k: v for k, v in mapped.items() if k != "id"})
-                )
-        cals.finish()
-        preds = _Placer(conn, x, rows["predictions"])
-        for row in rows["predictions"]:
-            cal = row["calibration_id"]
-            mapped = {
-                **row,
-                "point_id": points.map[row["point_id"]],
-                "calibration_id": cals.map.get(cal) if cal else None,
-            }
-            found = _match(conn, x, mapped, ("point_id", "rates_source", "calibration_id", "method"))
-            if found is None:
-                preds.insert(mapped)
-            else:
-                preds.matched(row["id"], found)
-                conn.execute(
-                    update(x).where(x.c.id == found).values({k: v for k, v in mapped.items() if k != "id"})
-                )
-        preds.finish()
+        cals, preds = _load_models(conn, (c, x), rows, points, hosts)
     kept = all(pl.all_kept for pl in (exps, hosts, points, cals, preds))
     return LoadResult(
         [(row["name"], row["spec_sha256"]) for row in rows["experiments"]],
@@ -436,6 +343,128 @@ def load(engine: Engine, rows: Mapping[str, list[dict[str, Any]]]) -> LoadResult
         kept,
         replaced,
     )
+
+
+def _load_experiments(conn: Connection, e: Table, rows: Sequence[dict[str, Any]]) -> _Placer:
+    """Experiments by (name, spec_sha256); the spec text is filled in, never overwritten; then the reruns'
+    links to what they rerun."""
+    exps = _Placer(conn, e, rows)
+    for row in rows:
+        values = {**row, "rerun_of_id": None} if "rerun_of_id" in row else dict(row)
+        found = _match(conn, e, row, ("name", "spec_sha256"))
+        if found is None:
+            exps.insert(values)
+        else:
+            exps.matched(row["id"], found)
+            if row.get("spec_text") is not None:
+                conn.execute(
+                    update(e)
+                    .where(e.c.id == found, e.c.spec_text.is_(None))
+                    .values(spec_text=row["spec_text"])
+                )
+    for row in rows:
+        link = row.get("rerun_of_id")
+        if link is not None and link in exps.map:
+            conn.execute(
+                update(e)
+                .where(e.c.id == exps.map[row["id"]], e.c.rerun_of_id.is_(None))
+                .values(rerun_of_id=exps.map[link])
+            )
+    exps.finish()
+    return exps
+
+
+def _load_runs(
+    conn: Connection,
+    tables: tuple[Table, Table, Table],
+    rows: Mapping[str, list[dict[str, Any]]],
+    points: _Placer,
+    hosts: _Placer,
+) -> list[int]:
+    """Runs, replaced by run id and by (point, repeat) as ingest does (samples and op timings cascade),
+    then their samples and op timings; returns the ids of the replaced runs kept in runs_history."""
+    r, s, o = tables
+    run_rows = [
+        {
+            **row,
+            "point_id": points.map[row["point_id"]],
+            "server_host_id": hosts.map.get(row["server_host_id"]) if row["server_host_id"] else None,
+            "client_host_id": hosts.map.get(row["client_host_id"]) if row["client_host_id"] else None,
+        }
+        for row in rows["runs"]
+    ]
+    history_ids: list[int] = []
+    if run_rows:
+        ids = [row["run_id"] for row in run_rows]
+        slots = [(row["point_id"], row["repeat_index"]) for row in run_rows]
+        # A stored run is never lost (docs/CONTRACTS.md §5): each one the bundle replaces is kept in
+        # runs_history first; those the bundle holds as they are drop out again (drop_unchanged_history).
+        stored = conn.execute(
+            select(r.c.run_id).where(
+                or_(r.c.run_id.in_(ids), tuple_(r.c.point_id, r.c.repeat_index).in_(slots))
+            )
+        ).scalars()
+        history_ids = keep_in_history(conn, list(stored), "bundle import")
+        conn.execute(delete(r).where(r.c.run_id.in_(ids)))
+        conn.execute(delete(r).where(tuple_(r.c.point_id, r.c.repeat_index).in_(slots)))
+        conn.execute(insert(r), run_rows)
+    sample_cols = [col.name for col in s.columns]
+    _copy_rows(conn, "samples", sample_cols, ([row[k] for k in sample_cols] for row in rows["samples"]))
+    # op timings: their ids are referenced by nothing; kept when all are free (a fresh database).
+    timing_ids = [row["id"] for row in rows["op_timings"]]
+    keep_timing_ids = len(_free_ids(conn, o, timing_ids)) == len(set(timing_ids))
+    timing_cols = [col.name for col in o.columns if keep_timing_ids or col.name != "id"]
+    _copy_rows(conn, "op_timings", timing_cols, ([row[k] for k in timing_cols] for row in rows["op_timings"]))
+    if keep_timing_ids and timing_ids:
+        conn.execute(
+            text(
+                "SELECT setval(pg_get_serial_sequence('op_timings', 'id'), "
+                "GREATEST((SELECT max(id) FROM op_timings), 1))"
+            )
+        )
+    return history_ids
+
+
+def _load_models(
+    conn: Connection,
+    tables: tuple[Table, Table],
+    rows: Mapping[str, list[dict[str, Any]]],
+    points: _Placer,
+    hosts: _Placer,
+) -> tuple[_Placer, _Placer]:
+    """Calibrations by (pattern, notifier, method, source runs) and predictions by (point, rates source,
+    calibration, method): a stored one is updated to the bundle's values."""
+    c, x = tables
+    cals = _Placer(conn, c, rows["calibrations"])
+    for row in rows["calibrations"]:
+        mapped = {**row, "host_id": hosts.map.get(row["host_id"]) if row["host_id"] else None}
+        found = _match(conn, c, mapped, ("pattern", "notifier", "method", "source_runs"))
+        if found is None:
+            cals.insert(mapped)
+        else:
+            cals.matched(row["id"], found)
+            conn.execute(
+                update(c).where(c.c.id == found).values({k: v for k, v in mapped.items() if k != "id"})
+            )
+    cals.finish()
+    preds = _Placer(conn, x, rows["predictions"])
+    for row in rows["predictions"]:
+        cal = row["calibration_id"]
+        mapped = {
+            **row,
+            "point_id": points.map[row["point_id"]],
+            "calibration_id": cals.map.get(cal) if cal else None,
+        }
+        found = _match(conn, x, mapped, ("point_id", "rates_source", "calibration_id", "method"))
+        if found is None:
+            preds.insert(mapped)
+        else:
+            preds.matched(row["id"], found)
+            conn.execute(
+                update(x).where(x.c.id == found).values({k: v for k, v in mapped.items() if k != "id"})
+            )
+    preds.finish()
+    return cals, preds
 
 
 def _copy_rows(conn: Connection, name: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:

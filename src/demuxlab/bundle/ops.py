@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -313,12 +313,6 @@ def rerun(
     limits: Limits | None = None,
 ) -> RerunResult:
     """Run the bundle's experiments again with its binaries and specs (new experiments, linked)."""
-    import yaml
-
-    from demuxlab import paths
-    from demuxlab.bundle.dump import table
-    from demuxlab.db.engine import get_engine
-
     workdir = workdir.resolve()
     extracted = workdir / "bundle"
     if extracted.exists():
@@ -332,22 +326,7 @@ def rerun(
     with opened(path, limits=limits, keep=extracted) as b:
         _require_ok(b)
         _load_into(b, url)  # the originals, to link to and to compare with
-        specs = workdir / "specs"
-        specs.mkdir(exist_ok=True)
-        pairs: list[tuple[str, str, str, str]] = []
-        for exp in b.doc["experiments"]:
-            name, sha = exp["name"], exp["spec_sha256"]
-            new = f"{name}-{suffix}"
-            new_text = rerun_spec_text(b.read(f"experiments/{name}/spec.yaml").decode(), name, new, sha)
-            (specs / f"{new}.yaml").write_text(new_text)
-            pairs.append((new, layout.sha256_hex(new_text.encode()), name, sha))
-        cfg: dict[str, Any] = {}
-        if "workflow/effective-config.json" in b.digests:
-            effective = json.loads(b.read("workflow/effective-config.json"))
-            cfg = {k: effective[k] for k in ("launcher", "run", "model") if k in effective}
-        cfg.update({"experiments": [p[0] for p in pairs], "experiments_dir": str(specs)})
-        cfg_path = workdir / "rerun-config.yaml"
-        cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=True))
+        pairs, cfg_path = _rerun_specs(b, workdir, suffix)
         for image in sorted(r for r in b.digests if r.startswith("images/")):
             loaded = subprocess.run(
                 ["docker", "load", "-i", str(extracted / image)], capture_output=True, text=True
@@ -356,39 +335,80 @@ def rerun(
                 raise BundleError(
                     f"rerun: docker load {image}: {(loaded.stderr.strip() or 'failed').splitlines()[-1]}"
                 )
-        wf = paths.repo_root() / "workflows"
-        # A --configfile replaces the profile's own (the cluster profile's workflow.yaml names the cluster
-        # and its inventory): name it first, so the rerun's settings add to it instead.
-        own = wf / profile / "workflow.yaml"
-        cmd = [
-            str(Path(sys.executable).with_name("snakemake")),
-            "all",
-            "--snakefile", str(wf / "Snakefile"),
-            "--profile", str(wf / profile),
-            "--directory", str(workdir / "work"),
-            "--configfile", *([str(own)] if own.is_file() else []), str(cfg_path),
-        ]  # fmt: skip
-        env = {**os.environ, "DEMUXLAB_DATABASE_URL": url, "DEMUXLAB_BIN": str(extracted / "binaries")}
         log = workdir / "snakemake.log"
-        with log.open("w") as log_file:
-            proc = subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, check=False)
-        engine = get_engine(url)
-        e = table("experiments")
-        with engine.begin() as conn:
-            for new, new_sha, name, sha in pairs:
-                conn.execute(
-                    e.update()
-                    .where(e.c.name == new, e.c.spec_sha256 == new_sha)
-                    .values(rerun_of_id=_experiment_id(conn, name, sha))
-                )
-        if proc.returncode != 0:
+        returncode = _run_workflow(profile, workdir, cfg_path, url, extracted / "binaries", log)
+        _link_reruns(url, pairs)
+        if returncode != 0:
             tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
             errors = [line for line in tail if "error" in line.lower()] or tail
             raise BundleError(
-                f"rerun: the workflow (profile {profile}) failed (exit {proc.returncode}): "
+                f"rerun: the workflow (profile {profile}) failed (exit {returncode}): "
                 f"{errors[-1].strip() if errors else 'no output'} (log: {log})"
             )
-        return RerunResult([(p[0], p[2]) for p in pairs], workdir, url, proc.returncode)
+        return RerunResult([(p[0], p[2]) for p in pairs], workdir, url, returncode)
+
+
+def _rerun_specs(b: Opened, workdir: Path, suffix: str) -> tuple[list[tuple[str, str, str, str]], Path]:
+    """Each experiment's spec renamed ``<name>-<suffix>`` into ``workdir/specs`` and the workflow's config
+    naming them (the bundle's launcher, run and model settings kept); returns (new name, new spec's
+    SHA-256, name, SHA-256) per experiment and the config's path."""
+    import yaml
+
+    specs = workdir / "specs"
+    specs.mkdir(exist_ok=True)
+    pairs: list[tuple[str, str, str, str]] = []
+    for exp in b.doc["experiments"]:
+        name, sha = exp["name"], exp["spec_sha256"]
+        new = f"{name}-{suffix}"
+        new_text = rerun_spec_text(b.read(f"experiments/{name}/spec.yaml").decode(), name, new, sha)
+        (specs / f"{new}.yaml").write_text(new_text)
+        pairs.append((new, layout.sha256_hex(new_text.encode()), name, sha))
+    cfg: dict[str, Any] = {}
+    if "workflow/effective-config.json" in b.digests:
+        effective = json.loads(b.read("workflow/effective-config.json"))
+        cfg = {k: effective[k] for k in ("launcher", "run", "model") if k in effective}
+    cfg.update({"experiments": [p[0] for p in pairs], "experiments_dir": str(specs)})
+    cfg_path = workdir / "rerun-config.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=True))
+    return pairs, cfg_path
+
+
+def _run_workflow(profile: str, workdir: Path, cfg_path: Path, url: str, binaries: Path, log: Path) -> int:
+    """Snakemake's ``all`` in ``workdir/work`` with the bundle's binaries, output in ``log``."""
+    from demuxlab import paths
+
+    wf = paths.repo_root() / "workflows"
+    # A --configfile replaces the profile's own (the cluster profile's workflow.yaml names the cluster
+    # and its inventory): name it first, so the rerun's settings add to it instead.
+    own = wf / profile / "workflow.yaml"
+    cmd = [
+        str(Path(sys.executable).with_name("snakemake")),
+        "all",
+        "--snakefile", str(wf / "Snakefile"),
+        "--profile", str(wf / profile),
+        "--directory", str(workdir / "work"),
+        "--configfile", *([str(own)] if own.is_file() else []), str(cfg_path),
+    ]  # fmt: skip
+    env = {**os.environ, "DEMUXLAB_DATABASE_URL": url, "DEMUXLAB_BIN": str(binaries)}
+    with log.open("w") as log_file:
+        proc = subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, check=False)
+    return proc.returncode
+
+
+def _link_reruns(url: str, pairs: Sequence[tuple[str, str, str, str]]) -> None:
+    """Each rerun experiment's ``rerun_of_id``: the original's id."""
+    from demuxlab.bundle.dump import table
+    from demuxlab.db.engine import get_engine
+
+    engine = get_engine(url)
+    e = table("experiments")
+    with engine.begin() as conn:
+        for new, new_sha, name, sha in pairs:
+            conn.execute(
+                e.update()
+                .where(e.c.name == new, e.c.spec_sha256 == new_sha)
+                .values(rerun_of_id=_experiment_id(conn, name, sha))
+            )
 
 
 def _experiment_id(conn: Any, name: str, sha: str) -> int | None:

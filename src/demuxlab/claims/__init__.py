@@ -30,8 +30,8 @@ Input shape
 =================  ========  ==========================================================================
 key                type      meaning
 =================  ========  ==========================================================================
-pattern            str       ``hsha``, ``lf``, ``reactor``, ``proactor``, ``multireactor``, ``uring``, ``tpc``
-notifier           str       ``select``, ``poll``, ``epoll-lt``, ``epoll-et``, ``uring``, ``none``
+pattern            str       a name of :data:`demuxlab.vocab.PATTERNS` (``hsha``, ``lf``, ``reactor``, …)
+notifier           str       a name of :data:`demuxlab.vocab.NOTIFIERS` (``select``, ``epoll-et``, …)
 threads            int       every thread of the pattern (HSHA counts its monitor)
 work_us            float     busy-wait work per message
 connections        int

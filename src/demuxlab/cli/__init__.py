@@ -1,11 +1,11 @@
 """The ``demuxlab`` command line: the top layer (docs/ARCHITECTURE.md, "Layers").
 
 ``demuxlab.cli:main`` is the entry point. Each command group is one thin module of this package (:mod:`.run`,
-:mod:`.db`, :mod:`.bundle`, :mod:`.cluster`, :mod:`.hosts`, :mod:`.testbed`, :mod:`.model`, :mod:`.claims`,
-:mod:`.dashboard`, :mod:`.adaptive`) that imports only click at module level and the library inside its
-commands, so ``demuxlab --help`` lists every command's own short help (the first sentence of its docstring)
-without importing numpy, scipy or SQLAlchemy, and the thin commands the Snakemake rules call pay only for
-what they use.
+:mod:`.db`, :mod:`.bundle`, :mod:`.cluster`, :mod:`.slurm`, :mod:`.hosts`, :mod:`.testbed`, :mod:`.model`,
+:mod:`.claims`, :mod:`.dashboard`, :mod:`.adaptive`) that imports only click at module level and the library
+inside its commands, so ``demuxlab --help`` lists every command's own short help (the first sentence of its
+docstring) without importing numpy, scipy or SQLAlchemy, and the thin commands the Snakemake rules call pay
+only for what they use.
 """
 
 from __future__ import annotations

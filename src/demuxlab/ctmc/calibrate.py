@@ -360,6 +360,109 @@ def _fit(
     ``DemuxlabError`` for bad input.
     """
     check_pattern(pattern)
+    names, notifier = _checked_inputs(
+        server_results, pattern, labels, measured, clients, client_cores, wake_us, handoff_us
+    )
+    what = f"calibrate {pattern}/{notifier}"
+    paper = paper_rates(pattern, notifier)
+    values: dict[str, Any] = {}  # the rates (floats), per µs
+    source: dict[str, str] = {}
+    measured_us: dict[str, float] = {}  # the operations' own times (before the CPU scaling), µs
+    speed = _speed(names, server_results, pattern)
+    _role_rates(pattern, notifier, names, server_results, speed, values, source, measured_us)
+    client = _other_rates(
+        pattern, notifier, server_results, clients, client_cores, speed, paper, values, source, measured_us
+    )
+    _refuse_artefacts(measured_us, paper, source, what)
+    rates = Rates(**values, speed=speed, source=source)
+    if _roles(pattern)[0].notifies:
+        rates = notifier_in_chain(
+            rates, pattern, server_results, connections, clients=clients, client_cores=client_cores
+        )
+    if wake_us and client is not None:
+        rates = client_in_chain(
+            rates, pattern, server_results, connections, wake_us / client[1], clients=clients,
+            client_cores=client_cores, client_share=client[1],
+        )  # fmt: skip
+    if handoff_us and pattern in HANDOFF:
+        # The lock handed to a waiter asleep on it: the waiter runs after its wake-up (the server host's).
+        source = {**rates.source, "r_h": f"handoff_us: {handoff_us:.3g} µs, {HANDOFF[pattern]}"}
+        rates = replace(rates, r_h=1.0 / handoff_us, source=source)
+    if measured is not None:
+        _self_checked(
+            rates, pattern, server_results, measured, connections, clients, client_cores, checks, what, speed
+        )
+    return rates
+
+
+def _other_rates(
+    pattern: str,
+    notifier: str,
+    server_results: Sequence[dict[str, Any]],
+    clients: Sequence[dict[str, Any] | None] | None,
+    client_cores: Sequence[int | None] | None,
+    speed: float,
+    paper: Rates,
+    values: dict[str, Any],
+    source: dict[str, str],
+    measured_us: dict[str, float],
+) -> tuple[float, float] | None:
+    """The rates no role's demand gives: those instant for the pattern or the notifier, the lock's median,
+    the client's turnaround, and the paper's for every rate still unset. Returns the client's (rate, share
+    of its CPUs), if its runs measured it."""
+    for rate, why in INSTANT.get(pattern, {}).items():
+        values[rate] = INSTANT_RATE
+        source[rate] = f"instant:{why}"
+    for rate, why in TIMED_SINCE.get(pattern, {}).items():
+        if rate not in values:
+            values[rate] = INSTANT_RATE
+            source[rate] = f"instant:{why}"
+    if notifier in NO_REARM_NOTIFIERS:
+        values["r_a"] = INSTANT_RATE
+        source["r_a"] = f"instant:{notifier} does not re-arm"
+    lock = _lock_median_us(server_results)
+    if lock is not None:
+        measured_us["r_l"] = lock
+        values["r_l"] = 1.0 / max(lock, 1e-6)
+        source["r_l"] = "op:lock median"
+    client = _client_rate(clients, client_cores, speed)
+    if client is not None:
+        values["r_z"] = client[0]
+        source["r_z"] = f"client cpu/message × its share {client[1]:.2f}"
+    for rate in ALL_RATE_FIELDS:
+        if rate not in values:
+            values[rate] = float(getattr(paper, rate))
+            source[rate] = paper.source.get(rate, "paper")
+    source["speed"] = "cpu / runnable time of the server's threads"
+    return client
+
+
+def _refuse_artefacts(measured_us: dict[str, float], paper: Rates, source: dict[str, str], what: str) -> None:
+    """Refuse an operation whose own time is more than :data:`MAX_RATE_FACTOR` from the paper's either way."""
+    for rate, took in measured_us.items():
+        # Judged on the operation's own time: a measurement artefact is in it, not in the CPU scaling.
+        paper_us = 1.0 / float(getattr(paper, rate))
+        factor = took / paper_us
+        if not (1.0 / MAX_RATE_FACTOR <= factor <= MAX_RATE_FACTOR):
+            raise CalibrationRefused(
+                f"{what}: refused: {rate} ({source[rate]}) is a service time of {took:.4g} µs, "
+                f"{factor:.3g}× the paper's {paper_us:.4g} µs (more than {MAX_RATE_FACTOR:g}× either way: a "
+                "measurement artefact, not the host)"
+            )
+
+
+def _checked_inputs(
+    server_results: Sequence[dict[str, Any]],
+    pattern: str,
+    labels: Sequence[str] | None,
+    measured: Sequence[float | None] | None,
+    clients: Sequence[dict[str, Any] | None] | None,
+    client_cores: Sequence[int | None] | None,
+    wake_us: float | None,
+    handoff_us: float | None,
+) -> tuple[list[str], str]:
+    """:func:`_fit`'s inputs checked: the runs' names and their one notifier; raises for bad input, and
+    refuses runs from a server that timed its blocking notifier calls."""
     if not server_results:
         raise DemuxlabError(f"calibrate {pattern}: no server results given")
     names = (
@@ -393,13 +496,23 @@ def _fit(
                 "events_per_call.cache: a demux-server from before the notify/idle split); rebuild the "
                 "server and run again"
             )
+    return names, notifier
 
-    paper = paper_rates(pattern, notifier)
-    values: dict[str, Any] = {}  # the rates (floats), per µs
-    source: dict[str, str] = {}
-    measured_us: dict[str, float] = {}  # the operations' own times (before the CPU scaling), µs
-    speed = _speed(names, server_results, pattern)
-    # Per role: CPU demands per message, pooled over the runs (Σ over runs / Σ messages).
+
+def _role_rates(
+    pattern: str,
+    notifier: str,
+    names: Sequence[str],
+    server_results: Sequence[dict[str, Any]],
+    speed: float,
+    values: dict[str, Any],
+    source: dict[str, str],
+    measured_us: dict[str, float],
+) -> None:
+    """Per role, its CPU demands per message pooled over the runs (Σ over runs / Σ messages): the rates of
+    its timed operations, its notifier's τ and α, its untimed CPU; into ``values`` and ``source`` (in that
+    order, which the rates' ``source`` keeps), each operation's own time into ``measured_us``."""
+    what = f"calibrate {pattern}/{notifier}"
     notifies = _roles(pattern)[0].notifies
     alpha_us, tau_us = _fit_notify_us(names, server_results, pattern) if notifies else (0.0, 0.0)
     mean_h = _mean_events(server_results) if notifies else 1.0
@@ -459,70 +572,36 @@ def _fit(
             values["r_x"], source["r_x"] = _rate_or_instant(
                 overhead, f"cpu:{role.names[0]} − timed ops, /message", f"{role.names[0]}'s untimed CPU"
             )
-    for rate, why in INSTANT.get(pattern, {}).items():
-        values[rate] = INSTANT_RATE
-        source[rate] = f"instant:{why}"
-    for rate, why in TIMED_SINCE.get(pattern, {}).items():
-        if rate not in values:
-            values[rate] = INSTANT_RATE
-            source[rate] = f"instant:{why}"
-    if notifier in NO_REARM_NOTIFIERS:
-        values["r_a"] = INSTANT_RATE
-        source["r_a"] = f"instant:{notifier} does not re-arm"
-    lock = _lock_median_us(server_results)
-    if lock is not None:
-        measured_us["r_l"] = lock
-        values["r_l"] = 1.0 / max(lock, 1e-6)
-        source["r_l"] = "op:lock median"
-    client = _client_rate(clients, client_cores, speed)
-    if client is not None:
-        values["r_z"] = client[0]
-        source["r_z"] = f"client cpu/message × its share {client[1]:.2f}"
-    for rate in ALL_RATE_FIELDS:
-        if rate not in values:
-            values[rate] = float(getattr(paper, rate))
-            source[rate] = paper.source.get(rate, "paper")
-    source["speed"] = "cpu / runnable time of the server's threads"
-    for rate, took in measured_us.items():
-        # Judged on the operation's own time: a measurement artefact is in it, not in the CPU scaling.
-        paper_us = 1.0 / float(getattr(paper, rate))
-        factor = took / paper_us
-        if not (1.0 / MAX_RATE_FACTOR <= factor <= MAX_RATE_FACTOR):
-            raise CalibrationRefused(
-                f"{what}: refused: {rate} ({source[rate]}) is a service time of {took:.4g} µs, "
-                f"{factor:.3g}× the paper's {paper_us:.4g} µs (more than {MAX_RATE_FACTOR:g}× either way: a "
-                "measurement artefact, not the host)"
-            )
-    rates = Rates(**values, speed=speed, source=source)
-    if notifies:
-        rates = notifier_in_chain(
-            rates, pattern, server_results, connections, clients=clients, client_cores=client_cores
+
+
+def _self_checked(
+    rates: Rates,
+    pattern: str,
+    server_results: Sequence[dict[str, Any]],
+    measured: Sequence[float | None],
+    connections: Sequence[int | None] | None,
+    clients: Sequence[dict[str, Any] | None] | None,
+    client_cores: Sequence[int | None] | None,
+    checks: list[SelfCheck] | None,
+    what: str,
+    speed: float,
+) -> None:
+    """The self-check: refuse the rates where the model misses its own calibration runs by more than
+    :data:`SELF_CHECK_TOLERANCE`; the comparisons into ``checks``."""
+    got = self_check(
+        rates, pattern, server_results, measured, connections, clients=clients, client_cores=client_cores
+    )
+    if checks is not None:
+        checks[:] = got
+    worst = max(got, key=lambda c: abs(c.rel_error), default=None)
+    if worst is not None and abs(worst.rel_error) > SELF_CHECK_TOLERANCE:
+        raise CalibrationRefused(
+            f"{what}: refused: the fitted rates predict {worst.predicted_msgs_per_s:,.0f} msg/s for "
+            f"their own calibration run(s) at {worst.work_us:g} µs work, {worst.connections} "
+            f"connections, {worst.threads} threads on {worst.cores or 'a core each'} core(s), measured "
+            f"{worst.measured_msgs_per_s:,.0f} msg/s ({worst.rel_error:+.1%}; the limit is "
+            f"±{SELF_CHECK_TOLERANCE:.0%}; the server had {speed:.0%} of its CPUs)"
         )
-    if wake_us and client is not None:
-        rates = client_in_chain(
-            rates, pattern, server_results, connections, wake_us / client[1], clients=clients,
-            client_cores=client_cores, client_share=client[1],
-        )  # fmt: skip
-    if handoff_us and pattern in HANDOFF:
-        # The lock handed to a waiter asleep on it: the waiter runs after its wake-up (the server host's).
-        source = {**rates.source, "r_h": f"handoff_us: {handoff_us:.3g} µs, {HANDOFF[pattern]}"}
-        rates = replace(rates, r_h=1.0 / handoff_us, source=source)
-    if measured is not None:
-        got = self_check(
-            rates, pattern, server_results, measured, connections, clients=clients, client_cores=client_cores
-        )
-        if checks is not None:
-            checks[:] = got
-        worst = max(got, key=lambda c: abs(c.rel_error), default=None)
-        if worst is not None and abs(worst.rel_error) > SELF_CHECK_TOLERANCE:
-            raise CalibrationRefused(
-                f"{what}: refused: the fitted rates predict {worst.predicted_msgs_per_s:,.0f} msg/s for "
-                f"their own calibration run(s) at {worst.work_us:g} µs work, {worst.connections} "
-                f"connections, {worst.threads} threads on {worst.cores or 'a core each'} core(s), measured "
-                f"{worst.measured_msgs_per_s:,.0f} msg/s ({worst.rel_error:+.1%}; the limit is "
-                f"±{SELF_CHECK_TOLERANCE:.0%}; the server had {speed:.0%} of its CPUs)"
-            )
-    return rates
 
 
 def self_check(
@@ -657,6 +736,20 @@ def notifier_in_chain(
     wait_real = _dispatcher_wait_per_call_us(pattern, [server_results[i] for i in low], threads)
     if wait_real is None:
         return _in_chain(fitted, pattern, chain, weights, c_real, None)
+    return _with_wake_up(fitted, pattern, chain, weights, c_real, wait_real)
+
+
+def _with_wake_up(
+    fitted: Rates,
+    pattern: str,
+    chain: ModelStructure,
+    weights: dict[Workload, int],
+    c_real: float,
+    wait_real: float,
+) -> Rates:
+    """:func:`notifier_in_chain`'s α with the scheduler's wake-up r_w fitted to the dispatcher's measured
+    wait per call ``wait_real``, where run to block explains that wait; else α alone, r_w instant with the
+    reason (processor sharing)."""
     scheduled = _in_chain(fitted, pattern, chain, weights, c_real, wait_real)
     role = ROLES[pattern][0].names[0]
     if scheduled.r_w * wait_real < 1.0 / WAKE_LIMIT:
@@ -762,9 +855,9 @@ def client_in_chain(
     client_share: float = 1.0,
 ) -> Rates:
     """``rates`` with the wake-ups between the client and the server charged in the chain's own
-    (docs/ctmc.md, "The client that wakes the dispatcher", "The send that wakes the client"): a request
-    that finds the dispatcher asleep in its notifier costs the client ``omega_us`` (ω, µs at its share of
-    its CPUs) more than one that finds it awake (r_v = 1/ω); where the client's sleeps were measured (the
+    (docs/ctmc-reference.md, "The client that wakes the dispatcher", "The send that wakes the client"): a
+    request that finds the dispatcher asleep in its notifier costs the client ``omega_us`` (ω, µs at its share
+    of its CPUs) more than one that finds it awake (r_v = 1/ω); where the client's sleeps were measured (the
     client's ``sleeps``, every run), a response that finds the client asleep costs its sender the same ω
     (``send_wake``, r_s: r_v at the server's share) and the client a latency 1/r_u before it runs.
 
@@ -780,7 +873,7 @@ def client_in_chain(
     rounds, until T₀ moves by less than :data:`PER_CALL_TOLERANCE` and g is within
     :data:`SLEEPS_TOLERANCE` of the sleeps. The chain then turns a calibration run's messages
     around in the client's measured CPU and sends them in the server's, and elsewhere charges the
-    wake-ups its own sleeps make there (fewer with more handlers: docs/ctmc.md). A chain without a
+    wake-ups its own sleeps make there (fewer with more handlers: docs/ctmc-reference.md). A chain without a
     ``client_wake`` step, or rates without a client, are returned as they are; a T₀ or S₀ that is not
     positive is refused. Where no latency makes the chain's client sleep as often as the client did (its
     one station against the client's threads), the sends' wake-ups stay in r_o and r_u is instant, its
@@ -797,12 +890,65 @@ def client_in_chain(
     (:func:`_client_cpu_per_sleep`), and T is taken less c × the measured sleeps first (where that leaves
     it positive). Without both the chain's client turned a message around in the calibration's T at any
     concurrency, where the client's CPU per message falls as the server's threads grow: on the slow
-    2-core host the chain's client became the bottleneck at 3 and 4 threads (docs/ctmc.md, "The client's
-    turnaround from what the runs counted")."""
+    2-core host the chain's client became the bottleneck at 3 and 4 threads (docs/ctmc-reference.md, "The
+    client's turnaround from what the runs counted")."""
     threads = calibration_threads(pattern)
     steps = {tr.name for tr in structure(pattern, threads, full=True).transitions}
     if not rates.has_client or WAKE not in steps:
         return rates
+    weights, sleeps, woken, counted = _client_counts(
+        pattern, server_results, connections, clients, client_cores
+    )
+    if not weights:
+        return rates
+    real_sleeps = sum(n for n, _ in sleeps) / sum(m for _, m in sleeps) if sleeps else 0.0
+    woke = sum(n for n, _ in woken) / sum(m for _, m in woken) if woken else None
+    if sleeps and woke is not None:
+        rates = _less_sleeps_cpu(rates, counted, omega_us, client_share, real_sleeps)
+    if SEND_WAKE in steps and real_sleeps > 0.0:
+        fitted, ratio = _wakes_in_chain(rates, pattern, weights, omega_us, real_sleeps, woke)
+        if abs(ratio - 1.0) <= SLEEPS_TOLERANCE:
+            return fitted
+        # The chain's client does not sleep as the real one did at any latency (its one station against
+        # the client's threads, each with its own connections): the sends' wake-ups stay in r_o.
+        chain, latency = real_sleeps * ratio, 1.0 / fitted.r_u
+        why = (
+            f"instant:the chain's client sleeps {chain:.3g} per message at a latency of {latency:.3g} µs, "
+            f"the client {real_sleeps:.3g}: the sends' wake-ups stay in r_o"
+        )
+        fitted, _ = _wakes_in_chain(rates, pattern, weights, omega_us, None, woke)
+        return replace(fitted, source={**fitted.source, "r_u": why})
+    return _wakes_in_chain(rates, pattern, weights, omega_us, None, woke)[0]
+
+
+def _less_sleeps_cpu(
+    rates: Rates, counted: Sequence[_Counted], omega_us: float, client_share: float, real_sleeps: float
+) -> Rates:
+    """The client's turnaround r_z less the CPU its own sleeps cost it at the calibration runs' rate
+    (:func:`_client_cpu_per_sleep`), where their settings tell it and that leaves it positive."""
+    per_sleep = _client_cpu_per_sleep(counted, omega_us * client_share)
+    if per_sleep is not None:
+        c = per_sleep / client_share  # at the client's share, as T is
+        less = 1.0 / rates.r_z - c * real_sleeps
+        if less > 0.0:
+            why = f"less the client's {real_sleeps:.3g} sleeps per message × its cpu per sleep {c:.3g} µs"
+            rates = replace(
+                rates, r_z=1.0 / less, source={**rates.source, "r_z": f"{rates.source.get('r_z', '')}, {why}"}
+            )
+    return rates
+
+
+def _client_counts(
+    pattern: str,
+    server_results: Sequence[dict[str, Any]],
+    connections: Sequence[int | None] | None,
+    clients: Sequence[dict[str, Any] | None] | None,
+    client_cores: Sequence[int | None] | None,
+) -> tuple[
+    dict[Workload, int], list[tuple[float, float]] | None, list[tuple[int, int]] | None, list[_Counted]
+]:
+    """:func:`client_in_chain`'s counts over the runs: the messages per setting, the client's sleeps and
+    the dispatcher's wake-ups per run (None unless every run counted them), and the runs that counted both."""
     weights: dict[Workload, int] = {}
     sleeps: list[tuple[float, float]] | None = []
     woken: list[tuple[int, int]] | None = []
@@ -818,35 +964,7 @@ def client_in_chain(
             woken = None if woken is None or w is None else [*woken, w]
             if got is not None and w is not None and isinstance(client, dict):
                 counted.append(_Counted(where, _cpu_s(client.get("cpu_s")), got, w))
-    if not weights:
-        return rates
-    real_sleeps = sum(n for n, _ in sleeps) / sum(m for _, m in sleeps) if sleeps else 0.0
-    woke = sum(n for n, _ in woken) / sum(m for _, m in woken) if woken else None
-    per_sleep = (
-        _client_cpu_per_sleep(counted, omega_us * client_share) if sleeps and woke is not None else None
-    )
-    if per_sleep is not None:
-        c = per_sleep / client_share  # at the client's share, as T is
-        less = 1.0 / rates.r_z - c * real_sleeps
-        if less > 0.0:
-            why = f"less the client's {real_sleeps:.3g} sleeps per message × its cpu per sleep {c:.3g} µs"
-            rates = replace(
-                rates, r_z=1.0 / less, source={**rates.source, "r_z": f"{rates.source.get('r_z', '')}, {why}"}
-            )
-    if SEND_WAKE in steps and real_sleeps > 0.0:
-        fitted, ratio = _wakes_in_chain(rates, pattern, weights, omega_us, real_sleeps, woke)
-        if abs(ratio - 1.0) <= SLEEPS_TOLERANCE:
-            return fitted
-        # The chain's client does not sleep as the real one did at any latency (its one station against
-        # the client's threads, each with its own connections): the sends' wake-ups stay in r_o.
-        chain, latency = real_sleeps * ratio, 1.0 / fitted.r_u
-        why = (
-            f"instant:the chain's client sleeps {chain:.3g} per message at a latency of {latency:.3g} µs, "
-            f"the client {real_sleeps:.3g}: the sends' wake-ups stay in r_o"
-        )
-        fitted, _ = _wakes_in_chain(rates, pattern, weights, omega_us, None, woke)
-        return replace(fitted, source={**fitted.source, "r_u": why})
-    return _wakes_in_chain(rates, pattern, weights, omega_us, None, woke)[0]
+    return weights, sleeps, woken, counted
 
 
 def _wakes_in_chain(

@@ -829,6 +829,11 @@ def _fluid_run(
     Returns (∫ φ_thr dt over [span/2, 3span/4], the same over [3span/4, span] (trapezoidal rule on the
     accepted steps), the next step size, steps attempted, status): status 0 ok, 1 the step size fell
     below 1e-12·span, 2 ``max_steps`` attempts were not enough.
+
+    Long because: it is one numerical kernel, the integrator's step loop, copied into every chain's
+    generated module and compiled by numba (:data:`_TEMPLATES`); its state (J's age, W's step size, the
+    rejected flag, the two integrals) lives in the loop's locals, and split into functions it would pass
+    through calls in the hot loop and hide the scheme's order of operations, which fixes its numbers.
     """
     n = x.size
     gamma = 1.0 + 1.0 / np.sqrt(2.0)

@@ -30,7 +30,7 @@ t6–t9; a thread waiting for a lock (m1, m4, t1, t5) or for work (t1) sleeps. W
 pool's factor is 1 in every state, and the chain is the paper's.
 
 :data:`FULL` is the chain the calibrated rates drive: the same, plus what the paper's abstraction leaves
-out and a calibration measures (docs/ctmc.md): the notifier call costs α + h/r_e for h descriptors
+out and a calibration measures (docs/ctmc-reference.md): the notifier call costs α + h/r_e for h descriptors
 (α = 1/r_n, the per-call part: a call that found nothing sleeps and is woken), the per-call part in a state
 of its own (m0 after it) that holds no lock, the epoll lock held for the h/r_e only (the kernel takes the
 lock epoll_ctl takes to hand the ready list over, not while epoll_wait sleeps or wakes; with α under the
@@ -40,10 +40,10 @@ sends the next request after 1/r_z (k_z messages at once) instead of at once; a 
 monitor asleep in its call (m1, c1 = 0) wakes it, and costs the client ω = 1/r_v more (``client_wake``);
 over select and poll a worker's re-arm that finds the monitor asleep in its call kicks it (``phi12_kick``:
 κ = 1/r_k more for the worker, a kick pending, k; the monitor wakes and calls again, ``empty`` where that
-call finds nothing ready; parts.kicking_steps, docs/ctmc.md "The re-arm's kick"); a worker's response
-that finds the client asleep (c0 = 0 before it) costs the worker ω more (tw, ``send_wake`` at r_s), and
-the client so woken (zc) sends nothing until it runs, after its latency 1/r_u (``client_up``;
-parts.sending_wakes, docs/ctmc.md "The send that wakes the client").
+call finds nothing ready; parts.kicking_steps, docs/ctmc-reference.md "The re-arm's kick"); a worker's
+response that finds the client asleep (c0 = 0 before it) costs the worker ω more (tw, ``send_wake`` at r_s),
+and the client so woken (zc) sends nothing until it runs, after its latency 1/r_u (``client_up``;
+parts.sending_wakes, docs/ctmc-reference.md "The send that wakes the client").
 
 :data:`SCHEDULED` is :data:`FULL` on fewer cores than threads with the scheduler's wake-up measured (r_w):
 run to block (sched.py), its roles the monitor and the workers (:data:`ROLES`).

@@ -128,12 +128,12 @@ def waking_client_steps(
     """The client's step of a chain whose dispatcher sleeps in its notifier (x[sleeper] while every
     x[ready] is 0): ``client`` at :func:`closed_client`'s rate while the dispatcher is awake,
     ``client_wake`` at :func:`waking_client`'s while the request wakes it (the sender pays the wake-up,
-    ω = 1/r_v: docs/ctmc.md, "The client that wakes the dispatcher"). With r_v unbounded (not measured)
-    the two add up to :func:`client_step`'s one. The client sends nothing while a response that found it
-    asleep is waking it (x[:data:`CLIENT_WAKING`] = 1, set by the chain's send as it sets the sender's
-    :data:`WAKER`: :func:`sending_wakes`), until ``client_up`` runs it after its latency 1/r_u (fitted from
-    the client's sleeps; 1 ns where they were not measured: docs/ctmc.md, "The send that wakes the
-    client")."""
+    ω = 1/r_v: docs/ctmc-reference.md, "The client that wakes the dispatcher"). With r_v unbounded (not
+    measured) the two add up to :func:`client_step`'s one. The client sends nothing while a response that
+    found it asleep is waking it (x[:data:`CLIENT_WAKING`] = 1, set by the chain's send as it sets the
+    sender's :data:`WAKER`: :func:`sending_wakes`), until ``client_up`` runs it after its latency 1/r_u
+    (fitted from the client's sleeps; 1 ns where they were not measured: docs/ctmc-reference.md, "The send
+    that wakes the client")."""
     c0 = species.index("c0")
     zc = species.index(CLIENT_WAKING)
     sleeping = asleep(sleeper, *ready)
@@ -153,8 +153,8 @@ def waking_client_steps(
 
 def sending_wakes(species: Sequence[str], then: str) -> TransitionClass:
     """``send_wake``: a server thread whose send found the client asleep wakes it, ω = 1/r_s of its CPU
-    (the client's ω, r_v, at the server's share; docs/ctmc.md, "The send that wakes the client"), then
-    goes on to ``then``. The chain's send jumps the sender to :data:`WAKER` instead of ``then``, and the
+    (the client's ω, r_v, at the server's share; docs/ctmc-reference.md, "The send that wakes the client"),
+    then goes on to ``then``. The chain's send jumps the sender to :data:`WAKER` instead of ``then``, and the
     client to :data:`CLIENT_WAKING`, where the client had no message before it (x[c0] = 0: ``d[then] =
     H(x[c0])``, ``d[waker] = d[zc] = 1 − H(x[c0])``; a jump of its own in each chain, since a generated
     kernel calls a chain's jump functions and nothing they call). The client's station turns min(c0, k_z)
@@ -183,13 +183,13 @@ def kicking_steps(
     holds) in a chain whose dispatcher waits in select or poll, which cannot see a descriptor re-armed
     after the call began: a re-arm made while the dispatcher sleeps in its call (x[sleeper], nothing in
     x[ready], no kick pending) writes its eventfd (``<name>_kick``: κ = 1/r_k on top of the re-arm, and a
-    kick pending, :data:`KICK`), which wakes it to call again (the server's ``kick_locked``; docs/ctmc.md,
-    "The re-arm's kick"). A dispatcher already woken, by a request or a kick, is not kicked in the chain:
-    kicking it there too (while it is in its call at all, as the server's flag says) made the chain kick
-    2.5× as often as the server did (0.68 against 0.27 kicks per message) and call 1.7× as often; kicking
-    only a sleeper gives the server's counts. With r_k = 0 in the parameter vector (not measured: epoll,
-    or runs that predate the ``kick`` timing) the kick step never fires and ``name`` is the re-arm as it
-    was."""
+    kick pending, :data:`KICK`), which wakes it to call again (the server's ``kick_locked``;
+    docs/ctmc-reference.md, "The re-arm's kick"). A dispatcher already woken, by a request or a kick, is not
+    kicked in the chain: kicking it there too (while it is in its call at all, as the server's flag says) made
+    the chain kick 2.5× as often as the server did (0.68 against 0.27 kicks per message) and call 1.7× as
+    often; kicking only a sleeper gives the server's counts. With r_k = 0 in the parameter vector (not
+    measured: epoll, or runs that predate the ``kick`` timing) the kick step never fires and ``name`` is the
+    re-arm as it was."""
     k = species.index(KICK)
     on = f"safe_div(r[{RK}], r[{RK}])"  # 1 where the kick is measured, 0 where r_k is 0 (not H: r_k < 1)
     kicks = Expr(f"{on} * {asleep(sleeper, ready, k).text}")

@@ -23,7 +23,7 @@ COUNT_REL_CI = 0.02
 # The exact solution where it is cheap (:func:`predict_small`): a chain of at most this many connections
 # (the one thread's a tagged design follows) and states. Through the compiled kernel an exact solve takes
 # ~40 µs of CPU per state (HSHA, 1,218 states: 47 ms), 10–50 times a fluid point; where it reaches, the
-# fluid can be 20–100 % off (docs/ctmc.md, "Small populations").
+# fluid can be 20–100 % off (docs/ctmc-reference.md, "Small populations").
 EXACT_MAX_CONNECTIONS = 8
 EXACT_MAX_STATES = 3_000
 
@@ -44,8 +44,8 @@ class Prediction:
         """Whether the value is an answer: false for a fluid approximation that did not settle (its averages
         over the last quarters of the horizon disagree). At one connection per thread or fewer (a
         multireactor or uring thread with one connection; HSHA and the proactor with one) the ODE stalls and
-        creeps at a few hundred msg/s, where the SSA gives tens of thousands (docs/ctmc.md, "Where the fluid
-        stalls"). The SSA and the exact solution always are."""
+        creeps at a few hundred msg/s, where the SSA gives tens of thousands (docs/ctmc-reference.md, "Where
+        the fluid stalls"). The SSA and the exact solution always are."""
         return self.method != METHOD_FLUID or bool(self.details.get("converged", True))
 
     def as_dict(self) -> dict[str, Any]:
@@ -126,40 +126,16 @@ def predict(
     design = DESIGNS[pattern]
     scale = 1.0
     if design.tagged:
-        active = min(threads, connections)
         scale = connections / tagged_connections(pattern, threads, connections)
+        active = min(threads, connections)
         cores = h.cores if h.cores is not None else threads
         if active > 1 and active + h.load > cores:
-            u = 1.0
-            coarse = max(rel_ci, FIXED_POINT_REL_CI) if method == METHOD_SSA else rel_ci
-            rounds = 0
-            for rounds in range(1, FIXED_POINT_ITERATIONS + 1):
-                trial = build(
-                    pattern,
-                    threads,
-                    work_us,
-                    connections,
-                    rates,
-                    host=h,
-                    notifier=notifier,
-                    others=(active - 1) * u,
-                )
-                _, _, u_new, _ = _solve(trial, method, coarse, seed + rounds, max_states, compiled)
-                done = abs(u_new - u) < FIXED_POINT_TOL
-                u = u_new
-                if done:
-                    break
-            details["others_runnable"] = (active - 1) * u
-            details["fixed_point_rounds"] = rounds
+            others = _others_runnable(
+                pattern, threads, work_us, connections, rates, h, notifier, method, rel_ci, seed, max_states,
+                compiled, details,
+            )  # fmt: skip
             model = build(
-                pattern,
-                threads,
-                work_us,
-                connections,
-                rates,
-                host=h,
-                notifier=notifier,
-                others=(active - 1) * u,
+                pattern, threads, work_us, connections, rates, host=h, notifier=notifier, others=others
             )
     thr, ci, runnable, solved = _solve(model, method, rel_ci, seed, max_states, compiled)
     details.update(solved)
@@ -172,6 +148,41 @@ def predict(
     return Prediction(
         pattern, threads, float(work_us), connections, method, float(thr * scale * 1e6), ci, details
     )
+
+
+def _others_runnable(
+    pattern: str,
+    threads: int,
+    work_us: float,
+    connections: int,
+    rates: Rates | None,
+    h: Host,
+    notifier: str | None,
+    method: str,
+    rel_ci: float,
+    seed: int,
+    max_states: int,
+    compiled: bool,
+    details: dict[str, Any],
+) -> float:
+    """The other independent threads' mean runnable count, (T' − 1)·u, by :func:`predict`'s fixed point
+    (its rounds and the result into ``details``)."""
+    active = min(threads, connections)
+    u = 1.0
+    coarse = max(rel_ci, FIXED_POINT_REL_CI) if method == METHOD_SSA else rel_ci
+    rounds = 0
+    for rounds in range(1, FIXED_POINT_ITERATIONS + 1):
+        trial = build(
+            pattern, threads, work_us, connections, rates, host=h, notifier=notifier, others=(active - 1) * u
+        )
+        _, _, u_new, _ = _solve(trial, method, coarse, seed + rounds, max_states, compiled)
+        done = abs(u_new - u) < FIXED_POINT_TOL
+        u = u_new
+        if done:
+            break
+    details["others_runnable"] = (active - 1) * u
+    details["fixed_point_rounds"] = rounds
+    return (active - 1) * u
 
 
 def predict_small(
@@ -188,9 +199,9 @@ def predict_small(
     holds more than :data:`EXACT_MAX_CONNECTIONS` connections (a tagged design: the one thread's it
     follows), :class:`demuxlab.ctmc.exact.TooManyStates` past :data:`EXACT_MAX_STATES` states and
     :class:`demuxlab.ctmc.exact.IllConditioned` where the sparse LU cannot be trusted. Where the
-    populations are this small the fluid approximation is no guide (docs/ctmc.md, "Small populations"):
-    with seed 001's rates, 5 µs of work and 2 cores, LF at 1 connection and 16 threads is 115k msg/s by the
-    fluid and 57k exactly, HSHA at 2 connections and 3 threads 57k against 95k, the proactor at 2
+    populations are this small the fluid approximation is no guide (docs/ctmc-reference.md, "Small
+    populations"): with seed 001's rates, 5 µs of work and 2 cores, LF at 1 connection and 16 threads is 115k
+    msg/s by the fluid and 57k exactly, HSHA at 2 connections and 3 threads 57k against 95k, the proactor at 2
     connections 26k against 74k."""
     if tagged_connections(pattern, threads, connections) > EXACT_MAX_CONNECTIONS:
         return None

@@ -18,8 +18,8 @@ connections, m1 = 1, t1 = T − 1, s1 = b1 = 1. Throughput = E[φ_send].
 The notifier lock is seed 001's epoll lock (§II: epoll_wait and epoll_ctl share it); for select and poll it
 is the interest-set lock the re-arm takes, and a re-arm made while the demultiplexer sleeps in its call
 kicks its eventfd (``rearm_kick``: the handler pays κ = 1/r_k, fitted from the server's ``kick``; the
-demultiplexer wakes and calls again, ``empty`` where its call then finds nothing ready; docs/ctmc.md, "The
-re-arm's kick"). The per-call part holds no lock (the kernel takes
+demultiplexer wakes and calls again, ``empty`` where its call then finds nothing ready;
+docs/ctmc-reference.md, "The re-arm's kick"). The per-call part holds no lock (the kernel takes
 epoll's lock, the one epoll_ctl takes, to hand the ready list over, not while epoll_wait sleeps or wakes;
 the server's select and poll take theirs to copy the set and to read the result, not for the wait), the
 descriptors' part (c2/r_e) holds it. epoll-et has no re-arm: r_a is instant.
@@ -57,9 +57,9 @@ never fire). A send goes to tw instead of t6 where the client had no message (c0
 handler then pays the client's wake-up, ω, and the client (zc = 1) sends nothing until it runs, after its
 latency 1/r_u; ``client`` and ``client_wake`` carry a factor (1 − zc) not written above
 (parts.sending_wakes, parts.waking_client_steps; the send's measured cost holds its wake-ups at the
-calibration runs' rate, so r_o is fitted without them: docs/ctmc.md, "The send that wakes the client").
-h = min(c1, 64) (the server's cache). Runnable (pool ``server``): m1 while c1 + k > 0, m2, m3, m4, m6,
-m7, t2–t5, t7–t9, tw. The lock-competition denominators are seed 001's (HSHA φ1, φ4, φ7, φ11).
+calibration runs' rate, so r_o is fitted without them: docs/ctmc-reference.md, "The send that wakes the
+client"). h = min(c1, 64) (the server's cache). Runnable (pool ``server``): m1 while c1 + k > 0, m2, m3, m4,
+m6, m7, t2–t5, t7–t9, tw. The lock-competition denominators are seed 001's (HSHA φ1, φ4, φ7, φ11).
 
 :data:`SCHEDULED` is this chain on fewer cores than threads with the scheduler's wake-up measured (r_w): run
 to block (sched.py), its roles the demultiplexer and the handlers (:data:`ROLES`).

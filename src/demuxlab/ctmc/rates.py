@@ -249,27 +249,31 @@ class Host:
 
 @dataclass(frozen=True)
 class Design:
-    """How a pattern is modelled: the server's thread range, the concurrency its calibration runs use
-    (seed 001 §V-A: the lowest that runs every role), and whether its threads are independent copies (one
-    thread's chain, the others in the pool's load: ``tagged``)."""
+    """How a pattern is modelled: the server's thread range, whether its threads are independent copies (one
+    thread's chain, the others in the pool's load: ``tagged``), and the concurrency its calibration runs use
+    (seed 001 §V-A: the lowest that runs every role; a fact of the pattern, :data:`demuxlab.vocab.
+    CALIBRATION_THREADS`, which the spec's calibration points read without the models)."""
 
     pattern: str
     min_threads: int
     max_threads: int | None
-    calibration_threads: int
     tagged: bool = False
+
+    @property
+    def calibration_threads(self) -> int:
+        return vocab.CALIBRATION_THREADS[self.pattern]
 
 
 DESIGNS: dict[str, Design] = {
-    "reactor": Design("reactor", 1, 1, 1),
-    "hsha": Design("hsha", 2, None, 2),
-    "lf": Design("lf", 1, None, 1),
-    "tpc": Design("tpc", 1, None, 1),
-    "proactor": Design("proactor", 2, None, 2),
-    "uring": Design("uring", 1, 64, 1, tagged=True),
-    "multireactor": Design("multireactor", 1, 64, 1, tagged=True),
-    # T = 1 handles inline (uring.py's chain), T ≥ 2 hands off: calibrate where both roles run.
-    "uring-shared": Design("uring-shared", 1, None, 2),
+    "reactor": Design("reactor", 1, 1),
+    "hsha": Design("hsha", 2, None),
+    "lf": Design("lf", 1, None),
+    "tpc": Design("tpc", 1, None),
+    "proactor": Design("proactor", 2, None),
+    "uring": Design("uring", 1, 64, tagged=True),
+    "multireactor": Design("multireactor", 1, 64, tagged=True),
+    # T = 1 handles inline (uring.py's chain), T ≥ 2 hands off: calibrated at 2, where both roles run.
+    "uring-shared": Design("uring-shared", 1, None),
 }
 assert tuple(sorted(DESIGNS)) == tuple(sorted(PATTERNS))
 
@@ -432,20 +436,7 @@ def build(
         kz_scale = 1.0 / min(threads, connections)
     full = pattern in ("hsha", "lf") and (rates.extended or h.client_threads is not None)
     st = structure(pattern, threads, full=full)
-    if st is hsha.FULL or st is hsha.STRUCTURE:
-        init = hsha.initial_state(threads, n, full=full)
-    elif st is lf.FULL or st is lf.STRUCTURE:
-        init = lf.initial_state(threads, n, full=full)
-    elif st is reactor.STRUCTURE:
-        init = reactor.initial_state(1, n)
-    elif st is tpc.STRUCTURE:
-        init = tpc.initial_state(threads, n)
-    elif st is proactor.STRUCTURE:
-        init = proactor.initial_state(threads, n)
-    elif st is uring.STRUCTURE:
-        init = uring.initial_state(1, n)
-    else:
-        init = uring_shared.initial_state(threads, n)
+    init = _initial_state(st, threads, n, full)
     if rates.scheduled and cores is not None and threads > cores:
         # Run to block where the threads outnumber the cores and the scheduler's wake-up was measured: the
         # same state, no core held yet (they are granted at once).
@@ -476,3 +467,21 @@ def build(
             "rates": rates.as_dict(),
         },
     )
+
+
+def _initial_state(st: ModelStructure, threads: int, n: int, full: bool) -> FloatArray:
+    """Chain ``st``'s initial state with ``threads`` threads and ``n`` connections (its module's
+    ``initial_state``)."""
+    if st is hsha.FULL or st is hsha.STRUCTURE:
+        return hsha.initial_state(threads, n, full=full)
+    if st is lf.FULL or st is lf.STRUCTURE:
+        return lf.initial_state(threads, n, full=full)
+    if st is reactor.STRUCTURE:
+        return reactor.initial_state(1, n)
+    if st is tpc.STRUCTURE:
+        return tpc.initial_state(threads, n)
+    if st is proactor.STRUCTURE:
+        return proactor.initial_state(threads, n)
+    if st is uring.STRUCTURE:
+        return uring.initial_state(1, n)
+    return uring_shared.initial_state(threads, n)

@@ -3,8 +3,8 @@
 Processor sharing (engine.Pool without holders) gives each of R runnable threads C/R of the C cores at
 once. Linux does not: a thread that has a core keeps it until it blocks (its slice, milliseconds, is far
 longer than a message's microseconds), and a thread that is woken waits for one. Measured on one core
-(HSHA/select, 128 connections, docs/ctmc.md): the monitor, woken when a connection is ready, waited 7.8,
-16 and 35 µs per call for the CPU at 2, 3 and 4 threads, while its workers drained the queue; its batches
+(HSHA/select, 128 connections, docs/ctmc-reference.md): the monitor, woken when a connection is ready, waited
+7.8, 16 and 35 µs per call for the CPU at 2, 3 and 4 threads, while its workers drained the queue; its batches
 grew and its calls per message fell 0.55 → 0.31 → 0.18. A processor-sharing chain keeps making about the
 same number of calls per message at every thread count, and so charges the monitor's per-call cost at
 every one of them (−25 % at 3 threads).
@@ -36,7 +36,7 @@ preempted waits for the core to come free, as under Linux, where a preempted thr
 back from the one that preempted it. With every role preempting, as this chain first had it, a preempted
 handler took the core straight back at the same rate: at two threads on one core the pair swapped the core
 every 1/r_w µs, processor sharing again, and the dispatcher waited 13.2 µs per call even with a 0.1 µs
-wake-up against the server's 7.7 µs, so the fit was refused (docs/ctmc.md, "Only the dispatcher
+wake-up against the server's 7.7 µs, so the fit was refused (docs/ctmc-reference.md, "Only the dispatcher
 preempts"). r_w (``Rates.r_w``) is fitted where the calibration runs themselves had more threads than
 cores: the dispatching role's measured wait for a CPU per notifier call (``threads_detail[].wait_s``) is
 matched by the chain's own (calibrate.notifier_in_chain). Within a role the holders are spread evenly, as

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from demuxlab.ctmc.engine import FloatArray, ModelInstance, compile_structure
+from demuxlab.ctmc.engine import FloatArray, Kernel, ModelInstance, compile_structure
 from demuxlab.errors import DemuxlabError
 
 N_BATCHES = 5
@@ -102,15 +102,7 @@ def simulate(
 
     # Warm-up: run a fixed number of events, measure how long (simulated) it took, and use that pace to
     # size the bins so that the first PLAN_BATCHES bins together hold about min_events events.
-    if warmup_events > 0:
-        step = 1000.0
-        left = warmup_events
-        while left > 0:
-            _, ev, status = kernel.ssa_run(x, model.r, thr, 1, step, left, rng, scratch)
-            _check(status, model)
-            left -= ev
-            if status == 0:
-                step *= 2.0
+    _warm_up(kernel, x, model, thr, rng, scratch, warmup_events)
     pace_us = _pace(kernel, x, model, thr, rng)
     npools = max(1, len(st.pools))
     obs = np.zeros(1 + 2 * npools)  # ∫ runnable dt, then per pool ∫ runnable and ∫ running dt, over the bins
@@ -157,6 +149,27 @@ def simulate(
         pool_runnable=tuple(float(obs[1 + 2 * q]) / span if span else 0.0 for q in range(len(st.pools))),
         pool_running=tuple(float(obs[2 + 2 * q]) / span if span else 0.0 for q in range(len(st.pools))),
     )
+
+
+def _warm_up(
+    kernel: Kernel,
+    x: FloatArray,
+    model: ModelInstance,
+    thr: int,
+    rng: np.random.Generator,
+    scratch: FloatArray,
+    events: int,
+) -> None:
+    """Advance ``x`` by ``events`` events (discarded), in runs of a simulated time that doubles."""
+    if events > 0:
+        step = 1000.0
+        left = events
+        while left > 0:
+            _, ev, status = kernel.ssa_run(x, model.r, thr, 1, step, left, rng, scratch)
+            _check(status, model)
+            left -= ev
+            if status == 0:
+                step *= 2.0
 
 
 def _batch_means(bins: FloatArray, batches: int, bin_us: float) -> FloatArray:

@@ -42,7 +42,7 @@ thread that finds it held sleeps on it; the release then hands it to one of the 
 its wake-up, 1/r_h (the server host's ``handoff_us``: wake-cost's, the waiter on the server's CPU), the
 lock idle meanwhile (on fewer cores than threads rates.build leaves the hand-off instant: a waiter there
 runs as the cores are shared). On 16 cores this is what stops the server near 60–70k msg/s whatever its
-threads (docs/ctmc.md, "uring-shared's submission lock"). Without the timings (runs before them, the
+threads (docs/ctmc-reference.md, "uring-shared's submission lock"). Without the timings (runs before them, the
 paper's rates) r_o and r_a are instant or the paper's, and without the hand-off's measure it is instant.
 The queue lock is not modelled (its hold, tens of ns, is far below the steps here).
 Runnable (pool ``server``): w1·H(u1 + e1) + w2 + w3 + w4 + w5·s1 + h2 + h3 + h4 + h5·s1.
@@ -135,7 +135,10 @@ def send_jump(x: FloatArray, d: FloatArray) -> None:
 def _chain(handoff: bool) -> ModelStructure:
     """The chain; ``handoff``: a lock released while someone waits for it is handed to a sleeping waiter,
     who runs after the wake-up 1/r_h (a core per thread or processor sharing); without (run to block), the
-    waiters take it as they get a core, as the scheduler's chain grants them."""
+    waiters take it as they get a core, as the scheduler's chain grants them.
+
+    Long because: it is the chain's table of transitions, one ``step`` each in the order of the module's
+    table, as every chain module writes its chain; split, no one place would show the chain whole."""
     released = {"s2": -1, "s1": 1}
     woken: tuple[TransitionClass, ...] = ()
     if handoff:

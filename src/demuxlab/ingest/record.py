@@ -266,6 +266,47 @@ def prepare_record(
     ``find_spec_text`` gives the spec as it was run from the record's (checked) ``experiment``
     (:func:`demuxlab.ingest.files.spec_text` looks for the file); without it, the record's own
     ``experiment.spec_text``."""
+    run_id, started, finished_at = _checked(source, record)
+    client: dict[str, Any] = record.get("client") or {}
+    server: dict[str, Any] = record.get("server") or {}
+    per_second: list[Any] = client.get("per_second") or []
+    _check_series(source, per_second)
+    _check_evidence(source, record, per_second)
+    seen_events: set[int] = set()
+    for i, row in enumerate(server.get("notify_by_events") or []):
+        if row["events"] in seen_events:
+            raise _fail(source, f"server.notify_by_events[{i}].events", f"duplicate value {row['events']}")
+        seen_events.add(row["events"])
+
+    hosts_doc: dict[str, Any] = record.get("hosts") or {}
+    hosts = {
+        role: host_row(hosts_doc[role]) if hosts_doc.get(role) else None for role in ("server", "client")
+    }
+    run = _run_row(record, run_id, started, finished_at)
+    op_rows = _op_rows(server, run_id)
+    experiment = record["experiment"]
+    return Prepared(
+        source=source,
+        run_id=run_id,
+        experiment={
+            "name": experiment["name"],
+            "spec_sha256": experiment["spec_sha256"],
+            "git_rev": experiment.get("git_rev"),
+        },
+        spec_text=(find_spec_text or embedded_spec_text)(experiment),
+        point={
+            **{k: record["point"][k] for k in RECORD_SCHEMA["properties"]["point"]["required"]},
+            "instrument": bool(record["point"].get("instrument", False)),
+        },
+        hosts=hosts,
+        run=run,
+        per_second=per_second,
+        op_rows=op_rows,
+    )
+
+
+def _checked(source: str, record: Any) -> tuple[uuid.UUID, dt.datetime, dt.datetime | None]:
+    """The record's format, values, schema, identity and timestamps checked; its run id, start and end."""
     if not isinstance(record, dict):
         raise _fail(source, "<record>", f"expected a JSON object, got {type(record).__name__}")
     fmt = record.get("format")
@@ -288,24 +329,16 @@ def prepare_record(
         raise _fail(
             source, "finished_at", f"{_short(finished)} is before started_at {_short(record['started_at'])}"
         )
+    return run_id, started, finished_at
 
+
+def _run_row(
+    record: dict[str, Any], run_id: uuid.UUID, started: dt.datetime, finished_at: dt.datetime | None
+) -> dict[str, Any]:
+    """The ``runs`` row of a checked record."""
     client: dict[str, Any] = record.get("client") or {}
     server: dict[str, Any] = record.get("server") or {}
     stats: dict[str, Any] = record.get("stats") or {}
-    per_second: list[Any] = client.get("per_second") or []
-    _check_series(source, per_second)
-    _check_evidence(source, record, per_second)
-
-    seen_events: set[int] = set()
-    for i, row in enumerate(server.get("notify_by_events") or []):
-        if row["events"] in seen_events:
-            raise _fail(source, f"server.notify_by_events[{i}].events", f"duplicate value {row['events']}")
-        seen_events.add(row["events"])
-
-    hosts_doc: dict[str, Any] = record.get("hosts") or {}
-    hosts = {
-        role: host_row(hosts_doc[role]) if hosts_doc.get(role) else None for role in ("server", "client")
-    }
     pinning = record.get("pinning")
     artifacts: dict[str, Any] = record.get("artifacts") or {}
     phases = record["phases"]
@@ -314,8 +347,7 @@ def prepare_record(
     throughput = stats.get("throughput_msgs_per_s")
     if throughput is None:
         throughput = client.get("throughput_msgs_per_s")
-
-    run = {
+    return {
         "run_id": run_id,
         "repeat_index": record["repeat"],
         "attempt": record["attempt"],
@@ -356,6 +388,9 @@ def prepare_record(
         "slurm": record.get("slurm"),
     }
 
+
+def _op_rows(server: dict[str, Any], run_id: uuid.UUID) -> list[dict[str, Any]]:
+    """The ``op_timings`` rows: one per operation, one per notifier batch size."""
     op_rows: list[dict[str, Any]] = []
     for name, op in (server.get("ops") or {}).items():
         op_rows.append(
@@ -381,26 +416,7 @@ def prepare_record(
                 **dict.fromkeys(("p50_ns", "p90_ns", "p99_ns", "p999_ns", "max_ns")),
             }
         )
-
-    experiment = record["experiment"]
-    return Prepared(
-        source=source,
-        run_id=run_id,
-        experiment={
-            "name": experiment["name"],
-            "spec_sha256": experiment["spec_sha256"],
-            "git_rev": experiment.get("git_rev"),
-        },
-        spec_text=(find_spec_text or embedded_spec_text)(experiment),
-        point={
-            **{k: record["point"][k] for k in RECORD_SCHEMA["properties"]["point"]["required"]},
-            "instrument": bool(record["point"].get("instrument", False)),
-        },
-        hosts=hosts,
-        run=run,
-        per_second=per_second,
-        op_rows=op_rows,
-    )
+    return op_rows
 
 
 def embedded_spec_text(experiment: Mapping[str, Any]) -> str | None:

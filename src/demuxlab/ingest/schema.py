@@ -2,7 +2,7 @@
 
 Structure and bounds only: the per-item checks of the (long) per-second series, the identity checks and
 the shaping into rows are :mod:`demuxlab.ingest.record`'s. The point's fields come from
-:data:`demuxlab.point.POINT_FIELDS`, the run statuses from :mod:`demuxlab.vocab`.
+:data:`demuxlab.point.POINT_FIELDS`, the patterns, notifiers and run statuses from :mod:`demuxlab.vocab`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from demuxlab.limits import MAX_RUNS, limits
 from demuxlab.point import POINT_FIELDS
-from demuxlab.vocab import RUN_FAILED, RUN_RECORD_FORMAT, RUN_STATUSES
+from demuxlab.vocab import NOTIFIERS, PATTERNS, RUN_FAILED, RUN_RECORD_FORMAT, RUN_STATUSES
 
 MAX_PHASE_S = limits().max_phase_s
 FORMAT = RUN_RECORD_FORMAT
@@ -53,10 +53,11 @@ _OP: dict[str, Any] = {
 }
 
 # The point's fields (demuxlab.point.POINT_FIELDS; tests/unit/test_vocab.py checks they are the same), each
-# bounded by the binaries' limits, as for specs (demuxlab.limits).
+# bounded by the binaries' limits, as for specs (demuxlab.limits), its names the vocabulary's: the database
+# keeps no list of them (no check constraint), so a new pattern or notifier is storable once vocab names it.
 POINT_PROPERTIES: dict[str, Any] = {
-    "pattern": {"type": "string", "minLength": 1},
-    "notifier": {"type": "string", "minLength": 1},
+    "pattern": {"type": "string", "enum": list(PATTERNS)},
+    "notifier": {"type": "string", "enum": list(NOTIFIERS)},
     "threads": {"type": "integer", "minimum": 1, "maximum": limits().max_threads},
     "work_us": {"type": "number", "minimum": 0, "maximum": limits().max_work_us},
     "connections": {"type": "integer", "minimum": 1, "maximum": limits().connections},
@@ -156,6 +157,9 @@ RECORD_SCHEMA: dict[str, Any] = {
                 "per_second": {"type": "array", "maxItems": MAX_PHASE_S + 1},
                 # Latencies in microseconds: none negative.
                 "latency_us": {"type": ["object", "null"], "additionalProperties": _NONNEG_OR_NULL},
+                # Open loop: how late the client sent against its schedule (CONTRACTS.md §2).
+                "lateness_us": {"type": ["object", "null"], "additionalProperties": _NONNEG_OR_NULL},
+                "spin_s": _NONNEG_OR_NULL,
                 "cpu_s": _CPU_S,
                 "errors": _COUNT,
             },

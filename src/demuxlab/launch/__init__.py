@@ -1,9 +1,11 @@
 """Launchers: run one repeat of one sweep point on a host pair and return its run record.
 
-Two launchers stand behind one interface (:class:`~demuxlab.launch.base.Launcher`): ``native`` runs the
-static binaries as processes pinned with CPU affinity, ``docker`` runs the FROM-scratch images with
-``--cpuset-cpus``. Both share the orchestration in :mod:`demuxlab.launch.base`; they differ only in how a
-command line becomes a process and how the artifact (binary hash or image digest) is identified.
+Every launcher stands behind one interface (:class:`~demuxlab.launch.base.Launcher`) and shares its
+orchestration (:mod:`demuxlab.launch.base`); they differ only in how a command line becomes a process and
+how the artifact (binary hash or image digest) is identified. The two a spec names, :data:`LAUNCHERS`:
+``native`` runs the static binaries as processes pinned with CPU affinity, ``docker`` runs the FROM-scratch
+images with ``--cpuset-cpus``. A sweep over pairs uses :mod:`.remote` (each side's Docker engine over SSH)
+or :mod:`.sim` (a simulated pair), and a Slurm job its own (:class:`demuxlab.slurm.job.SlurmLauncher`).
 """
 
 from __future__ import annotations

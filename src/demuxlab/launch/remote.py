@@ -7,9 +7,9 @@ measured path) and are pinned with ``--cpuset-cpus`` from the planner's plan ove
 ``docker run`` stays attached on the controller, so the listening line, the exit JSON and SIGTERM (proxied
 by the Docker CLI to the container) work exactly as for the local launchers (:mod:`demuxlab.launch.base`).
 
-Before the run both hosts are checked for noise (:func:`noise_check`): CPU governor, load, other
-containers, heavy processes. A noisy host makes the run wait, at most ``noise_wait_s``, for the transient
-causes to pass; then it runs anyway and its record says ``noise.flagged: true`` with the reasons.
+Before the run both hosts are checked for noise (:meth:`RemoteLauncher.noise_check`): CPU governor, load,
+other containers, heavy processes. A noisy host makes the run wait, at most ``noise_wait_s``, for the
+transient causes to pass; then it runs anyway and its record says ``noise.flagged: true`` with the reasons.
 
 Every container carries the labels ``org.demuxlab.run_id`` and ``org.demuxlab.pair`` (as the docker
 launcher's): the next holder of a pair's lease removes whatever a crashed run left on it

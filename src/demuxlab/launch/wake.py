@@ -3,9 +3,9 @@ hand-off of a released lock to a server thread asleep on it, measured on the hos
 (images/bench/wake_cost.c) from the client's first CPU to the server's.
 
 A one-byte loopback send that wakes a thread asleep in epoll_wait on another CPU costs its sender ~8 µs
-more than one that finds it polling (2-core VM; docs/ctmc.md, "The client that wakes the dispatcher").
-HSHA's and the proactor's calibrated chains charge it to the client (``Rates.r_v``). A pthread mutex
-released while a thread on another CPU sleeps on it stays idle until that thread runs, 20–28 µs later on
+more than one that finds it polling (2-core VM; docs/ctmc-reference.md, "The client that wakes the
+dispatcher"). HSHA's and the proactor's calibrated chains charge it to the client (``Rates.r_v``). A pthread
+mutex released while a thread on another CPU sleeps on it stays idle until that thread runs, 20–28 µs later on
 the same VM: uring-shared's chain holds its submission lock that long per hand-off (``Rates.r_h``;
 "uring-shared's submission lock"). So the calibration needs both from the host of its runs: a run point on
 the local launchers (``runpoint.run_leased``: native, docker) measures them before every instrumented run

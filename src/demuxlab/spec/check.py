@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from demuxlab import limits as lim
-from demuxlab.ctmc.rates import PATTERNS as MODELLED
 from demuxlab.designs import Pair, pairs_by_key
 from demuxlab.spec.problems import excerpt, field_path, path_sort_key, text_problem
 from demuxlab.spec.schema import StrictValidator, schema
@@ -171,8 +170,7 @@ def count_runs(doc: dict[str, Any], resolved: Sequence[tuple[tuple[int, ...], ..
         for axis in ("work_us", "connections", "msg_size"):
             workload *= len(design[axis] if design[axis] is not None else doc["matrix"][axis])
         measured += sum(len(threads) for threads in per_notifier) * workload
-        if design["pattern"] in MODELLED:
-            calibration += len(design["notifiers"]) * workload
+        calibration += len(design["notifiers"]) * workload  # every pattern has a model (calibration_points)
     cal_repeats = doc["calibration"]["repeats"]
     cal_repeats = doc["repeats"] if cal_repeats is None else cal_repeats
     repeats = doc["repeats"]

@@ -7,11 +7,10 @@ import hashlib
 import itertools
 import uuid
 
-from demuxlab.ctmc.rates import PATTERNS as MODELLED
-from demuxlab.ctmc.rates import calibration_threads
 from demuxlab.errors import SpecError
 from demuxlab.point import Point
 from demuxlab.spec.model import Design, Spec
+from demuxlab.vocab import CALIBRATION_THREADS
 
 #: Namespace of run ids: ``uuid5(NAMESPACE_URL, "demuxlab:run")``, fixed forever so ids stay stable.
 RUN_NAMESPACE = uuid.UUID("bb733ec1-0469-5864-8c8a-8cc4fcd3fe6c")
@@ -57,23 +56,20 @@ def _workload_axes(spec: Spec, design: Design) -> tuple[tuple[float, ...], tuple
 def calibration_points(spec: Spec) -> list[Point]:
     """The instrumented points the CTMC rates are fitted from (seed 001 §V-A), in spec order.
 
-    One per modelled design (every pattern, :data:`demuxlab.ctmc.rates.PATTERNS`) × notifier × work ×
-    connections × size, at the model's calibration concurrency
-    (:func:`demuxlab.ctmc.rates.calibration_threads`: the lowest that runs every role, e.g. HSHA's monitor
-    + one worker = 2 threads, LF 1), none when ``calibration.repeats`` is 0.
+    One per design (every pattern has a model) × notifier × work × connections × size, at the pattern's
+    calibration concurrency (:data:`demuxlab.vocab.CALIBRATION_THREADS`: the lowest that runs every role,
+    e.g. HSHA's monitor + one worker = 2 threads, LF 1), none when ``calibration.repeats`` is 0.
     """
     if spec.calibration_repeats == 0:
         return []
     points: dict[str, Point] = {}
     for design in spec.designs:
-        if design.pattern not in MODELLED:
-            continue
         for notifier in design.notifiers:
             for work_us, connections, msg_size in itertools.product(*_workload_axes(spec, design)):
                 point = Point(
                     pattern=design.pattern,
                     notifier=notifier,
-                    threads=calibration_threads(design.pattern),
+                    threads=CALIBRATION_THREADS[design.pattern],
                     work_us=work_us,
                     connections=connections,
                     msg_size=msg_size,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from demuxlab import limits as lim
 from demuxlab.designs import Pair
@@ -64,6 +65,24 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
     path = Path(path)
     file = str(path)
     raw, text = _read(path, file)
+    doc, resolved = _checked(path, file, text, pairs)
+    spec = _spec_of(doc, resolved, file, raw, text)
+    # Two values that print alike under :g would share a point key (and so a run id): refuse now.
+    points = expand_points(spec)
+    calibration = calibration_points(spec)
+    if spec.adaptive is not None:
+        first = first_round_runs(points, calibration, spec.adaptive, spec.repeats, spec.calibration_repeats)
+        budget: list[str] = []
+        check_budget(spec.adaptive, first, spec.run_s, budget)
+        raise_first(file, budget)
+    return spec
+
+
+def _checked(
+    path: Path, file: str, text: str, pairs: list[Pair] | None
+) -> tuple[dict[str, Any], list[tuple[tuple[int, ...], ...]]]:
+    """The spec's document (YAML, values, schema with its defaults, the checks beyond it) and each design's
+    thread counts per notifier (those of its pair's range, with ``pairs``)."""
     doc = parse_yaml(text, file)
     if doc is None:
         raise SpecError(f"{file}: (top level): the file holds no YAML document")
@@ -88,7 +107,13 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
     runs = count_runs(doc, resolved)
     if runs > lim.MAX_RUNS:
         raise SpecError(f"{file}: (top level): {runs} runs is more than a spec may hold ({lim.MAX_RUNS})")
+    return doc, resolved
 
+
+def _spec_of(
+    doc: dict[str, Any], resolved: Sequence[tuple[tuple[int, ...], ...]], file: str, raw: bytes, text: str
+) -> Spec:
+    """The checked document as frozen values."""
     matrix = doc["matrix"]
     designs = tuple(
         Design(
@@ -102,7 +127,7 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
         )
         for i, d in enumerate(doc["designs"])
     )
-    spec = Spec(
+    return Spec(
         name=doc["name"],
         description=doc["description"],
         reproduces=doc["reproduces"],
@@ -134,15 +159,6 @@ def load_spec(path: Path | str, pairs: list[Pair] | None = None) -> Spec:
         hardware_class=doc.get("hardware_class"),
         adaptive=parse_adaptive(doc.get("adaptive"), doc["repeats"]),
     )
-    # Two values that print alike under :g would share a point key (and so a run id): refuse now.
-    points = expand_points(spec)
-    calibration = calibration_points(spec)
-    if spec.adaptive is not None:
-        first = first_round_runs(points, calibration, spec.adaptive, spec.repeats, spec.calibration_repeats)
-        budget: list[str] = []
-        check_budget(spec.adaptive, first, spec.run_s, budget)
-        raise_first(file, budget)
-    return spec
 
 
 def load_checked_spec(path: Path | str, *, check_pairs: bool = True) -> Spec:

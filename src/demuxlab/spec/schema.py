@@ -1,6 +1,6 @@
 """The spec's JSON schema (``experiment.schema.json`` beside this module), with the binaries' limits as
-upper bounds and the vocabulary's names, and the strict validator specs and run records are checked with:
-an integer is not ``2.0``, a number is finite, ``uniqueItems`` in linear time."""
+upper bounds and the vocabulary's names filled in, and the strict validator specs and run records are
+checked with: an integer is not ``2.0``, a number is finite, ``uniqueItems`` in linear time."""
 
 from __future__ import annotations
 
@@ -50,7 +50,8 @@ def _bounds() -> list[tuple[tuple[str, ...], str, int]]:
 
 @functools.cache
 def schema() -> dict[str, Any]:
-    """The experiment spec JSON schema (draft 2020-12), with the binaries' limits as upper bounds."""
+    """The experiment spec JSON schema (draft 2020-12), with the binaries' limits as upper bounds and the
+    patterns and notifiers of :mod:`demuxlab.vocab` as the designs' enums."""
     text = schema_path().read_text()
     loaded: dict[str, Any] = json.loads(text)
     for path, keyword, value in _bounds():
@@ -58,8 +59,8 @@ def schema() -> dict[str, Any]:
         for part in path:
             node = node[part]
         node[keyword] = value
-    # The names are the vocabulary's (the file lists them too, for readers and Snakemake's validate;
-    # tests/unit/test_vocab.py checks that it lists the same).
+    # The names are the vocabulary's, filled in here like the bounds: the file lists none, so a new pattern
+    # or notifier is added in demuxlab.vocab alone (tests/unit/test_vocab.py checks the file keeps no copy).
     design = loaded["properties"]["designs"]["items"]["properties"]
     design["pattern"]["enum"] = list(PATTERNS)
     design["notifiers"]["items"]["enum"] = list(NOTIFIERS)

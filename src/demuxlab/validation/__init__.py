@@ -18,8 +18,9 @@ The modelled patterns are those the CTMC package has models of (:data:`demuxlab.
 A (pattern, notifier) that cannot be calibrated (every calibration run failed, or its timings are unusable)
 is not an error of the workflow: the outcome carries the reason, the predictions of its points are made
 from the paper's rates only, and the validation table leaves the calibrated columns empty. Points the
-models do not describe are skipped with a reason: zero work (r_c = 1/work is undefined) and open-loop load
-(the models are closed: every connection always has its next request).
+models do not describe are skipped with a reason: open-loop load (the models are closed: every connection
+always has its next request), and a fluid prediction that did not settle; zero work is predicted (an instant
+work step).
 
 The package is split by concern; the pure modules take and return plain values:
 

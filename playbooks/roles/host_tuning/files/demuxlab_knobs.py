@@ -1,15 +1,25 @@
 #!/usr/bin/env python3
-"""Kernel knobs of a measured host: apply, or restore what an earlier apply changed (stdlib only).
+"""The sysfs knobs of a measured host, which no Ansible module sets: apply, or restore what an earlier apply
+changed (stdlib only). host_tuning's modules set the rest (ansible.posix.sysctl: the listen backlog;
+ansible.builtin.service: irqbalance); this script records their first value too, before they change it.
 
-    demuxlab_knobs.py apply   --state FILE [--check] [--root /] --governor G --thp T --somaxconn N
-                              [--turbo on|off] [--smt on|off] [--irq-cpus LIST] [--stop-irqbalance]
+    demuxlab_knobs.py apply   --state FILE [--check] [--root /] --governor G --thp T
+                              [--turbo on|off] [--smt on|off] [--irq-cpus LIST] [--measured-cpus LIST]
+                              [--record-sysctl NAME=KEY ...] [--record-service NAME ...]
     demuxlab_knobs.py restore --state FILE [--check] [--root /]
+
+Why a script: the knobs are files of /sys and /proc (each CPU's cpufreq governor, intel_pstate or cpufreq
+boost, smt/control, transparent_hugepage, each NIC interrupt's smp_affinity_list) that exist on some hosts
+only; ansible.builtin.copy and lineinfile write a temporary file and rename it, which sysfs refuses, and
+no module records a knob's first value or skips a missing one with its reason.
 
 Prints one JSON object: {"changed": bool, "knobs": {name: {"before", "after", "changed"}},
 "skipped": {name: reason}}. A knob the host does not have (a VM without cpufreq, a container without
 IRQs) is skipped with the reason, never an error. The first value seen before any change is kept in the
 state file, so ``restore`` puts back what the host had before demuxlab touched it, however often ``apply``
-ran. With --check nothing is written (the state file neither).
+ran; ``restore`` leaves the modules' knobs (``sysctl``, ``service`` entries) to host_tuning's restore
+tasks, which read them from the state file first. With --check nothing is written (the state file
+neither).
 """
 
 from __future__ import annotations
@@ -18,7 +28,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -52,6 +61,7 @@ class Knobs:
             self.state = {}
         self.knobs: dict[str, dict[str, object]] = {}
         self.skipped: dict[str, str] = {}
+        self.recorded = False  # a first value newly kept in the state file (a change to it)
 
     def write_file(self, name: str, p: Path, want: str, current: str | None, parse=lambda s: s) -> None:
         if current is None:
@@ -83,7 +93,7 @@ class Knobs:
         os.replace(tmp, self.state_file)
 
     def result(self) -> dict[str, object]:
-        changed = any(k["changed"] for k in self.knobs.values())
+        changed = self.recorded or any(k["changed"] for k in self.knobs.values())
         return {"changed": changed, "knobs": self.knobs, "skipped": self.skipped}
 
 
@@ -102,23 +112,30 @@ def parse_cpus(text: str) -> list[int]:
     return sorted(set(cpus))
 
 
-def irqbalance_running() -> bool:
-    proc = path("/proc")
+def running(name: str) -> bool:
+    """A process named ``name`` runs (a service's daemon, e.g. irqbalance)."""
     try:
-        return any(e.name.isdigit() and read(e / "comm") == "irqbalance" for e in proc.iterdir())
+        return any(e.name.isdigit() and read(e / "comm") == name for e in path("/proc").iterdir())
     except OSError:
         return False
 
 
-def service(name: str, action: str) -> str | None:
-    """Run ``service NAME ACTION``; the error text, or None on success."""
-    try:
-        proc = subprocess.run(["service", name, action], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc)
-    if proc.returncode != 0:
-        return (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
-    return None
+def record(k: Knobs, sysctls: list[str], services: list[str]) -> None:
+    """The first value of the knobs the modules set, kept before they change it (never overwritten)."""
+    originals = k.state.setdefault("original", {})
+    for item in sysctls:
+        name, _, key = item.partition("=")
+        p = path("/proc/sys/" + key.replace(".", "/"))
+        current = read(p)
+        if current is None:
+            k.skipped[name] = f"{p} does not exist on this host"
+        elif name not in originals:
+            originals[name] = {"sysctl": key, "path": str(p), "value": current}
+            k.recorded = True
+    for name in services:
+        if running(name) and name not in originals:
+            originals[name] = {"service": True, "value": True}
+            k.recorded = True
 
 
 def _irq_of(name: str, token: str) -> bool:
@@ -202,21 +219,6 @@ def apply(args: argparse.Namespace, k: Knobs) -> None:
     thp = path("/sys/kernel/mm/transparent_hugepage/enabled")
     if args.thp:
         k.write_file("thp", thp, args.thp, read(thp), parse=bracketed)
-    # Listen backlog.
-    if args.somaxconn:
-        p = path("/proc/sys/net/core/somaxconn")
-        k.write_file("somaxconn", p, str(args.somaxconn), read(p))
-    # irqbalance would move IRQs back onto the measured CPUs.
-    if args.stop_irqbalance:
-        running = irqbalance_running()
-        k.knobs["irqbalance"] = {"before": running, "after": False, "changed": running}
-        if running and not k.check:
-            err = service("irqbalance", "stop")
-            if err:
-                k.knobs.pop("irqbalance")
-                k.skipped["irqbalance"] = f"could not stop irqbalance: {err}"
-            else:
-                k.state.setdefault("original", {}).setdefault("irqbalance", {"service": True, "value": True})
     # NIC interrupts onto the CPUs that are not measured.
     irq_cpus = args.irq_cpus
     if not irq_cpus and args.measured_cpus:
@@ -239,15 +241,8 @@ def apply(args: argparse.Namespace, k: Knobs) -> None:
 def restore(k: Knobs) -> None:
     originals = k.state.get("original", {})
     for name, entry in sorted(originals.items()):
-        if entry.get("service"):
-            running = irqbalance_running()
-            k.knobs[name] = {"before": running, "after": True, "changed": not running}
-            if not running and not k.check:
-                err = service("irqbalance", "start")
-                if err:
-                    k.skipped[name] = f"could not start irqbalance again: {err}"
-                    continue
-            continue
+        if entry.get("service") or entry.get("sysctl"):
+            continue  # put back by host_tuning's restore tasks (modules), which read it before this runs
         p = Path(entry["path"])
         parse = bracketed if name == "thp" else (lambda s: s)
         k.write_file(name, p, str(entry["value"]), read(p), parse=parse)
@@ -266,14 +261,15 @@ def main() -> int:
     ap.add_argument("--turbo", choices=("", "on", "off"), default="")
     ap.add_argument("--smt", choices=("", "on", "off"), default="")
     ap.add_argument("--thp", default="")
-    ap.add_argument("--somaxconn", type=int, default=0)
     ap.add_argument("--irq-cpus", default="")
     ap.add_argument("--measured-cpus", default="")
-    ap.add_argument("--stop-irqbalance", action="store_true")
+    ap.add_argument("--record-sysctl", action="append", default=[], help="NAME=KEY: keep KEY's first value")
+    ap.add_argument("--record-service", action="append", default=[], help="NAME: keep whether it ran")
     args = ap.parse_args()
     ROOT = Path(args.root)
     k = Knobs(Path(args.state), args.check)
     if args.action == "apply":
+        record(k, args.record_sysctl, args.record_service)
         apply(args, k)
     else:
         restore(k)

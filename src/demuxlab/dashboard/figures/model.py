@@ -18,8 +18,8 @@ from demuxlab.dashboard.figures import base
 from demuxlab.dashboard.plot import Fig, FigureDict, bar, scatter
 from demuxlab.vocab import METHOD_EXACT, METHOD_FLUID
 
-# What each rate stands for (docs/ctmc.md): seed 001 §V-A's, then what a calibration adds; a rate a model
-# adds without an entry here is shown by its own name.
+# What each rate stands for (docs/ctmc-reference.md): seed 001 §V-A's, then what a calibration adds; a rate a
+# model adds without an entry here is shown by its own name.
 RATE_NAMES: dict[str, str] = {
     "r_l": "lock acquire/release",
     "r_p": "queue put",
@@ -30,7 +30,7 @@ RATE_NAMES: dict[str, str] = {
     "r_a": "re-arm",
     "r_e": "event notification, per descriptor",
     "r_c": "work (the request's service)",
-    # what a calibration adds to seed 001's (docs/ctmc.md)
+    # what a calibration adds to seed 001's (docs/ctmc-reference.md)
     "r_n": "notifier, per call",
     "r_x": "untimed CPU, per message",
     "r_z": "client turnaround",
