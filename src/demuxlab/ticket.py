@@ -134,8 +134,8 @@ def ticket_from_doc(doc: Mapping[str, Any], spec_bytes: bytes, source: str) -> T
     expected = str(doc.get("spec_sha256"))
     if digest != expected:
         raise SpecError(
-            f"{source}: spec_sha256: {doc.get('spec')} now hashes to {digest[:16]}…, the ticket's is "
-            f"{expected[:16]}…: the spec changed since the plan (rerun the workflow, or `demuxlab plan`)"
+            f"{source}: spec_sha256: {doc.get('spec')} now hashes to {digest}, the ticket's is {expected}: "
+            "the spec changed since the plan (rerun the workflow, or `demuxlab plan`)"
         )
     try:
         point = Point.from_json(doc["point"])

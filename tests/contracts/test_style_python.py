@@ -40,9 +40,6 @@ BEING_SPLIT: dict[str, str] = {
     "dashboard/pages/sweep.py::layout": "issue 45/46, the dashboard's helper (w45-dash)",
     "dashboard/pages/experiments.py::_detail": "issue 45/46, the dashboard's helper (w45-dash)",
     "validation/plot.py::draw_validation": "issue 45/46, the dashboard's helper (w45-dash)",
-    "slurm/job.py::run_in_job": "issue 46 item 1, the run ticket (w46-ticket)",
-    "plan.py::plan_pinning": "issue 46 item 1, the run ticket (w46-ticket)",
-    "cluster/run.py::run_on_cluster": "issue 46 item 1, the run ticket (w46-ticket)",
     "inventory.py::_host_spec": "issue 46 item 9, the inventory through Ansible (w46-bench)",
 }
 REASON = re.compile(r"\bover 500 lines\b", re.I)
