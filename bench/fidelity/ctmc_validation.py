@@ -20,12 +20,14 @@ launcher runs each pair, bench/common/pairs.py) — no database, no network. Per
    run is kept — if it is within the limit: a run still over it after its tries is left out (printed, and
    kept in the --runs-out file's ``disturbed`` list, not its ``runs``), since a calibration that pools it
    or a point that averages it describes the other processes, not the server;
-3. ``calibrate()`` per (pattern, notifier, connections, size), pooling the work values, with the
-   self-check against its own runs and the clients' CPU times (a refused fit is printed and leaves the
-   calibrated column empty), and ω: what a request costs the client more when it wakes a dispatcher asleep
-   in its notifier (HSHA, proactor), and the hand-off of a released lock to a waiter asleep on it
-   (uring-shared's submission lock), both measured by build/bin/wake-cost from the client's first CPU to
-   the server's before the runs and kept with them (--wake-us, --handoff-us give them, 0 charges none);
+3. ``calibrate()`` per (pattern, notifier, connections, size), pooling the work values, with the plain runs of
+   the calibration points (the same setting, uninstrumented: each role's CPU per message and the server's
+   speed, and the self-check against their throughput; issue 43; --no-plain: from the instrumented runs alone)
+   and the clients' CPU times (a refused fit is printed with its reason and self-check figure and leaves the
+   calibrated column empty), and ω: what a request costs the client more when it wakes a dispatcher asleep in
+   its notifier (HSHA, proactor), and the hand-off of a released lock to a waiter asleep on it (uring-shared's
+   submission lock), both measured by build/bin/wake-cost from the client's first CPU to the server's before
+   the runs and kept with them (--wake-us, --handoff-us give them, 0 charges none);
 4. ``predict_many()`` for every measured point from the paper's and the calibrated rates, on the host the
    runs had: the server's cores (the planner's CPUs), the client's threads and cores.
 
@@ -41,6 +43,19 @@ the bench says so), --keep-going reports a failed run and goes on (docs/ctmc-ref
 how often the chain's client sleeps per message (its ``send_wake`` step, SSA) against the client's own
 count (its report's ``sleeps``): where a point's error comes from the send's wake-ups, these differ.
 
+**Generalisation** (issue 43): --calibrate-from FILE calibrates on another --runs-out file's calibration
+runs (and the plain runs of their points) and predicts the measured or --replay'ed points with them: a
+grid of another day, never tuned on (the points' own calibration runs are fitted too, the "same day"
+column, for comparison only); bench/fidelity/specs/generalise-{calibration,heldout}.yaml are the two grids:
+
+    .venv/bin/python -m bench ctmc_validation --spec bench/fidelity/specs/generalise-calibration.yaml \
+        --runs-out /tmp/cal.json.gz --measure-only
+    .venv/bin/python -m bench ctmc_validation --spec bench/fidelity/specs/generalise-heldout.yaml \
+        --runs-out /tmp/heldout.json.gz --calibrate-from /tmp/cal.json.gz [--ablate pace,speed,r_x,...]
+
+--ablate P,Q,… also prints the calibrated error with each part of a calibration left out in turn
+(``demuxlab.ctmc.calibrate.ABLATIONS``: the rate ablation of docs/ctmc.md).
+
 Prints one row per point, then mean and max |error| per pattern × notifier × rates source, per pattern
 and overall, with the host, the load average before and after, and the measured background CPU. Targets
 (issue 19): on a 2-core host calibrated mean |error| ≤ 10 %, max ≤ 25 %; on ≥ 16 cores ≤ 6 % / ≤ 15 %.
@@ -52,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import gzip
 import json
 import os
@@ -76,10 +92,25 @@ from bench.common.cli import (
     print_table,
 )
 from bench.common.pairs import CpuTimes, Result, RoundTrip, Server, build_helper, load_parser, run_pair
-from demuxlab.ctmc.calibrate import SelfCheck, calibrate
-from demuxlab.ctmc.parts import SEND_WAKE
-from demuxlab.ctmc.predict import PredictRequest, predict_many
-from demuxlab.ctmc.rates import DESIGNS, Host, Rates, calibration_threads
+from bench.fidelity.ctmc_fits import (
+    Ablation,
+    CalKey,
+    Fitted,
+    Source,
+    ablate,
+    at_run_share,
+    cal_key,
+    calibration_inputs,
+    errors,
+    fit_all,
+    overall,
+    predictions,
+    print_ablation,
+    print_status,
+    summary_rows,
+)
+from demuxlab.ctmc.calibrate import ABLATIONS
+from demuxlab.ctmc.rates import DESIGNS, calibration_threads
 from demuxlab.errors import DemuxlabError
 from demuxlab.launch.wake import measure_wake
 from demuxlab.plan import plan_pinning
@@ -90,7 +121,7 @@ from demuxlab.vocab import NOTIFIERS
 # The options that decide the points: a replay takes them from the runs' file.
 POINT_ARGS: tuple[str, ...] = ("spec", "patterns", "only", "patterns_of_smoke", "notifier", "work", "threads")
 POINT_ARGS += ("connections", "client_threads")
-TARGETS = {"2-core": (0.10, 0.25), "16-core": (0.06, 0.15)}
+TARGETS = {"2-core": (0.10, 0.25), "16-core": (0.06, 0.15), "held-out": (0.08, 0.20)}
 # The manual grid's options (without --spec) and their defaults: with --spec each but --threads (there a
 # filter) is an error.
 MANUAL_DEFAULTS: dict[str, Any] = {
@@ -172,6 +203,11 @@ def _threads(text: str) -> bool:
     return bool(values) and min(values) >= 1
 
 
+def _ablations(text: str) -> bool:
+    return all(part in ABLATIONS for part in text.split(","))
+
+
+ABLATION_LIST = _kept(_ablations, f"a comma list of parts ({', '.join(ABLATIONS)})")
 PATTERN_LIST = _kept(_patterns, f"a comma list of patterns ({', '.join(DESIGNS)})")
 WORK_LIST = _kept(_works, "a comma list of µs >= 0")
 THREAD_LIST = _kept(_threads, "thread counts >= 1, e.g. 1-4,8")
@@ -534,6 +570,32 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="calibrate and predict the runs a --runs-out file holds instead of measuring (a model change "
         "against the same measurements)",
     )
+    ap.add_argument(
+        "--calibrate-from",
+        help="calibrate from the calibration runs (and the plain runs of their points) of this --runs-out "
+        "file, recorded at another time, and predict the measured or --replay'ed points with them: the "
+        "generalisation test (issue 43; the points' own calibration runs are fitted too, the 'same day' "
+        "column, for comparison only)",
+    )
+    ap.add_argument(
+        "--ablate",
+        type=ABLATION_LIST,
+        default=None,
+        help="also the calibrated error with each of these parts of a calibration left out in turn (a comma "
+        "list of demuxlab.ctmc.calibrate.ABLATIONS: pace, speed, calls, r_n, r_x, r_z, r_v, r_u, r_k, r_w, "
+        "r_h, r_l, r_p, r_g, r_i, r_o, r_a, r_e)",
+    )
+    ap.add_argument(
+        "--at-run-share",
+        action="store_true",
+        help="also each point's calibrated prediction at the share of its CPUs its own runs had (server and "
+        "client, from their wait_s): not a prediction, the part of an error that is the host's load moving",
+    )
+    ap.add_argument(
+        "--no-plain",
+        action="store_true",
+        help="calibrate from the instrumented runs alone (speed and self-check from them: before issue 43)",
+    )
     a = ap.parse_args(argv)
     if a.spec and not a.replay:  # a manual grid's option with a spec would be silently ignored
         for name in MANUAL_DEFAULTS.keys() - {"threads"}:
@@ -630,14 +692,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     t0 = time.monotonic()
     if a.replay:
         jobs = []
-        for run in replay_doc["runs"]:
-            rt = run.get("round_trip_ns")
-            p = Point(**run["point"])
-            k = Kept(Result(run["server"], run["client"]), run["background"], tuple(rt) if rt else None)
-            if a.max_background is not None and k.background > a.max_background:
-                disturbed.append((p, k))  # an older bench kept it
-            else:
-                results[p].append(k)
+        results, disturbed = load_results(replay_doc, a.max_background)
         print(
             f"# replay of {a.replay}: {len(replay_doc['runs'])} runs measured {replay_doc['when']}",
             flush=True,
@@ -749,174 +804,149 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         return
 
-    # Calibrations: per (spec, pattern, notifier, connections, size), the work values pooled.
-    cal_runs: dict[tuple[str, str, str, int, int], list[Result]] = defaultdict(list)
-    cal_work: dict[tuple[str, str, str, int, int], set[float]] = defaultdict(set)
-    for p, rs in results.items():
-        if p.calibrates:
-            cal_runs[p.workload] += [k.result for k in rs]
-            if rs:
-                cal_work[p.workload].add(p.work_us)
-    rates: dict[tuple[str, str, str, int, int], Rates | None] = {}
-    refused: dict[tuple[str, str, str, int, int], str] = {}
-    checks: dict[tuple[str, str, str, int, int], list[SelfCheck]] = {}
-    for key, runs in sorted(cal_runs.items()):
-        own: list[SelfCheck] = []
-        try:
-            rates[key] = calibrate(
-                [run.server for run in runs],
-                key[1],
-                measured=[run.throughput for run in runs],
-                clients=[run.client for run in runs],
-                client_cores=[len(client_cpus)] * len(runs),
-                checks=own,
-                wake_us=wake_us,
-                handoff_us=wake.handoff_us,
-            )
-        except DemuxlabError as exc:
-            rates[key] = None
-            refused[key] = exc.message
-        checks[key] = own
-    server_host = Host(cores=len(server_cpus))
+    report(a, results, disturbed, facts, host, (server_cpus, client_cpus), wake, load_before, replay_doc,
+           measure_s, far_runs)  # fmt: skip
 
+
+def load_results(
+    doc: dict[str, Any], max_background: float | None
+) -> tuple[dict[Point, list[Kept]], list[tuple[Point, Kept]]]:
+    """A --runs-out file's runs by point, and those over ``max_background`` (left out)."""
+    results: dict[Point, list[Kept]] = defaultdict(list)
+    disturbed: list[tuple[Point, Kept]] = []
+    for run in doc["runs"]:
+        rt = run.get("round_trip_ns")
+        p = Point(**run["point"])
+        k = Kept(Result(run["server"], run["client"]), run["background"], tuple(rt) if rt else None)
+        if max_background is not None and k.background > max_background:
+            disturbed.append((p, k))  # an older bench kept it
+        else:
+            results[p].append(k)
+    return results, disturbed
+
+
+def report(
+    a: Any,
+    results: dict[Point, list[Kept]],
+    disturbed: list[tuple[Point, Kept]],
+    facts: dict[str, Any],
+    host: str,
+    cpus: tuple[tuple[int, ...], tuple[int, ...]],
+    wake: Wake,
+    load_before: tuple[float, ...],
+    replay_doc: dict[str, Any],
+    measure_s: float,
+    far_runs: int,
+) -> None:
+    """Calibrate (from these runs, or from --calibrate-from's), predict every measured point, and print the
+    tables; --json writes every figure."""
+    server_cpus, client_cpus = cpus
+    cross = a.calibrate_from is not None
+    own_inputs = calibration_inputs(results, cross)
+    client_cores = len(client_cpus)
+    cal_wake: tuple[float | None, float | None] = (wake.wake_us, wake.handoff_us)
+    cal_doc: dict[str, Any] = {}
+    if cross:
+        cal_doc = load_runs(a.calibrate_from, "--calibrate-from")
+        cal_inputs = calibration_inputs(load_results(cal_doc, a.max_background)[0], cross)
+        if not cal_inputs:
+            raise BenchError(f"--calibrate-from {a.calibrate_from}: holds no calibration runs")
+        cal_wake = (
+            a.wake_us if a.wake_us is not None else cal_doc.get("wake_us"),
+            a.handoff_us if a.handoff_us is not None else cal_doc.get("handoff_us"),
+        )
+    else:
+        cal_inputs = own_inputs
+    use_plain = not a.no_plain
+    t1 = time.monotonic()
+    fits = fit_all(cal_inputs, *cal_wake, client_cores, use_plain=use_plain)
+    sources = {
+        "paper": Source(),
+        "calibrated": Source(fits, cross, {k: v.works for k, v in cal_inputs.items()}),
+    }
+    if a.at_run_share:
+        works = {k: v.works for k, v in cal_inputs.items()}
+        sources["at run share"] = Source(fits, cross, works, at_run_share(results, client_cores))
+    same_day: dict[CalKey, Fitted] = {}
+    if cross and own_inputs:
+        same_day = fit_all(own_inputs, wake.wake_us, wake.handoff_us, client_cores, use_plain=use_plain)
+        sources["same day"] = Source(same_day, cross, {k: v.works for k, v in own_inputs.items()})
     measured = {
-        p: statistics.mean(k.result.throughput for k in rs) for p, rs in results.items() if not p.instrument
+        p: statistics.mean(k.result.throughput for k in rs)
+        for p, rs in results.items()
+        if not p.instrument and rs
     }
     keys = sorted(
         measured,
         key=lambda p: (p.spec, p.pattern, p.notifier, p.connections, p.msg_size, p.work_us, p.threads),
     )
-    reqs: list[PredictRequest] = []
-    slots: list[tuple[Point, str]] = []
-    uncalibrated: dict[tuple[str, str, str, int, int], set[float]] = defaultdict(set)
-    for p in keys:
-        ct = p.client_threads or len(client_cpus)
-        for source, fit in (("paper", None), ("calibrated", rates.get(p.workload))):
-            if source == "calibrated" and p.work_us < min(cal_work[p.workload], default=p.work_us):
-                # Less work than any of its calibration's runs had (a --time-limit or a failed run cut the
-                # others): the client's turnaround and the untimed CPU that a long spin hides, which the
-                # least-work runs fit, would be guessed. More work than some run had is predicted.
-                uncalibrated[p.workload].add(p.work_us)
-                continue
-            if source == "calibrated" and fit is None:
-                continue
-            h = Host(
-                server_host.cores,
-                client_threads=ct if fit is not None else None,
-                client_cores=len(client_cpus),
-            )
-            reqs.append(
-                PredictRequest(
-                    p.pattern,
-                    p.threads,
-                    p.work_us,
-                    p.connections,
-                    method=a.method,
-                    rates=fit,
-                    rel_ci=a.rel_ci,
-                    seed=0,
-                    host=h,
-                    notifier=p.notifier,
-                    counts=(SEND_WAKE,) if a.sleeps and fit is not None and fit.client_sleeps else (),
-                )
-            )
-            slots.append((p, source))
-    t1 = time.monotonic()
-    preds = predict_many(reqs, jobs=a.jobs)
+    plain = {p: [k.result.throughput for k in results[p]] for p in keys}
+    predict = functools.partial(
+        predictions, method=a.method, rel_ci=a.rel_ci, jobs=a.jobs, server_cores=len(server_cpus),
+        client_cores=client_cores, client_threads=len(client_cpus),
+    )  # fmt: skip
+    model, chain_sleeps, uncalibrated = predict(keys, sources, sleeps=a.sleeps)
     predict_s = time.monotonic() - t1
-    model = {slot: pr.throughput_msgs_per_s for slot, pr in zip(slots, preds, strict=True)}
-    chain_sleeps = {
-        p: pr.details["per_message"][SEND_WAKE]
-        for (p, _), pr in zip(slots, preds, strict=True)
-        if SEND_WAKE in pr.details.get("per_message", {})
-    }
     load_after = tuple(replay_doc["load_after"]) if a.replay else os.getloadavg()
-
+    names = list(sources)
     rows = []
-    per: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for p in keys:
         m = measured[p]
         bg = statistics.mean(k.background for k in results[p])
+        apart = max(plain[p]) / min(plain[p]) - 1.0 if len(plain[p]) > 1 and min(plain[p]) > 0 else None
         row: list[object] = [
-            p.spec,
-            p.pattern,
-            p.notifier,
-            p.threads,
-            f"{p.work_us:g}",
-            p.connections,
-            p.msg_size,
-            m,
-            f"{bg:.0%}",
-        ]
-        for source in ("paper", "calibrated"):
-            pred = model.get((p, source))
-            if pred is None:
-                row += ["-", "-"]
-                continue
-            err = (pred - m) / m
-            per[(source, p.pattern, p.notifier)].append(abs(err))
-            row += [pred, f"{err * 100:+.1f}%"]
+            p.spec, p.pattern, p.notifier, p.threads, f"{p.work_us:g}", p.connections, p.msg_size, m,
+            f"{apart:.0%}" if apart is not None else "-", f"{bg:.0%}",
+        ]  # fmt: skip
+        for name in names:
+            pred = model.get((p, name))
+            row += ["-", "-"] if pred is None else [pred, f"{(pred - m) / m * 100:+.1f}%"]
         rows.append(row)
     print()
+    omega = f"{cal_wake[0]:.2f} µs" if cal_wake[0] is not None else "-"
+    handoff = f"{cal_wake[1]:.2f} µs" if cal_wake[1] is not None else "-"
     print(
         f"method {a.method}; host {host}; server CPUs {cpu_list(server_cpus)}, "
         f"client CPUs {cpu_list(client_cpus)}; ω {omega} ({wake.wake_how}); hand-off {handoff} "
         f"({wake.handoff_how})"
-    )
-    print_table(
-        ["spec", "pattern", "notifier", "threads", "work µs", "conns", "size", "measured", "bg", "paper",
-         "paper err", "calibrated", "calib err"],
-        rows,
+        + (f"; calibrated from {a.calibrate_from} (measured {cal_doc.get('when')}, load average before "
+           f"{cal_doc.get('load_before', [float('nan')])[0]:.2f})" if cross else "")
     )  # fmt: skip
+    heads = ["spec", "pattern", "notifier", "threads", "work µs", "conns", "size", "measured", "spread", "bg"]
+    for name in names:
+        heads += [name, f"{name} err" if name != "calibrated" else "calib err"]
+    print_table(heads, rows)
+    for title, got, inputs in (
+        ("calibrations" + (f" (from {a.calibrate_from})" if cross else ""), fits, cal_inputs),
+        ("the same day's own calibrations (for comparison: not the held-out figure)", same_day, own_inputs),
+    ):
+        if got:
+            _print_cuts(got, uncalibrated if got is fits else {})
+            print_status(got, title + ":")
+            del inputs
+    per = {name: errors(keys, measured, model, name) for name in names}
     print()
-    for key in sorted(cal_runs):
-        fitted = rates[key]
-        what = f"{key[1]}/{key[2]} c{key[3]} b{key[4]} ({key[0]})"
-        if uncalibrated[key]:
-            cut = ", ".join(f"{w:g}" for w in sorted(uncalibrated[key]))
-            print(
-                f"# calibration {what}: has no run at {cut} µs work or less (cut short): its points there "
-                "are not predicted from it"
-            )
-        if fitted is None:
-            print(f"# calibration {what}: REFUSED: {refused[key]}")
-            continue
-        sc = ", ".join(f"w{c.work_us:g} {c.rel_error:+.1%}" for c in checks[key])
-        costs = " ".join(f"1/{k}={1 / v:.3g}µs" for k, v in fitted.as_dict().items() if k != "speed")
-        print(f"# calibration {what}: speed {fitted.speed:.2f}, self-check {sc}; {costs}")
-    print()
-    summary = []
-    patterns = sorted({k[1] for k in per})
-    for source in ("paper", "calibrated"):
-        for (src, pattern, notifier), errs in sorted(per.items()):
-            if src == source:
-                summary.append(
-                    [source, pattern, notifier, len(errs), f"{statistics.mean(errs):.1%}", f"{max(errs):.1%}"]
-                )
-        for pattern in patterns:
-            errs = [e for (s, pt, _n), es in per.items() if s == source and pt == pattern for e in es]
-            if errs:
-                summary.append(
-                    [source, pattern, "all", len(errs), f"{statistics.mean(errs):.1%}", f"{max(errs):.1%}"]
-                )
-        errs = [e for (s, _p, _n), es in per.items() if s == source for e in es]
-        if errs:
-            summary.append(
-                [source, "all", "all", len(errs), f"{statistics.mean(errs):.1%}", f"{max(errs):.1%}"]
-            )
-    print_table(["rates", "pattern", "notifier", "points", "mean |error|", "max |error|"], summary)
+    print_table(["rates", "pattern", "notifier", "points", "mean |error|", "max |error|"], summary_rows(per))
     client_sleeps = {p: sleeps_per_message(results[p]) for p in keys}
     if a.sleeps:
         print_sleeps(keys, client_sleeps, chain_sleeps, model, measured)
-    cal = [e for (s, _p, _n), es in per.items() if s == "calibrated" for e in es]
+    cal = overall(per["calibrated"])
     target = TARGETS["16-core" if (facts.get("cores") or 0) >= 16 else "2-core"]
+    if cross:
+        target = TARGETS["held-out"]
+        away = [p for p in keys if not _at_calibration(p, cal_inputs)]
+        beyond = overall(errors(away, measured, model, "calibrated"))
+        if beyond:
+            print(
+                f"held out, without the settings the calibration set also ran (its concurrency at its work "
+                f"values): mean |error| {beyond[0]:.1%}, max {beyond[1]:.1%} over {beyond[2]} points"
+            )
     if cal:
-        ok = statistics.mean(cal) <= target[0] and max(cal) <= target[1]
+        ok = cal[0] <= target[0] and cal[1] <= target[1]
         print(
-            f"calibrated: mean |error| {statistics.mean(cal):.1%}, max {max(cal):.1%} "
+            f"calibrated: mean |error| {cal[0]:.1%}, max {cal[1]:.1%} "
             f"(target ≤ {target[0]:.0%} / ≤ {target[1]:.0%} on this host): {'met' if ok else 'NOT met'}"
         )
-    plain = {p: [k.result.throughput for k in rs] for p, rs in results.items() if not p.instrument}
     spread = repeat_spread(plain)
     if spread:
         print(
@@ -945,55 +975,96 @@ def main(argv: Sequence[str] | None = None) -> None:
     measured_how = (
         f"replayed the runs measured {replay_doc['when']}" if a.replay else f"measured in {measure_s:.0f} s"
     )
-    print(f"{measured_how}, predicted in {predict_s:.0f} s")
+    print(f"{measured_how}, calibrated and predicted in {predict_s:.0f} s")
+    ablation: list[Ablation] = []
+    if a.ablate:
+
+        def refit(part: str, only: Any) -> dict[CalKey, Fitted]:
+            return fit_all(cal_inputs, *cal_wake, client_cores, off={part}, only=only, use_plain=use_plain)
+
+        def repredict(again: Any, only: Any) -> dict[tuple[Any, str], float]:
+            pts = [p for p in keys if cal_key(p, cross) in only]
+            works = {k: v.works for k, v in cal_inputs.items()}
+            return predict(pts, {"calibrated": Source(again, cross, works)})[0]
+
+        ablation = ablate(
+            a.ablate.split(","), fits, refit, repredict, model, "calibrated",
+            lambda got: overall(errors(keys, measured, got, "calibrated")),
+        )  # fmt: skip
+        print_ablation(ablation, cal, "held out" if cross else "the runs' own points")
     if a.json_out:
-        doc = {
-            "host": facts,
-            "server_cpus": list(server_cpus),
-            "client_cpus": list(client_cpus),
-            "wake_us": wake_us,
-            "handoff_us": wake.handoff_us,
-            "args": vars(a),
-            "load_before": load_before,
-            "load_after": load_after,
-            "repeat_spread": spread,
-            "calibrations": [
-                {
-                    "workload": list(k),
-                    "rates_per_us": r.as_dict() if r else None,
-                    "source": r.source if r else None,
-                    "refused": refused.get(k),
-                    "self_check": [c.as_dict() for c in checks.get(k, [])],
-                }
-                for k, r in rates.items()
-            ],
-            "points": [
-                {
-                    **{
-                        f: getattr(p, f)
-                        for f in (
-                            "spec",
-                            "pattern",
-                            "notifier",
-                            "threads",
-                            "work_us",
-                            "connections",
-                            "msg_size",
-                        )
-                    },
-                    "measured": measured[p],
-                    "runs": [k.result.throughput for k in results[p]],
-                    "background": [k.background for k in results[p]],
-                    "round_trip_ns": [list(k.round_trip) if k.round_trip else None for k in results[p]],
-                    "paper": model.get((p, "paper")),
-                    "calibrated": model.get((p, "calibrated")),
-                    "client_sleeps_per_message": client_sleeps[p],
-                    "chain_sleeps_per_message": chain_sleeps.get(p),
-                }
-                for p in keys
-            ],
-        }
-        Path(a.json_out).write_text(json.dumps(doc, indent=1) + "\n")
+        _write_json(a, facts, cpus, cal_wake, load_before, load_after, spread, fits, same_day, keys, measured,
+                    results, model, client_sleeps, chain_sleeps, names, ablation, cal)  # fmt: skip
+
+
+def _at_calibration(p: Point, inputs: dict[CalKey, Any]) -> bool:
+    """Whether ``p`` is at a setting the calibration set ran too: its concurrency at one of its works."""
+    key = cal_key(p, True)
+    return p.threads == calibration_threads(p.pattern) and any(
+        (k[1], k[2], k[3], k[4]) == key[1:] and p.work_us in v.works for k, v in inputs.items()
+    )
+
+
+def _print_cuts(fits: dict[CalKey, Fitted], uncalibrated: dict[CalKey, set[float]]) -> None:
+    for key in sorted(fits):
+        if uncalibrated.get(key):
+            cut = ", ".join(f"{w:g}" for w in sorted(uncalibrated[key]))
+            print(
+                f"# calibration {key[1]}/{key[2]} c{key[3]} b{key[4]}: has no run at {cut} µs work or less "
+                "(cut short): its points there are not predicted from it"
+            )
+
+
+def _write_json(
+    a: Any,
+    facts: dict[str, Any],
+    cpus: tuple[tuple[int, ...], tuple[int, ...]],
+    cal_wake: tuple[float | None, float | None],
+    load_before: tuple[float, ...],
+    load_after: tuple[float, ...],
+    spread: dict[str, float | int] | None,
+    fits: dict[CalKey, Fitted],
+    same_day: dict[CalKey, Fitted],
+    keys: list[Point],
+    measured: dict[Point, float],
+    results: dict[Point, list[Kept]],
+    model: dict[tuple[Any, str], float],
+    client_sleeps: dict[Point, float | None],
+    chain_sleeps: dict[Any, float],
+    names: list[str],
+    ablation: list[Ablation],
+    cal: tuple[float, float, int] | None,
+) -> None:
+    fields = ("spec", "pattern", "notifier", "threads", "work_us", "connections", "msg_size")
+    doc = {
+        "host": facts,
+        "server_cpus": list(cpus[0]),
+        "client_cpus": list(cpus[1]),
+        "wake_us": cal_wake[0],
+        "handoff_us": cal_wake[1],
+        "args": vars(a),
+        "load_before": load_before,
+        "load_after": load_after,
+        "repeat_spread": spread,
+        "calibrations": [f.as_row(k) for k, f in sorted(fits.items())],
+        "same_day_calibrations": [f.as_row(k) for k, f in sorted(same_day.items())],
+        "calibrated_error": {"mean": cal[0], "max": cal[1], "points": cal[2]} if cal else None,
+        "ablation": [dataclasses.asdict(r) for r in ablation],
+        "points": [
+            {
+                **{f: getattr(p, f) for f in fields},
+                "measured": measured[p],
+                "runs": [k.result.throughput for k in results[p]],
+                "background": [k.background for k in results[p]],
+                "round_trip_ns": [list(k.round_trip) if k.round_trip else None for k in results[p]],
+                **{name.replace(" ", "_"): model.get((p, name)) for name in names},
+                "client_sleeps_per_message": client_sleeps[p],
+                "chain_sleeps_per_message": chain_sleeps.get(p),
+            }
+            for p in keys
+        ],
+    }
+    Path(a.json_out).write_text(json.dumps(doc, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from demuxlab.cli.model import model
 from demuxlab.ctmc.predict import predict
-from demuxlab.ctmc.rates import Host, Rates
+from demuxlab.ctmc.rates import Host, Rates, calibration_threads
 from demuxlab.errors import DemuxlabError
 from demuxlab.ingest import ingest_files
 from demuxlab.spec import Point, Spec, load_spec, run_id, run_order
@@ -63,6 +63,18 @@ def self_consistent(server: dict[str, Any], client: dict[str, Any], point: Point
     return check.predicted_msgs_per_s
 
 
+def plain_of(server: dict[str, Any]) -> dict[str, Any]:
+    """The plain run of an instrumented one's point: no timings, the same CPU times."""
+    res = copy.deepcopy(server)
+    res.update(instrument=False, ops={})
+    res.pop("events_per_call", None)
+    res.pop("notify_by_events", None)
+    for t in res["threads_detail"]:
+        t.pop("idle_s", None)
+        t.pop("notify_s", None)
+    return res
+
+
 def set_throughput(rec: dict[str, Any], tput: float) -> None:
     """An ok record of throughput ``tput``: its samples scaled so that their mean is ``tput`` (ingest
     refuses an ok record whose throughput is not its samples')."""
@@ -79,7 +91,10 @@ def record(spec: Spec, point: Point, repeat: int, status: str = "ok", slow: floa
     rec["repeat"] = repeat
     rec["run_id"] = run_id(spec, point, repeat)
     rec["pinning"]["client_cpus"] = [0]
-    if point.instrument:
+    # A plain run at a calibration point's setting is its twin (issue 43: the calibration's speed and
+    # self-check): the same server without the timings.
+    twin = not point.instrument and point.threads == calibration_threads(point.pattern)
+    if point.instrument or twin:
         # Known service times (``slow`` × TRUE_US), each thread on a CPU of its own.
         us = {k: v * slow for k, v in TRUE_US.items()}
         server = server_json(point.pattern, TAU_E_US * slow, 100, true_us=us, work_us=point.work_us)
@@ -89,14 +104,15 @@ def record(spec: Spec, point: Point, repeat: int, status: str = "ok", slow: floa
         server.update(pattern=point.pattern, notifier=point.notifier, threads=point.threads, instrument=False)
         server["ops"] = {}
         server["notify_by_events"] = []
-    rec["server"] = server
     rec["client"]["threads"] = point.client_threads
-    # A calibration run measures what its own rates predict (the self-check passes); the others vary.
+    # A calibration run (and its plain twin) measures what its own rates predict (the self-check passes);
+    # the others vary.
     tput = (
         self_consistent(server, rec["client"], point, 1)
-        if point.instrument
+        if point.instrument or twin
         else measured(point, repeat) * slow
     )
+    rec["server"] = plain_of(server) if twin else server
     set_throughput(rec, tput)
     if status == "failed":
         rec.update(status="failed", failure_reason="demux-client: stalled", client=None, stats=None)

@@ -309,13 +309,31 @@ def test_recommend_best_ties_and_model_disagreement() -> None:
     assert [p.label for p in r.tied] == ["hsha/epoll-lt t4"] and r.candidates == 4
     assert r.model_source == "calibration" and r.model_best is not None
     assert r.model_best.startswith("hsha/epoll-lt t4")
-    assert r.model_agrees is True  # the model's first is tied with the data's best
+    # The reactor was measured but not predicted: the model is not judged (issue 43: it "agreed" among the
+    # modeled points only), and the row says which design has no prediction.
+    assert r.model_agrees is None and r.model_missing == ("reactor/epoll-lt (no calibration prediction)",)
+    assert "is not judged: no prediction for reactor/epoll-lt" in r.note
+    assert r.to_row()["model_missing"] == "reactor/epoll-lt (no calibration prediction)"
+    # With every measured design predicted it is: its first is tied with the data's best.
+    (_, full) = recommend(points, [*preds, pred(points[3], 55)])
+    assert full.model_agrees is True and full.model_missing == ()
     assert len(r.disagreements) == 2 and r.disagreements[0].startswith("lf/epoll-lt t4: model")
     assert "-20.0%" in r.disagreements[0]
     row = r.to_row()
     assert row["pattern"] == "lf" and row["threads"] == 4 and row["tied_with"] == "hsha/epoll-lt/t4"
     assert "model outside the data's CI at 2 point(s)" in row["note"]
     assert recs[0].model_best is None and recs[0].model_agrees is None
+
+
+def test_recommend_says_why_a_design_has_no_prediction() -> None:
+    """A design without predictions from the model's source (its calibration refused) leaves the model
+    unjudged for that workload, and the row gives the reason it was handed (the refusal and its figure)."""
+    points = [pt("lf", "epoll-lt", 2, 100, work=10), pt("hsha", "epoll-lt", 2, 80, work=10)]
+    why = {("hsha", "epoll-lt"): "calibration refused: self-check +16.0% on its plain runs"}
+    (r,) = recommend(points, [pred(points[0], 90)], why_missing=why)
+    assert r.model_agrees is None and r.model_best is not None
+    assert r.model_missing == ("hsha/epoll-lt (calibration refused: self-check +16.0% on its plain runs)",)
+    assert r.to_row()["model_agrees"] is None and "+16.0%" in r.to_row()["note"]
 
 
 def test_recommend_says_when_the_model_ranks_another_design_first() -> None:

@@ -121,6 +121,53 @@ def test_the_lock_hand_off_measured_beside_the_runs_is_charged_to_uring_shared()
     assert fit.rates is not None and fit.rates.r_h == INSTANT_RATE
 
 
+def test_a_refusal_is_carried_with_its_reason_and_self_check_figure() -> None:
+    """Issue 43: a design whose calibration is refused keeps, in its outcome (calibrations.json, the stored
+    refusal), the status, the reason with its figure, and the self-check comparison that refused it, which
+    names the plain runs it was judged against."""
+    from demuxlab.ctmc.calibrate import calibrate, self_check
+    from demuxlab.validation.calibration import PlainCalibrationRun
+    from helpers.ctmc_runs import server_json
+
+    res = server_json("reactor", 2.0, work_us=10.0, connections_accepted=4)
+    (own,) = self_check(calibrate([res], "reactor"), "reactor", [res], [1.0])
+    plain = {**res, "instrument": False, "ops": {}}
+    for key in ("events_per_call", "notify_by_events"):
+        plain.pop(key)
+    runs = [CalibrationRun("i1", res, own.predicted_msgs_per_s, 4, 1, {"sha256": "x"}, "native")]
+    slow = [PlainCalibrationRun("p1", plain, 0.7 * own.predicted_msgs_per_s, 4)]  # a third slower
+    fit = fit_calibration(("reactor", "epoll-lt", None), runs, 0, "exp", SHA, slow)
+    doc = fit.outcome.to_json()
+    assert fit.rates is None and doc["status"] == "refused" and doc["plain_runs"] == ["p1"]
+    assert doc["error"].startswith("calibrate reactor/epoll-lt: refused: the fitted rates predict ")
+    assert "for the plain runs of their calibration point run(s) at 10 µs work" in doc["error"]
+    worst = doc["self_check_worst"]
+    assert worst["against"] == "plain" and worst["rel_error"] == pytest.approx(1 / 0.7 - 1, abs=0.05)
+    assert f"{worst['rel_error']:+.1%}" in doc["error"] and doc["self_check"] == [worst]
+    # the same runs with plain runs that agree: fitted, judged against them
+    fair = [PlainCalibrationRun("p1", plain, own.predicted_msgs_per_s, 4)]
+    ok = fit_calibration(("reactor", "epoll-lt", None), runs, 0, "exp", SHA, fair).outcome.to_json()
+    assert ok["status"] == "fitted" and ok["error"] is None and ok["self_check_worst"]["against"] == "plain"
+    assert fit_calibration(("lf", "poll", None), [], 3, "exp", SHA).outcome.to_json()["status"] == "no runs"
+
+
+def test_the_recommendation_names_a_refused_design_with_its_reason() -> None:
+    """Issue 43 item 6: calibrations.json's refusals, the reasons the recommendation's model_missing gives
+    (``demuxlab claims --calibrations``): each design without a calibration with its reason and figure; a
+    fitted pair is not listed."""
+    from demuxlab.validation.calibration import calibrations_doc, missing_reasons
+
+    refused = CalibrationOutcome(
+        "lf", "epoll-lt", None, None, None, ["r1"], 0, "calibrate lf/epoll-lt: refused: … (+16.0%; …)"
+    )
+    fitted = CalibrationOutcome("hsha", "epoll-lt", 7, {"r_l": 1.0}, {"r_l": "paper"}, ["r2"], 0, None)
+    doc = calibrations_doc("exp", SHA, [refused, fitted])
+    why = missing_reasons(doc, "calibrations.json", SHA)
+    assert why == {("lf", "epoll-lt"): "calibration refused: calibrate lf/epoll-lt: refused: … (+16.0%; …)"}
+    with pytest.raises(DemuxlabError, match="is not this spec's"):
+        missing_reasons(doc, "calibrations.json", "cd" * 32)
+
+
 def test_stored_outcome_and_document_round_trip() -> None:
     outcome = CalibrationOutcome("lf", "poll", None, {"r_l": 1.0}, {"r_l": "paper"}, ["r1"], 0, None)
     fit = fit_calibration(("lf", "poll", None), [], 0, "exp", SHA)

@@ -8,6 +8,7 @@ rule claims:
         spec=spec_file,
         ingested=ingested_runs,
         predictions=claims_predictions,
+        calibrations=claims_calibrations,
         decisions=adaptive_decisions,
     output:
         csv=report(
@@ -39,6 +40,7 @@ rule claims:
         cli=DEMUXLAB,
         method=MODEL["method"],
         adaptive=adaptive_option,
+        calibrations=calibrations_option,
     shell:
-        "{params.cli} claims {input.spec} --method {params.method} {params.adaptive}"
+        "{params.cli} claims {input.spec} --method {params.method} {params.adaptive} {params.calibrations}"
         " --out-dir $(dirname {output.csv}) 2> {log}"

@@ -206,6 +206,18 @@ def claims_predictions(wildcards):
     return []
 
 
+def claims_calibrations(wildcards):
+    """The claims of modelled experiments name each design without a calibration with its refusal."""
+    if plan_of(wildcards.experiment)["modelled_patterns"]:
+        return [rules.calibrate.output.calibrations]
+    return []
+
+
+def calibrations_option(wildcards, input):
+    """`--calibrations FILE` for the claims of a modelled experiment (the recommendation's model_missing)."""
+    return f"--calibrations {input.calibrations}" if input.calibrations else ""
+
+
 def ingest_in_controller(record, done, log):
     """One run record in one transaction, in a thread of this controller (demuxlab.ingest.ingest_for_workflow:
     no process per run). The profiles set force-use-threads, so that `run:` jobs run in the controller."""

@@ -51,11 +51,11 @@ def model_shapes(
 ) -> Shapes:
     """Fit each modelled pattern × notifier from ``calibration_runs`` and predict ``points``."""
     from demuxlab.ctmc.predict import predict_many
-    from demuxlab.ctmc.rates import PATTERNS as MODELLED
+    from demuxlab.ctmc.registry import patterns
     from demuxlab.validation.prediction import FLUID_STALLED, drop_unsettled, plan_predictions
 
     out = Shapes()
-    modelled = [p for p in points if p.pattern in MODELLED and not p.instrument]
+    modelled = [p for p in points if p.pattern in patterns() and not p.instrument]
     if not modelled:
         return out
     ids, rates_of = _fit(modelled, calibration_runs, experiment, spec_sha256, out.notes)

@@ -28,8 +28,11 @@ class Recommendation:
     candidates: int
     model_source: str | None
     model_best: str | None  # the design the model ranks first among the modeled points
-    model_agrees: bool | None  # the model's first is the best or tied with it (among modeled points)
+    # The model's first is the best or tied with it; judged (not None) only where every measured design of
+    # the workload has predictions from model_source (issue 43: not "among modeled points").
+    model_agrees: bool | None
     disagreements: tuple[str, ...]  # points where |model − measurement| exceeds both intervals
+    model_missing: tuple[str, ...] = ()  # designs without a prediction from model_source, each with why
 
     @property
     def note(self) -> str:
@@ -42,6 +45,11 @@ class Recommendation:
             )
         if self.model_agrees is False:
             bits.append(f"the model ({self.model_source}) ranks {self.model_best} first instead")
+        if self.model_missing:
+            bits.append(
+                f"the model ({self.model_source}) is not judged: no prediction for "
+                + "; ".join(self.model_missing)
+            )
         if self.disagreements:
             bits.append(f"model outside the data's CI at {len(self.disagreements)} point(s)")
         return "; ".join(bits)
@@ -68,6 +76,7 @@ class Recommendation:
             "model_best": self.model_best,
             "model_agrees": self.model_agrees,
             "model_disagreements": " | ".join(self.disagreements),
+            "model_missing": " | ".join(self.model_missing),
             "note": self.note,
         }
 
@@ -75,8 +84,12 @@ class Recommendation:
 def recommend(
     points: Iterable[Mapping[str, Any] | MeasuredPoint],
     predictions: Iterable[Mapping[str, Any] | ModelPrediction] | None = None,
+    why_missing: Mapping[tuple[str, str], str] | None = None,
 ) -> list[Recommendation]:
-    """Per host and workload: the pattern × notifier × threads with the highest mean throughput."""
+    """Per host and workload: the pattern × notifier × threads with the highest mean throughput.
+
+    ``why_missing`` says, per (pattern, notifier), why a design has no prediction (its calibration's refusal
+    with the figure, no calibration runs): a row whose designs are not all predicted lists them with it."""
     pts, preds = parse_inputs(points, predictions)
     ctx = Context(pts, preds)
     source = model_source(ctx)
@@ -96,6 +109,7 @@ def recommend(
         )
         model_best = None
         agrees = None
+        missing: tuple[str, ...] = ()
         disagreements: list[str] = []
         if source is not None:
             modeled = [(p, ctx.prediction(p, source)) for p in group]
@@ -103,9 +117,11 @@ def recommend(
             if have:
                 mp, mm = max(have, key=lambda x: x[1].mean)
                 model_best = f"{mp.label} ({fmt_rate(mm.mean)} msg/s predicted)"
-                data_best = peak([p for p, _ in have])
-                agrees = mp is data_best or (
-                    data_best.est.known and mp.est.known and not above(data_best.est, mp.est)
+                missing = _missing(modeled, source, why_missing or {})
+                agrees = (
+                    None
+                    if missing
+                    else mp is best or (best.est.known and mp.est.known and not above(best.est, mp.est))
                 )
                 for p, m in have:
                     if p.est.known and (above(m.est, p.est) or above(p.est, m.est)):
@@ -114,6 +130,19 @@ def recommend(
                             f"{p.label}: model {fmt_est(m.est)} vs measured {fmt_est(p.est)} ({err:+.1%})"
                         )
         out.append(
-            Recommendation(host, wl, best, tied, len(group), source, model_best, agrees, tuple(disagreements))
+            Recommendation(
+                host, wl, best, tied, len(group), source, model_best, agrees, tuple(disagreements), missing
+            )
         )
     return out
+
+
+def _missing(
+    modeled: list[tuple[MeasuredPoint, ModelPrediction | None]],
+    source: str,
+    why: Mapping[tuple[str, str], str],
+) -> tuple[str, ...]:
+    """The designs (pattern/notifier) with a measured point and no ``source`` prediction for it, each with
+    why (``why``; else that there is none)."""
+    lacking = sorted({(p.pattern, p.notifier) for p, m in modeled if m is None})
+    return tuple(f"{pat}/{n} ({why.get((pat, n), f'no {source} prediction')})" for pat, n in lacking)

@@ -4,7 +4,7 @@ three files (what ``demuxlab claims``, :mod:`demuxlab.cli.claims`, runs)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ CLAIM_FIELDS = ("claim_id", "seed", "verdict", "host", "hardware", "reason", "ev
 RECOMMENDATION_FIELDS = (
     "host", "work_us", "connections", "msg_size", "rate", "client_threads", "pattern", "notifier", "threads",
     "mean", "ci_low", "ci_high", "n", "candidates", "tied_with", "model_source", "model_best", "model_agrees",
-    "model_disagreements", "note",
+    "model_disagreements", "model_missing", "note",
 )  # fmt: skip
 
 
@@ -29,15 +29,18 @@ def write_claims(
     method: str = METHOD_SSA,
     url: str | None = None,
     extra_notes: Sequence[str] = (),
+    why_missing: Mapping[tuple[str, str], str] | None = None,
 ) -> list[Path]:
     """Evaluate every claim and the recommendation for ``spec`` from the database; write the three files
-    (``extra_notes``: more lines for claims.md's head, e.g. an adaptive sweep's model-only points)."""
+    (``extra_notes``: more lines for claims.md's head, e.g. an adaptive sweep's model-only points;
+    ``why_missing``: why a pattern × notifier has no calibration, for the recommendation's
+    ``model_missing``)."""
     from demuxlab.claims.db import load_inputs
     from demuxlab.report import write_csv
 
     inputs = load_inputs(spec.name, spec.sha256, method, url)
     verdicts = evaluate_claims(inputs.points, inputs.predictions, inputs.facts)
-    recs = recommend(inputs.points, inputs.predictions)
+    recs = recommend(inputs.points, inputs.predictions, why_missing)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir / "claims.csv", out_dir / "recommendations.csv", out_dir / "claims.md"]
     write_csv([v.to_row() for v in verdicts], paths[0], CLAIM_FIELDS)

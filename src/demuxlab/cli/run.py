@@ -54,10 +54,10 @@ def validate(spec: str, no_pairs: bool) -> None:
 def plan(spec: str, out: str | None, server_pairs: str | None = None, tickets: str | None = None) -> None:
     """Expand a spec into its sweep points and randomized run order (run ids included), and each run's
     ticket."""
-    from demuxlab.ctmc.rates import PATTERNS as MODELLED
     from demuxlab.runpoint import relative_to_repo
     from demuxlab.spec import load_checked_spec, load_spec, run_id, run_order
     from demuxlab.ticket import ticket_doc, write_tickets
+    from demuxlab.vocab import PATTERNS as MODELLED
 
     if server_pairs is None:
         loaded = load_checked_spec(spec)

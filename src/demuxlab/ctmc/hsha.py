@@ -89,6 +89,7 @@ from demuxlab.ctmc.parts import (
     waiting_for,
     waking_client_steps,
 )
+from demuxlab.ctmc.pattern import OpRole, PatternModel
 from demuxlab.ctmc.sched import Role, scheduled
 
 SPECIES: tuple[str, ...] = (
@@ -326,3 +327,20 @@ def initial_state(threads: int, connections: int, full: bool = False) -> FloatAr
     return (FULL if full else STRUCTURE).state(
         c1=connections, m1=1, q1=connections, t1=threads - 1, s1=1, b1=1
     )
+
+
+# The calibration's roles: the monitor waits on the notifier and queues (its untimed CPU is per notifier
+# call, into α); a worker takes, receives, sends, re-arms (and kicks a monitor asleep in select or poll).
+MONITOR = OpRole(("monitor",), (("queue_put", "r_p"),), notifies=True, overhead="r_n", works=False)
+WORKER_OPS: tuple[tuple[str, str], ...] = (
+    ("queue_get", "r_g"), ("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a"), ("kick", "r_k"),
+)  # fmt: skip
+MODEL = PatternModel(
+    "hsha",
+    STRUCTURE,
+    initial_state,
+    (MONITOR, OpRole(("worker",), WORKER_OPS, notifies=False, overhead="r_x", works=True)),
+    full=FULL,
+    scheduled=SCHEDULED,
+    waiting_dispatcher=True,
+)

@@ -61,6 +61,7 @@ from demuxlab.ctmc.parts import (
     paper_notifier,
     step,
 )
+from demuxlab.ctmc.pattern import OpRole, PatternModel
 
 SPECIES: tuple[str, ...] = (
     *(f"c{i}" for i in range(1, 5)),
@@ -189,3 +190,12 @@ FULL = calibrated(
 
 def initial_state(threads: int, connections: int, full: bool = False) -> FloatArray:
     return (FULL if full else STRUCTURE).state(c1=connections, t1=threads, s1=1, l1=1)
+
+
+MODEL = PatternModel(
+    "lf",
+    STRUCTURE,
+    initial_state,
+    (OpRole(("leader-follower",), (("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a")), True, "r_x", True),),
+    full=FULL,
+)

@@ -104,6 +104,7 @@ from demuxlab.ctmc.parts import (
     waiting_for,
     waking_client_steps,
 )
+from demuxlab.ctmc.pattern import OpRole, PatternModel
 from demuxlab.ctmc.sched import Role, scheduled
 
 SPECIES: tuple[str, ...] = (
@@ -291,3 +292,29 @@ SCHEDULED = scheduled(STRUCTURE, ROLES)
 def initial_state(threads: int, connections: int) -> FloatArray:
     """1 demultiplexer and ``threads`` − 1 handlers."""
     return STRUCTURE.state(c1=connections, q1=connections, m1=1, t1=threads - 1, s1=1, b1=1)
+
+
+# The demultiplexer waits on the notifier, receives and queues; a handler takes, sends, re-arms (and kicks).
+DEMULTIPLEXER = OpRole(
+    ("demultiplexer",), (("recv", "r_i"), ("queue_put", "r_p")), notifies=True, overhead="r_n", works=False
+)
+HANDLER_OPS: tuple[tuple[str, str], ...] = (
+    ("queue_get", "r_g"),
+    ("send", "r_o"),
+    ("rearm", "r_a"),
+    ("kick", "r_k"),
+)
+
+
+def _initial(threads: int, connections: int, full: bool) -> FloatArray:
+    return initial_state(threads, connections)
+
+
+MODEL = PatternModel(
+    "proactor",
+    STRUCTURE,
+    _initial,
+    (DEMULTIPLEXER, OpRole(("handler",), HANDLER_OPS, notifies=False, overhead="r_x", works=True)),
+    scheduled=SCHEDULED,
+    waiting_dispatcher=True,
+)

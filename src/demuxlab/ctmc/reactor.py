@@ -53,6 +53,7 @@ from demuxlab.ctmc.engine import (
     total,
 )
 from demuxlab.ctmc.parts import SERVER, awake, cached, client_step, notifier_call, step
+from demuxlab.ctmc.pattern import OpRole, PatternModel
 
 SPECIES: tuple[str, ...] = ("c0", "c1", "c2", "c3", "a1", "a2", "a3", "a4", "a5", "a6", "a7")
 C0, C1, C2, C3, A1, A2, A3, A4, A5, A6, A7 = range(11)
@@ -105,3 +106,16 @@ STRUCTURE = ModelStructure(
 def initial_state(threads: int, connections: int) -> FloatArray:
     """One reactor thread with ``connections`` connections (``threads`` must be 1: one reactor)."""
     return STRUCTURE.state(c1=connections, a1=1)
+
+
+# The reactor's thread does every part of a message: it waits on the notifier, receives, works, sends and
+# re-arms (calibrate.py reads its `reactor` thread so).
+READINESS_OPS: tuple[tuple[str, str], ...] = (("recv", "r_i"), ("send", "r_o"), ("rearm", "r_a"))
+ROLE = OpRole(("reactor",), READINESS_OPS, notifies=True, overhead="r_x", works=True)
+
+
+def _initial(threads: int, connections: int, full: bool) -> FloatArray:
+    return initial_state(1, connections)
+
+
+MODEL = PatternModel("reactor", STRUCTURE, _initial, (ROLE,), one_thread=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from demuxlab.ctmc.engine import RC, RI, RO, RX, FloatArray, ModelStructure, Pool, mass, total
 from demuxlab.ctmc.parts import SERVER, client_step, step
+from demuxlab.ctmc.pattern import OpRole, PatternModel
 
 SPECIES: tuple[str, ...] = ("c0", "k1", "k2", "k3", "k4")
 C0, K1, K2, K3, K4 = range(5)
@@ -48,3 +49,20 @@ STRUCTURE = ModelStructure(
 def initial_state(threads: int, connections: int) -> FloatArray:
     """``connections`` threads, every request just arrived (``threads`` are CPU slots: see cores)."""
     return STRUCTURE.state(k1=connections)
+
+
+def _initial(threads: int, connections: int, full: bool) -> FloatArray:
+    return initial_state(threads, connections)
+
+
+MODEL = PatternModel(
+    "tpc",
+    STRUCTURE,
+    _initial,
+    (OpRole(("connection",), (("send", "r_o"),), notifies=False, overhead="r_x", works=True),),
+    slots=True,
+    instant={
+        "r_i": "tpc's recv blocks: its time is waiting, its CPU is in r_x",
+        "r_a": "tpc does not re-arm",
+    },
+)

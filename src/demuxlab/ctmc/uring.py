@@ -11,8 +11,9 @@ State (11 populations): connections c0 (the client has the response and is sendi
 (its send is prepared, to be submitted by the next call); send completions e1 (ready) e2 (reaped); the
 thread g1 (in the submit-and-reap call; asleep while nothing is ready or prepared), g2 (takes the next
 cached completion), g3 (works), g4 (prepares the send, and the per-message CPU the timed operations do
-not cover). Initial state: u1 = connections, g1 = 1. Throughput = E[φ_work] (a message counts once its
-echo is prepared: the server counts it when submitted).
+not cover). Initial state: u1 = connections, g1 = 1. Throughput = E[φ_work]: every message takes each step
+once, so in the steady state that is also the rate of the echoes' send completions, at which the server
+counts a message (CONTRACTS §1, since issue 48; not at its submission).
 
 ==========  ==========================================================  ==================================
 name        rate                                                        jump
@@ -50,6 +51,7 @@ from demuxlab.ctmc.engine import (
     total,
 )
 from demuxlab.ctmc.parts import SERVER, awake, client_step, notifier_call, ring_batch, step
+from demuxlab.ctmc.pattern import OpRole, PatternModel
 
 SPECIES: tuple[str, ...] = ("c0", "u1", "u2", "u3", "u4", "e1", "e2", "g1", "g2", "g3", "g4")
 C0, U1, U2, U3, U4, E1, E2, G1, G2, G3, G4 = range(11)
@@ -113,3 +115,22 @@ STRUCTURE = ModelStructure(
 def initial_state(threads: int, connections: int) -> FloatArray:
     """One ring thread with ``connections`` connections."""
     return STRUCTURE.state(u1=connections, g1=1)
+
+
+def _initial(threads: int, connections: int, full: bool) -> FloatArray:
+    return initial_state(1, connections)
+
+
+# One call submits and reaps: the ring's thread times no operation but its notifier call; what it does
+# beyond it (the work aside) is its untimed CPU per message.
+MODEL = PatternModel(
+    "uring",
+    STRUCTURE,
+    _initial,
+    (OpRole(("proactor",), (), notifies=True, overhead="r_x", works=True),),
+    tagged=True,
+    instant={
+        "r_i": "runs in the kernel, inside the notifier call",
+        "r_o": "runs in the kernel, inside the notifier call",
+    },
+)

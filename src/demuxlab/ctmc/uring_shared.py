@@ -54,6 +54,9 @@ hand-off: a waiter whose lock came free wants a core, and gets one as the schedu
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from demuxlab.ctmc import uring
 from demuxlab.ctmc.engine import (
     CACHE_SIZE,
     RA,
@@ -85,7 +88,9 @@ from demuxlab.ctmc.parts import (
     step,
     waiting_for,
 )
+from demuxlab.ctmc.pattern import OpRole, PatternModel
 from demuxlab.ctmc.sched import Role, scheduled
+from demuxlab.ctmc.values import Rates
 
 SPECIES: tuple[str, ...] = (
     "c0", "u1", "u2", "u3", "e1", "e2", "q1", "q2", "w1", "w2", "w3", "w4", "h1", "h2", "h3", "h4",
@@ -257,3 +262,47 @@ SCHEDULED = scheduled(_chain(handoff=False), ROLES)
 def initial_state(threads: int, connections: int) -> FloatArray:
     """1 completion thread and ``threads`` − 1 handlers (``threads`` ≥ 2)."""
     return STRUCTURE.state(u1=connections, q1=connections, w1=1, h1=threads - 1, s1=1)
+
+
+def inline(rates: Rates) -> Rates:
+    """uring-shared's rates for its one thread that handles inline (uring's chain, which has no submit or
+    re-submission step): the completion thread's re-submission of each receive, which a calibration timed at
+    T ≥ 2 under the submission lock and took out of its untimed CPU (r_a), is that thread's CPU per message
+    again. The handler's own submit of each echo (r_o) has no inline counterpart: with one thread the echo
+    goes out in the loop's batch submit, with the receives. (On the 2-core host, 2026-11-29: with r_o
+    folded in too the one-thread points were −22.3 % and −5.5 %, with r_a alone −4.2 % and +12.7 %.)"""
+    if not rates.source.get("r_a", "").startswith("op:"):
+        return rates
+    source = {**rates.source, "r_x": rates.source.get("r_x", "") + " + r_a (inline)"}
+    return replace(rates, r_x=1.0 / (1.0 / rates.r_x + 1.0 / rates.r_a), source=source)
+
+
+def _initial(threads: int, connections: int, full: bool) -> FloatArray:
+    return initial_state(threads, connections)
+
+
+# The completion thread reaps, queues and re-submits each receive under the submission lock (untimed CPU
+# per call, into α); a handler takes, works and submits its echo under the lock (the send runs inline).
+COMPLETION = OpRole(
+    ("completion",), (("queue_put", "r_p"), ("rearm", "r_a")), notifies=True, overhead="r_n", works=False
+)
+HANDLER = OpRole(
+    ("handler",), (("queue_get", "r_g"), ("send", "r_o")), notifies=False, overhead="r_x", works=True
+)
+MODEL = PatternModel(
+    "uring-shared",
+    STRUCTURE,
+    _initial,
+    (COMPLETION, HANDLER),
+    scheduled=SCHEDULED,
+    inline=uring.MODEL,
+    inline_rates=inline,
+    instant={"r_i": "runs in the kernel, inside the notifier call"},
+    timed_since={
+        "r_o": "the runs predate the timing of the handler's submit under the submission lock",
+        "r_a": "the runs predate the timing of the receive's re-submission under the submission lock",
+    },
+    handoff="the submission lock's hand-off to a sleeping waiter",
+    peek_only=True,
+    waiting_dispatcher=True,
+)

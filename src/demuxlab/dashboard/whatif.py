@@ -58,10 +58,12 @@ def min_threads(pattern: str) -> int:
 
 
 def max_threads(pattern: str) -> int:
-    from demuxlab.ctmc.rates import DESIGNS
+    """The most threads the what-if offers: the server's (``demux-server --list``, cut to what the chains
+    describe: :func:`demuxlab.validation.manual.thread_range`), at most :data:`MAX_THREADS`."""
+    from demuxlab.validation.manual import thread_range
 
-    most = DESIGNS[pattern].max_threads
-    return MAX_THREADS if most is None else int(most)
+    most = thread_range(pattern, None)[1]
+    return MAX_THREADS if most is None else min(MAX_THREADS, int(most))
 
 
 def paper() -> dict[str, dict[str, float]]:

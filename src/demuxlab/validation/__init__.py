@@ -14,7 +14,7 @@ one calibration per (pattern, notifier) and one validation row per point.
 3. :func:`validation_rows` joins each (point, hardware class)'s measurement (mean of the repeats, 95 % CI)
    with its predictions and the relative errors; :func:`plot_validation` draws them as seed 001's Fig. 3.
 
-The modelled patterns are those the CTMC package has models of (:data:`demuxlab.ctmc.rates.PATTERNS`).
+The modelled patterns are those the CTMC package has models of (:func:`demuxlab.ctmc.registry.patterns`).
 A (pattern, notifier) that cannot be calibrated (every calibration run failed, or its timings are unusable)
 is not an error of the workflow: the outcome carries the reason, the predictions of its points are made
 from the paper's rates only, and the validation table leaves the calibrated columns empty. Points the

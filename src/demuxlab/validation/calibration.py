@@ -39,6 +39,20 @@ class CalibrationRun:
     handoff_us: float | None = None  # a lock's hand-off measured beside it (pinning.handoff_us)
 
 
+@dataclass(frozen=True)
+class PlainCalibrationRun:
+    """A successful uninstrumented run of a calibration point's setting (the same pattern, notifier, threads,
+    work, connections, size and client; issue 43): what the server did without the instrumentation, whose
+    CPU per message and throughput the calibration takes (:mod:`demuxlab.ctmc.fit_plain`)."""
+
+    run_id: str
+    server_result: dict[str, Any]
+    throughput_msgs_per_s: float | None
+    connections: int
+    client_result: dict[str, Any] | None = None
+    client_cores: int | None = None
+
+
 def pinned_us(pinning: Any, field: str) -> float | None:
     """A wake-up measured beside a run, µs (demuxlab.launch.wake): its record's ``pinning.wake_us`` (the
     client's ω) or ``pinning.handoff_us`` (a lock's hand-off); None where it was not measured."""
@@ -60,6 +74,21 @@ class CalibrationOutcome:
     error: str | None
     self_check: tuple[dict[str, Any], ...] = ()  # SelfCheck.as_dict() per workload, refused ones too
     hardware_class: str | None = None  # the class of its runs (None: a local sweep)
+    plain_runs: tuple[str, ...] = ()  # the plain runs of its points it took the speed and self-check from
+
+    @property
+    def status(self) -> str:
+        """``fitted``; ``refused`` (the fit or its self-check said no: ``error`` says why, with the figure);
+        ``no runs`` (no successful calibration run)."""
+        if self.error is None:
+            return "fitted"
+        return "no runs" if not self.source_runs or self.error.startswith("no successful") else "refused"
+
+    @property
+    def self_check_worst(self) -> dict[str, Any] | None:
+        """The self-check comparison furthest from its measurement (refused or not), if any was made."""
+        checks = [c for c in self.self_check if isinstance(c.get("rel_error"), int | float)]
+        return max(checks, key=lambda c: abs(c["rel_error"]), default=None)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +102,10 @@ class CalibrationOutcome:
             "failed_runs": self.failed_runs,
             "error": self.error,
             "self_check": list(self.self_check),
+            # issue 43: every design calibrated or its refusal shown with its reason and self-check figure
+            "status": self.status,
+            "self_check_worst": self.self_check_worst,
+            "plain_runs": list(self.plain_runs),
         }
 
     @property
@@ -115,13 +148,20 @@ def calibration_keys(
 
 
 def fit_calibration(
-    key: CalibrationKey, runs: Sequence[CalibrationRun], failed: int, experiment: str, spec_sha256: str
+    key: CalibrationKey,
+    runs: Sequence[CalibrationRun],
+    failed: int,
+    experiment: str,
+    spec_sha256: str,
+    plain: Sequence[PlainCalibrationRun] = (),
 ) -> Fit:
-    """Fit ``key``'s rates from its successful calibration runs (``failed``: how many of its runs failed).
+    """Fit ``key``'s rates from its successful calibration runs (``failed``: how many of its runs failed)
+    and the plain runs of the same points (``plain``: the speed and the self-check's measurement, where the
+    spec measured those points too).
 
     A pair with no successful run, or whose fit :func:`demuxlab.ctmc.calibrate.calibrate` refuses, is an
     outcome with the reason, not an error."""
-    from demuxlab.ctmc.calibrate import SelfCheck, calibrate
+    from demuxlab.ctmc.calibrate import PlainRun, SelfCheck, calibrate
 
     pattern, notifier, cls = key
     ids = [r.run_id for r in runs]
@@ -131,6 +171,7 @@ def fit_calibration(
             CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, error, hardware_class=cls)
         )
     checks: list[SelfCheck] = []
+    plain_ids = tuple(r.run_id for r in plain)
     omegas = [r.wake_us for r in runs if r.wake_us is not None]
     handoffs = [r.handoff_us for r in runs if r.handoff_us is not None]
     try:
@@ -148,11 +189,19 @@ def fit_calibration(
             wake_us=statistics.median(omegas) if omegas else None,
             # A lock's hand-off to a sleeping waiter, likewise (none on two hosts: not measured there).
             handoff_us=statistics.median(handoffs) if handoffs else None,
+            plain=[
+                PlainRun(
+                    r.server_result, r.throughput_msgs_per_s, r.client_result, r.client_cores, r.connections
+                )
+                for r in plain
+            ],
         )
     except DemuxlabError as exc:
         done = tuple(c.as_dict() for c in checks)
         return Fit(
-            CalibrationOutcome(pattern, notifier, None, None, None, ids, failed, exc.message, done, cls)
+            CalibrationOutcome(
+                pattern, notifier, None, None, None, ids, failed, exc.message, done, cls, plain_ids
+            )
         )
     hosts = {r.server_host_id for r in runs}
     artifacts = {
@@ -161,6 +210,7 @@ def fit_calibration(
         "server_artifacts": _unique([r.server_artifact for r in runs]),
         "launchers": sorted({r.launcher for r in runs}),
         "self_check": [c.as_dict() for c in checks],
+        "plain_runs": list(plain_ids),
         **({"hardware_class": cls} if cls is not None else {}),
     }
     outcome = CalibrationOutcome(
@@ -174,6 +224,7 @@ def fit_calibration(
         None,
         tuple(c.as_dict() for c in checks),
         hardware_class=cls,
+        plain_runs=plain_ids,
     )
     return Fit(outcome, rates, hosts.pop() if len(hosts) == 1 else None, artifacts)
 
@@ -223,3 +274,20 @@ def calibration_ids(doc: Any, where: str, spec_sha256: str) -> dict[CalibrationK
             raise DemuxlabError(f"{where}: calibrations[{i}].hardware_class: not a string: {cls!r}")
         ids[(str(entry.get("pattern")), str(entry.get("notifier")), cls)] = cid
     return ids
+
+
+def missing_reasons(doc: Any, where: str, spec_sha256: str) -> dict[tuple[str, str], str]:
+    """Why each (pattern, notifier) of a calibrations document has no calibrated predictions where it has
+    none: its refusal with the figure (``error``), or that its runs all failed; fitted pairs are not listed
+    (the recommendation's ``model_missing``, issue 43). Several hardware classes: their reasons joined."""
+    calibration_ids(doc, where, spec_sha256)  # the same checks: this spec's calibrate-experiment output
+    out: dict[tuple[str, str], list[str]] = {}
+    for entry in doc["calibrations"]:
+        error = entry.get("error")
+        if entry.get("calibration_id") is not None or not isinstance(error, str):
+            continue
+        cls = entry.get("hardware_class")
+        why = ("calibration refused: " if entry.get("status") == "refused" else "not calibrated: ") + error
+        key = (str(entry.get("pattern")), str(entry.get("notifier")))
+        out.setdefault(key, []).append(why if cls is None else f"{cls}: {why}")
+    return {k: "; ".join(v) for k, v in out.items()}

@@ -12,10 +12,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from demuxlab.ctmc.predict import Prediction
-from demuxlab.ctmc.rates import PATTERNS, Rates
+from demuxlab.ctmc.rates import Rates
+from demuxlab.ctmc.registry import patterns
 from demuxlab.errors import DemuxlabError
 from demuxlab.spec import Spec
-from demuxlab.validation.calibration import CalibrationKey, CalibrationRun, Fit, pinned_us
+from demuxlab.validation.calibration import (
+    CalibrationKey,
+    CalibrationRun,
+    Fit,
+    PlainCalibrationRun,
+    pinned_us,
+)
 from demuxlab.validation.prediction import ModelPoint
 from demuxlab.validation.rows import StoredPrediction
 from demuxlab.vocab import RUN_OK
@@ -80,6 +87,60 @@ def calibration_runs(
     return dict(runs), dict(failed)
 
 
+def plain_calibration_runs(
+    spec: Spec, url: str | None = None
+) -> dict[CalibrationKey, list[PlainCalibrationRun]]:
+    """The experiment's successful plain runs at a calibration point's setting (the same pattern, notifier,
+    threads, work, connections, size, client threads and rate, uninstrumented: a point of the sweep the
+    spec measures anyway), by (pattern, notifier, hardware class): a calibration's speed and self-check
+    (issue 43). A spec whose grid has no such point leaves its calibration to the instrumented runs."""
+    from sqlalchemy import select
+
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import Point, Run
+
+    def setting(p: Any) -> tuple[Any, ...]:
+        return (
+            p.pattern,
+            p.notifier,
+            p.threads,
+            p.work_us,
+            p.connections,
+            p.msg_size,
+            p.client_threads,
+            p.rate,
+        )
+
+    out: dict[CalibrationKey, list[PlainCalibrationRun]] = defaultdict(list)
+    with session(url) as s:
+        exp_id = experiment_id(s, spec)
+        points = s.scalars(select(Point).where(Point.experiment_id == exp_id)).all()
+        wanted = {setting(p) for p in points if p.instrument}
+        twins = [p.id for p in points if not p.instrument and setting(p) in wanted]
+        if not twins:
+            return {}
+        rows = s.execute(
+            select(Point.pattern, Point.notifier, Point.connections, Run)
+            .join(Run, Run.point_id == Point.id)
+            .where(Point.id.in_(twins), Run.status == RUN_OK)
+            .order_by(Point.point_key, Run.repeat_index)
+        ).all()
+        for pattern, notifier, connections, run in rows:
+            if run.server_result is None:
+                continue
+            out[(pattern, notifier, run.hardware_class)].append(
+                PlainCalibrationRun(
+                    run_id=str(run.run_id),
+                    server_result=run.server_result,
+                    throughput_msgs_per_s=run.throughput_msgs_per_s,
+                    connections=connections,
+                    client_result=run.client_result,
+                    client_cores=_cpu_count(run.pinning, "client_cpus"),
+                )
+            )
+    return dict(out)
+
+
 def save_fit(fit: Fit, url: str | None = None) -> int:
     """Store a fitted calibration (:func:`.store.save_calibration`: idempotent per pattern, notifier and
     source runs); returns its id."""
@@ -106,7 +167,7 @@ def model_points(spec: Spec, url: str | None = None) -> list[ModelPoint]:
         exp_id = experiment_id(s, spec)
         pts = s.scalars(
             select(Point)
-            .where(Point.experiment_id == exp_id, Point.instrument.is_(False), Point.pattern.in_(PATTERNS))
+            .where(Point.experiment_id == exp_id, Point.instrument.is_(False), Point.pattern.in_(patterns()))
             .order_by(Point.point_key)
         ).all()
         classes: dict[int, set[str | None]] = defaultdict(set)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from demuxlab.jsonio import read_json, write_json_atomic
-from demuxlab.validation.calibration import CalibrationKey, calibration_ids
+from demuxlab.validation.calibration import CalibrationKey, calibration_ids, missing_reasons
 from demuxlab.validation.rows import SUMMARY_FIELDS, VALIDATION_FIELDS, summarize_errors
 
 
@@ -23,6 +23,11 @@ def write_doc(path: Path, doc: Mapping[str, Any]) -> None:
 def read_calibration_ids(path: Path, spec_sha256: str) -> dict[CalibrationKey, int]:
     """The stored calibration ids in a ``calibrate-experiment`` output, which must be this spec's."""
     return calibration_ids(read_json(path, "calibrations file"), str(path), spec_sha256)
+
+
+def read_missing_reasons(path: Path, spec_sha256: str) -> dict[tuple[str, str], str]:
+    """Why each pattern × notifier of a ``calibrate-experiment`` output has no calibration (its refusal)."""
+    return missing_reasons(read_json(path, "calibrations file"), str(path), spec_sha256)
 
 
 def write_tables(rows: Sequence[Mapping[str, Any]], table: Path, summary: Path) -> None:

@@ -12,9 +12,28 @@ from pathlib import Path
 from typing import Any
 
 from demuxlab.ctmc.predict import Prediction
-from demuxlab.ctmc.rates import Rates, min_threads
+from demuxlab.ctmc.rates import DESIGNS, Rates
 from demuxlab.errors import DemuxlabError
 from demuxlab.vocab import METHOD_SSA, RUN_RECORD_FORMAT
+
+
+def thread_range(pattern: str, notifier: str | None) -> tuple[int, int | None]:
+    """The threads ``pattern`` (with ``notifier``, else any of its notifiers) runs: ``demux-server --list``'s
+    range, the one source of it (:mod:`demuxlab.designs`), cut to what its chains describe (HSHA's needs a
+    monitor and a worker); the chains' own where the binary is not built."""
+    from demuxlab.designs import valid_pairs
+    from demuxlab.errors import LaunchError
+
+    d = DESIGNS[pattern]
+    try:
+        pairs = [p for p in valid_pairs() if p.pattern == pattern and notifier in (None, p.notifier)]
+    except LaunchError:
+        pairs = []
+    if not pairs:
+        return d.min_threads, d.max_threads
+    least = max(d.min_threads, min(p.min_threads for p in pairs))
+    most = max(p.max_threads for p in pairs)
+    return least, most if d.max_threads is None else min(most, d.max_threads)
 
 
 def predict_grid(
@@ -35,13 +54,11 @@ def predict_grid(
     stored calibration ``calibration_id`` (which must be of ``pattern``), on ``cores`` server cores (None:
     one per thread)."""
     from demuxlab.ctmc.predict import predict
-    from demuxlab.ctmc.rates import DESIGNS, Host
+    from demuxlab.ctmc.rates import Host
 
-    if min(threads) < min_threads(pattern):
-        raise DemuxlabError(
-            f"--threads: {pattern} needs at least {min_threads(pattern)} threads, got {min(threads)}"
-        )
-    most = DESIGNS[pattern].max_threads
+    least, most = thread_range(pattern, notifier)
+    if min(threads) < least:
+        raise DemuxlabError(f"--threads: {pattern} needs at least {least} threads, got {min(threads)}")
     if most is not None and max(threads) > most:
         raise DemuxlabError(f"--threads: {pattern} runs at most {most} thread(s), got {max(threads)}")
     rates: Rates | None = None

@@ -21,7 +21,7 @@ from demuxlab.vocab import SOURCE_CALIBRATION, SOURCE_PAPER
 
 @dataclass(frozen=True)
 class ModelPoint:
-    """A measured (not calibration) point of a modelled pattern (:data:`demuxlab.ctmc.rates.PATTERNS`)."""
+    """A measured (not calibration) point of a modelled pattern (:func:`demuxlab.ctmc.registry.patterns`)."""
 
     point_id: int
     point_key: str

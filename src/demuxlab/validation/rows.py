@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from demuxlab.ctmc.rates import PATTERNS
+from demuxlab.ctmc.registry import patterns
 from demuxlab.validation.prediction import ModelPoint
 from demuxlab.vocab import RATE_SOURCES, SOURCE_CALIBRATION
 
@@ -76,10 +76,11 @@ def measured_by_point(
     summary: Iterable[Mapping[str, Any]],
 ) -> dict[tuple[str, str | None], Mapping[str, Any]]:
     """The measured (not calibration) rows of the modelled patterns, by (point key, hardware class)."""
+    modelled = patterns()
     return {
         (row["point_key"], row["hardware_class"]): row
         for row in summary
-        if not row["instrument"] and row["pattern"] in PATTERNS
+        if not row["instrument"] and row["pattern"] in modelled
     }
 
 

@@ -39,9 +39,12 @@ def calibrate_experiment(spec: Spec, url: str | None = None) -> list[Calibration
     if not wanted:  # no calibration runs (calibration.repeats 0): nothing to fit, nothing to wait for
         return []
     runs, failed = db.calibration_runs(spec, url)
+    plain = db.plain_calibration_runs(spec, url)  # the same points' plain runs: speed and self-check
     outcomes = []
     for key in calibration_keys(wanted, [*runs, *failed]):
-        fit = fit_calibration(key, runs.get(key, []), failed.get(key, 0), spec.name, spec.sha256)
+        fit = fit_calibration(
+            key, runs.get(key, []), failed.get(key, 0), spec.name, spec.sha256, plain.get(key, [])
+        )
         outcomes.append(fit.outcome if fit.rates is None else fit.stored(db.save_fit(fit, url)))
     return outcomes
 
