@@ -98,10 +98,14 @@ def run_ticket(wildcards):
 @lru_cache(maxsize=None)
 def controller_revision():
     """The checkout's git revision as the controller saw it when it built the DAG (asked once; `-dirty` when
-    tracked files differ), for the records' experiment.git_rev."""
+    tracked files differ), for the records' experiment.git_rev. A Slurm job's own Snakemake evaluates it on a
+    node that may have no git: "unknown" there (the job's command already has the controller's)."""
 
     def git(*args):
-        res = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
+        try:
+            res = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
+        except OSError:
+            return None
         return res.stdout.strip() if res.returncode == 0 else None
 
     rev = git("rev-parse", "HEAD")
