@@ -142,9 +142,7 @@ class Lease:
         self._write()
 
     def _write(self) -> None:
-        data = (json.dumps(self.info, sort_keys=True) + "\n").encode()
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, data, 0)
+        _write_info(self.fd, self.info)
 
     def release(self) -> None:
         """Free the pair (idempotent). Children that inherited ``fd`` keep it busy until they exit."""
@@ -165,6 +163,13 @@ class Lease:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.release()
+
+
+def _write_info(fd: int, info: dict[str, Any]) -> None:
+    """The holder information, in place of what the lock file held."""
+    data = (json.dumps(info, sort_keys=True) + "\n").encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
 
 
 def _take(pair: str, run_id: str, path: Path, fd: int) -> Lease:
@@ -324,18 +329,38 @@ def hold_controller(directory: Path | str) -> Lease:
     path = directory / CONTROLLER_LOCK
     fd = _open(path)
     try:
-        if _try_lock(fd):
-            return _take("controller", "workflow", path, fd)
+        take_controller(fd, directory, os.getpid())
     except BaseException:
         os.close(fd)
         raise
-    os.close(fd)
-    info = _read_info(path)
-    raise LeaseBusy(
-        f"another workflow controller is running in {directory} (pid {info.get('pid')} on "
-        f"{info.get('host')}, since {info.get('since')}): wait for it to finish or stop it; a controller "
-        "that was killed holds nothing, so rerunning after a crash needs no --unlock"
-    )
+    return Lease(pair="controller", run_id="workflow", path=path, fd=fd, info=_read_info(path))
+
+
+def take_controller(fd: int, directory: Path | str, pid: int) -> None:
+    """The workflow lock on ``fd``, an open descriptor of ``<directory>/.snakemake/demuxlab-controller.lock``
+    that process ``pid`` (the controller) holds: the flock belongs to the open file, so it stays held
+    while the controller keeps the descriptor, and goes with it, after this process is gone
+    (``demuxlab controller-lock``, the workflow's onstart). Refused in one line while a live controller
+    holds it."""
+    directory = Path(directory).resolve()
+    path = directory / CONTROLLER_LOCK
+    if not _try_lock(fd):
+        info = _read_info(path)
+        raise LeaseBusy(
+            f"another workflow controller is running in {directory} (pid {info.get('pid')} on "
+            f"{info.get('host')}, since {info.get('since')}): wait for it to finish or stop it; a controller "
+            "that was killed holds nothing, so rerunning after a crash needs no --unlock"
+        )
+    info = {
+        "pair": "controller",
+        "run_id": "workflow",
+        "pid": pid,
+        "pid_start": _proc_start(pid),
+        "host": socket.gethostname(),
+        "since": _now(),
+        "children": [],
+    }
+    _write_info(fd, info)  # not through a Lease: one would close ``fd`` when collected
 
 
 __all__ = [
@@ -350,5 +375,6 @@ __all__ = [
     "lease_path",
     "orphans",
     "process_alive",
+    "take_controller",
     "try_acquire",
 ]

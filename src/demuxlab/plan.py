@@ -266,62 +266,15 @@ def plan_pinning(
         raise ConfigError(
             f"plan_pinning: thread counts must be >= 1 (server {server_threads}, client {client_threads})"
         )
-    notes: list[str] = []
-    irq_doc: dict[str, Any] = {}
-    irq_notes: list[str] = []
-    server_irqs = _irqs_of(server, _cpus_of(server, "server"), None if same_host else server_peer)
-    client_irqs = server_irqs if same_host else _irqs_of(client, _cpus_of(client, "client"), client_peer)
-    if not same_host:
-        server_cores, irq_doc["server"], irq_note = _away_from_irqs(
-            "server", _cores_in_order(_cpus_of(server, "server")), server_irqs, server_threads, True
-        )
-        irq_notes.append(irq_note)
-        client_cores, irq_doc["client"], irq_note = _away_from_irqs(
-            "client", _cores_in_order(_cpus_of(client, "client")), client_irqs, client_threads, True
-        )
-        irq_notes.append(irq_note)
-        server_pool, client_pool = _spread(server_cores), _spread(client_cores)
-        notes.append("separate hosts: each side uses its own host's CPUs")
-        shared = False
+    if same_host:
+        pools, notes, irq_doc, shared = _one_host(server, server_threads, client_threads)
     else:
-        cores = _cores_in_order(_cpus_of(server, "server"))
-        nodes = sorted({threads[0].node for threads in cores})
-        if len(nodes) >= 2:
-            half = (len(nodes) + 1) // 2
-            server_nodes, client_nodes = set(nodes[:half]), set(nodes[half:])
-            server_cores = [t for t in cores if t[0].node in server_nodes]
-            client_cores = [t for t in cores if t[0].node in client_nodes]
-            notes.append(
-                f"NUMA split: server on node{'s' if half > 1 else ''} {sorted(server_nodes)}, "
-                f"client on node{'s' if len(client_nodes) > 1 else ''} {sorted(client_nodes)}"
-            )
-        elif len(cores) >= 2:
-            half = (len(cores) + 1) // 2
-            server_cores, client_cores = cores[:half], cores[half:]
-            notes.append(
-                f"one NUMA node: server on {len(server_cores)} of {len(cores)} physical cores, "
-                f"client on the other {len(client_cores)}"
-            )
-        else:
-            server_cores = client_cores = cores
-            notes.append("one physical core: server and client share it")
-        shared = server_cores is client_cores
-        # One host: the traffic is on loopback and the NUMA split decides the nodes; IRQ cores go last.
-        server_cores, irq_doc["server"], irq_note = _away_from_irqs(
-            "server", server_cores, server_irqs, server_threads, False
+        pools, notes, irq_doc = _two_hosts(
+            server, client, server_threads, client_threads, server_peer, client_peer
         )
-        irq_notes.append(irq_note)
-        client_cores, irq_doc["client"], irq_note = _away_from_irqs(
-            "client", client_cores, client_irqs, client_threads, False
-        )
-        irq_notes.append(irq_note)
-        server_pool, client_pool = _spread(server_cores), _spread(client_cores)
-    if not irq_doc["server"]["applied"] and not irq_doc["client"]["applied"] and same_host:
-        irq_notes = [irq_notes[0].replace("server: ", "")]
-    notes.extend(irq_notes)
-
-    server_cpus, server_over = _assign(server_pool, server_threads)
-    client_cpus, client_over = _assign(client_pool, client_threads)
+        shared = False
+    server_cpus, server_over = _assign(pools[0], server_threads)
+    client_cpus, client_over = _assign(pools[1], client_threads)
     for note in (
         _describe("server", server_threads, server_cpus, server_over),
         _describe("client", client_threads, client_cpus, client_over),
@@ -342,3 +295,77 @@ def plan_pinning(
         notes=tuple(notes),
         irq=irq_doc,
     )
+
+
+Pools = tuple[list[int], list[int]]  # the server's and the client's CPUs, in the order threads take them
+
+
+def _two_hosts(
+    server: dict[str, Any],
+    client: dict[str, Any],
+    server_threads: int,
+    client_threads: int,
+    server_peer: str | None,
+    client_peer: str | None,
+) -> tuple[Pools, list[str], dict[str, Any]]:
+    """Rule 1 with rules 4 and 5: each side on its own host, away from the NICs routing its traffic."""
+    server_cpus, client_cpus = _cpus_of(server, "server"), _cpus_of(client, "client")
+    server_cores, server_irq, server_note = _away_from_irqs(
+        "server",
+        _cores_in_order(server_cpus),
+        _irqs_of(server, server_cpus, server_peer),
+        server_threads,
+        True,
+    )
+    client_cores, client_irq, client_note = _away_from_irqs(
+        "client",
+        _cores_in_order(client_cpus),
+        _irqs_of(client, client_cpus, client_peer),
+        client_threads,
+        True,
+    )
+    notes = ["separate hosts: each side uses its own host's CPUs", server_note, client_note]
+    return (_spread(server_cores), _spread(client_cores)), notes, {"server": server_irq, "client": client_irq}
+
+
+def _one_host(
+    facts: dict[str, Any], server_threads: int, client_threads: int
+) -> tuple[Pools, list[str], dict[str, Any], bool]:
+    """Rules 2 and 3 with 4 and 5: one host split between the sides (by NUMA node, else by physical core),
+    IRQ cores last on each side; whether both sides share the only core."""
+    cpus = _cpus_of(facts, "server")
+    cores = _cores_in_order(cpus)
+    nodes = sorted({threads[0].node for threads in cores})
+    if len(nodes) >= 2:
+        half = (len(nodes) + 1) // 2
+        server_nodes, client_nodes = set(nodes[:half]), set(nodes[half:])
+        server_cores = [t for t in cores if t[0].node in server_nodes]
+        client_cores = [t for t in cores if t[0].node in client_nodes]
+        split = (
+            f"NUMA split: server on node{'s' if half > 1 else ''} {sorted(server_nodes)}, "
+            f"client on node{'s' if len(client_nodes) > 1 else ''} {sorted(client_nodes)}"
+        )
+    elif len(cores) >= 2:
+        half = (len(cores) + 1) // 2
+        server_cores, client_cores = cores[:half], cores[half:]
+        split = (
+            f"one NUMA node: server on {len(server_cores)} of {len(cores)} physical cores, "
+            f"client on the other {len(client_cores)}"
+        )
+    else:
+        server_cores = client_cores = cores
+        split = "one physical core: server and client share it"
+    shared = server_cores is client_cores
+    # One host: the traffic is on loopback and the NUMA split decides the nodes; IRQ cores go last.
+    irqs = _irqs_of(facts, cpus, None)
+    server_cores, server_irq, server_note = _away_from_irqs(
+        "server", server_cores, irqs, server_threads, False
+    )
+    client_cores, client_irq, client_note = _away_from_irqs(
+        "client", client_cores, irqs, client_threads, False
+    )
+    irq_notes = [server_note, client_note]
+    if not server_irq["applied"] and not client_irq["applied"]:
+        irq_notes = [server_note.replace("server: ", "")]
+    pools = (_spread(server_cores), _spread(client_cores))
+    return pools, [split, *irq_notes], {"server": server_irq, "client": client_irq}, shared

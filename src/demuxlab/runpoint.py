@@ -1,9 +1,17 @@
-"""One run of a spec, start to record: what ``demuxlab run-point`` does, as a library.
+"""One run, ticket to record: the one run path of every run job (local, cluster, Slurm) and of ``demuxlab
+run-point``.
 
-The command builds a :class:`RunPointRequest` once from its options; :func:`run_point` finds the run in the
-spec, plans it (or hands it to :mod:`demuxlab.cluster.run` for a pair of an inventory), runs it under its
-pair's lease and writes its record (docs/CONTRACTS.md §5). A failed attempt before the last is kept under
-``failures/`` and reported as to be retried; the command turns that into a non-zero exit.
+A run starts from its ticket (:mod:`demuxlab.ticket`: the point, repeat, phases, launcher, pinned class,
+spec digest, written by the plan). The caller's :class:`RunPointRequest` says where it goes: this host (a
+local launcher, under the pair's lease, :func:`run_leased`), any free healthy pair of an inventory
+(:mod:`demuxlab.cluster.run`) or the two nodes of this Slurm job (:mod:`demuxlab.slurm.job`).
+:func:`run_ticket` runs it there and writes its record (docs/CONTRACTS.md §5). A failed attempt before the
+last is kept under ``failures/`` and reported as to be retried; the command turns that into a non-zero exit.
+
+The workflow's run jobs come here through ``demuxlab-run TICKET`` (:mod:`demuxlab.runpoint_lean`, which
+imports no spec library); ``demuxlab run-point SPEC --run-id ID`` loads the spec, builds the run's ticket
+in memory and comes here too. This module imports only the standard library and bottom-layer modules at
+start-up; every launcher is imported when the run needs it.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from demuxlab.errors import LaunchError, SpecError
+from demuxlab.errors import LaunchError
 from demuxlab.jsonio import read_json, write_json_atomic
 from demuxlab.paths import repo_root
 from demuxlab.vocab import RUN_FAILED, RUN_OK
@@ -24,29 +32,27 @@ from demuxlab.vocab import RUN_FAILED, RUN_OK
 if TYPE_CHECKING:
     from demuxlab.cluster.run import ClusterOptions
     from demuxlab.launch.base import Launcher, RunRequest
-    from demuxlab.point import Point
-    from demuxlab.spec import Spec
+    from demuxlab.slurm.job import JobOptions
+    from demuxlab.ticket import Ticket
 
 
 @dataclass(frozen=True)
 class RunPointRequest:
-    """Everything ``demuxlab run-point`` was asked for (its options, once)."""
+    """Where and how a ticket's run goes (a command's options, once)."""
 
-    spec_path: Path
-    run_id: str
     out: Path
-    point_key: str | None = None  # with repeat: the run is found without listing every run
-    repeat: int | None = None
     server_facts: Path | None = None  # else collected on this host
     client_facts: Path | None = None  # else the server's
-    launcher: str | None = None  # else the spec's
+    launcher: str | None = None  # else the ticket's (the spec's)
     host_pair: str = "local"
     attempt: int = 1
     max_attempts: int = 1
     instrument: bool = False
     stall_timeout_s: float = 5.0
     lease_wait_s: float | None = None  # else the longest a run of the spec takes
+    git_rev: str | None = None  # the checkout's revision as the workflow's controller saw it; else git's
     cluster: ClusterOptions | None = None  # --pairs-from: on a free healthy pair of an inventory
+    slurm: JobOptions | None = None  # --slurm: on the two nodes of this Slurm job
 
 
 @dataclass(frozen=True)
@@ -92,65 +98,69 @@ def relative_to_repo(path: Path) -> str:
         return str(path)
 
 
-def experiment_of(spec: Spec, spec_path: Path) -> dict[str, Any]:
-    """The run record's ``experiment`` (CONTRACTS.md §5)."""
-    return {
-        "name": spec.name,
-        "spec_sha256": spec.sha256,
-        "git_rev": git_revision(),
-        "spec_path": relative_to_repo(spec_path),
-        "spec_text": spec.text,
-    }
-
-
-def run_point(req: RunPointRequest) -> RunPointResult:
-    """Perform ``req.run_id`` of the spec and write its record (or, before the last attempt, a failed
-    attempt's record under ``failures/``).
-
-    The run holds its pair's lease (demuxlab.lease) from before its server starts until its server and
-    client are gone; they die with this process, however it dies.
-    """
-    from demuxlab.spec import find_run, load_checked_spec
-
-    spec = load_checked_spec(req.spec_path)
-    found = find_run(spec, req.run_id, req.point_key, req.repeat)
-    if found is None:
-        given = f" (point {req.point_key!r}, repeat {req.repeat})" if req.point_key is not None else ""
-        raise SpecError(
-            f"{req.spec_path}: run id {req.run_id!r}{given} is not a run of this spec "
-            f"(see `demuxlab plan {req.spec_path}`)"
-        )
-    point, repeat = found
-    from demuxlab.launch import RunRequest
+def base_request(ticket: Ticket, req: RunPointRequest) -> RunRequest:
+    """The run as its ticket and the options describe it; where it runs adds the hosts and their pinning."""
+    from demuxlab.launch.base import RunRequest
     from demuxlab.plan import Pinning
 
-    # The run as the spec and the options describe it, built once; where it runs adds hosts and pinning.
-    run = RunRequest(
-        run_id=req.run_id,
-        experiment=experiment_of(spec, req.spec_path),
-        point=point,
-        repeat=repeat,
-        phases=spec.phases,
+    instrument = req.instrument or ticket.point.instrument
+    steady = None
+    if ticket.steady is not None and not instrument:
+        # An adaptive sweep's measured runs end when steady; calibration runs measure their whole phase.
+        from demuxlab.steady import SteadyRule
+
+        steady = SteadyRule(min_s=ticket.steady[0], target_rel=ticket.steady[1])
+    git_rev = req.git_rev if req.git_rev is not None else git_revision()
+    return RunRequest(
+        run_id=ticket.run_id,
+        experiment=ticket.experiment_section(git_rev),
+        point=ticket.point,
+        repeat=ticket.repeat,
+        phases=ticket.phases,
         pinning=Pinning((), (), False, False, ()),  # planned once the hosts are known
         hosts={},
         attempt=req.attempt,
         host_pair=req.host_pair,
-        instrument=req.instrument or point.instrument,
+        instrument=instrument,
         stall_timeout_s=req.stall_timeout_s,
-        # An adaptive sweep's measured runs end when steady; calibration runs measure their whole phase.
-        steady=spec.adaptive.steady
-        if spec.adaptive is not None and not (req.instrument or point.instrument)
-        else None,
+        steady=steady,
     )
+
+
+def run_ticket(ticket: Ticket, req: RunPointRequest) -> RunPointResult:
+    """Perform the ticket's run where ``req`` says and write its record (or, before the last attempt, a
+    failed attempt's record under ``failures/``).
+
+    A local run holds its pair's lease (demuxlab.lease) from before its server starts until its server and
+    client are gone; they die with this process, however it dies.
+    """
+    base = base_request(ticket, req)
+    if req.slurm is not None:
+        from demuxlab.slurm.job import run_in_job
+
+        record = run_in_job(base, req.slurm)
+        if record is None:  # an earlier job of this run already wrote its final record (adopted)
+            return RunPointResult({}, req.out, f"run {ticket.run_id}: final record restored", retry=False)
+        return _write_record(record, req, ticket)
     if req.cluster is not None:
         from demuxlab.cluster.run import run_on_cluster, update_progress
 
-        record = run_on_cluster(spec, run, req.cluster, failures_dir=req.out.parent.parent / "failures")
+        failures = req.out.parent.parent / "failures"
+        record = run_on_cluster(
+            base, req.cluster, failures_dir=failures, pinned=ticket.hardware_class, spec_path=str(ticket.spec)
+        )
+        # The run process's own CPU so far (start-up included): what the controller pays per run, beside
+        # Snakemake's share (bench/perf/cluster_sim_bench.py reports both).
+        record.setdefault("scheduling", {})["runner_cpu_s"] = round(_cpu_s(), 4)
         try:
-            return _write_record(record, req, point, repeat)
+            return _write_record(record, req, ticket)
         finally:
             update_progress(req.cluster)
+    return _write_record(run_here(ticket, base, req), req, ticket)
 
+
+def run_here(ticket: Ticket, base: RunRequest, req: RunPointRequest) -> dict[str, Any]:
+    """The run on this host (native or docker), pinned from the hosts' facts, under the pair's lease."""
     from demuxlab.launch import get_launcher
     from demuxlab.plan import plan_pinning
     from demuxlab.topology import collect_facts
@@ -158,17 +168,17 @@ def run_point(req: RunPointRequest) -> RunPointResult:
     server_host = read_json(req.server_facts, "server facts") if req.server_facts else collect_facts()
     client_host = read_json(req.client_facts, "client facts") if req.client_facts else server_host
     same_host = server_host.get("hostname") == client_host.get("hostname")
+    point = ticket.point
     run = dataclasses.replace(
-        run,
+        base,
         pinning=plan_pinning(server_host, client_host, point.threads, point.client_threads, same_host),
         hosts={"server": server_host, "client": client_host},
     )
-    record = run_leased(get_launcher(req.launcher or spec.launcher), run, req.lease_wait_s)
-    return _write_record(record, req, point, repeat)
+    return run_leased(get_launcher(req.launcher or ticket.launcher), run, req.lease_wait_s)
 
 
-def _write_record(record: dict[str, Any], req: RunPointRequest, point: Point, repeat: int) -> RunPointResult:
-    rid = req.run_id
+def _write_record(record: dict[str, Any], req: RunPointRequest, ticket: Ticket) -> RunPointResult:
+    rid, point, repeat = ticket.run_id, ticket.point, ticket.repeat
     if record["status"] == RUN_FAILED and req.attempt < req.max_attempts:
         # Keep the failed attempt's record beside the runs; the workflow retries the job.
         failed = req.out.parent.parent / "failures" / f"{rid}.attempt{req.attempt}.json"
@@ -215,3 +225,10 @@ def run_leased(launcher: Launcher, req: RunRequest, lease_wait: float | None) ->
         pinning = with_wake_cost(req.pinning) if req.instrument else req.pinning
         record: dict[str, Any] = launcher.run(dataclasses.replace(req, lease=held, pinning=pinning))
     return record
+
+
+def _cpu_s() -> float:
+    import resource
+
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime

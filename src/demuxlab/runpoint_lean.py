@@ -1,182 +1,42 @@
-"""``demuxlab-run``: the lean start-up of one run, for the workflow's run jobs on a cluster or in Slurm.
+"""``demuxlab-run TICKET``: the one entry point of the workflow's run jobs (local, cluster, Slurm).
 
-``demuxlab run-point SPEC`` loads the spec the way a user's command must: YAML with its safety bounds, the
-JSON schema, ``demux-server --list``, the run order. That costs a run process about 0.55 CPU-s, most of it
-importing jsonschema, PyYAML, click and numpy, and a cluster sweep pays it once per run on the controller
-(64 pairs of 60 s runs: over half a CPU of the controller's two, and the start-up burst of runs that end
-together delays every lane). The workflow's controller has already loaded and checked every spec; its rule
-``checked_spec`` writes what a run needs of one, ``results/<experiment>/checked.json``
-(:func:`checked_doc`): the spec's SHA-256, its phases, launcher and pinned hardware class, the git revision,
-and every point by its key. A run job then starts here instead, and
+The plan wrote the run's ticket (:mod:`demuxlab.ticket`: point, repeat, phases, launcher, pinned class,
+the spec's SHA-256). This command reads it, hashes the spec file against it (a spec edited since the plan
+refuses the run in one line naming the ticket and the digests), and runs it where its options say
+(:func:`demuxlab.runpoint.run_ticket`): on this host (``--server-facts``, ``--pair``), on a free healthy
+pair of an inventory (``--pairs-from``) or on the two nodes of this Slurm job (``--slurm``). A failed
+attempt before the last is kept under ``failures/`` and exits 1 (the workflow retries it).
 
-* trusts that file only for the spec it was made from: the spec's bytes are read and hashed, and a
-  different digest (the spec edited since the workflow checked it) refuses the run in one line;
-* takes its point by the key the workflow passes (``--point-key``, ``--repeat``); the run id's rule is
-  checked again where it matters, at ingest;
-* imports no numpy, scipy, jsonschema, PyYAML or click (argparse and the launcher's own modules; the
-  statistics of a record are computed lazily, only for a real run's per-second throughput).
-
-What it runs is what ``run-point`` runs: :func:`demuxlab.cluster.run.run_on_cluster` for ``--pairs-from``
-(remote or sim launcher) and :mod:`demuxlab.slurm.job` inside a Slurm job (``--slurm``); the record and the
-retry rule (a failed attempt before the last is kept under ``failures/`` and exits 1) are the same.
-``bench/perf/cluster_sim_bench.py`` measures the cost per run.
+Why a second console script beside ``demuxlab``: a sweep pays every run job's start-up on its controller
+(64 pairs of 60 s runs: the run processes' start-ups were over half of the controller's two CPUs when each
+loaded the spec, its YAML, schema and ``demux-server --list``, and imported numpy and click). So this one
+parses with argparse and imports no click, PyYAML, jsonschema, numpy, scipy or the spec package
+(``tests/unit/test_ticket.py`` checks the modules a whole run loads); the launchers compute a record's
+statistics lazily, only from a real run's per-second throughput. ``demuxlab run-point`` stays the way in
+for people: it builds the ticket from a spec and runs it through the same path.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from demuxlab.errors import ConfigError, DemuxlabError, SpecError
-from demuxlab.phases import Phases
-from demuxlab.point import Point
+from demuxlab.errors import ConfigError, DemuxlabError
 
 if TYPE_CHECKING:
-    from demuxlab.launch.base import RunRequest
-
-CHECKED_FORMAT = "demuxlab.checked/1"
-
-
-@dataclass(frozen=True)
-class CheckedSpec:
-    """A spec as the controller checked it, re-verified against the file by its digest."""
-
-    name: str
-    path: str  # as the controller named it (the record's spec_path is relative to the repository)
-    sha256: str
-    text: str
-    phases: Phases
-    launcher: str
-    hardware_class: str | None
-    git_rev: str | None
-    points: dict[str, dict[str, Any]]
-    steady: dict[str, Any] | None = None
-
-    def point(self, key: str) -> Point:
-        doc = self.points.get(key)
-        if doc is None:
-            raise SpecError(
-                f"{self.path}: point {key!r} is not a point of this spec (checked by the workflow)"
-            )
-        return Point.from_json(doc)
-
-    def experiment(self, spec_path: str) -> dict[str, Any]:
-        """The run record's ``experiment`` (CONTRACTS.md §5)."""
-        return {
-            "name": self.name,
-            "spec_sha256": self.sha256,
-            "git_rev": self.git_rev,
-            "spec_path": spec_path,
-            "spec_text": self.text,
-        }
-
-
-def checked_doc(spec: Any, points: Sequence[Point]) -> dict[str, Any]:
-    """What the controller writes for a loaded, checked :class:`demuxlab.spec.Spec` (every point of the run
-    order, calibration points included)."""
-    adaptive = getattr(spec, "adaptive", None)
-    steady = getattr(adaptive, "steady", None) if adaptive is not None else None
-    return {
-        "format": CHECKED_FORMAT,
-        "experiment": spec.name,
-        "spec": str(Path(spec.path).resolve()),
-        "spec_sha256": spec.sha256,
-        "phases": spec.phases.to_json(),
-        "launcher": spec.launcher,
-        "hardware_class": spec.hardware_class,
-        # An adaptive sweep's measured runs end when steady (demuxlab.steady); None: the whole phase.
-        "steady": None if steady is None else steady.to_json(),
-        "points": {p.point_key: p.to_json() for p in points},
-    }
-
-
-def checked_doc_of(spec_path: Path) -> dict[str, Any]:
-    """The checked spec of the spec at ``spec_path`` (the workflow's rule ``checked_spec``, after the plan
-    checked it against the server's pairs)."""
-    from demuxlab.spec import load_spec, run_order
-
-    spec = load_spec(spec_path)
-    points: dict[str, Point] = {}
-    for point, _ in run_order(spec):
-        points.setdefault(point.point_key, point)
-    return checked_doc(spec, list(points.values()))
-
-
-def load_checked(path: Path, git_rev: str | None = None) -> CheckedSpec:
-    """The checked spec of ``path``, after hashing the spec file it names (one line on any mismatch);
-    ``git_rev``: the revision the controller started from."""
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{path}: checked spec not found (the workflow's checked_spec rule writes it)"
-        ) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path}: checked spec unreadable: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("format") != CHECKED_FORMAT:
-        raise ConfigError(f"{path}: format: not a {CHECKED_FORMAT} document")
-    spec_file = Path(str(doc.get("spec")))
-    try:
-        raw = spec_file.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"{spec_file}: cannot read: {exc.strerror}") from None
-    digest = hashlib.sha256(raw).hexdigest()
-    if digest != doc.get("spec_sha256"):
-        raise SpecError(
-            f"{spec_file}: changed since the workflow checked it (sha256 {digest[:12]}…, checked "
-            f"{str(doc.get('spec_sha256'))[:12]}…): rerun the workflow"
-        )
-    return CheckedSpec(
-        name=str(doc["experiment"]),
-        path=str(spec_file),
-        sha256=digest,
-        text=raw.decode("utf-8"),
-        phases=Phases(**{k: float(doc["phases"][k]) for k in ("warmup_s", "measure_s", "cooldown_s")}),
-        launcher=str(doc["launcher"]),
-        hardware_class=doc.get("hardware_class"),
-        git_rev=git_rev,
-        points=dict(doc["points"]),
-        steady=doc.get("steady"),
-    )
-
-
-def write_record(record: dict[str, Any], args: argparse.Namespace, checked: CheckedSpec) -> int:
-    """Where the workflow expects the record (a failed attempt before the last goes to ``failures/``, as
-    ``run-point`` does: :func:`demuxlab.runpoint._write_record`); the exit status (1: retry)."""
-    from demuxlab.runpoint import RunPointRequest, _write_record
-
-    point = checked.point(args.point_key)
-    req = RunPointRequest(
-        spec_path=Path(checked.path),
-        run_id=args.run_id,
-        out=args.out,
-        point_key=args.point_key,
-        repeat=args.repeat,
-        attempt=args.attempt,
-        max_attempts=args.max_attempts,
-    )
-    result = _write_record(record, req, point, args.repeat)
-    print(result.message, file=sys.stderr)
-    return 1 if result.retry else 0
+    from demuxlab.runpoint import RunPointRequest
 
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="demuxlab-run",
-        description="One run of a spec the workflow has checked (results/<experiment>/checked.json).",
+        prog="demuxlab-run", description="One run of the plan: its ticket (results/<experiment>/tickets/)."
     )
-    ap.add_argument("checked", type=Path, help="The controller's checked spec (checked.json).")
-    ap.add_argument("--run-id", required=True)
-    ap.add_argument("--point-key", required=True)
-    ap.add_argument("--repeat", type=int, required=True)
+    ap.add_argument("ticket", type=Path, help="The run's ticket (demuxlab plan --tickets).")
     ap.add_argument("--out", type=Path, required=True, help="Where the run record goes.")
-    ap.add_argument("--launcher", help="remote | sim (--pairs-from), native | docker (--slurm).")
+    ap.add_argument("--launcher", help="native | docker (here, --slurm), remote | sim (--pairs-from).")
     ap.add_argument("--attempt", type=int, default=1)
     ap.add_argument("--max-attempts", type=int, default=1)
     ap.add_argument("--stall-timeout", type=float, default=5.0)
@@ -184,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--git-rev", help="The checkout's revision as the workflow's controller started.")
     ap.add_argument("--noise-wait", type=float, default=60.0)
     ap.add_argument("--quarantine-after", type=int, default=3)
+    here = ap.add_argument_group("on this host (the default)")
+    here.add_argument("--server-facts", type=Path, help="Server host facts (else collected).")
+    here.add_argument("--client-facts", type=Path, help="Client host facts (else the server's).")
+    here.add_argument("--pair", default="local", help="Host pair name (its lease).")
+    here.add_argument("--lease-wait", type=float, help="Seconds to wait for the pair (default: a run's).")
     cluster = ap.add_argument_group("a cluster of host pairs")
     cluster.add_argument("--pairs-from", help="Inventory or simulated cluster file.")
     cluster.add_argument("--cluster-state", type=Path, default=Path("results/cluster"))
@@ -207,55 +72,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
 
 
-def _relative(path: str) -> str:
-    from demuxlab.paths import repo_root
+def request_of(args: argparse.Namespace) -> RunPointRequest:
+    """The options as one :class:`demuxlab.runpoint.RunPointRequest`."""
+    from demuxlab.runpoint import RunPointRequest
 
-    try:
-        return str(Path(path).resolve().relative_to(repo_root()))
-    except ValueError:
-        return path
-
-
-def base_request(checked: CheckedSpec, args: argparse.Namespace) -> RunRequest:
-    """The run as the checked spec and the options describe it (what ``run-point`` builds from the spec);
-    where it runs adds the hosts and their pinning."""
-    from demuxlab.launch.base import RunRequest
-    from demuxlab.plan import Pinning
-
-    point = checked.point(args.point_key)
-    if args.repeat < 0:
-        raise ConfigError(f"--repeat: {args.repeat} is not a repeat index")
-    instrument = bool(args.instrument) or point.instrument
-    steady = None
-    if checked.steady is not None and not instrument:
-        # An adaptive sweep's measured runs end when steady; calibration runs measure their whole phase.
-        from demuxlab.steady import SteadyRule
-
-        steady = SteadyRule(
-            min_s=float(checked.steady["min_s"]), target_rel=float(checked.steady["target_rel"])
-        )
-    return RunRequest(
-        run_id=args.run_id,
-        experiment=checked.experiment(_relative(checked.path)),
-        point=point,
-        repeat=args.repeat,
-        phases=checked.phases,
-        pinning=Pinning((), (), False, False, ()),  # planned once the hosts are known
-        hosts={},
-        attempt=args.attempt,
-        instrument=instrument,
-        stall_timeout_s=args.stall_timeout,
-        steady=steady,
-    )
-
-
-def _main(args: argparse.Namespace) -> int:
-    checked = load_checked(args.checked, args.git_rev)
-    base = base_request(checked, args)
+    if args.attempt < 1 or args.max_attempts < 1:
+        raise ConfigError(f"--attempt {args.attempt} / --max-attempts {args.max_attempts}: both count from 1")
+    cluster = slurm = None
     if args.slurm:
-        from demuxlab.slurm.job import JobOptions, run_in_job
+        from demuxlab.slurm.job import JobOptions
 
-        opts = JobOptions(
+        slurm = JobOptions(
             state=args.slurm_state,
             launcher=args.launcher or "native",
             stage=args.stage,
@@ -267,38 +94,44 @@ def _main(args: argparse.Namespace) -> int:
             max_attempts=args.max_attempts,
             class_features=tuple(f for f in args.class_features.split(",") if f),
         )
-        record = run_in_job(base, opts)
-        if record is None:  # an earlier job of this run already wrote its final record (adopted)
-            return 0
-        return write_record(record, args, checked)
-    if not args.pairs_from:
-        raise ConfigError("demuxlab-run runs on a cluster (--pairs-from) or in a Slurm job (--slurm)")
-    from demuxlab.cluster.run import ClusterOptions, run_on_cluster, update_progress
+    elif args.pairs_from:
+        from demuxlab.cluster.run import ClusterOptions
 
-    cluster = ClusterOptions(
-        pairs_from=args.pairs_from,
-        state=args.cluster_state,
-        launcher=args.launcher or "remote",
-        lane=args.lane,
-        quarantine_after=args.quarantine_after,
-        pair_wait_s=args.pair_wait,
-        noise_wait_s=args.noise_wait,
+        cluster = ClusterOptions(
+            pairs_from=args.pairs_from,
+            state=args.cluster_state,
+            launcher=args.launcher or "remote",
+            lane=args.lane,
+            quarantine_after=args.quarantine_after,
+            pair_wait_s=args.pair_wait,
+            noise_wait_s=args.noise_wait,
+        )
+    return RunPointRequest(
+        out=args.out,
+        server_facts=args.server_facts,
+        client_facts=args.client_facts,
+        launcher=args.launcher,
+        host_pair=args.pair,
+        attempt=args.attempt,
+        max_attempts=args.max_attempts,
+        instrument=args.instrument,
+        stall_timeout_s=args.stall_timeout,
+        lease_wait_s=args.lease_wait,
+        git_rev=args.git_rev,
+        cluster=cluster,
+        slurm=slurm,
     )
-    record = run_on_cluster(checked, base, cluster, failures_dir=args.out.parent.parent / "failures")
-    # The run process's own CPU so far (start-up included): what the controller pays per run, beside
-    # Snakemake's share (bench/perf/cluster_sim_bench.py reports both).
-    record.setdefault("scheduling", {})["runner_cpu_s"] = round(_cpu_s(), 4)
-    try:
-        return write_record(record, args, checked)
-    finally:
-        update_progress(cluster)
 
 
-def _cpu_s() -> float:
-    import resource
+def _main(args: argparse.Namespace) -> int:
+    from demuxlab.runpoint import run_ticket
+    from demuxlab.ticket import read_ticket
 
-    use = resource.getrusage(resource.RUSAGE_SELF)
-    return use.ru_utime + use.ru_stime
+    req = request_of(args)
+    ticket = read_ticket(args.ticket)
+    result = run_ticket(ticket, req)
+    print(result.message, file=sys.stderr)
+    return 1 if result.retry else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

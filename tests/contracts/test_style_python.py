@@ -29,9 +29,6 @@ LONG_BECAUSE = "Long because:"
 # Functions over the limit that other work of issue 46 (and 45) splits, named with who splits them: not
 # excluded silently, and the test fails once one is split (or says why), so the list only shrinks.
 BEING_SPLIT: dict[str, str] = {
-    "slurm/job.py::run_in_job": "issue 46 item 1, the run ticket (w46-ticket)",
-    "plan.py::plan_pinning": "issue 46 item 1, the run ticket (w46-ticket)",
-    "cluster/run.py::run_on_cluster": "issue 46 item 1, the run ticket (w46-ticket)",
     "inventory.py::_host_spec": "issue 46 item 9, the inventory through Ansible (w46-bench)",
 }
 REASON = re.compile(r"\bover 500 lines\b", re.I)

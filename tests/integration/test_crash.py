@@ -156,3 +156,36 @@ def test_second_live_controller_is_refused(tmp_path: Path) -> None:
             hold_controller(tmp_path)
     # Released with its holder: the next one takes it.
     hold_controller(tmp_path).release()
+
+
+def test_controller_lock_is_held_on_the_controllers_descriptor(tmp_path: Path) -> None:
+    """The workflow's onstart (rules/lock.smk): the controller opens the lock file and `demuxlab
+    controller-lock` takes the flock on that descriptor. The lock outlives the command (it is the open
+    file's), names the controller, refuses a second controller, and goes with the controller's descriptor."""
+    from demuxlab.lease import CONTROLLER_LOCK, LeaseBusy, hold_controller
+
+    (tmp_path / ".snakemake").mkdir()
+    fd = os.open(tmp_path / CONTROLLER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    cli = [str(Path(sys.executable).with_name("demuxlab")), "controller-lock", str(tmp_path), "--fd", str(fd)]
+    try:
+        taken = subprocess.run(
+            [*cli, "--pid", str(os.getpid())], pass_fds=(fd,), capture_output=True, text=True
+        )
+        assert taken.returncode == 0, taken.stderr
+        with pytest.raises(
+            LeaseBusy, match=f"another workflow controller is running .* \\(pid {os.getpid()} on"
+        ):
+            hold_controller(tmp_path)
+        fd2 = os.open(tmp_path / CONTROLLER_LOCK, os.O_RDWR)
+        try:
+            again = subprocess.run(
+                [*cli[:-1], str(fd2), "--pid", "1"], pass_fds=(fd2,), capture_output=True, text=True
+            )
+        finally:
+            os.close(fd2)
+        lines = again.stderr.strip().splitlines()
+        assert again.returncode != 0 and len(lines) == 1, again.stderr
+        assert lines[0].startswith(f"demuxlab: error: another workflow controller is running in {tmp_path}")
+    finally:
+        os.close(fd)
+    hold_controller(tmp_path).release()  # the controller's descriptor closed: free

@@ -4,6 +4,7 @@ grows, and `snakemake --lint` has nothing to say."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -121,3 +122,61 @@ def test_lint_is_clean() -> None:
     )
     assert res.returncode == 0, res.stdout[-3000:]
     assert "Congratulations, your workflow is in a good condition!" in res.stdout + res.stderr
+
+
+# The one rule that is not a command, and the function it calls (docs/ARCHITECTURE.md, "The rules are
+# thin": a process per run would cost about a hundred times the CPU of the ingest itself).
+IN_CONTROLLER = {"ingest_run": "ingest_in_controller"}
+PACKAGE_IMPORT = re.compile(r"^\s*(from demuxlab\b|import demuxlab\b|import yaml\b|from yaml\b)")
+
+
+def rules_of(profile: str, tmp_path: Path) -> list[dict[str, Any]]:
+    """Every rule as the profile includes them, read by Snakemake's own parser (tests/contracts/)."""
+    dump = REPO / "tests" / "contracts" / "workflow_rules.py"
+    doc = yaml.safe_load((WORKFLOWS / profile / "config.yaml").read_text()) or {}
+    named = doc.get("configfile") or doc.get("configfiles") or []
+    files = [str(WORKFLOWS / f) for f in ([named] if isinstance(named, str) else named)]
+    inventory = tmp_path / "simulated.yaml"
+    inventory.write_text("simulated: {pairs: 2}\n")
+    env = {**os.environ, "DEMUXLAB_INVENTORY": str(inventory)}
+    snakefile = str(WORKFLOWS / "Snakefile")
+    cmd = [sys.executable, str(dump), snakefile, str(tmp_path), "{}", json.dumps(files), "2"]
+    res = subprocess.run(
+        cmd, cwd=WORKFLOWS, capture_output=True, text=True, timeout=240, env=env, check=False
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    rules: list[dict[str, Any]] = json.loads(res.stdout.splitlines()[-1])["rules"]
+    return rules
+
+
+@pytest.mark.parametrize("profile", ["local", "cluster", "slurm"])
+def test_rules_are_cli_calls(profile: str, tmp_path: Path) -> None:
+    """Every rule that runs something is a shell command of `demuxlab` (`{params.cli}`) or of the run jobs'
+    `demuxlab-run` (`{params.run}`), but the named exception, which alone is a `run:` block."""
+    rules = rules_of(profile, tmp_path)
+    assert {"plan", "run_point", "ingest_run"} <= {r["name"] for r in rules}
+    for rule in rules:
+        if rule["norun"]:
+            continue
+        if rule["name"] in IN_CONTROLLER:
+            assert rule["run"], (
+                f"{rule['name']}: the named exception is no longer a run: block (update the list)"
+            )
+            continue
+        assert not rule["run"], f"{profile}: rule {rule['name']}: a run: block, not a demuxlab command"
+        assert re.search(r"\{params\.(cli|run)\} ", rule["shell"] or ""), f"{rule['name']}: {rule['shell']}"
+
+
+def test_rule_files_import_nothing_of_the_package() -> None:
+    """No rule file imports demuxlab (or PyYAML for it) but in the named exception's function: what a rule
+    or an input function needs of the package it asks a `demuxlab` command for."""
+    found = []
+    for path in sorted((WORKFLOWS / "rules").rglob("*.smk")):
+        function = None
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.match(r"^(def (\w+)|\S)", line):
+                m = re.match(r"^def (\w+)", line)
+                function = m[1] if m else None
+            if PACKAGE_IMPORT.match(line) and function not in IN_CONTROLLER.values():
+                found.append(f"{path.relative_to(WORKFLOWS)}:{number}: {line.strip()}")
+    assert found == []

@@ -1,10 +1,10 @@
 # Adaptive experiments (a spec with an `adaptive:` block, docs/adaptive.md): their runs are decided round by
 # round instead of planned. Round N is a checkpoint: `demuxlab adaptive next` replays the policy over the
 # experiment's run records (rounds 0..N-1 all recorded) and writes round N's runs with the reason for each,
-# or the stop. Its runs are run_point jobs like any other (rules/run.smk, lanes within the round); round
-# N+1 waits for every record of round N. Once a round stops, `demuxlab adaptive decisions` writes what the
-# sweep decided, which the report and the claims read to mark model-only points, and `adaptive store` puts
-# it in the database for the dashboard (after every run is ingested).
+# or the stop, and the tickets of its runs. Its runs are run_point jobs like any other (rules/run.smk, lanes
+# within the round); round N+1 waits for every record of round N. Once a round stops, `demuxlab adaptive
+# decisions` writes what the sweep decided, which the report and the claims read to mark model-only points,
+# and `adaptive store` puts it in the database for the dashboard (after every run is ingested).
 
 
 checkpoint adaptive_round:
@@ -16,6 +16,8 @@ checkpoint adaptive_round:
         records=records_before_round,
     output:
         round="results/{experiment}/adaptive/round-{round}.json",
+        # The round's run tickets (an adaptive experiment's plan has none: its runs come round by round).
+        tickets=directory("results/{experiment}/adaptive/tickets-{round}"),
     log:
         "logs/{experiment}/adaptive/round-{round}.log",
     conda:
@@ -28,7 +30,7 @@ checkpoint adaptive_round:
         pair=MODEL_PAIR,
     shell:
         "{params.cli} adaptive next {input.spec} --records {params.runs} --round {wildcards.round}"
-        " --out {output.round} 2> {log}"
+        " --tickets {output.tickets} --out {output.round} 2> {log}"
 
 
 rule adaptive_decisions:

@@ -15,6 +15,9 @@ REPO = Path(workflow.basedir).parent
 EXPERIMENTS_DIR = Path(config["experiments_dir"] or REPO / "experiments").resolve()
 _VENV_CLI = REPO / ".venv" / "bin" / "demuxlab"
 DEMUXLAB = str(_VENV_CLI) if _VENV_CLI.exists() else "demuxlab"
+# Every run job's one entry point (demuxlab.runpoint_lean: a run's ticket to its record).
+_VENV_RUN = REPO / ".venv" / "bin" / "demuxlab-run"
+DEMUXLAB_RUN = str(_VENV_RUN) if _VENV_RUN.exists() else "demuxlab-run"
 RUN = config["run"]
 MODEL = config["model"]
 

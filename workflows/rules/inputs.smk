@@ -1,6 +1,7 @@
 # The input functions: what each job reads, derived from the checkpoints' outputs (rules/common.smk:
 # plan_of). They run when Snakemake builds the DAG, never at parse time.
 import shlex
+import subprocess
 
 
 def all_targets(wildcards):
@@ -83,12 +84,34 @@ def previous_in_lane(wildcards):
     return [rules.run_point.output.record.format(experiment=wildcards.experiment, run_id=previous)]
 
 
-def which_run(wildcards):
-    """run-point's options naming the run's point and repeat (it checks them against the run id), so that
-    it finds its run without listing the sweep."""
-    index, plan = run_index(wildcards)
-    run = plan["runs"][index]
-    return f"--point-key {shlex.quote(run['point_key'])} --repeat {run['repeat']}"
+def run_ticket(wildcards):
+    """The run's ticket (its plan's, or its adaptive round's): the one copy of its point, which its job
+    reads. `ancient`: a plan written again (same tickets, new files) does not redo measurements."""
+    _, plan = run_index(wildcards)
+    if "round" in plan:
+        folder = rules.adaptive_round.output.tickets.format(experiment=wildcards.experiment, round=plan["round"])
+    else:
+        folder = rules.plan.output.tickets.format(experiment=wildcards.experiment)
+    return ancient(f"{folder}/{wildcards.run_id}.json")
+
+
+@lru_cache(maxsize=None)
+def controller_revision():
+    """The checkout's git revision as the controller saw it when it built the DAG (asked once; `-dirty` when
+    tracked files differ), for the records' experiment.git_rev. A Slurm job's own Snakemake evaluates it on a
+    node that may have no git: "unknown" there (the job's command already has the controller's)."""
+
+    def git(*args):
+        try:
+            res = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
+        except OSError:
+            return None
+        return res.stdout.strip() if res.returncode == 0 else None
+
+    rev = git("rev-parse", "HEAD")
+    if rev is None:
+        return "unknown"
+    return rev + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def experiment_runs(experiment):

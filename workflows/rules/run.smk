@@ -1,17 +1,20 @@
-# One job per run (point x repeat). Runs form lanes in the spec's randomized order: run i waits for run
+# One job per run (point x repeat), started the same way wherever it runs: `demuxlab-run TICKET`
+# (demuxlab.runpoint_lean), the run's ticket from its plan or adaptive round (rules/plan.smk). The job hashes
+# the spec file against the ticket (a spec edited since the plan refuses the run in one line) and never
+# loads or expands the spec again. Runs form lanes in the spec's randomized order: run i waits for run
 # i - lanes of its experiment's plan, so drift in the machine does not line up with one design. Where the
-# runs go (the local pair, any free pair of a cluster) is the host-pair execution's: rules/hosts/. A failed
-# run exits non-zero until its last attempt (so it is retried), then its record is written with status
-# "failed" and the reason.
+# runs go (the local pair, any free pair of a cluster, two nodes Slurm allocates) is the host-pair
+# execution's: rules/hosts/ (where_args). A failed run exits non-zero until its last attempt (so it is
+# retried), then its record is written with status "failed" and the reason.
 
 
 rule run_point:
     input:
+        ticket=run_ticket,
         spec=spec_file,
         build=build_inputs,
         hosts=host_inputs,
         after=previous_in_lane,
-        checked=checked_input,
     output:
         record="results/{experiment}/runs/{run_id}.json",
     log:
@@ -19,12 +22,12 @@ rule run_point:
     conda:
         "../envs/demuxlab.yaml"
     params:
-        run=run_command,
+        run=DEMUXLAB_RUN,
+        git_rev=lambda wc: shlex.quote(controller_revision()),
         launcher=lambda wc: run_launcher(wc.experiment),
         max_attempts=RUN["retries"] + 1,
         stall=RUN["stall_timeout_s"],
         where=where_args,
-        which=which_run,
     # The controller retries a failed run; a job's own Snakemake (a remote executor's, rules/hosts/slurm.smk)
     # must not run the command again where it failed (a rule's retries override its --retries 0).
     retries: RUN["retries"] if workflow.is_main_process else 0
@@ -33,7 +36,6 @@ rule run_point:
         attempt=lambda wc, attempt: attempt,
         **HOST_RESOURCES,
     shell:
-        "{params.run} --run-id {wildcards.run_id} {params.which} --out {output.record}"
-        " {params.where} --launcher {params.launcher}"
+        "{params.run} {input.ticket} --out {output.record} {params.where} --launcher {params.launcher}"
         " --attempt {resources.attempt} --max-attempts {params.max_attempts}"
-        " --stall-timeout {params.stall} 2> {log}"
+        " --stall-timeout {params.stall} --git-rev {params.git_rev} 2> {log}"

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "facts": ("demuxlab.cli.run", "facts"),
     "pairs": ("demuxlab.cli.run", "pairs"),
     "run-point": ("demuxlab.cli.run", "run_point"),
+    "controller-lock": ("demuxlab.cli.run", "controller_lock"),
     "ingest": ("demuxlab.cli.run", "ingest"),
     "report": ("demuxlab.cli.run", "report"),
     "db": ("demuxlab.cli.db", "db"),

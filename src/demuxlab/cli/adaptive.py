@@ -83,18 +83,32 @@ def replay(spec: str, records: str, mechanisms: str | None, no_models: bool, jso
 )
 @click.option("--round", "index", required=True, type=click.IntRange(min=0), help="Which round to write.")
 @click.option("--out", required=True, type=click.Path(dir_okay=False), help="Where the round goes (JSON).")
-def next_round(spec: str, records: str, index: int, out: str) -> None:
+@click.option(
+    "--tickets",
+    type=click.Path(file_okay=False),
+    help="Write the round's run tickets here (<run id>.json, CONTRACTS.md §4a): what `demuxlab-run` runs.",
+)
+def next_round(spec: str, records: str, index: int, out: str, tickets: str | None) -> None:
     """Write round N of an adaptive experiment: its runs and why, or its stop (the workflow's checkpoint)."""
     from demuxlab.adaptive.experiment import decide, round_doc
     from demuxlab.adaptive.records import read_runs
     from demuxlab.jsonio import write_json_atomic
-    from demuxlab.spec import load_checked_spec
+    from demuxlab.runpoint import relative_to_repo
+    from demuxlab.spec import load_checked_spec, run_id
+    from demuxlab.ticket import ticket_doc, write_tickets
 
     loaded = load_checked_spec(spec)
     folder = Path(records)
     runs = read_runs(folder) if folder.is_dir() and any(folder.glob("*.json")) else []
     _, outcome, _ = decide(loaded, runs)
     doc = round_doc(loaded, outcome, index)
+    if tickets is not None:
+        shown = relative_to_repo(Path(spec))
+        asked = outcome.rounds[index].requests
+        write_tickets(
+            Path(tickets),
+            (ticket_doc(loaded, r.point, r.repeat, run_id(loaded, r.point, r.repeat), shown) for r in asked),
+        )
     write_json_atomic(Path(out), doc)
     what = f"stop: {doc['stop']}" if doc["stop"] else f"{len(doc['runs'])} runs"
     click.echo(f"{loaded.name}: adaptive round {index}: {what}", err=True)

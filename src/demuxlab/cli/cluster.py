@@ -70,6 +70,47 @@ def pairs_command(pairs_from: str, out: str | None) -> None:
     emit_json(doc, out)
 
 
+@cluster.command("simulated-pairs")
+@click.option(
+    "--pairs-from", required=True, type=click.Path(), help="A simulated cluster file (YAML or JSON)."
+)
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Where its JSON copy goes.")
+def simulated_pairs(pairs_from: str, out: str) -> None:
+    """Write a simulated cluster file as JSON, which the run jobs read without PyYAML."""
+    import yaml
+
+    from demuxlab.errors import ConfigError
+    from demuxlab.remote.hostpairs import load_pairs
+
+    if not load_pairs(pairs_from).simulated:  # read and checked as the runs will read it
+        raise ConfigError(f"{pairs_from}: not a simulated cluster file (an inventory needs no JSON copy)")
+    emit_json(yaml.safe_load(Path(pairs_from).read_text()), out)
+
+
+@cluster.command()
+@click.argument("plans", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--pairs", required=True, type=click.Path(dir_okay=False), help="`cluster pairs` JSON.")
+@click.option("--out", required=True, type=click.Path(dir_okay=False))
+def sweep(plans: tuple[str, ...], pairs: str, out: str) -> None:
+    """Write sweep.json: the runs each experiment's plan holds, the pairs, the inventory (for progress)."""
+    from demuxlab.cluster.progress import sweep_doc
+
+    emit_json(sweep_doc([Path(p) for p in plans], Path(pairs)), out)
+
+
+@cluster.command()
+@click.argument("facts", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--out", required=True, type=click.Path(dir_okay=False))
+def ready(facts: tuple[str, ...], out: str) -> None:
+    """Write ready.json once the hosts are provisioned and their facts collected: the runs' one cluster
+    input."""
+    from demuxlab.jsonio import read_json
+
+    for path in facts:  # each one readable: a run would fail on it later
+        read_json(Path(path), "host facts")
+    emit_json({"facts": sorted(facts)}, out)
+
+
 @cluster.command()
 @state_option
 @click.option("--pairs-from", type=click.Path(), help="Inventory or simulated cluster file.")

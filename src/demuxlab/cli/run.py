@@ -46,9 +46,17 @@ def validate(spec: str, no_pairs: bool) -> None:
     type=click.Path(dir_okay=False),
     help="Check the spec against these pairs (`demuxlab pairs` JSON) instead of demux-server --list.",
 )
-def plan(spec: str, out: str | None, server_pairs: str | None = None) -> None:
-    """Expand a spec into its sweep points and randomized run order (run ids included)."""
+@click.option(
+    "--tickets",
+    type=click.Path(file_okay=False),
+    help="Write each run's ticket here (<run id>.json, CONTRACTS.md §4a): what `demuxlab-run` runs.",
+)
+def plan(spec: str, out: str | None, server_pairs: str | None = None, tickets: str | None = None) -> None:
+    """Expand a spec into its sweep points and randomized run order (run ids included), and each run's
+    ticket."""
+    from demuxlab.runpoint import relative_to_repo
     from demuxlab.spec import load_checked_spec, load_spec, run_id, run_order
+    from demuxlab.ticket import ticket_doc, write_tickets
     from demuxlab.vocab import PATTERNS as MODELLED
 
     if server_pairs is None:
@@ -61,23 +69,36 @@ def plan(spec: str, out: str | None, server_pairs: str | None = None) -> None:
         if not path.is_file():
             raise ConfigError(f"{server_pairs}: the server's pairs not found (`demuxlab pairs` writes them)")
         loaded = load_spec(Path(spec), pairs=load_pairs_json(path.read_text(), source=server_pairs))
+    order = [(point, rep, run_id(loaded, point, rep)) for point, rep in run_order(loaded)]
+    # What the workflow's DAG needs of each run; the point itself is in the run's ticket only.
     runs = [
-        {"run_id": run_id(loaded, point, rep), "repeat": rep, "point_key": point.point_key, **point.to_json()}
-        for point, rep in run_order(loaded)
+        {"run_id": rid, "point_key": point.point_key, "repeat": rep, "instrument": point.instrument}
+        for point, rep, rid in order
     ]
+    adaptive = loaded.adaptive is not None
+    if tickets is not None:
+        # An adaptive experiment's runs are decided round by round: their tickets come with each round.
+        shown = relative_to_repo(Path(spec))
+        write_tickets(
+            Path(tickets), [] if adaptive else (ticket_doc(loaded, p, r, i, shown) for p, r, i in order)
+        )
     # The launcher and the patterns the CTMC models describe: what the workflow builds and whether it runs
-    # the model stages for this experiment.
+    # the model stages for this experiment; the phases and pinned class: what the Slurm jobs ask for.
     modelled = sorted({d.pattern for d in loaded.designs} & set(MODELLED))
     doc = {
         "experiment": loaded.name,
+        "spec": str(Path(spec).resolve()),
         "spec_sha256": loaded.sha256,
         "launcher": loaded.launcher,
+        "phases": loaded.phases.to_json(),
+        "hardware_class": loaded.hardware_class,
         "modelled_patterns": modelled,
         # An adaptive experiment's runs are decided round by round (`demuxlab adaptive next`): none is
         # planned here; `fixed_design_runs` is how many its fixed design would have.
-        "adaptive": loaded.adaptive is not None,
+        "adaptive": adaptive,
         "fixed_design_runs": len(runs),
-        "runs": [] if loaded.adaptive is not None else runs,
+        "tickets": tickets,
+        "runs": [] if adaptive else runs,
     }
     emit_json(doc, out)
 
@@ -208,12 +229,26 @@ def run_point(
 ) -> None:
     """Run one repeat of one sweep point and write its run record (docs/CONTRACTS.md §5).
 
-    The run holds its pair's lease (demuxlab.lease) from before its server starts until its server and
-    client are gone; they die with this process, however it dies.
+    The spec is loaded and checked, the run found in it and its ticket built (what `demuxlab plan
+    --tickets` writes); the run then goes the way of every workflow run job (`demuxlab-run TICKET`). The run
+    holds its pair's lease (demuxlab.lease) from before its server starts until its server and client are
+    gone; they die with this process, however it dies.
     """
-    from demuxlab.runpoint import RunPointRequest
-    from demuxlab.runpoint import run_point as perform
+    from demuxlab.runpoint import RunPointRequest, relative_to_repo, run_ticket
+    from demuxlab.spec import find_run, load_checked_spec
+    from demuxlab.ticket import ticket_doc, ticket_from_doc
 
+    loaded = load_checked_spec(spec)
+    found = find_run(loaded, rid, point_key, repeat_hint)
+    if found is None:
+        from demuxlab.errors import SpecError
+
+        given = f" (point {point_key!r}, repeat {repeat_hint})" if point_key is not None else ""
+        raise SpecError(
+            f"{spec}: run id {rid!r}{given} is not a run of this spec (see `demuxlab plan {spec}`)"
+        )
+    doc = ticket_doc(loaded, found[0], found[1], rid, relative_to_repo(Path(spec)))
+    ticket = ticket_from_doc(doc, loaded.text.encode(), f"{spec} (run-point)")
     cluster = None
     if pairs_from:
         from demuxlab.cluster.run import ClusterOptions
@@ -227,25 +262,20 @@ def run_point(
             pair_wait_s=pair_wait,
             noise_wait_s=noise_wait,
         )
-    result = perform(
-        RunPointRequest(
-            spec_path=Path(spec),
-            run_id=rid,
-            out=Path(out),
-            point_key=point_key,
-            repeat=repeat_hint,
-            server_facts=Path(server_facts) if server_facts else None,
-            client_facts=Path(client_facts) if client_facts else None,
-            launcher=launcher_name,
-            host_pair=host_pair,
-            attempt=attempt,
-            max_attempts=max_attempts,
-            instrument=instrument,
-            stall_timeout_s=stall_timeout,
-            lease_wait_s=lease_wait,
-            cluster=cluster,
-        )
+    req = RunPointRequest(
+        out=Path(out),
+        server_facts=Path(server_facts) if server_facts else None,
+        client_facts=Path(client_facts) if client_facts else None,
+        launcher=launcher_name,
+        host_pair=host_pair,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        instrument=instrument,
+        stall_timeout_s=stall_timeout,
+        lease_wait_s=lease_wait,
+        cluster=cluster,
     )
+    result = run_ticket(ticket, req)
     click.echo(result.message, err=True)
     if result.retry:
         sys.exit(1)
@@ -310,3 +340,15 @@ def report(spec: str, out_dir: str, decisions: str | None) -> None:
         doc = read_decisions(Path(decisions))
     for path in write_report(loaded, Path(out_dir), doc):
         click.echo(f"wrote {path}", err=True)
+
+
+@click.command("controller-lock")
+@click.argument("directory", type=click.Path(file_okay=False), default=".")
+@click.option("--fd", required=True, type=click.IntRange(min=0), help="The controller's open lock file.")
+@click.option("--pid", required=True, type=click.IntRange(min=1), help="The controller's process id.")
+def controller_lock(directory: str, fd: int, pid: int) -> None:
+    """Take the workflow controller's lock on its descriptor (the workflow's onstart; refused while a live
+    controller runs in the folder)."""
+    from demuxlab.lease import take_controller
+
+    take_controller(fd, directory, pid)

@@ -1,4 +1,6 @@
-"""``demuxlab slurm …``: the Slurm sweep's progress per partition, its per-node report, unquarantine."""
+"""``demuxlab slurm …``: the Slurm sweep's progress per partition, its per-node report, unquarantine, and
+the workflow's Slurm steps (the settings' check, the sweep, jobs a killed controller left, a retry's
+exclusions)."""
 
 from __future__ import annotations
 
@@ -24,13 +26,97 @@ def slurm() -> None:
 @slurm.command()
 @state_option
 @click.option("--json", "as_json", is_flag=True, help="Print progress.json instead of tables.")
-def progress(state: str, as_json: bool) -> None:
+@click.option(
+    "--every",
+    type=click.FloatRange(min=0.1),
+    help="Rewrite progress.json every this many seconds (the workflow's controller starts one so).",
+)
+@click.option(
+    "--while-parent", type=click.IntRange(min=1), help="With --every: while this process (the parent) lives."
+)
+def progress(state: str, as_json: bool, every: float | None, while_parent: int | None) -> None:
     """Run jobs pending / running and attempts done / failed per partition; node health."""
-    from demuxlab.slurm.progress import dump, format_progress, progress_doc, write_progress
+    from demuxlab.slurm.progress import dump, format_progress, progress_doc, watch_progress, write_progress
 
+    if every is not None:
+        watch_progress(Path(state), every, while_parent)
+        return
     doc = progress_doc(Path(state))
     write_progress(Path(state), doc)
     click.echo(dump(doc) if as_json else format_progress(doc))
+
+
+@slurm.command()
+@click.argument("plans", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--settings-json",
+    required=True,
+    help="The workflow config's `slurm:` settings, as JSON (its `conf` too).",
+)
+@state_option
+@click.option("--out", required=True, type=click.Path(dir_okay=False))
+def check(plans: tuple[str, ...], settings_json: str, state: str, out: str) -> None:
+    """Check the Slurm settings against the cluster for these plans; write settings.json (the run jobs'
+    partition, account, constraint and time limit). A wrong setting is one line naming it."""
+    import json
+
+    from demuxlab.cli import emit_json
+    from demuxlab.errors import ConfigError
+    from demuxlab.jsonio import read_json
+    from demuxlab.slurm.check import settings_doc
+
+    try:
+        settings = json.loads(settings_json)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--settings-json: not JSON ({exc.msg})") from None
+    docs = [read_json(Path(p), "plan") for p in plans]
+    emit_json(settings_doc(settings, docs, Path(state)), out)
+
+
+@slurm.command()
+@click.argument("plans", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--out", required=True, type=click.Path(dir_okay=False))
+def sweep(plans: tuple[str, ...], out: str) -> None:
+    """Write sweep.json: the runs each experiment's plan holds (progress counts what remains)."""
+    from demuxlab.cli import emit_json
+    from demuxlab.slurm.progress import sweep_doc
+
+    emit_json(sweep_doc(list(plans)), out)
+
+
+@slurm.command("live-jobs")
+@click.option("--workdir", default=".", type=click.Path(file_okay=False), show_default=True)
+def live_jobs(workdir: str) -> None:
+    """Print, as JSON, run id -> job id of the workflow's run jobs still queued or running in Slurm."""
+    import json
+
+    from demuxlab.slurm.adopt import live_run_jobs
+
+    click.echo(json.dumps(live_run_jobs(workdir)))
+
+
+@slurm.command("wait-job")
+@click.argument("job", type=click.IntRange(min=1))
+@click.option("--out", required=True, type=click.Path(dir_okay=False))
+def wait_job(job: int, out: str) -> None:
+    """Wait until a Slurm job has left the queue; write its final state (a killed controller's run job)."""
+    from demuxlab.cli import emit_json
+    from demuxlab.slurm.adopt import wait_for_job
+
+    emit_json(wait_for_job(job), out)
+
+
+@slurm.command()
+@click.argument("run_id")
+@state_option
+@click.option("--usable", default="", help="The usable nodes (settings.json), comma-separated.")
+def excludes(run_id: str, state: str, usable: str) -> None:
+    """Print the nodes the run's next attempt must avoid (quarantined, and those it failed on), comma-
+    separated."""
+    from demuxlab.slurm import nodes as health
+
+    nodes = [n for n in usable.split(",") if n]
+    click.echo(",".join(health.retry_excludes(Path(state), run_id, nodes)))
 
 
 @slurm.command()

@@ -68,6 +68,19 @@ def progress_doc(state: Path, names: list[str] | None = None, results: Path | No
     return {"updated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "runs": runs, "pairs": pairs}
 
 
+def sweep_doc(plans: list[Path], pairs: Path) -> dict[str, Any]:
+    """``sweep.json`` (CONTRACTS.md §5a) from the experiments' plans and ``cluster pairs``' JSON: the runs
+    each experiment plans (an adaptive one: at most its fixed design's), the pairs, the inventory."""
+    inventory = json.loads(pairs.read_text())
+    experiments: dict[str, int] = {}
+    for path in plans:
+        plan = json.loads(path.read_text())
+        experiments[str(plan["experiment"])] = (
+            plan["fixed_design_runs"] if plan["adaptive"] else len(plan["runs"])
+        )
+    return {"experiments": experiments, "pairs": inventory["pairs"], "inventory": inventory["inventory"]}
+
+
 def write_progress(state: Path, doc: dict[str, Any]) -> Path:
     path = state / "progress.json"
     write_json_atomic(path, doc)

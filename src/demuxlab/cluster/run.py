@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 from demuxlab.cluster.progress import progress_doc, write_progress
 from demuxlab.cluster.schedule import (
@@ -35,16 +35,6 @@ from demuxlab.launch.base import Launcher, RunRequest, failed_record
 from demuxlab.plan import plan_pinning
 from demuxlab.remote.hostpairs import ClusterPair, PairsSource, hardware_class, load_pairs, sim_facts
 from demuxlab.vocab import RUN_OK
-
-
-class RunSpec(Protocol):
-    """What a run needs of its spec: a :class:`demuxlab.spec.Spec`, or the controller's checked copy
-    (:class:`demuxlab.runpoint_lean.CheckedSpec`), which spares the run process the spec's checks."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def hardware_class(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -147,24 +137,25 @@ def _sigterm_unwinds() -> Iterator[None]:
 
 
 def run_on_cluster(
-    spec: RunSpec,
     base: RunRequest,
     opts: ClusterOptions,
     *,
     failures_dir: Path,
+    pinned: str | None = None,
+    spec_path: str = "the spec",
     try_acquire: TryAcquire = default_try_acquire,
 ) -> dict[str, Any]:
-    """Run ``base`` on a free healthy pair and return its record (status ok or failed). ``base`` is the run
-    as the spec and the command describe it; the pair's hosts, their pinning and the lease are added here."""
-    run_id, point = base.run_id, base.point
+    """Run ``base`` on a free healthy pair (of class ``pinned``, the spec's ``hardware_class``, when set)
+    and return its record (status ok or failed). ``base`` is the run as its ticket and the command describe
+    it; the pair's hosts, their pinning and the lease are added here."""
+    run_id = base.run_id
     source = load_pairs(opts.pairs_from)
     facts = host_facts(source, opts.state)
     classes = pair_classes(source, facts)
-    pinned = spec.hardware_class
     eligible = eligible_pairs(source.pairs, {n: c["id"] for n, c in classes.items()}, pinned)
     if not eligible:
         known = ", ".join(sorted({c["id"] for c in classes.values()}))
-        raise ConfigError(f"{spec.path}: hardware_class: no pair of class {pinned!r} (pairs have: {known})")
+        raise ConfigError(f"{spec_path}: hardware_class: no pair of class {pinned!r} (pairs have: {known})")
     tried = tried_pairs(failures_dir, run_id)
     try:
         assignment = assign_pair(
@@ -178,44 +169,14 @@ def run_on_cluster(
         )
     except NoPairError as exc:
         return failed_record(base, exc.message, opts.launcher)
-    pair, lease = assignment.pair, assignment.lease
+    pair = assignment.pair
     try:
         st = read_state(opts.state, pair.name)
         st.hardware_class = classes[pair.name]["id"]
         st.running = run_id
         write_state(opts.state, st)
-        server, client = facts[pair.server.name], facts[pair.client.name]
-        pinning = plan_pinning(
-            server,
-            client,
-            point.threads,
-            point.client_threads,
-            same_host=False,
-            server_peer=pair.client.address,  # rule 5: the NIC(s) routing the pair's traffic
-            client_peer=pair.server.address or pair.server.ansible_host,
-        )
-        req = dataclasses.replace(
-            base,
-            pinning=pinning,
-            hosts={"server": server, "client": client},
-            host_pair=pair.name,
-            server_addr=pair.server.address or pair.server.ansible_host,
-        )
-        launcher = make_launcher(opts, pair, st.done + st.failed)
-        req = dataclasses.replace(req, lease=lease)
         t0 = time.monotonic()
-        with _sigterm_unwinds():
-            try:
-                # With the lease held, whatever a dead run left on the pair's hosts is an orphan. A host
-                # that does not answer (powered off, unplugged) fails the attempt here, within seconds.
-                orphans = launcher.end_orphans(pair.name)
-                if orphans:
-                    print(f"run {run_id}: removed {len(orphans)} orphan(s) on {pair.name}", file=sys.stderr)
-                record = launcher.run(req)
-            except Terminated:
-                raise
-            except DemuxlabError as exc:  # the pair's engine or SSH is gone: this pair failed the run
-                record = failed_record(req, f"pair {pair.name}: {exc.message}", opts.launcher)
+        record = _run_on_pair(base, opts, pair, facts, assignment.lease, st.done + st.failed)
         record["pair"] = {
             "name": pair.name,
             "server": pair.server.to_json(),
@@ -235,8 +196,51 @@ def run_on_cluster(
             print(f"demuxlab: pair {pair.name} quarantined: {st.quarantine_reason}", file=sys.stderr)
         write_state(opts.state, st)
     finally:
-        lease.release()
+        assignment.lease.release()
     return record
+
+
+def _run_on_pair(
+    base: RunRequest,
+    opts: ClusterOptions,
+    pair: ClusterPair,
+    facts: dict[str, dict[str, Any]],
+    lease: Any,
+    runs_on_pair: int,
+) -> dict[str, Any]:
+    """The run on ``pair``, whose lease is held: pinned from both hosts' facts, orphans of dead runs
+    removed first; a pair whose engine or SSH is gone fails the attempt (a record), SIGTERM unwinds it."""
+    server, client = facts[pair.server.name], facts[pair.client.name]
+    pinning = plan_pinning(
+        server,
+        client,
+        base.point.threads,
+        base.point.client_threads,
+        same_host=False,
+        server_peer=pair.client.address,  # rule 5: the NIC(s) routing the pair's traffic
+        client_peer=pair.server.address or pair.server.ansible_host,
+    )
+    req = dataclasses.replace(
+        base,
+        pinning=pinning,
+        hosts={"server": server, "client": client},
+        host_pair=pair.name,
+        server_addr=pair.server.address or pair.server.ansible_host,
+        lease=lease,
+    )
+    launcher = make_launcher(opts, pair, runs_on_pair)
+    with _sigterm_unwinds():
+        try:
+            # With the lease held, whatever a dead run left on the pair's hosts is an orphan. A host that
+            # does not answer (powered off, unplugged) fails the attempt here, within seconds.
+            orphans = launcher.end_orphans(pair.name)
+            if orphans:
+                print(f"run {base.run_id}: removed {len(orphans)} orphan(s) on {pair.name}", file=sys.stderr)
+            return launcher.run(req)
+        except Terminated:
+            raise
+        except DemuxlabError as exc:  # the pair's engine or SSH is gone: this pair failed the run
+            return failed_record(req, f"pair {pair.name}: {exc.message}", opts.launcher)
 
 
 def update_progress(opts: ClusterOptions) -> None:

@@ -32,7 +32,7 @@ class SimLauncher(Launcher):
 
     def steady_stats(self, per_second: list[float]) -> dict[str, Any]:
         """What :func:`demuxlab.stats.steady_state` gives the constant series a simulated run produces (no
-        transient, no drift; tests/unit/test_runpoint_lean.py compares them), without importing numpy into
+        transient, no drift; tests/unit/test_ticket.py compares them), without importing numpy into
         every simulated run: the scale benchmark measures the controller, not the statistics."""
         if len(set(per_second)) != 1:
             return super().steady_stats(per_second)

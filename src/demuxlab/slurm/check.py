@@ -316,9 +316,10 @@ def _check_account(account: str) -> str | None:
 
 
 def settings_doc(config: dict[str, Any], checked: list[dict[str, Any]], state: Any) -> dict[str, Any]:
-    """What the workflow's rule ``slurm_settings`` writes: the settings (``slurm:`` of the workflow config)
-    checked against the cluster for the experiments' checked specs (their phases and pinned hardware
-    classes). The partition and account jobs use, the usable nodes, each experiment's ``--constraint``."""
+    """What the workflow's rule ``slurm_settings`` writes (``demuxlab slurm check``): the settings
+    (``slurm:`` of the workflow config) checked against the cluster for the experiments' plans (their
+    spec, phases and pinned hardware class). The partition and account jobs use, the usable nodes, each
+    experiment's ``--constraint`` and its jobs' time limit."""
     from pathlib import Path
 
     from demuxlab.slurm.nodes import _read, quarantined
@@ -351,4 +352,11 @@ def settings_doc(config: dict[str, Any], checked: list[dict[str, Any]], state: A
         "nodes": list(view.nodes),
         "max_time_min": view.max_time_min,
         "constraints": constraints,
+        # A run job's time limit: its phases plus slurm.time_margin_s, in minutes rounded up.
+        "time_limit_min": {
+            str(doc["experiment"]): minutes(
+                sum(float(v) for v in doc["phases"].values()) + settings.time_margin_s
+            )
+            for doc in checked
+        },
     }

@@ -1,4 +1,4 @@
-"""One run inside its Slurm job (``demuxlab-run CHECKED … --slurm``, the slurm profile's run jobs).
+"""One run inside its Slurm job (``demuxlab-run TICKET … --slurm``, the slurm profile's run jobs).
 
 The job holds two whole nodes (``--nodes 2 --ntasks 2 --exclusive``); this process runs on the first, the
 job's batch host. In order:
@@ -357,7 +357,6 @@ def run_in_job(base: RunRequest, opts: JobOptions) -> dict[str, Any] | None:
         raise LaunchError(f"slurm.launcher: {opts.launcher!r}: the slurm profile runs the native binaries")
     t_job = time.monotonic()
     job = current_job()
-    server_node, client_node = job.nodes
     may_drain = opts.drain == "auto"
     for line in health.settle_dead(opts.state, run_id, job.job_id, opts.quarantine_after, may_drain):
         print(line, file=sys.stderr)
@@ -372,8 +371,35 @@ def run_in_job(base: RunRequest, opts: JobOptions) -> dict[str, Any] | None:
             "started_at": _utc_now(),
         },
     )
-    pair_name = f"{server_node}+{client_node}"
-    base = dataclasses.replace(base, host_pair=pair_name)
+    base = dataclasses.replace(base, host_pair="+".join(job.nodes))
+    record, look_s, t_run = _measure(job, base, opts)
+    _describe_job(record, job, opts)
+    record["scheduling"] = {
+        "attempt": opts.attempt,
+        "facts_s": round(look_s, 3),
+        "job_setup_s": round(t_run - t_job, 3),
+        "run_wall_s": round(time.monotonic() - t_run, 3),
+        "excluded": job.excluded,
+    }
+    ok = record["status"] == "ok"
+    for line in health.record_outcome(
+        opts.state, job.nodes, run_id, ok, record.get("failure_reason"), opts.quarantine_after, may_drain
+    ):
+        print(line, file=sys.stderr)
+        record["pair"]["quarantined"] = line
+    health.finish_attempt(
+        opts.state, run_id, job.job_id, "ok" if ok else "failed", record.get("failure_reason")
+    )
+    if ok or opts.attempt >= opts.max_attempts:
+        write_json_atomic(opts.state / "records" / f"{run_id}.json", record)
+    return record
+
+
+def _measure(job: SlurmJob, base: RunRequest, opts: JobOptions) -> tuple[dict[str, Any], float, float]:
+    """The run on the job's nodes: their facts and noise, the pinning, the staged binaries, the launcher.
+    The record (failed when a node or Slurm itself failed the attempt, not the measurement), the seconds
+    the facts step took and when the run started (monotonic)."""
+    server_node, client_node = job.nodes
     staged: dict[str, str] = {}
     t_look = time.monotonic()
     try:
@@ -406,16 +432,22 @@ def run_in_job(base: RunRequest, opts: JobOptions) -> dict[str, Any] | None:
             "client_address": client_addr,
         }
     except LaunchError as exc:  # a node or Slurm itself failed this attempt (not the measurement)
-        record = failed_record(base, f"nodes {pair_name}: {exc.message}", SlurmLauncher.name)
+        record = failed_record(base, f"nodes {base.host_pair}: {exc.message}", SlurmLauncher.name)
         look_s, t_run = time.monotonic() - t_look, time.monotonic()
     finally:
         if staged:
             unstage(job, staged)
+    return record, look_s, t_run
+
+
+def _describe_job(record: dict[str, Any], job: SlurmJob, opts: JobOptions) -> None:
+    """The record's ``pair`` (the two nodes, their hardware class) and ``slurm`` (the job) sections."""
+    server_node, client_node = job.nodes
     classes = _hardware_class(record, job, opts.class_features)
     if classes is not None and classes.get("features"):
         _learn_class(opts.state, classes["id"], classes["features"])
     record["pair"] = {
-        "name": pair_name,
+        "name": f"{server_node}+{client_node}",
         "server": {"name": server_node, "address": job.address(server_node)},
         "client": {"name": client_node, "address": job.address(client_node)},
         "hardware_class": classes,
@@ -431,25 +463,6 @@ def run_in_job(base: RunRequest, opts: JobOptions) -> dict[str, Any] | None:
         "start_time": job.start_time,
         "stage": opts.stage,
     }
-    record["scheduling"] = {
-        "attempt": opts.attempt,
-        "facts_s": round(look_s, 3),
-        "job_setup_s": round(t_run - t_job, 3),
-        "run_wall_s": round(time.monotonic() - t_run, 3),
-        "excluded": job.excluded,
-    }
-    ok = record["status"] == "ok"
-    for line in health.record_outcome(
-        opts.state, job.nodes, run_id, ok, record.get("failure_reason"), opts.quarantine_after, may_drain
-    ):
-        print(line, file=sys.stderr)
-        record["pair"]["quarantined"] = line
-    health.finish_attempt(
-        opts.state, run_id, job.job_id, "ok" if ok else "failed", record.get("failure_reason")
-    )
-    if ok or opts.attempt >= opts.max_attempts:
-        write_json_atomic(opts.state / "records" / f"{run_id}.json", record)
-    return record
 
 
 def _hardware_class(

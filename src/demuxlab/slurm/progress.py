@@ -196,16 +196,14 @@ def sweep_doc(plans: list[str]) -> dict[str, Any]:
     return {"experiments": experiments}
 
 
-def start_progress_thread(state: Path, every_s: float = 10.0) -> None:
-    """Rewrite ``progress.json`` every ``every_s`` seconds, in a daemon thread of the controller."""
-    import threading
+def watch_progress(state: Path, every_s: float = 10.0, while_parent: int | None = None) -> None:
+    """Rewrite ``progress.json`` every ``every_s`` seconds, while this process's parent is ``while_parent``
+    (the workflow's controller, which started it: once the controller is gone, however it died, the parent
+    changes), or forever."""
     import time
 
-    def loop() -> None:
-        while True:
-            # Progress is for people watching; the sweep does not depend on it.
-            with contextlib.suppress(Exception):
-                write_progress(state, progress_doc(state))
-            time.sleep(every_s)
-
-    threading.Thread(target=loop, name="demuxlab-slurm-progress", daemon=True).start()
+    while while_parent is None or os.getppid() == while_parent:
+        # Progress is for people watching; the sweep does not depend on it.
+        with contextlib.suppress(Exception):
+            write_progress(state, progress_doc(state))
+        time.sleep(every_s)

@@ -1,6 +1,6 @@
 # Host-pair execution `cluster` (config host_pair: cluster, profile ./cluster): sweeps over the pairs of an
 # Ansible inventory (or a simulated cluster file), one lane per pair; each run takes whichever healthy pair
-# of its class is free, under the pair's lease (`run-point --pairs-from`, demuxlab.cluster.schedule). The
+# of its class is free, under the pair's lease (`demuxlab-run --pairs-from`, demuxlab.cluster.schedule). The
 # names this file defines are listed in rules/hosts/local.smk.
 #
 # Provision every host (playbooks/site.yml: Docker engine, tuning, facts, images), collect each host's
@@ -67,26 +67,6 @@ def hosts_facts(wildcards):
     return [ancient(f) for f in expand(rules.cluster_facts.output.facts, host=pairs["hosts"])]
 
 
-def sweep_doc(plans, pairs):
-    with open(pairs) as f:
-        inventory = json.load(f)
-    experiments = {}
-    for path in plans:
-        with open(path) as f:
-            plan = json.load(f)
-        # An adaptive experiment plans no run: at most its fixed design's (rules/adaptive.smk).
-        experiments[plan["experiment"]] = plan["fixed_design_runs"] if plan["adaptive"] else len(plan["runs"])
-    return {"experiments": experiments, "pairs": inventory["pairs"], "inventory": INVENTORY}
-
-
-def write_json(path, doc, log):
-    from demuxlab.jsonio import write_json_atomic
-
-    write_json_atomic(Path(path), doc)
-    Path(log).parent.mkdir(parents=True, exist_ok=True)
-    Path(log).write_text(f"wrote {path}\n")
-
-
 def lane_count():
     return len(cluster_pairs()["pairs"])
 
@@ -96,7 +76,7 @@ def host_inputs(wildcards):
 
 
 def where_args(wildcards):
-    """Any free healthy pair of the inventory, starting at the run's lane (run-point --pairs-from). A
+    """Any free healthy pair of the inventory, starting at the run's lane (demuxlab-run --pairs-from). A
     simulated cluster's file is read as JSON, written by simulated_pairs, so the run process needs no
     PyYAML."""
     source = rules.simulated_pairs.output.pairs if cluster_pairs()["simulated"] else INVENTORY

@@ -53,7 +53,7 @@ rule cluster_facts:
         " --out {output.facts} 2> {log}"
 
 
-# A simulated cluster's file as JSON, for the run processes (the lean start-up reads it without PyYAML).
+# A simulated cluster's file as JSON, for the run processes (demuxlab-run reads it without PyYAML).
 rule simulated_pairs:
     input:
         inventory=inventory_files,
@@ -61,10 +61,13 @@ rule simulated_pairs:
         pairs=f"{CLUSTER_STATE}/simulated-pairs.json",
     log:
         "logs/cluster/simulated-pairs.log",
-    run:
-        import yaml
-
-        write_json(output.pairs, yaml.safe_load(Path(INVENTORY).read_text()), log[0])
+    conda:
+        "../../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
+        inventory=INVENTORY,
+    shell:
+        "{params.cli} cluster simulated-pairs --pairs-from {params.inventory} --out {output.pairs} 2> {log}"
 
 
 # The runs this sweep plans, so that progress (results/cluster/progress.json) can say how many remain.
@@ -76,8 +79,12 @@ rule sweep_plan:
         sweep=f"{CLUSTER_STATE}/sweep.json",
     log:
         "logs/cluster/sweep.log",
-    run:
-        write_json(output.sweep, sweep_doc(input.plans, input.pairs), log[0])
+    conda:
+        "../../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
+    shell:
+        "{params.cli} cluster sweep {input.plans} --pairs {input.pairs} --out {output.sweep} 2> {log}"
 
 
 # The cluster is ready for the sweep: hosts provisioned with their facts, the sweep planned. One file, so a
@@ -91,8 +98,12 @@ rule cluster_ready:
         ready=f"{CLUSTER_STATE}/ready.json",
     log:
         "logs/cluster/ready.log",
-    run:
-        write_json(output.ready, {"facts": sorted(input.facts)}, log[0])
+    conda:
+        "../../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
+    shell:
+        "{params.cli} cluster ready {input.facts} --out {output.ready} 2> {log}"
 
 
 rule pairs_report:

@@ -7,8 +7,8 @@
 # run.smk, model.smk and the input functions use:
 #   lane_count()              independent chains of runs (runs within a lane keep the spec's order)
 #   host_inputs(wildcards)    files a run needs from its hosts (facts, provisioning), `ancient`
-#   where_args(wildcards)     run-point's options saying where the run goes
-#   run_launcher(experiment)  the launcher run-point uses
+#   where_args(wildcards)     demuxlab-run's options saying where the run goes
+#   run_launcher(experiment)  the launcher demuxlab-run uses
 #   PAIR_RESOURCE             the `pair` resource a run holds (1: runs share one pair; 0: lanes are pairs)
 #   MODEL_PAIR                the `pair` resource the model jobs hold (1 when they would share the CPUs
 #                             of a measured run)

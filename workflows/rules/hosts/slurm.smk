@@ -10,6 +10,8 @@
 # comment); a run with such a job first waits for it (slurm_adopt) instead of being submitted beside
 # it, and its new job then only puts back the record that job wrote (demuxlab.slurm.job.restore_adopted).
 
+import subprocess
+
 SLURM_CONF_DOC = config["slurm"]
 SLURM_STATE = "results/slurm"
 CLUSTER_CONF = config["cluster"]
@@ -44,13 +46,19 @@ _ADOPTED = {}
 
 def adopted_jobs():
     """Run id -> Slurm job id of this workflow's run jobs still queued or running (a killed controller's):
-    asked once, when the DAG is built, in the controller only."""
+    asked once, when the DAG is built, in the controller only (`demuxlab slurm live-jobs`: squeue)."""
     if "done" not in _ADOPTED:
         _ADOPTED["done"] = True
         if workflow.is_main_process and not workflow.dryrun:
-            from demuxlab.slurm.adopt import live_run_jobs
-
-            _ADOPTED.update(live_run_jobs(os.getcwd()))
+            res = subprocess.run(
+                [DEMUXLAB, "slurm", "live-jobs", "--workdir", os.getcwd()],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if res.returncode != 0:
+                raise WorkflowError((res.stderr.strip().splitlines() or ["slurm live-jobs failed"])[-1])
+            _ADOPTED.update(json.loads(res.stdout))
     return {k: v for k, v in _ADOPTED.items() if k != "done"}
 
 
@@ -88,21 +96,30 @@ def host_targets():
 
 
 def slurm_runtime(wildcards):
-    """The job's time limit in minutes: the run's phases plus slurm.time_margin_s."""
-    from demuxlab.slurm.check import minutes
-
-    phases = checked_spec_doc(wildcards.experiment)["phases"]
-    return minutes(sum(phases.values()) + float(SLURM_CONF_DOC["time_margin_s"]))
+    """The job's time limit in minutes, as the settings' check computed it (the run's phases plus
+    slurm.time_margin_s); 1 until the check ran (Snakemake evaluates a job's resources again once its
+    inputs, the checked settings among them, exist)."""
+    return (slurm_settings() or {}).get("time_limit_min", {}).get(wildcards.experiment, 1)
 
 
 def slurm_extra(wildcards, attempt):
     """Whole nodes, no requeue by Slurm (Snakemake retries, elsewhere), and the nodes this attempt must
-    avoid: the quarantined ones and those earlier attempts of the run failed on (demuxlab.slurm.nodes)."""
-    from demuxlab.slurm import nodes as slurm_nodes
-
-    checked = slurm_settings() or {}
-    avoid = slurm_nodes.retry_excludes(Path(SLURM_STATE), wildcards.run_id, checked.get("nodes") or [])
-    return "--exclusive" + (f" --exclude={','.join(avoid)}" if avoid else "")
+    avoid: the quarantined ones and those earlier attempts of the run failed on (`demuxlab slurm excludes`,
+    asked only when there is a quarantine or an earlier attempt of the run to read)."""
+    state = Path(SLURM_STATE)
+    avoid = ""
+    if (state / "quarantine.json").exists() or (state / "attempts" / f"{wildcards.run_id}.json").exists():
+        res = subprocess.run(
+            [DEMUXLAB, "slurm", "excludes", wildcards.run_id, "--slurm-state", SLURM_STATE,
+             "--usable", ",".join((slurm_settings() or {}).get("nodes") or [])],
+            capture_output=True,
+            text=True,
+            check=False,
+        )  # fmt: skip
+        if res.returncode != 0:
+            raise WorkflowError((res.stderr.strip().splitlines() or ["slurm excludes failed"])[-1])
+        avoid = res.stdout.strip()
+    return "--exclusive" + (f" --exclude={avoid}" if avoid else "")
 
 
 def slurm_partition(wildcards):
@@ -132,32 +149,26 @@ if SLURM_CONF_DOC["constraint"] or SLURM_CONF_DOC["classes"]:
     HOST_RESOURCES["constraint"] = slurm_constraint
 
 
-def write_json(path, doc, log):
-    from demuxlab.jsonio import write_json_atomic
-
-    write_json_atomic(Path(path), doc)
-    Path(log).parent.mkdir(parents=True, exist_ok=True)
-    Path(log).write_text(json.dumps(doc, indent=1) + "\n")
-
-
-def check_slurm_settings(checked, out, log):
-    from demuxlab.errors import DemuxlabError
-    from demuxlab.slurm.check import settings_doc
-
-    try:
-        # The slurm.conf in effect: $SLURM_CONF, or the setting made absolute above.
-        settings = {**SLURM_CONF_DOC, "conf": os.environ.get("SLURM_CONF", "")}
-        specs = [json.loads(Path(p).read_text()) for p in checked]
-        doc = settings_doc(settings, specs, Path(SLURM_STATE))
-    except DemuxlabError as exc:
-        raise WorkflowError(f"demuxlab: error: {exc.message}") from None
-    write_json(out, doc, log)
+def slurm_check_settings():
+    """The slurm settings for `demuxlab slurm check`: slurm.conf in effect ($SLURM_CONF, or the setting made
+    absolute above)."""
+    return shlex.quote(json.dumps({**SLURM_CONF_DOC, "conf": os.environ.get("SLURM_CONF", "")}))
 
 
 def start_slurm_progress():
-    from demuxlab.slurm.progress import start_progress_thread
-
-    start_progress_thread(Path(SLURM_STATE))
+    """`demuxlab slurm progress --every 10` beside the controller, rewriting results/slurm/progress.json
+    until the controller is gone (it watches this process)."""
+    Path("logs/slurm").mkdir(parents=True, exist_ok=True)
+    with open("logs/slurm/progress.log", "ab") as log:
+        CONTROLLER.append(
+            subprocess.Popen(
+                [DEMUXLAB, "slurm", "progress", "--slurm-state", SLURM_STATE, "--every", "10",
+                 "--while-parent", str(os.getpid())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        )  # fmt: skip
 
 
 def only_runs_in_slurm():

@@ -3,34 +3,44 @@
 
 # The settings checked against the cluster before the first run job: partition, account, constraint (and
 # the features of pinned hardware classes), two usable nodes, a time limit long enough for every run. One
-# line naming the setting when one is wrong (demuxlab.slurm.check); the partition, account and usable nodes
-# for the run jobs' options when all are right.
+# line naming the setting when one is wrong (demuxlab.slurm.check; shown on the controller's terminal as
+# well as in the log, since it stops the sweep); the partition, account, usable nodes and time limits for
+# the run jobs' options when all are right.
 rule slurm_settings:
     input:
-        checked=lambda wc: [checked_spec_path(name) for name in config["experiments"]],
+        plans=expand(rules.plan.output.plan, experiment=config["experiments"]),
     output:
         settings=f"{SLURM_STATE}/settings.json",
     log:
         "logs/slurm/settings.log",
-    run:
-        check_slurm_settings(input.checked, output.settings, log[0])
+    conda:
+        "../../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
+        settings=lambda wc: slurm_check_settings(),
+        state=lambda wc, output: os.path.dirname(output.settings),
+    shell:
+        "{params.cli} slurm check {input.plans} --settings-json {params.settings} --slurm-state {params.state}"
+        " --out {output.settings} 2> {log} || {{ cat {log} >&2; exit 1; }}"
 
 
-# A run job a killed controller left queued or running: wait (in a thread of the controller) until it has
-# left the queue; the run's new job then finds that job's record (rules/hosts/slurm.smk).
+# A run job a killed controller left queued or running: wait until it has left the queue; the run's new
+# job then finds that job's record (rules/hosts/slurm.smk).
 rule slurm_adopt:
     output:
         done=f"{SLURM_STATE}/adopted/{{job}}.json",
     log:
         "logs/slurm/adopted/{job}.log",
-    run:
-        from demuxlab.slurm.adopt import wait_for_job
+    conda:
+        "../../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
+    shell:
+        "{params.cli} slurm wait-job {wildcards.job} --out {output.done} 2> {log}"
 
-        write_json(output.done, wait_for_job(int(wildcards.job)), log[0])
 
-
-# The runs this sweep plans (progress says how many remain), and a thread of the controller rewriting
-# results/slurm/progress.json while it runs (demuxlab.slurm.progress).
+# The runs this sweep plans (progress says how many remain; `demuxlab slurm progress`, started beside the
+# controller, rewrites results/slurm/progress.json while it runs).
 rule slurm_sweep:
     input:
         plans=expand(rules.plan.output.plan, experiment=config["experiments"]),
@@ -38,10 +48,12 @@ rule slurm_sweep:
         sweep=f"{SLURM_STATE}/sweep.json",
     log:
         "logs/slurm/sweep.log",
-    run:
-        from demuxlab.slurm.progress import sweep_doc
-
-        write_json(output.sweep, sweep_doc(input.plans), log[0])
+    conda:
+        "../../envs/demuxlab.yaml"
+    params:
+        cli=DEMUXLAB,
+    shell:
+        "{params.cli} slurm sweep {input.plans} --out {output.sweep} 2> {log}"
 
 
 rule slurm_report:
