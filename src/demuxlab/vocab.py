@@ -58,6 +58,8 @@ METHOD_SSA: Final = "ssa"
 METHOD_FLUID: Final = "fluid"
 METHOD_EXACT: Final = "exact"
 SOLVER_METHODS: Final[tuple[str, ...]] = (METHOD_SSA, METHOD_FLUID, METHOD_EXACT)
+# A calibration row that stores why an experiment's calibration of a design was not fitted (its method).
+CALIBRATION_REFUSED: Final = "refused"
 # Where a prediction's rates came from: the seed paper's table, or a calibration fitted from runs.
 SOURCE_PAPER: Final = "paper"
 SOURCE_CALIBRATION: Final = "calibration"

@@ -243,6 +243,7 @@ def test_reproduce_regenerates_every_figure_and_table(produced: Produced, tmp_pa
     assert {line.split()[1].rstrip(":") for line in lines} == {
         f"experiments/{EXP}/report/{f}"
         for f in (
+            "checks.csv",
             "claims.csv",
             "claims.html",
             "claims.md",

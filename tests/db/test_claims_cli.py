@@ -167,3 +167,24 @@ def test_claims_command_unknown_experiment_is_one_line(
     err = capsys.readouterr().err
     assert err.startswith("demuxlab: error: experiment 'clm' (spec ") and "ingest first" in err
     assert err.count("\n") == 1 and not (tmp_path / "out").exists()
+
+
+def test_stored_refusals_give_the_calibrations_files_reasons(database_url: str) -> None:
+    """A bundle's reproduce has no calibrations.json, only the refusals stored with the runs: their reasons
+    must read as the workflow's (``demuxlab claims --calibrations``), or reproduce says the recommendation
+    differs. One refused, one without runs, one fitted (not listed), another experiment's (not listed)."""
+    from demuxlab.validation.calibration import CalibrationOutcome, calibrations_doc, missing_reasons
+    from demuxlab.validation.store import refusal_reasons, save_refusal
+
+    sha, other = "ab" * 32, "cd" * 32
+    refused = CalibrationOutcome("lf", "epoll-lt", None, None, None, ["r1"], 0, "refused: … (+16.0%)")
+    no_runs = CalibrationOutcome("hsha", "poll", None, None, None, [], 3, "no successful calibration run")
+    fitted = CalibrationOutcome("hsha", "epoll-lt", 7, {"r_l": 1.0}, {"r_l": "paper"}, ["r2"], 0, None)
+    from_file = missing_reasons(calibrations_doc("exp", sha, [refused, no_runs, fitted]), "c.json", sha)
+    for o in (refused, no_runs):
+        assert o.error is not None
+        save_refusal(o.pattern, o.notifier, o.source_runs, experiment="exp", spec_sha256=sha, error=o.error)
+    save_refusal("tpc", "none", ["r3"], experiment="x", spec_sha256=other, error="refused: elsewhere")
+    assert refusal_reasons(sha, database_url) == from_file
+    assert set(from_file) == {("lf", "epoll-lt"), ("hsha", "poll")}
+    assert from_file[("hsha", "poll")].startswith("not calibrated: ")

@@ -172,6 +172,19 @@ def test_reingest_is_a_no_op_and_a_different_record_is_refused(
     assert contents(engine) == before
 
 
+def test_a_run_stored_before_its_validity_column_is_the_same_run(
+    engine: Engine, make_record: MakeRecord, write_record: WriteRecord
+) -> None:
+    """runs.flagged is worked out at ingest (schema 0008): a run stored before it has NULL there, and its
+    identical record ingested again is unchanged, not refused as different."""
+    record = make_record()
+    path = write_record(record)
+    ingest_files([path])
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE runs SET flagged = NULL WHERE run_id = :r"), {"r": record["run_id"]})
+    assert ingest_files([path])[0].outcome == "unchanged"
+
+
 def test_replace_keeps_the_replaced_record_in_history(
     engine: Engine, make_record: MakeRecord, write_record: WriteRecord
 ) -> None:

@@ -31,6 +31,8 @@ rule report:
             subcategory="Throughput",
             labels={"result": "3. throughput_vs_threads.png (the figure alone)"},
         ),
+        # per validity check its runs' verdicts and the experiment's order effect (CONTRACTS.md §7)
+        checks="results/{experiment}/report/checks.csv",
     log:
         "logs/{experiment}/report.log",
     conda:

@@ -513,6 +513,7 @@ def _copy_rows(conn: Connection, name: str, columns: Sequence[str], rows: Iterab
     dbapi = conn.connection.driver_connection
     if dbapi is None:
         raise BundleError("import: no DBAPI connection available for COPY")
-    with dbapi.cursor() as cur, cur.copy(f"COPY {name} ({', '.join(columns)}) FROM STDIN") as copy:
+    quoted = ", ".join(f'"{c}"' for c in columns)  # run_checks has a column named check, a reserved word
+    with dbapi.cursor() as cur, cur.copy(f"COPY {name} ({quoted}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)

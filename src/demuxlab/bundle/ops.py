@@ -198,6 +198,7 @@ def _regenerate(b: Opened, url: str, out: Path, tmp: Path) -> None:
     from demuxlab.claims.report import write_claims
     from demuxlab.report import write_report
     from demuxlab.validation import write_validation
+    from demuxlab.validation.store import refusal_reasons
 
     pairs = _pairs(b)
     method = _model_method(b)
@@ -211,7 +212,9 @@ def _regenerate(b: Opened, url: str, out: Path, tmp: Path) -> None:
             if f"experiments/{name}/report/validation.csv" in b.digests:
                 write_validation(spec, report, method, url)
             if f"experiments/{name}/report/claims.csv" in b.digests:
-                write_claims(spec, report, method, url, extra_notes=notes)
+                # the refusals' reasons as the workflow gave them from calibrations.json (stored with them)
+                why = refusal_reasons(spec.sha256, url)
+                write_claims(spec, report, method, url, extra_notes=notes, why_missing=why)
 
 
 def _adaptive(b: Opened, name: str) -> tuple[dict[str, Any] | None, list[str]]:

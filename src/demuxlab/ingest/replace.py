@@ -77,6 +77,9 @@ _FIELD_OF_COLUMN = {
 # What a reader wants to see first: the status and the measurement.
 _FIRST = ("status", "failure_reason", "throughput_msgs_per_s")
 _NOT_COMPARED = frozenset({"ingested_at"})
+# Worked out from the record at ingest (not read from it), in columns added after runs were stored: a run
+# stored before them has NULL there, and its identical record ingested again is the same run.
+_DERIVED_SINCE = frozenset({"flagged"})
 _TIMING_COLUMNS = (
     "op",
     "events",
@@ -115,6 +118,8 @@ def stored_differences(
         if column in _NOT_COMPARED:
             continue
         old = stored[column]
+        if old is None and column in _DERIVED_SINCE:
+            continue
         if old != value:
             rank = _FIRST.index(column) if column in _FIRST else len(_FIRST) + 1
             changes.append((rank, _change(column, old, value)))

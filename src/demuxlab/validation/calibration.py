@@ -80,9 +80,7 @@ class CalibrationOutcome:
     def status(self) -> str:
         """``fitted``; ``refused`` (the fit or its self-check said no: ``error`` says why, with the figure);
         ``no runs`` (no successful calibration run)."""
-        if self.error is None:
-            return "fitted"
-        return "no runs" if not self.source_runs or self.error.startswith("no successful") else "refused"
+        return "fitted" if self.error is None else refusal_status(self.source_runs, self.error)
 
     @property
     def self_check_worst(self) -> dict[str, Any] | None:
@@ -281,13 +279,28 @@ def missing_reasons(doc: Any, where: str, spec_sha256: str) -> dict[tuple[str, s
     none: its refusal with the figure (``error``), or that its runs all failed; fitted pairs are not listed
     (the recommendation's ``model_missing``, issue 43). Several hardware classes: their reasons joined."""
     calibration_ids(doc, where, spec_sha256)  # the same checks: this spec's calibrate-experiment output
-    out: dict[tuple[str, str], list[str]] = {}
-    for entry in doc["calibrations"]:
-        error = entry.get("error")
-        if entry.get("calibration_id") is not None or not isinstance(error, str):
-            continue
-        cls = entry.get("hardware_class")
-        why = ("calibration refused: " if entry.get("status") == "refused" else "not calibrated: ") + error
-        key = (str(entry.get("pattern")), str(entry.get("notifier")))
-        out.setdefault(key, []).append(why if cls is None else f"{cls}: {why}")
-    return {k: "; ".join(v) for k, v in out.items()}
+    return join_reasons(
+        (str(e.get("pattern")), str(e.get("notifier")), e.get("hardware_class"), e.get("status"), e["error"])
+        for e in doc["calibrations"]
+        if e.get("calibration_id") is None and isinstance(e.get("error"), str)
+    )
+
+
+def join_reasons(
+    refusals: Iterable[tuple[str, str, str | None, str | None, str]],
+) -> dict[tuple[str, str], str]:
+    """(pattern, notifier, hardware class, status, error) of each calibration not fitted → per (pattern,
+    notifier) why, in the recommendation's words (``model_missing``), the classes in order: one wording
+    whether the refusals come from calibrations.json (:func:`missing_reasons`) or from the database
+    (:func:`demuxlab.claims.db.refusal_reasons`, what a bundle's reproduce has)."""
+    out: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for pattern, notifier, cls, status, error in refusals:
+        why = ("calibration refused: " if status == "refused" else "not calibrated: ") + error
+        out.setdefault((pattern, notifier), []).append((cls or "", why if cls is None else f"{cls}: {why}"))
+    return {k: "; ".join(w for _, w in sorted(v)) for k, v in out.items()}
+
+
+def refusal_status(source_runs: Sequence[str], error: str) -> str:
+    """A calibration not fitted: ``no runs`` (no successful calibration run) or ``refused`` (the fit or its
+    self-check said no)."""
+    return "no runs" if not source_runs or error.startswith("no successful") else "refused"

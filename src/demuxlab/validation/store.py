@@ -11,7 +11,7 @@ from typing import Any
 from demuxlab.ctmc.predict import Prediction
 from demuxlab.ctmc.rates import Rates
 from demuxlab.errors import DemuxlabError
-from demuxlab.vocab import SOURCE_CALIBRATION, SOURCE_PAPER
+from demuxlab.vocab import CALIBRATION_REFUSED, SOURCE_CALIBRATION, SOURCE_PAPER
 
 
 def save_calibration(
@@ -68,7 +68,7 @@ def save_calibration(
 #: rates: its ``rates`` are empty, its ``artifacts`` say why (``error``) and hold the self-check
 #: (``self_check``), so that a reader of the database (the dashboard) can say where a model line is missing
 #: and why. No prediction ever references one.
-REFUSED = "refused"
+REFUSED = CALIBRATION_REFUSED
 
 
 def save_refusal(
@@ -125,6 +125,30 @@ def save_refusal(
         row.artifacts = artifacts
         s.flush()
         return int(row.id)
+
+
+def refusal_reasons(spec_sha256: str, url: str | None = None) -> dict[tuple[str, str], str]:
+    """Why each (pattern, notifier) of an experiment has no calibration, from its stored refusals, in the
+    words calibrations.json gives the workflow's ``demuxlab claims --calibrations``
+    (:func:`demuxlab.validation.calibration.join_reasons`): what a bundle's reproduce has instead."""
+    from sqlalchemy import select
+
+    from demuxlab.db.engine import session
+    from demuxlab.db.models import Calibration
+    from demuxlab.validation.calibration import join_reasons, refusal_status
+
+    with session(url) as s:
+        rows = s.scalars(
+            select(Calibration).where(
+                Calibration.method == REFUSED, Calibration.artifacts["spec_sha256"].astext == spec_sha256
+            )
+        ).all()
+        found = [(r.pattern, r.notifier, list(r.source_runs or ()), r.artifacts or {}) for r in rows]
+    return join_reasons(
+        (pattern, notifier, a.get("hardware_class"), refusal_status(runs, a["error"]), a["error"])
+        for pattern, notifier, runs, a in found
+        if isinstance(a.get("error"), str)
+    )
 
 
 def clear_refusal(
