@@ -1009,9 +1009,10 @@ def _print_cuts(fits: dict[CalKey, Fitted], uncalibrated: dict[CalKey, set[float
     for key in sorted(fits):
         if uncalibrated.get(key):
             cut = ", ".join(f"{w:g}" for w in sorted(uncalibrated[key]))
+            spec = f" ({key[0]})" if key[0] else ""  # the spec it was fitted on ("": --calibrate-from's runs)
             print(
-                f"# calibration {key[1]}/{key[2]} c{key[3]} b{key[4]}: has no run at {cut} µs work or less "
-                "(cut short): its points there are not predicted from it"
+                f"# calibration {key[1]}/{key[2]} c{key[3]} b{key[4]}{spec}: has no run at {cut} µs work or "
+                "less (cut short): its points there are not predicted from it"
             )
 
 

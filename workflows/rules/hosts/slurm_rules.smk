@@ -3,9 +3,9 @@
 
 # The settings checked against the cluster before the first run job: partition, account, constraint (and
 # the features of pinned hardware classes), two usable nodes, a time limit long enough for every run. One
-# line naming the setting when one is wrong (demuxlab.slurm.check; shown on the controller's terminal as
-# well as in the log, since it stops the sweep); the partition, account, usable nodes and time limits for
-# the run jobs' options when all are right.
+# line naming the setting when one is wrong (demuxlab.slurm.check; in the log, which the slurm profile's
+# show-failed-logs prints on the controller's terminal once, since it stops the sweep); the partition,
+# account, usable nodes and time limits for the run jobs' options when all are right.
 rule slurm_settings:
     input:
         plans=expand(rules.plan.output.plan, experiment=config["experiments"]),
@@ -21,7 +21,7 @@ rule slurm_settings:
         state=lambda wc, output: os.path.dirname(output.settings),
     shell:
         "{params.cli} slurm check {input.plans} --settings-json {params.settings} --slurm-state {params.state}"
-        " --out {output.settings} 2> {log} || {{ cat {log} >&2; exit 1; }}"
+        " --out {output.settings} 2> {log}"
 
 
 # A run job a killed controller left queued or running: wait until it has left the queue; the run's new
