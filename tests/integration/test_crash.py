@@ -102,7 +102,14 @@ def test_kill_9_then_rerun_as_typed(tmp_path: Path, database_url: str) -> None:
         first = start(cmd, log, env)
         procs.append(first)
         wait_for(lambda: len(list(ingested.glob("*.json"))) >= 1, first, log, "a first ingested run")
-        wait_for(lambda: bool(tagged(tag, "demux-server")), first, log, "a run in flight")
+        # in flight: its client alive too (a server alone may be one stopping after its client's end, whose
+        # run-point then exits before the kill is seen)
+        wait_for(
+            lambda: bool(tagged(tag, "demux-server")) and bool(tagged(tag, "demux-client")),
+            first,
+            log,
+            "a run in flight",
+        )
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
         orphan_runs = tagged(tag, "demux-client") + tagged(tag, "demux-server")
