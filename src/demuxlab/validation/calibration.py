@@ -292,7 +292,7 @@ def join_reasons(
     """(pattern, notifier, hardware class, status, error) of each calibration not fitted → per (pattern,
     notifier) why, in the recommendation's words (``model_missing``), the classes in order: one wording
     whether the refusals come from calibrations.json (:func:`missing_reasons`) or from the database
-    (:func:`demuxlab.claims.db.refusal_reasons`, what a bundle's reproduce has)."""
+    (:func:`demuxlab.validation.store.refusal_reasons`, what a bundle's reproduce has)."""
     out: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for pattern, notifier, cls, status, error in refusals:
         why = ("calibration refused: " if status == "refused" else "not calibrated: ") + error
