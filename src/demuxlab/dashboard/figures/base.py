@@ -209,3 +209,21 @@ def dodge_panel(
     gaps = [b - a for a, b in itertools.pairwise(xs)]
     width = DODGE_SHARE * 2 * min(gaps) if gaps else 0.6
     return marks.dodge(len(groups), width)
+
+
+def notes_below(fig: Fig, notes: Sequence[str], first_px: int) -> None:
+    """The figure's notes, one muted line each, left-aligned under the plot: the first ``first_px`` pixels
+    below the plot area's bottom (clear of the x axis's ticks and title), the others 18 px apart."""
+    for i, note in enumerate(notes):
+        fig.add_annotation(
+            text=note,
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=0,
+            yshift=-first_px - 18 * i,
+            xanchor="left",
+            yanchor="top",
+            showarrow=False,
+            font={"size": 11, "color": style.MUTED},
+        )

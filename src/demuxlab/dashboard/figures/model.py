@@ -254,19 +254,7 @@ def whatif_figure(
             margin=margin,
         )
     )
-    for i, note in enumerate(notes):
-        fig.add_annotation(
-            text=note,
-            xref="paper",
-            yref="paper",
-            x=0,
-            y=0,
-            yshift=-46 - 18 * i,
-            xanchor="left",
-            yanchor="top",
-            showarrow=False,
-            font={"size": 11, "color": style.MUTED},
-        )
+    base.notes_below(fig, notes, 46)
     fig.update_xaxes(**base.x_axis("threads", xs))
     fig.update_yaxes(rangemode="tozero", range=[0, top.top])
     return fig.to_dict()

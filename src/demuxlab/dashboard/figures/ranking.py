@@ -289,19 +289,7 @@ def _ranking_layout(
             legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
         )
     )
-    for i, note in enumerate(notes):
-        fig.add_annotation(
-            text=note,
-            xref="paper",
-            yref="paper",
-            x=0,
-            y=0,
-            yshift=-48 - 18 * i,
-            xanchor="left",
-            yanchor="top",
-            showarrow=False,
-            font={"size": 11, "color": style.MUTED},
-        )
+    base.notes_below(fig, notes, 48)
 
 
 def designs_ranked(table: pd.DataFrame, workload: str) -> Sequence[str]:

@@ -380,19 +380,7 @@ def _layout(fig: Fig, v: View, drawn: Drawn, notes: list[str], show_res: bool, t
             margin=margin,
         )
     )
-    for i, note in enumerate(notes):
-        fig.add_annotation(
-            text=note,
-            xref="paper",
-            yref="paper",
-            x=0,
-            y=0,
-            yshift=-62 - 18 * i,
-            xanchor="left",
-            yanchor="top",
-            showarrow=False,
-            font={"size": 11, "color": style.MUTED},
-        )
+    base.notes_below(fig, notes, 62)
 
 
 def _axes(fig: Fig, v: View, pts: pd.DataFrame, show_res: bool, drawn: Drawn, top: marks.Axis) -> None:
