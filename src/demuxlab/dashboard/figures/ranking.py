@@ -277,7 +277,7 @@ def _ranking_layout(
     apart = sum(1 for r in recs if r["rank"] == APART)
     notes = [f"{apart} oversubscribed design(s) (more server threads than server CPUs): listed, not ranked"]
     notes = (notes if apart else []) + [f"no model: {n}" for n in model_notes[:4]]
-    margin = {"l": 360, "r": 30, "t": 80, "b": 50 + 18 * len(notes)}
+    margin = {"l": 360, "r": 30, "t": 80, "b": 64 + 18 * len(notes)}
     fig.update_layout(
         **style.base_layout(
             title={"text": f"Ranking: {workload}", "x": 0.01},
@@ -289,7 +289,7 @@ def _ranking_layout(
             legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
         )
     )
-    base.notes_below(fig, notes, 48)
+    base.notes_below(fig, notes, 62)  # under the x axis title, as the Sweep's
 
 
 def designs_ranked(table: pd.DataFrame, workload: str) -> Sequence[str]:
