@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from demuxlab.costs import is_unavailable
-from demuxlab.vocab import CHECK_FAIL, CHECK_PASS, CHECK_UNKNOWN, CHECK_WARN
+from demuxlab.vocab import CHECK_FAIL, CHECK_PASS, CHECK_UNKNOWN, CHECK_WARN, CHECKS
 
 #: Independence: a lag test needs this many samples (5 pairs) to mean anything.
 MIN_LAG_SAMPLES = 6
@@ -69,6 +69,22 @@ class Check:
 
 def flagged(checks: Iterable[Check]) -> bool:
     return any(c.verdict == CHECK_FAIL for c in checks)
+
+
+#: How a point's ``flags`` joins its ``check:n`` items (docs/CONTRACTS.md §7, points.csv).
+FLAGS_SEP = " "
+
+
+def point_flags(failed: Iterable[Collection[str]]) -> dict[str, Any]:
+    """A point's flagged runs from the checks each of its runs failed: ``runs_flagged`` (the runs a check
+    failed) and ``flags``, ``check:n`` per failing check in the order of :data:`~demuxlab.vocab.CHECKS`,
+    space-separated (docs/CONTRACTS.md §7): one format for points.csv and the claims' inputs."""
+    runs = [set(f) for f in failed]
+    counts = {c: sum(1 for f in runs if c in f) for c in CHECKS}
+    return {
+        "runs_flagged": sum(1 for f in runs if f),
+        "flags": FLAGS_SEP.join(f"{c}:{n}" for c, n in counts.items() if n),
+    }
 
 
 # -- statistics --------------------------------------------------------------------------------------------

@@ -137,12 +137,15 @@ def test_costs_and_checks_are_stored_and_a_failed_check_flags_the_run(
 
     inputs = load_inputs(plain["experiment"]["name"], plain["experiment"]["spec_sha256"], url=database_url)
     (point,) = inputs.points
-    assert point["runs_flagged"] == 1 and point["flags"] == "placement.core:1, placement.numa:1"
+    # One format for a point's flags (CONTRACTS.md §7): the claims' inputs write points.csv's.
+    assert (
+        point["runs_flagged"] == 1 and point["flags"] == row["flags"] == "placement.core:1 placement.numa:1"
+    )
     assert point["syscalls_per_msg"] == pytest.approx(120_000 / (throughput * 3.0))
     from demuxlab.claims import as_point
     from demuxlab.claims.inputs import describe
 
-    assert "1 of 2 runs flagged (placement.core:1, placement.numa:1)" in describe(as_point(point))
+    assert "1 of 2 runs flagged (placement.core:1 placement.numa:1)" in describe(as_point(point))
 
     # Ingesting the same records again changes nothing.
     again = ingest_files([write_record(plain), write_record(crowded)], engine=engine)
