@@ -235,6 +235,16 @@ def test_the_claims_page_names_a_stored_refusal_as_recommendations_csv_does(
         assert recs["model_source"].eq("calibration").all(), recs
         assert f"lf/select (calibration refused: {error})" in missing.split(" | "), missing
         assert "hsha/epoll-lt (no calibration prediction)" in missing.split(" | "), missing
+        # The refusal stored again with a new reason (updated in place): a new version, not the cached page.
+        from demuxlab.dashboard.data import claims as queries
+        from demuxlab.dashboard.data import resolve_experiment
+
+        with common.store().connect() as conn:
+            exp = resolve_experiment(conn, spec.name)
+            before = queries.version(conn, exp)
+        save_refusal("lf", "select", ["r1"], experiment=spec.name, spec_sha256=spec.sha256, error=error + "!")
+        with common.store().connect() as conn:
+            assert queries.version(conn, exp) != before
     finally:
         del app
         common.store().dispose()
