@@ -340,7 +340,14 @@ def ablate(
 
 
 def _key_in(p: Any, keys: Collection[CalKey]) -> bool:
-    return any((k[1], k[2], k[3], k[4]) == (p.pattern, p.notifier, p.connections, p.msg_size) for k in keys)
+    """Whether point ``p`` is predicted from one of the calibrations ``keys``: its own spec's (a key's spec
+    is ``""`` only for --calibrate-from's, which predict every spec's points), pattern, notifier,
+    connections and size. Without the spec, a run mixing specs dropped another spec's predictions."""
+    return any(
+        k[0] in ("", p.spec)
+        and (k[1], k[2], k[3], k[4]) == (p.pattern, p.notifier, p.connections, p.msg_size)
+        for k in keys
+    )
 
 
 def print_ablation(rows: Sequence[Ablation], full: tuple[float, float, int] | None, what: str) -> None:

@@ -24,7 +24,7 @@ from demuxlab.jsonio import open_atomic, write_text_atomic
 from demuxlab.point import POINT_FIELDS
 from demuxlab.staticplot import draw_throughput
 from demuxlab.stats import point_summary
-from demuxlab.validity import order_effect
+from demuxlab.validity import order_effect, point_flags
 from demuxlab.vocab import CHECK_FAIL, CHECK_VERDICTS, CHECKS, RUN_FAILED, RUN_OK
 
 
@@ -225,21 +225,12 @@ def summarize(points: Sequence[PointRows]) -> list[dict[str, Any]]:
                 "latency_p50_us": _mean([r.latency_p50_us for r in ok if r.latency_p50_us is not None]),
                 "latency_p99_us": _mean([r.latency_p99_us for r in ok if r.latency_p99_us is not None]),
                 "hardware_class": hardware_class,
-                **_flags(ok),
+                **point_flags(r.failed_checks for r in ok),
                 "server_cpus": _fewest([r.server_cpus for r in ok]),
                 "oversubscribed": _over(p.params.get("threads"), [r.server_cpus for r in ok]),
             }
         )
     return rows
-
-
-def _flags(runs: Sequence[RunRow]) -> dict[str, Any]:
-    """A point's flagged runs (a check failed; they stay in its mean) and which checks: ``check:n`` each."""
-    counts = {c: sum(1 for r in runs if c in r.failed_checks) for c in CHECKS}
-    return {
-        "runs_flagged": sum(1 for r in runs if r.failed_checks),
-        "flags": " ".join(f"{c}:{n}" for c, n in counts.items() if n),
-    }
 
 
 def check_summary(points: Sequence[PointRows]) -> list[dict[str, Any]]:

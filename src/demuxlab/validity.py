@@ -17,7 +17,8 @@ Per run (:func:`run_checks`; the ``run_checks`` table, docs/CONTRACTS.md §6):
   hosts; warns on one, where the loopback traffic raises none).
 * ``cpu.governor`` (not ``performance`` fails), ``cpu.frequency`` (a CPU's frequency at the measure phase's
   end differs from its start by more than 5 %: fails), ``cpu.turbo`` (on: warns): from the record's
-  ``costs``, else the host's facts; where the host cannot say: unknown, with its reason.
+  ``costs``, else (a side's costs did not or could not read it) the host's facts, the reason saying so;
+  where neither can say: unknown, with its reason.
 * ``network``: TCP retransmits, listen overflows or drops in a side's namespace during the measure phase
   (warns: the namespace's counters include other traffic).
 
@@ -33,12 +34,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from demuxlab.costs import is_unavailable
-from demuxlab.vocab import CHECK_FAIL, CHECK_PASS, CHECK_UNKNOWN, CHECK_WARN
+from demuxlab.vocab import CHECK_FAIL, CHECK_PASS, CHECK_UNKNOWN, CHECK_WARN, CHECKS
 
 #: Independence: a lag test needs this many samples (5 pairs) to mean anything.
 MIN_LAG_SAMPLES = 6
@@ -69,6 +70,22 @@ class Check:
 
 def flagged(checks: Iterable[Check]) -> bool:
     return any(c.verdict == CHECK_FAIL for c in checks)
+
+
+#: How a point's ``flags`` joins its ``check:n`` items (docs/CONTRACTS.md §7, points.csv).
+FLAGS_SEP = " "
+
+
+def point_flags(failed: Iterable[Collection[str]]) -> dict[str, Any]:
+    """A point's flagged runs from the checks each of its runs failed: ``runs_flagged`` (the runs a check
+    failed) and ``flags``, ``check:n`` per failing check in the order of :data:`~demuxlab.vocab.CHECKS`,
+    space-separated (docs/CONTRACTS.md §7): one format for points.csv and the claims' inputs."""
+    runs = [set(f) for f in failed]
+    counts = {c: sum(1 for f in runs if c in f) for c in CHECKS}
+    return {
+        "runs_flagged": sum(1 for f in runs if f),
+        "flags": FLAGS_SEP.join(f"{c}:{n}" for c, n in counts.items() if n),
+    }
 
 
 # -- statistics --------------------------------------------------------------------------------------------
@@ -307,38 +324,56 @@ def irq_placement(record: Mapping[str, Any]) -> Check:
     return Check("placement.irq", CHECK_PASS, "no side's CPU takes a NIC's pinned interrupts")
 
 
-def _side_values(record: Mapping[str, Any], key: str) -> list[tuple[str, Any]]:
+def _side_values(record: Mapping[str, Any], key: str) -> list[tuple[str, Any, str]]:
+    """Per side (the server's alone on one host): ``key``'s value, from the run's ``costs`` where they
+    read it, else from the side's host facts (the record's ``hosts``), else the costs' ``unavailable:
+    why``; and where it came from (``""``: the costs; else a note naming the host's facts and what the
+    costs said)."""
     costs = record.get("costs") or {}
     out = []
     _, _, same_host, _ = _sides(record)
     for role in ("server",) if same_host else ("server", "client"):
         side = costs.get(role)
-        if isinstance(side, Mapping):
-            out.append((role, side.get(key)))
+        measured = side.get(key) if isinstance(side, Mapping) else side if is_unavailable(side) else None
+        fact = ((record.get("hosts") or {}).get(role) or {}).get(key)
+        if (measured is None or is_unavailable(measured)) and fact is not None and not is_unavailable(fact):
+            said = (
+                f"the run's costs: {measured}" if measured is not None else "the run's costs did not read it"
+            )
+            out.append((role, fact, f"{role}: from the host's facts; {said}"))
         else:
-            fact = ((record.get("hosts") or {}).get(role) or {}).get(key)
-            out.append((role, fact if fact is not None else side if is_unavailable(side) else None))
+            out.append((role, measured, ""))
     return out
+
+
+def _sources(values: Sequence[tuple[str, Any, str]]) -> str:
+    """`` (where: …)`` for the values that came from the host's facts, else nothing."""
+    notes = [n for _, _, n in values if n]
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def governor(record: Mapping[str, Any]) -> Check:
     values = _side_values(record, "governor")
-    bad = [(r, v) for r, v in values if isinstance(v, str) and not is_unavailable(v) and v != "performance"]
+    bad = [
+        (r, v) for r, v, _ in values if isinstance(v, str) and not is_unavailable(v) and v != "performance"
+    ]
     if bad:
         said = "; ".join(f"{r}: {v}" for r, v in bad)
         return Check(
-            "cpu.governor", CHECK_FAIL, f"governor {said}, not performance: the frequency follows the load"
+            "cpu.governor",
+            CHECK_FAIL,
+            f"governor {said}, not performance: the frequency follows the load{_sources(values)}",
         )
-    if values and all(v == "performance" for _, v in values):
-        return Check("cpu.governor", CHECK_PASS, "governor performance")
-    why = next((v for _, v in values if is_unavailable(v)), None)
+    if values and all(v == "performance" for _, v, _ in values):
+        return Check("cpu.governor", CHECK_PASS, f"governor performance{_sources(values)}")
+    why = next((v for _, v, _ in values if is_unavailable(v)), None)
     return Check("cpu.governor", CHECK_UNKNOWN, str(why or "the governor was not read"))
 
 
 def frequency(record: Mapping[str, Any]) -> Check:
     worst: tuple[float, str] | None = None
     why = None
-    for role, value in _side_values(record, "frequency_khz"):
+    for role, value, _ in _side_values(record, "frequency_khz"):
         if not isinstance(value, Mapping) or "start" not in value:
             why = why or (value if is_unavailable(value) else None)
             continue
@@ -359,16 +394,16 @@ def frequency(record: Mapping[str, Any]) -> Check:
 
 def turbo(record: Mapping[str, Any]) -> Check:
     values = _side_values(record, "turbo")
-    on = [r for r, v in values if v is True]
+    on = [r for r, v, _ in values if v is True]
     if on:
         return Check(
             "cpu.turbo",
             CHECK_WARN,
-            f"turbo boost on ({', '.join(on)}): the frequency depends on the load and heat",
+            f"turbo boost on ({', '.join(on)}): the frequency depends on the load and heat{_sources(values)}",
         )
-    if values and all(v is False for _, v in values):
-        return Check("cpu.turbo", CHECK_PASS, "turbo boost off")
-    why = next((v for _, v in values if is_unavailable(v)), None)
+    if values and all(v is False for _, v, _ in values):
+        return Check("cpu.turbo", CHECK_PASS, f"turbo boost off{_sources(values)}")
+    why = next((v for _, v, _ in values if is_unavailable(v)), None)
     return Check("cpu.turbo", CHECK_UNKNOWN, str(why or "turbo state not read"))
 
 

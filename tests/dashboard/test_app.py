@@ -206,3 +206,45 @@ def test_figure_builders_never_touch_the_database() -> None:
                     path.name,
                     name,
                 )
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:dash.development.base_component")
+def test_the_claims_page_names_a_stored_refusal_as_recommendations_csv_does(
+    database_url: str, tmp_path: Any
+) -> None:
+    """The Claims page's recommendations read the calibrations' stored refusals: a design without a
+    calibrated prediction is named with its refusal and figure (validation.store.refusal_reasons, what
+    the workflow's recommendations.csv says), one without a refusal as having no prediction."""
+    from demuxlab.dashboard import common
+    from demuxlab.dashboard.app import create_app
+    from demuxlab.ingest import ingest_files
+    from demuxlab.validation.store import save_refusal
+    from helpers import dashboard_sample as sample
+
+    spec = sample.load(tmp_path)
+    ingest_files(sample.write_records(spec, sample.planned(spec), tmp_path / "runs"))
+    sample.store_model(spec, database_url)  # calibrated predictions for lf/epoll-lt only
+    error = "refused: the fitted model misses its own runs by 32 % (more than 10 %)"
+    save_refusal("lf", "select", ["r1"], experiment=spec.name, spec_sha256=spec.sha256, error=error)
+    app = create_app(database_url)
+    try:
+        from demuxlab.dashboard.pages import claims
+
+        _, recs, _ = claims.evaluate(spec.name, spec.sha256, common.store().url)
+        (missing,) = set(recs["model_missing"])
+        assert recs["model_source"].eq("calibration").all(), recs
+        assert f"lf/select (calibration refused: {error})" in missing.split(" | "), missing
+        assert "hsha/epoll-lt (no calibration prediction)" in missing.split(" | "), missing
+        # The refusal stored again with a new reason (updated in place): a new version, not the cached page.
+        from demuxlab.dashboard.data import claims as queries
+        from demuxlab.dashboard.data import resolve_experiment
+
+        with common.store().connect() as conn:
+            exp = resolve_experiment(conn, spec.name)
+            before = queries.version(conn, exp)
+        save_refusal("lf", "select", ["r1"], experiment=spec.name, spec_sha256=spec.sha256, error=error + "!")
+        with common.store().connect() as conn:
+            assert queries.version(conn, exp) != before
+    finally:
+        del app
+        common.store().dispose()

@@ -66,9 +66,13 @@ def _side(syscalls: Any, pid: int, cpus: list[int], governor: str) -> dict[str, 
     }
 
 
-def with_costs(record: dict[str, Any], *, on_one_core: bool = False) -> dict[str, Any]:
-    """The template's run with the kernel's counters a run reads, measured on one host."""
+def with_costs(
+    record: dict[str, Any], *, on_one_core: bool = False, facts_governor: str | None = None
+) -> dict[str, Any]:
+    """The template's run with the kernel's counters a run reads, measured on one host without a cpufreq
+    driver; its facts name ``facts_governor`` (read elsewhere, e.g. outside the run's container)."""
     record = copy.deepcopy(record)
+    record["hosts"]["server"]["governor"] = facts_governor
     record["hosts"]["client"] = record["hosts"]["server"]
     # The template's host: CPUs 0, 1 on NUMA node 0, CPUs 2, 3 on node 1, a core each.
     record["pinning"].update(same_host=True, server_cpus=[2, 3], client_cpus=[2 if on_one_core else 0])
@@ -86,7 +90,7 @@ def test_costs_and_checks_are_stored_and_a_failed_check_flags_the_run(
     engine: Engine, make_record: MakeRecord, write_record: WriteRecord, database_url: str
 ) -> None:
     plain = with_costs(make_record(repeat=0))
-    crowded = with_costs(make_record(repeat=1), on_one_core=True)
+    crowded = with_costs(make_record(repeat=1), on_one_core=True, facts_governor="performance")
     ingest_files([write_record(plain), write_record(crowded)], engine=engine)
     throughput = plain["stats"]["throughput_msgs_per_s"]
     with engine.connect() as conn:
@@ -118,6 +122,12 @@ def test_costs_and_checks_are_stored_and_a_failed_check_flags_the_run(
     assert checks[plain["run_id"], "placement.core"].verdict == "pass"
     assert checks[plain["run_id"], "cpu.governor"].verdict == "unknown"
     assert "cpufreq absent" in checks[plain["run_id"], "cpu.governor"].reason
+    # The costs could not read the governor; the host's facts say performance: they decide, and say so.
+    assert checks[crowded["run_id"], "cpu.governor"].verdict == "pass"
+    assert (
+        "from the host's facts; the run's costs: unavailable:"
+        in checks[crowded["run_id"], "cpu.governor"].reason
+    )
     assert flags == {plain["run_id"]: False, crowded["run_id"]: True}
 
     # points.csv: the flagged run stays in the point's mean, and is counted with the check that flagged it.
@@ -137,12 +147,15 @@ def test_costs_and_checks_are_stored_and_a_failed_check_flags_the_run(
 
     inputs = load_inputs(plain["experiment"]["name"], plain["experiment"]["spec_sha256"], url=database_url)
     (point,) = inputs.points
-    assert point["runs_flagged"] == 1 and point["flags"] == "placement.core:1, placement.numa:1"
+    # One format for a point's flags (CONTRACTS.md §7): the claims' inputs write points.csv's.
+    assert (
+        point["runs_flagged"] == 1 and point["flags"] == row["flags"] == "placement.core:1 placement.numa:1"
+    )
     assert point["syscalls_per_msg"] == pytest.approx(120_000 / (throughput * 3.0))
     from demuxlab.claims import as_point
     from demuxlab.claims.inputs import describe
 
-    assert "1 of 2 runs flagged (placement.core:1, placement.numa:1)" in describe(as_point(point))
+    assert "1 of 2 runs flagged (placement.core:1 placement.numa:1)" in describe(as_point(point))
 
     # Ingesting the same records again changes nothing.
     again = ingest_files([write_record(plain), write_record(crowded)], engine=engine)

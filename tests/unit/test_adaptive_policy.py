@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -340,3 +340,42 @@ def test_a_fluid_that_does_not_settle_gives_no_shape() -> None:
     assert all(v > 50_000 for v in shapes.by_point.values())
     stalled = "the fluid approximation did not settle (one connection per thread or fewer): use the SSA"
     assert f"{mr(4, 4).point_key}: no model ({stalled})" in shapes.notes
+
+
+# -- why a design has no calibrated prediction -------------------------------------------------------------
+
+
+def test_the_answer_names_a_refused_calibration_as_recommendations_csv_does() -> None:
+    """The adaptive answer's recommendation says why a design has no calibrated prediction: its
+    calibration's refusal with the figure (the fit's), not "no calibration prediction"."""
+    from demuxlab.adaptive.models import Shapes
+
+    d = design(grid("lf", "hsha"), settings(points=None))
+    refused = "calibration refused: the fitted rates predict 30,829 msg/s, measured 14,007 msg/s (+120.1%)"
+
+    def shapes_of(calibration: Sequence[Observed]) -> Shapes:
+        del calibration
+        preds = [
+            {**p.to_json(), "source": "calibration", "mean": 100.0 + 10 * p.threads, "ci_halfwidth_rel": 0.01}
+            for p in d.points
+            if p.pattern == "lf"
+        ]
+        return Shapes(predictions=preds, why_missing={("hsha", "epoll-lt"): refused})
+
+    fetch = truth_runner(lambda p: 100.0 + 10 * p.threads, lambda p: 0.01)
+    outcome, _ = run_policy(d, fetch, shapes_of)
+    assert outcome.answer is not None
+    (rec,) = outcome.answer.recommendations
+    assert rec.model_source == "calibration" and rec.model_agrees is None
+    assert rec.model_missing == (f"hsha/epoll-lt ({refused})",)
+    (best,) = outcome.answer.to_json()["best"]
+    assert best["model_missing"] == [f"hsha/epoll-lt ({refused})"]
+
+
+def test_a_pair_the_fit_cannot_calibrate_says_why() -> None:
+    from demuxlab.adaptive.models import model_shapes
+
+    shapes = model_shapes([pt("lf", 1), pt("lf", 2)], [])
+    assert shapes.why_missing == {
+        ("lf", "epoll-lt"): "not calibrated: no successful calibration run (0 failed)"
+    }

@@ -20,6 +20,7 @@ from demuxlab.claims import (
     evaluate_claims,
     recommend,
 )
+from demuxlab.claims.markdown import render_markdown
 from demuxlab.errors import DemuxlabError
 
 Row = dict[str, Any]
@@ -246,6 +247,47 @@ def test_single_runs_are_inconclusive_not_decided() -> None:
     points = curve("hsha", "select", {2: 60, 3: 100}, n=1) + curve("hsha", "epoll-lt", {2: 60, 3: 50}, n=1)
     (v,) = [v for v in evaluate_claims(points) if v.claim_id == "S0.hsha-epoll-lt-worse"]
     assert v.verdict == INCONCLUSIVE and "no CI" in " ".join(v.evidence)
+
+
+def flag(rows: list[Row], flags: str = "independence:1") -> list[Row]:
+    """The rows with one run of each flagged by a validity check (points.csv's runs_flagged and flags)."""
+    return [{**r, "runs_flagged": 1, "flags": flags} for r in rows]
+
+
+@pytest.mark.parametrize("verdict", [HOLDS, REFUTED, INCONCLUSIVE])
+@pytest.mark.parametrize("claim_id", list(CASES))
+def test_every_verdict_carries_its_flagged_points_from_the_data(claim_id: str, verdict: str) -> None:
+    # Every point flagged: each verdict names, from the points (not its evidence's wording), the flagged
+    # ones among those its evidence cites, S1's and S4's (whose evidence lines do not describe runs) too.
+    points, predictions = CASES[claim_id](verdict)
+    (v,) = [v for v in evaluate_claims(flag(points), predictions) if v.claim_id == claim_id]
+    assert v.flagged and all(p.runs_flagged == 1 and p.flags == "independence:1" for p in v.flagged)
+    assert {p.label for p in v.flagged} <= {f"{r['pattern']}/{r['notifier']} t{r['threads']}" for r in points}
+    note = render_markdown("t", [v], [], {}).split(f"## {claim_id}", 1)[1]
+    assert "flagged runs behind this verdict" in note
+    assert all(p.label in note for p in v.flagged)
+    assert note.count(" of 5 (independence:1)") == len(set(v.flagged))  # each once (its workload if need be)
+    # None flagged: none named.
+    (plain,) = [v for v in evaluate_claims(points, predictions) if v.claim_id == claim_id]
+    assert plain.flagged == () and "flagged runs: none" in render_markdown("t", [plain], [], {})
+
+
+def test_only_the_flagged_points_a_verdict_cites_are_named() -> None:
+    # S1's model claim cites its points without describing their runs; the HSHA point it does not read is
+    # flagged too and must not be named.
+    lf, preds = model_peak_trend(HOLDS)
+    other = flag([pt("hsha", "select", 2, 70)], "placement.core:2 placement.numa:1")
+    (v,) = [
+        v
+        for v in evaluate_claims(flag(lf[2:3]) + lf[:2] + lf[3:] + other, preds)
+        if v.claim_id == "S1.model-peak-trend"
+    ]
+    assert [(p.label, p.flags) for p in v.flagged] == [("lf/epoll-lt t3", "independence:1")]
+    md = render_markdown("t", [v], [], {})
+    assert (
+        "flagged runs behind this verdict (counted in the means, never left out): lf/epoll-lt t3 1 of 5" in md
+    )
+    assert "hsha/select" not in md
 
 
 def test_hosts_are_judged_apart_with_their_hardware() -> None:

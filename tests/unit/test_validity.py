@@ -195,6 +195,28 @@ def test_a_governor_other_than_performance_fails() -> None:
     assert governor(_record(facts_gov, [0], [1])).verdict == CHECK_FAIL
 
 
+def test_the_governor_falls_back_to_the_hosts_facts_and_says_so() -> None:
+    # The Run page said "unknown: the governor was not read" for a run whose host facts say performance:
+    # the costs' sides did not read it (None), or could not (unavailable); the facts then decide.
+    facts = dict(synthetic_topology(1, 2), governor="performance")
+    unread = governor(_record(facts, [0], [1], costs=_costs(None, {})))
+    assert unread.verdict == CHECK_PASS
+    assert (
+        unread.reason
+        == "governor performance (server: from the host's facts; the run's costs did not read it)"
+    )
+    why = "unavailable: /sys/devices/system/cpu/cpu0/cpufreq absent: no cpufreq driver"
+    absent = governor(_record(facts, [0], [1], costs=_costs(why, why)))
+    assert absent.verdict == CHECK_PASS and f"from the host's facts; the run's costs: {why}" in absent.reason
+    # What the run read wins over the facts: costs that say powersave fail.
+    assert governor(_record(facts, [0], [1], costs=_costs("powersave", {}))).verdict == CHECK_FAIL
+    slow = governor(_record(dict(facts, governor="ondemand"), [0], [1], costs=_costs(None, {})))
+    assert slow.verdict == CHECK_FAIL and "ondemand" in slow.reason and "host's facts" in slow.reason
+    # Turbo, the same way.
+    on = turbo(_record(dict(facts, turbo=True), [0], [1], costs=_costs("performance", {}, None)))
+    assert on.verdict == CHECK_WARN and "from the host's facts" in on.reason
+
+
 def test_a_frequency_that_moved_fails() -> None:
     facts = synthetic_topology(1, 2)
     moved = {"start": {"0": 3_000_000, "1": 3_000_000}, "end": {"0": 2_400_000, "1": 3_000_000}}

@@ -73,6 +73,7 @@ class Answer:
                     "ci_high": r.best.ci_high,
                     "n": r.best.n,
                     "tied_with": [p.label.replace(" ", "/") for p in r.tied],
+                    "model_missing": list(r.model_missing),
                 }
                 for r in self.recommendations
             ],
@@ -87,11 +88,14 @@ def answer(
     rows: Sequence[MeasuredRow],
     predictions: Sequence[Mapping[str, Any]] = (),
     facts: Mapping[str, Mapping[str, Any]] | None = None,
+    why_missing: Mapping[tuple[str, str], str] | None = None,
 ) -> Answer:
     """The claims' verdicts and the recommendation from the measured points (calibration points are
-    left out, as the claims stage does)."""
+    left out, as the claims stage does); ``why_missing``: why a pattern × notifier has no calibration (its
+    refusal with the figure, :attr:`demuxlab.adaptive.models.Shapes.why_missing`), as recommendations.csv
+    names it."""
     points = [r.to_claims() for r in rows if not r.point.instrument]
     return Answer(
         tuple(evaluate_claims(points, predictions, facts)),
-        tuple(recommend(points, predictions)),
+        tuple(recommend(points, predictions, why_missing)),
     )

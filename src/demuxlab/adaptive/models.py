@@ -30,11 +30,14 @@ if TYPE_CHECKING:
 
 @dataclass
 class Shapes:
-    """Predicted msg/s per point key, the claims' prediction rows, and what the fit said."""
+    """Predicted msg/s per point key, the claims' prediction rows, what the fit said, and why each pattern ×
+    notifier it could not calibrate has no calibration (its refusal with the figure, in the words of
+    recommendations.csv's ``model_missing``: :func:`demuxlab.validation.calibration.join_reasons`)."""
 
     by_point: dict[str, float] = field(default_factory=dict)
     predictions: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    why_missing: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"by_point": dict(sorted(self.by_point.items())), "notes": list(self.notes)}
@@ -58,7 +61,7 @@ def model_shapes(
     modelled = [p for p in points if p.pattern in patterns() and not p.instrument]
     if not modelled:
         return out
-    ids, rates_of = _fit(modelled, calibration_runs, experiment, spec_sha256, out.notes)
+    ids, rates_of = _fit(modelled, calibration_runs, experiment, spec_sha256, out.notes, out.why_missing)
     model_points = _model_points(modelled, calibration_runs)
     plan = plan_predictions(model_points, ids, rates_of, method=method, rel_ci=0.01, seed=seed)
     for skip in plan.skipped:
@@ -88,10 +91,11 @@ def _fit(
     experiment: str,
     spec_sha256: str,
     notes: list[str],
+    why_missing: dict[tuple[str, str], str],
 ) -> tuple[dict[CalibrationKey, int], dict[int, Rates]]:
     """Each pattern × notifier of ``modelled`` fitted from its calibration runs (its id and rates, in
-    key order), or a note that its points take the paper's rates."""
-    from demuxlab.validation.calibration import CalibrationRun, fit_calibration
+    key order), or a note that its points take the paper's rates and, in ``why_missing``, why."""
+    from demuxlab.validation.calibration import CalibrationRun, fit_calibration, join_reasons
 
     rates_of: dict[int, Rates] = {}
     ids: dict[CalibrationKey, int] = {}
@@ -117,7 +121,9 @@ def _fit(
         ]
         fit = fit_calibration((pattern, notifier, None), ok, len(mine) - len(ok), experiment, spec_sha256)
         if fit.rates is None:
-            notes.append(f"{pattern}/{notifier}: paper's rates ({fit.outcome.error})")
+            error = fit.outcome.error or "not fitted"
+            notes.append(f"{pattern}/{notifier}: paper's rates ({error})")
+            why_missing |= join_reasons([(pattern, notifier, None, fit.outcome.status, error)])
             continue
         ids[(pattern, notifier, None)] = i
         rates_of[i] = fit.rates

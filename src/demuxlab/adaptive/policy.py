@@ -348,17 +348,19 @@ def next_round(
     runs: Sequence[Observed],
     shapes: Mapping[str, float] | None = None,
     predictions: Sequence[Mapping[str, Any]] = (),
+    why_missing: Mapping[tuple[str, str], str] | None = None,
 ) -> Round:
     """The round after ``history`` (empty: the first round), from every run so far (``runs``: each
     requested run's observation; a failed run counts as a repeat). ``shapes``: the CTMC models'
     predictions per point key (msg/s), where there are; ``predictions``: the model's rows for the claims
-    (:mod:`demuxlab.claims` input shape)."""
+    (:mod:`demuxlab.claims` input shape); ``why_missing``: why a pattern × notifier has no calibration
+    (the answer's recommendations name it)."""
     if not history:
         return first_round(design)
     st = _state(design, history, runs)
     index = len(history)
     rows = measured_rows(design, runs)
-    ans = answer(rows, predictions, design.facts)
+    ans = answer(rows, predictions, design.facts, why_missing)
     prev = history[-1].answer
     stable = None if prev is None else prev.key() == ans.key()
     repeat_wants = _repeat_wants(design, st, ans)

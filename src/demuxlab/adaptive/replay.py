@@ -97,7 +97,7 @@ def run_policy(
     while True:
         if len(history) >= MAX_ROUNDS:
             raise DemuxlabError(f"adaptive: no stop after {MAX_ROUNDS} rounds")
-        rnd = next_round(design, history, runs, shapes.by_point, shapes.predictions)
+        rnd = next_round(design, history, runs, shapes.by_point, shapes.predictions, shapes.why_missing)
         history.append(rnd)
         if rnd.stop is not None:
             break
@@ -115,7 +115,7 @@ def full_outcome(design: Design, index: RunIndex, shapes: Shapes) -> Outcome:
     runs = [index.get(p.point_key, r) for p in design.points for r in range(design.repeats)]
     runs += [index.get(p.point_key, r) for p in design.calibration for r in range(design.calibration_repeats)]
     rows = measured_rows(design, runs)
-    return Outcome([], runs, rows, answer(rows, shapes.predictions, design.facts))
+    return Outcome([], runs, rows, answer(rows, shapes.predictions, design.facts, shapes.why_missing))
 
 
 @dataclass

@@ -9,7 +9,8 @@ version, and any Parquet reader opens it.
 and points are matched by their natural keys (name + spec hash, facts hash, point key), runs are replaced by
 run id (their samples, op timings, costs and checks with them; a stored run that differs from the bundle's
 is kept in ``runs_history``, one that is the same is left as it was, so importing twice is a no-op),
-calibrations are matched by (pattern, notifier, method, source runs) and predictions by their unique key.
+calibrations are matched by (pattern, notifier, method, source runs), refused ones (method ``refused``) by
+experiment, spec hash, pattern, notifier and hardware class, and predictions by their unique key.
 Serial ids are kept where the target does not use them (so a fresh database gets the very same rows),
 else new ones are drawn and every reference is mapped. Other experiments are never touched.
 
@@ -64,6 +65,7 @@ from demuxlab.db.models import (
     Sample,
 )
 from demuxlab.ingest.replace import drop_unchanged_history, keep_in_history
+from demuxlab.vocab import CALIBRATION_REFUSED
 
 DUMP_FORMAT = "demuxlab.dump/1"
 # In load order: a table only refers to tables before it.
@@ -300,6 +302,25 @@ def _match(conn: Connection, t: Table, row: Mapping[str, Any], keys: Sequence[st
     return int(found) if found is not None else None
 
 
+def _match_refusal(conn: Connection, c: Table, row: Mapping[str, Any]) -> int | None:
+    """A stored refusal the bundle's ``row`` is, keyed as ``validation.store.save_refusal`` keys it: one per
+    experiment (name and spec hash), pattern, notifier and hardware class. Its source runs do not identify
+    it: two experiments' refusals of one design for want of runs both have none."""
+    a = row.get("artifacts") or {}
+    klass = a.get("hardware_class")
+    art = c.c.artifacts
+    cond = and_(
+        c.c.pattern == row["pattern"],
+        c.c.notifier == row["notifier"],
+        c.c.method == CALIBRATION_REFUSED,
+        art["experiment"].astext.is_not_distinct_from(a.get("experiment")),
+        art["spec_sha256"].astext.is_not_distinct_from(a.get("spec_sha256")),
+        art["hardware_class"].astext.is_(None) if klass is None else art["hardware_class"].astext == klass,
+    )
+    found = conn.scalars(select(c.c.id).where(cond).order_by(c.c.id)).first()
+    return int(found) if found is not None else None
+
+
 class _Placer:
     """Inserts rows keeping their ids where free, else drawing new ones; maps old id → new id."""
 
@@ -473,13 +494,17 @@ def _load_models(
     points: _Placer,
     hosts: _Placer,
 ) -> tuple[_Placer, _Placer]:
-    """Calibrations by (pattern, notifier, method, source runs) and predictions by (point, rates source,
-    calibration, method): a stored one is updated to the bundle's values."""
+    """Calibrations by (pattern, notifier, method, source runs), refusals by what identifies them (below),
+    and predictions by (point, rates source, calibration, method): a stored one is updated to the bundle's
+    values."""
     c, x = tables
     cals = _Placer(conn, c, rows["calibrations"])
     for row in rows["calibrations"]:
         mapped = {**row, "host_id": hosts.map.get(row["host_id"]) if row["host_id"] else None}
-        found = _match(conn, c, mapped, ("pattern", "notifier", "method", "source_runs"))
+        if row["method"] == CALIBRATION_REFUSED:
+            found = _match_refusal(conn, c, mapped)
+        else:
+            found = _match(conn, c, mapped, ("pattern", "notifier", "method", "source_runs"))
         if found is None:
             cals.insert(mapped)
         else:

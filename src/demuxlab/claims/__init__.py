@@ -47,6 +47,9 @@ server_cpus        int       optional: CPUs the server was pinned to; points wit
 cost_us            float     optional: server CPU time per message (µs), mean over the runs (seed 004)
 cost_ci_low/high   float     optional: its 95 % confidence interval
 point_key          str       optional, for the evidence
+runs_flagged       int       optional: runs a validity check failed (in the mean, named in the evidence)
+flags              str       optional: ``check:n`` per failing check, space-separated (points.csv's
+                             ``flags``, CONTRACTS.md §7; :func:`demuxlab.validity.point_flags`)
 =================  ========  ==========================================================================
 
 ``predictions`` (optional): one mapping per model prediction of a point: ``pattern, notifier, threads,

@@ -22,25 +22,28 @@ from demuxlab.vocab import HOLDS, INCONCLUSIVE, NOT_TESTABLE, REFUTED, SOURCE_CA
 
 @dataclass(frozen=True)
 class Part:
-    """The verdict of one group (a workload, a notifier) of a claim's test, with its evidence lines."""
+    """The verdict of one group (a workload, a notifier) of a claim's test, with its evidence lines and the
+    measured points they cite (from which a verdict says, from the data, which of them have flagged runs)."""
 
     verdict: str
     reason: str
     evidence: tuple[str, ...] = ()
+    points: tuple[MeasuredPoint, ...] = ()
 
 
 def combine(parts: Sequence[Part], none_reason: str) -> Part:
     """Refuted if any part refutes, holds if every testable part holds, else inconclusive."""
     testable = [p for p in parts if p.verdict != NOT_TESTABLE]
     evidence = tuple(e for p in parts for e in p.evidence)
+    points = tuple(dict.fromkeys(x for p in parts for x in p.points))
     if not testable:
         reasons = sorted({p.reason for p in parts}) or [none_reason]
-        return Part(NOT_TESTABLE, "; ".join(reasons), evidence)
+        return Part(NOT_TESTABLE, "; ".join(reasons), evidence, points)
     for verdict in (REFUTED, INCONCLUSIVE):
         hit = [p for p in testable if p.verdict == verdict]
         if hit:
-            return Part(verdict, "; ".join(p.reason for p in hit), evidence)
-    return Part(HOLDS, "; ".join(p.reason for p in testable), evidence)
+            return Part(verdict, "; ".join(p.reason for p in hit), evidence, points)
+    return Part(HOLDS, "; ".join(p.reason for p in testable), evidence, points)
 
 
 # -- the context a claim's test sees -------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from demuxlab.costs import run_costs
 from demuxlab.errors import DemuxlabError
 from demuxlab.point import POINT_FIELDS, Point
 from demuxlab.stats import point_summary
-from demuxlab.vocab import CHECK_FAIL, CHECKS, METHOD_SSA, RUN_OK
+from demuxlab.validity import point_flags
+from demuxlab.vocab import CHECK_FAIL, METHOD_SSA, RUN_OK
 
 
 @dataclass(frozen=True)
@@ -126,15 +127,6 @@ def _kernel_means(ok: list[Any]) -> dict[str, float | None]:
     return out
 
 
-def _flags(ok: list[Any], failed_checks: dict[Any, list[str]]) -> dict[str, Any]:
-    """The runs a validity check failed, and which checks (``name:n``, in the checks' order)."""
-    counts = {c: sum(1 for r in ok if c in failed_checks.get(r.run_id, ())) for c in CHECKS}
-    return {
-        "runs_flagged": sum(1 for r in ok if failed_checks.get(r.run_id)),
-        "flags": ", ".join(f"{c}:{n}" for c, n in counts.items() if n),
-    }
-
-
 def _point_row(
     p: Any,
     ok: list[Any],
@@ -175,7 +167,7 @@ def _point_row(
         "cost_ci_low": cost.ci_low if cost else None,
         "cost_ci_high": cost.ci_high if cost else None,
         **_kernel_means(ok),
-        **_flags(ok, failed_checks),
+        **point_flags(failed_checks.get(r.run_id, ()) for r in ok),
     }
 
 

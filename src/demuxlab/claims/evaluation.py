@@ -27,6 +27,9 @@ class ClaimVerdict:
     evidence: tuple[str, ...]
     host: str
     hardware: str
+    # The points its evidence cites whose runs a validity check flagged (runs_flagged > 0), from the data:
+    # claims.md names them with the checks (demuxlab.claims.markdown.flagged_note).
+    flagged: tuple[MeasuredPoint, ...] = ()
 
     def to_row(self) -> dict[str, Any]:
         return {
@@ -96,6 +99,7 @@ def evaluate_claims(
                     part.evidence,
                     host,
                     hw,
+                    tuple(p for p in part.points if p.runs_flagged),
                 )
             )
     return out

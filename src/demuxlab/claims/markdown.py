@@ -6,24 +6,27 @@ Pure: verdicts and recommendations in, Markdown text out (:mod:`demuxlab.claims.
 
 from __future__ import annotations
 
-import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from demuxlab.claims.estimates import fmt_est
 from demuxlab.claims.evaluation import ClaimVerdict, hardware_of
+from demuxlab.claims.inputs import MeasuredPoint
 from demuxlab.claims.recommendation import Recommendation
 
-_FLAGGED = re.compile(r"(\S+ t\d+): [^|]*?, (\d+) of (\d+) runs flagged \(([^)]*)\)")
 
-
-def flagged_note(evidence: Sequence[str]) -> str:
-    """Whether runs a validity check failed (demuxlab.validity) are behind a verdict: the points of its
-    evidence with flagged runs (:func:`demuxlab.claims.inputs.describe` names them), or none."""
-    found = {m[1]: (int(m[2]), int(m[3]), m[4]) for line in evidence for m in _FLAGGED.finditer(line)}
-    if not found:
+def flagged_note(flagged: Sequence[MeasuredPoint]) -> str:
+    """Whether runs a validity check failed (demuxlab.validity) are behind a verdict: the points its
+    evidence cites that have flagged runs (:attr:`ClaimVerdict.flagged`, from the points' ``runs_flagged``
+    and ``flags``), each with its workload where two share a label, or none."""
+    if not flagged:
         return "flagged runs: none among the points of the evidence"
-    shown = "; ".join(f"{label} {k} of {n} ({why})" for label, (k, n, why) in sorted(found.items()))
+    labels = Counter(p.label for p in dict.fromkeys(flagged))
+    shown = "; ".join(
+        f"{p.label}{f' ({p.workload})' if labels[p.label] > 1 else ''} {p.runs_flagged} of {p.n} ({p.flags})"
+        for p in sorted(dict.fromkeys(flagged), key=lambda p: (p.label, p.workload.sort_key()))
+    )
     return f"flagged runs behind this verdict (counted in the means, never left out): {shown}"
 
 
@@ -72,7 +75,7 @@ def render_markdown(
             f"- **verdict: {v.verdict}**" + (f" (host `{v.host}`)" if len(hosts) > 1 else ""),
             f"- why: {v.reason}",
             f"- tested as: {v.scope}",
-            f"- {flagged_note(v.evidence)}",
+            f"- {flagged_note(v.flagged)}",
         ]
         if v.evidence:
             out.append("- evidence (mean [95 % CI], n runs):")

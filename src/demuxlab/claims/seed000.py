@@ -43,17 +43,29 @@ def _s0_notifier_2x(ctx: Context) -> Part:
             f"{wl}: {pat} peak epoll-et/select = {fmt_ratio(r)} ({describe(a)} vs {describe(b)})"
             for pat, r, a, b in ratios
         )
+        cited = tuple(x for _, _, a, b in ratios for x in (a, b))
         if any(r.lo is not None and r.lo > NOTIFIER_MAX for _, r, _, _ in ratios):
-            parts.append(Part(REFUTED, f"{wl}: epoll-et's peak is more than {NOTIFIER_MAX:g}× select's", ev))
+            parts.append(
+                Part(REFUTED, f"{wl}: epoll-et's peak is more than {NOTIFIER_MAX:g}× select's", ev, cited)
+            )
         elif all(r.hi is not None and r.hi < SPEEDUP_MIN for _, r, _, _ in ratios):
             parts.append(
-                Part(REFUTED, f"{wl}: epoll-et's peak is less than {SPEEDUP_MIN - 1:.0%} above select's", ev)
+                Part(
+                    REFUTED,
+                    f"{wl}: epoll-et's peak is less than {SPEEDUP_MIN - 1:.0%} above select's",
+                    ev,
+                    cited,
+                )
             )
         elif any(r.lo is not None and r.lo > SPEEDUP_MIN for _, r, _, _ in ratios):
             best = max(ratios, key=lambda x: x[1].mean)
-            parts.append(Part(HOLDS, f"{wl}: {best[0]} epoll-et/select peak ratio {fmt_ratio(best[1])}", ev))
+            parts.append(
+                Part(HOLDS, f"{wl}: {best[0]} epoll-et/select peak ratio {fmt_ratio(best[1])}", ev, cited)
+            )
         else:
-            parts.append(Part(INCONCLUSIVE, f"{wl}: the peaks' intervals overlap the 1.1×/2× bounds", ev))
+            parts.append(
+                Part(INCONCLUSIVE, f"{wl}: the peaks' intervals overlap the 1.1×/2× bounds", ev, cited)
+            )
     return combine(parts, need("HSHA or LF over both select and epoll-et", pts, ctx, work0=True))
 
 
@@ -77,17 +89,22 @@ def _s0_hsha_peaks_earlier(ctx: Context) -> Part:
             + (" (rising at the sweep's end)" if l_open else ""),
         )
         where = f"{notifier}, {wl}"
+        cited = (*(p for p in hsha if p.threads in hs), *(p for p in lf if p.threads in ls))
         if not (hs_known and lf_known):
-            parts.append(Part(INCONCLUSIVE, f"{where}: single runs, no intervals to place the peaks", ev))
+            parts.append(
+                Part(INCONCLUSIVE, f"{where}: single runs, no intervals to place the peaks", ev, cited)
+            )
         elif max(hs) < min(ls) and not h_open:
-            parts.append(Part(HOLDS, f"{where}: HSHA peaks at {ranges(hs)} threads, LF at {ranges(ls)}", ev))
+            parts.append(
+                Part(HOLDS, f"{where}: HSHA peaks at {ranges(hs)} threads, LF at {ranges(ls)}", ev, cited)
+            )
         elif min(hs) >= max(ls) and not l_open:
             parts.append(
-                Part(REFUTED, f"{where}: HSHA peaks at {ranges(hs)} threads, LF at {ranges(ls)}", ev)
+                Part(REFUTED, f"{where}: HSHA peaks at {ranges(hs)} threads, LF at {ranges(ls)}", ev, cited)
             )
         else:
             parts.append(
-                Part(INCONCLUSIVE, f"{where}: the peak ranges {hs} and {ls} overlap or are open", ev)
+                Part(INCONCLUSIVE, f"{where}: the peak ranges {hs} and {ls} overlap or are open", ev, cited)
             )
     return combine(parts, need("HSHA and LF at ≥ 3 thread counts each over one notifier", pts, ctx))
 
@@ -104,6 +121,7 @@ def _s0_hsha_lt_worse(ctx: Context) -> Part:
             continue
         a, b = peak(lt), peak(sel)
         ev: tuple[str, ...] = (f"{wl}: peaks {describe(a)} vs {describe(b)}",)
+        cited = (a, b)
         costs = [kernel_costs(p) for p in (a, b)]
         if all(costs):
             # Seed 000 §5.1: the re-activation is a system call per message over epoll-lt (EPOLL_CTL_MOD,
@@ -111,11 +129,17 @@ def _s0_hsha_lt_worse(ctx: Context) -> Part:
             why = "re-activation: epoll_ctl per message over epoll-lt, a bit in user space over select"
             ev += (f"{wl}: the kernel's costs at the peaks ({why}): {costs[0]}; {costs[1]}",)
         if above(b.est, a.est):
-            parts.append(Part(HOLDS, f"{wl}: HSHA's peak over select is above its peak over epoll-lt", ev))
+            parts.append(
+                Part(HOLDS, f"{wl}: HSHA's peak over select is above its peak over epoll-lt", ev, cited)
+            )
         elif above(a.est, b.est):
-            parts.append(Part(REFUTED, f"{wl}: HSHA's peak over epoll-lt is above its peak over select", ev))
+            parts.append(
+                Part(REFUTED, f"{wl}: HSHA's peak over epoll-lt is above its peak over select", ev, cited)
+            )
         else:
-            parts.append(Part(INCONCLUSIVE, f"{wl}: the two peaks are tied (Welch's t-test, p ≥ 0.05)", ev))
+            parts.append(
+                Part(INCONCLUSIVE, f"{wl}: the two peaks are tied (Welch's t-test, p ≥ 0.05)", ev, cited)
+            )
     return combine(parts, need("HSHA over both select and epoll-lt", pts, ctx, work0=True))
 
 
@@ -130,13 +154,16 @@ def _s0_lf_beyond_11(ctx: Context) -> Part:
         if not common:
             continue
         ev = tuple(f"{wl}: t{t}: {describe(lf[t])} vs {describe(h[t])}" for t in common)
+        cited = tuple(x for t in common for x in (lf[t], h[t]))
         if any(above(h[t].est, lf[t].est) for t in common):
             bad = [t for t in common if above(h[t].est, lf[t].est)]
-            parts.append(Part(REFUTED, f"{wl}: HSHA beats LF at {bad} threads", ev))
+            parts.append(Part(REFUTED, f"{wl}: HSHA beats LF at {bad} threads", ev, cited))
         elif all(above(lf[t].est, h[t].est) for t in common):
-            parts.append(Part(HOLDS, f"{wl}: LF beats HSHA at every thread count {common}", ev))
+            parts.append(Part(HOLDS, f"{wl}: LF beats HSHA at every thread count {common}", ev, cited))
         else:
-            parts.append(Part(INCONCLUSIVE, f"{wl}: tied (Welch's t-test, p ≥ 0.05) at some of {common}", ev))
+            parts.append(
+                Part(INCONCLUSIVE, f"{wl}: tied (Welch's t-test, p ≥ 0.05) at some of {common}", ev, cited)
+            )
     over = [p for p in raw if p.threads > 11 and p.oversubscribed]
     if over and not parts:
         return Part(NOT_TESTABLE, f"needs ≥ 12 server CPUs for 12+ threads; {cores_note(over)}")

@@ -60,7 +60,11 @@ def _s1_model(ctx: Context) -> Part:
             trend_part = Part(HOLDS, f"{where}: trend agrees at {len(sig)} significant step(s)")
         else:
             trend_part = Part(INCONCLUSIVE, f"{where}: no significant measured step up to the peak")
-        parts.append(combine([Part(peak_part.verdict, peak_part.reason, ev), trend_part], ""))
+        parts.append(
+            combine(
+                [Part(peak_part.verdict, peak_part.reason, ev, tuple(p for p, _ in have)), trend_part], ""
+            )
+        )
     return combine(parts, need("HSHA or LF at ≥ 2 thread counts with predictions", pts, ctx))
 
 
@@ -76,14 +80,17 @@ def _s1_lf_beats_hsha(ctx: Context) -> Part:
             continue
         where = f"{notifier}, {wl}"
         ev = tuple(f"{where}: t{t}: {describe(lf[t])} vs {describe(h[t])}" for t in common)
+        cited = tuple(x for t in common for x in (lf[t], h[t]))
         bad = [t for t in common if above(h[t].est, lf[t].est)]
         if bad:
-            parts.append(Part(REFUTED, f"{where}: HSHA beats LF at {bad} threads", ev))
+            parts.append(Part(REFUTED, f"{where}: HSHA beats LF at {bad} threads", ev, cited))
         elif all(above(lf[t].est, h[t].est) for t in common):
-            parts.append(Part(HOLDS, f"{where}: LF beats HSHA at every common thread count {common}", ev))
+            parts.append(
+                Part(HOLDS, f"{where}: LF beats HSHA at every common thread count {common}", ev, cited)
+            )
         else:
             parts.append(
-                Part(INCONCLUSIVE, f"{where}: tied (Welch's t-test, p ≥ 0.05) at some of {common}", ev)
+                Part(INCONCLUSIVE, f"{where}: tied (Welch's t-test, p ≥ 0.05) at some of {common}", ev, cited)
             )
     return combine(parts, need("HSHA and LF at a common thread count over one notifier", pts, ctx))
 

@@ -23,15 +23,16 @@ def _s2_wrong_architecture(ctx: Context) -> Part:
         r = peak(reactor)
         where = f"{notifier}, {wl}"
         ev = (f"{where}: {describe(r)}", *(f"{where}: {describe(h)}" for h in hsha))
+        cited = (r, *hsha)
         worse = [h.threads for h in hsha if above(r.est, h.est)]
         if worse:
             parts.append(
-                Part(HOLDS, f"{where}: the single-threaded reactor beats HSHA at {worse} threads", ev)
+                Part(HOLDS, f"{where}: the single-threaded reactor beats HSHA at {worse} threads", ev, cited)
             )
         elif all(above(h.est, r.est) for h in hsha):
-            parts.append(Part(REFUTED, f"{where}: HSHA beats the reactor at every thread count", ev))
+            parts.append(Part(REFUTED, f"{where}: HSHA beats the reactor at every thread count", ev, cited))
         else:
-            parts.append(Part(INCONCLUSIVE, f"{where}: tied (Welch's t-test, p ≥ 0.05)", ev))
+            parts.append(Part(INCONCLUSIVE, f"{where}: tied (Welch's t-test, p ≥ 0.05)", ev, cited))
     return combine(parts, need("HSHA and the reactor over one notifier", pts, ctx))
 
 
@@ -47,18 +48,24 @@ def _s2_distributed_scales(ctx: Context) -> Part:
         r = ratio(hi.est, lo.est)
         where = f"{design}, {wl}"
         ev = (f"{where}: {describe(lo)} → {describe(hi)}: {fmt_ratio(r)}",)
+        cited = (lo, hi)
         # the one decision (Welch): not "the ratio's interval excludes 1", which called differences the
         # Ranking finds (overlapping 95 % intervals, p < 0.05) inconclusive
         if above(hi.est, lo.est):
-            parts.append(Part(HOLDS, f"{where}: t{lo.threads}→t{hi.threads} speed-up {fmt_ratio(r)}", ev))
+            parts.append(
+                Part(HOLDS, f"{where}: t{lo.threads}→t{hi.threads} speed-up {fmt_ratio(r)}", ev, cited)
+            )
         elif above(lo.est, hi.est):
-            parts.append(Part(REFUTED, f"{where}: throughput falls from t{lo.threads} to t{hi.threads}", ev))
+            parts.append(
+                Part(REFUTED, f"{where}: throughput falls from t{lo.threads} to t{hi.threads}", ev, cited)
+            )
         else:
             parts.append(
                 Part(
                     INCONCLUSIVE,
                     f"{where}: t{lo.threads} and t{hi.threads} tied (Welch's t-test, p ≥ 0.05)",
                     ev,
+                    cited,
                 )
             )
     return combine(parts, need("a multireactor at ≥ 2 thread counts", pts, ctx))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from demuxlab.claims.context import Claim, Context, Part, by_key, combine, need, peak, usable
 from demuxlab.claims.estimates import Est, above, fmt_ratio, ratio
-from demuxlab.claims.inputs import describe
+from demuxlab.claims.inputs import MeasuredPoint, describe
 from demuxlab.vocab import HOLDS, INCONCLUSIVE, NOT_TESTABLE, REFUTED
 
 PROACTOR_RANGE = (1.10, 1.35)  # "10–35 % faster"
@@ -15,6 +15,7 @@ def _s3_proactor(ctx: Context) -> Part:
     parts = []
     groups = by_key(pts, lambda p: (p.notifier, p.workload))
     ratios: list[tuple[str, Est]] = []
+    cited: list[MeasuredPoint] = []  # the peaks the evidence cites
     peaks: list[tuple[Est, Est]] = []  # (the proactor's, the reactor's) per workload
     for (notifier, wl), group in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1].sort_key())):
         pro = [p for p in group if p.pattern == "proactor"]
@@ -23,18 +24,24 @@ def _s3_proactor(ctx: Context) -> Part:
             r = ratio(peak(pro).est, peak(rea).est)
             ratios.append((f"{notifier}, {wl}: {describe(peak(pro))} vs {describe(peak(rea))}", r))
             peaks.append((peak(pro).est, peak(rea).est))
+            cited += [peak(pro), peak(rea)]
     if not ratios:
         return Part(NOT_TESTABLE, need("the emulated proactor and the reactor over one notifier", pts, ctx))
     ev = tuple(f"{what}: ratio {fmt_ratio(r)}" for what, r in ratios)
     # slower or faster by the one decision (Welch), not by the ratio's interval
     slower = [1 for p, r in peaks if above(r, p)]
     if slower:
-        parts.append(Part(REFUTED, f"the proactor is slower in {len(slower)} workload(s)", ev))
+        parts.append(Part(REFUTED, f"the proactor is slower in {len(slower)} workload(s)", ev, tuple(cited)))
     elif all(above(p, r) for p, r in peaks):
-        parts.append(Part(HOLDS, "never slower", ev))
+        parts.append(Part(HOLDS, "never slower", ev, tuple(cited)))
     else:
         parts.append(
-            Part(INCONCLUSIVE, "never slower: tied (Welch's t-test, p ≥ 0.05) in some workloads", ev)
+            Part(
+                INCONCLUSIVE,
+                "never slower: tied (Welch's t-test, p ≥ 0.05) in some workloads",
+                ev,
+                tuple(cited),
+            )
         )
     if all(r.known for _, r in ratios):
         avg = Est(

@@ -112,14 +112,15 @@ def _s4_poll_linear(ctx: Context) -> Part:
         ]
         ev += _kernel_costs(where, (("poll", poll), *epolls.items()))
         evt = tuple(ev)
+        cited = (*poll, *(x for v in epolls.values() for x in v))
         if not (g_poll.known and all(g.known for g in g_ep.values())):
-            parts.append(Part(INCONCLUSIVE, f"{where}: single runs, no intervals", evt))
+            parts.append(Part(INCONCLUSIVE, f"{where}: single runs, no intervals", evt, cited))
             continue
         assert g_poll.lo is not None and g_poll.hi is not None
         if g_poll.hi <= 0:
-            parts.append(Part(REFUTED, f"{where}: poll's cost does not grow with descriptors", evt))
+            parts.append(Part(REFUTED, f"{where}: poll's cost does not grow with descriptors", evt, cited))
         elif any((g.lo or 0.0) >= 0.5 * g_poll.hi for g in g_ep.values()):
-            parts.append(Part(REFUTED, f"{where}: epoll's cost grows about as fast as poll's", evt))
+            parts.append(Part(REFUTED, f"{where}: epoll's cost grows about as fast as poll's", evt, cited))
         elif (
             g_poll.lo > 0
             and r2 >= LINEAR_R2
@@ -131,11 +132,12 @@ def _s4_poll_linear(ctx: Context) -> Part:
                     f"{where}: poll grows linearly (R² {r2:.2f}, {us(slope)} ns per descriptor), "
                     f"epoll < {EPOLL_SLOPE_FRAC:.0%} of it",
                     evt,
+                    cited,
                 )
             )
         else:
             parts.append(
-                Part(INCONCLUSIVE, f"{where}: growth or linearity not decided by the intervals", evt)
+                Part(INCONCLUSIVE, f"{where}: growth or linearity not decided by the intervals", evt, cited)
             )
     return combine(parts, "needs poll and epoll, open loop, at ≥ 3 (poll) and ≥ 2 (epoll) connection counts")
 

@@ -54,10 +54,12 @@ def evaluate(
     del version  # part of the cache key
     from demuxlab.claims import evaluate_claims, recommend
     from demuxlab.claims.db import load_inputs
+    from demuxlab.validation.store import refusal_reasons
 
     inputs = load_inputs(name, spec_sha256, "ssa", url)
     verdicts = evaluate_claims(inputs.points, inputs.predictions, inputs.facts)
-    recs = recommend(inputs.points, inputs.predictions)
+    # Why a design has no prediction: its stored refusal with the figure, as recommendations.csv says it.
+    recs = recommend(inputs.points, inputs.predictions, refusal_reasons(spec_sha256, url))
     notes = [
         f"{len(inputs.points)} measured points with a successful run, "
         f"{len(inputs.predictions)} SSA predictions"
