@@ -135,7 +135,7 @@ def test_every_backend_fills_every_operation() -> None:
     table = re.search(r"^#define NOTIFIER_TABLE\(X\)(.*?)\n\n", header, re.S | re.M)
     assert table is not None, "notifier.h: no NOTIFIER_TABLE (the one list of back-ends)"
     listed = re.findall(r"X\(\w+, \"[\w-]+\", (notifier_\w+)\)", table[1])
-    assert sorted(listed) == sorted(defined), f"NOTIFIER_TABLE lists {sorted(listed)}, back-ends are {defined}"
+    assert sorted(listed) == sorted(defined), f"NOTIFIER_TABLE: {sorted(listed)}, back-ends: {defined}"
     assert "NOTIFIER_TABLE(" in (SERVER / "notifiers.c").read_text()  # the table notifiers.c is built from
 
 

@@ -53,9 +53,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_table_line_lists_the_notifier_for_every_demultiplexing_pattern(built: Path) -> None:
-    out = subprocess.run(
-        [str(built / "bin" / "demux-server"), "--list"], capture_output=True, text=True, timeout=30, check=True
-    )
+    server = built / "bin" / "demux-server"
+    out = subprocess.run([str(server), "--list"], capture_output=True, text=True, timeout=30, check=True)
     pairs = json.loads(out.stdout)
     poll = {p["pattern"]: (p["min_threads"], p["max_threads"]) for p in pairs if p["notifier"] == "poll"}
     fake = {p["pattern"]: (p["min_threads"], p["max_threads"]) for p in pairs if p["notifier"] == "fake"}
