@@ -70,7 +70,8 @@ static const char *backend_names(const char *sep)
 
 static void usage(const char *msg)
 {
-    fprintf(stderr, "notify-scale: %s\nusage: notify-scale --notifier %s --fds N --active A [--iters K] [--cpu C]\n",
+    fprintf(stderr, "notify-scale: %s\nusage: notify-scale --notifier %s "
+                    "--fds N --active A [--iters K] [--cpu C]\n",
             msg, backend_names("|"));
     exit(2);
 }
