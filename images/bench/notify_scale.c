@@ -4,6 +4,7 @@
  * through notifier.h alone: no server code comes with them).
  *
  *   notify-scale --notifier select|poll|epoll-lt|epoll-et|uring --fds N --active A [--iters K] [--cpu C]
+ *   (--notifier: any back-end of notifier.h's NOTIFIER_TABLE; the usage names them)
  *
  * Watches N eventfds; A of them hold a count and so stay readable (nothing
  * consumes it), the rest stay idle.  One "call" is one server round of the
@@ -47,10 +48,31 @@ static void die(const char *what)
     exit(1);
 }
 
+/* The back-ends' names, "a|b|c" (sep "|") or "a, b or c" (sep ", "), from the notifier table. */
+static const char *backend_names(const char *sep)
+{
+    static char buf[2][256];
+    char *out = buf[sep[0] == '|'];
+    size_t off = 0;
+    int last = 0;
+    for (int i = 0; i < NOTIFIER_COUNT; i++)
+        if (notifier_kinds[i].ops != NULL)
+            last = i;
+    for (int i = 0, k = 0; i < NOTIFIER_COUNT; i++) {
+        if (notifier_kinds[i].ops == NULL)
+            continue;
+        const char *before = k == 0 ? "" : (sep[0] == '|' ? "|" : (i == last ? " or " : ", "));
+        off += (size_t)snprintf(out + off, sizeof(buf[0]) - off, "%s%s", before, notifier_kinds[i].name);
+        k++;
+    }
+    return out;
+}
+
 static void usage(const char *msg)
 {
-    fprintf(stderr, "notify-scale: %s\nusage: notify-scale --notifier select|poll|epoll-lt|epoll-et|uring "
-                    "--fds N --active A [--iters K] [--cpu C]\n", msg);
+    fprintf(stderr, "notify-scale: %s\nusage: notify-scale --notifier %s "
+                    "--fds N --active A [--iters K] [--cpu C]\n",
+            msg, backend_names("|"));
     exit(2);
 }
 
@@ -160,8 +182,11 @@ int main(int argc, char **argv)
     if (x.name == NULL || x.nfds == 0 || x.active == 0)
         usage("--notifier, --fds and --active are required");
     int id = notifier_find(x.name);
-    if (id < 0 || notifier_kinds[id].ops == NULL)
-        usage("--notifier must be select, poll, epoll-lt, epoll-et or uring");
+    if (id < 0 || notifier_kinds[id].ops == NULL) {
+        char msg[320];
+        snprintf(msg, sizeof(msg), "--notifier must be %s", backend_names(", "));
+        usage(msg);
+    }
     x.ops = notifier_kinds[id].ops;
     if (x.active > x.nfds)
         usage("--active exceeds --fds");

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -448,7 +449,15 @@ def test_fluid_agrees_with_the_lsoda_solver_at_paper_scale(pattern: str, threads
 
 @pytest.mark.slow
 def test_kernel_cache_is_reused_by_a_new_process(tmp_path: Path) -> None:
-    # A pool worker or the next CLI call loads the machine code instead of compiling for ~10 s.
+    # A pool worker or the next CLI call loads the machine code instead of compiling for ~10 s; so does a
+    # process of another clone of the same code (the second process imports a copy of the package made at
+    # another path: before, the key hashed where the checkout was and every fresh clone compiled again).
+    import demuxlab
+
+    package = Path(demuxlab.__file__).resolve().parent
+    clone = tmp_path / "another-clone" / "src"
+    shutil.copytree(package, clone / "demuxlab", ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
     script = (
         "import numpy as np\n"
         "from demuxlab.ctmc import lf\n"
@@ -456,17 +465,21 @@ def test_kernel_cache_is_reused_by_a_new_process(tmp_path: Path) -> None:
         "k = compile_structure(lf.STRUCTURE)\n"
         "k.warm()\n"
         "s = k.ssa_run.stats\n"
-        "print(k.source_path, sum(s.cache_hits.values()), sum(s.cache_misses.values()))\n"
+        "import demuxlab\n"
+        "print(k.source_path, sum(s.cache_hits.values()), sum(s.cache_misses.values()), demuxlab.__file__)\n"
     )
-    env = {**os.environ, "DEMUXLAB_KERNEL_CACHE": str(tmp_path)}
+    env = {**os.environ, "DEMUXLAB_KERNEL_CACHE": str(cache)}
     runs = [
-        subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-        for _ in range(2)
+        subprocess.run(
+            [sys.executable, "-c", script], env={**env, **extra}, capture_output=True, text=True, check=True
+        )
+        for extra in ({}, {"PYTHONPATH": str(clone)})
     ]
     first, second = (r.stdout.split() for r in runs)
-    assert first[0] == second[0] and Path(first[0]).parent == tmp_path
-    assert first[1:] == ["0", "1"]  # compiled and stored
-    assert second[1:] == ["1", "0"]  # loaded
+    assert Path(first[3]).parent == package and Path(second[3]).parent == clone / "demuxlab"
+    assert first[0] == second[0] and Path(first[0]).parent == cache
+    assert first[1:3] == ["0", "1"]  # compiled and stored
+    assert second[1:3] == ["1", "0"]  # loaded, by the other clone
 
 
 def _one(x: np.ndarray, r: np.ndarray) -> float:

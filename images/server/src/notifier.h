@@ -108,28 +108,36 @@ static inline void notifier_kick(struct notifier *n, int efd)
     n->kick(efd);
 }
 
-extern const struct notifier_ops notifier_select, notifier_poll, notifier_epoll_lt, notifier_epoll_et,
-    notifier_uring;
-
 /* ---- the table (notifiers.c) ----------------------------------------- */
 
-/* The one list of notifier names: --list, the usage text and the patterns'
- * notifier sets (a bit per entry) all come from it, in this order. */
+/* The one list of notifier back-ends, one line each: X(ID, name, back-end).
+ * The enum, the back-ends' declarations, the set every demultiplexing pattern
+ * takes, the names (--list, the usage texts) and notifiers.c's table all come
+ * from it, in this order.  A new notifier is its notify_*.c and a line here
+ * (and its name in demuxlab.vocab.NOTIFIERS, docs/CONTRACTS.md §1). */
+#define NOTIFIER_TABLE(X)                                                                                   \
+    X(SELECT, "select", notifier_select)                                                                    \
+    X(POLL, "poll", notifier_poll)                                                                          \
+    X(EPOLL_LT, "epoll-lt", notifier_epoll_lt)                                                              \
+    X(EPOLL_ET, "epoll-et", notifier_epoll_et)                                                              \
+    X(URING, "uring", notifier_uring)
+
+#define NOTIFIER_DECLARE_(id, name, ops) extern const struct notifier_ops ops;
+NOTIFIER_TABLE(NOTIFIER_DECLARE_)
+#undef NOTIFIER_DECLARE_
+
+#define NOTIFIER_ENUM_(id, name, ops) NOTIFIER_##id,
 enum notifier_id {
-    NOTIFIER_SELECT,
-    NOTIFIER_POLL,
-    NOTIFIER_EPOLL_LT,
-    NOTIFIER_EPOLL_ET,
-    NOTIFIER_URING,
-    NOTIFIER_NONE, /* no notifier: tpc's blocking I/O */
+    NOTIFIER_TABLE(NOTIFIER_ENUM_)
+    NOTIFIER_NONE, /* no notifier: tpc's blocking I/O (after the table's back-ends) */
     NOTIFIER_COUNT
 };
+#undef NOTIFIER_ENUM_
 
 #define NOTIFIER_BIT(id) (1u << (id))
-/* Every readiness notifier: the set of the demultiplexing patterns. */
-#define NOTIFIERS_READINESS                                                                                 \
-    (NOTIFIER_BIT(NOTIFIER_SELECT) | NOTIFIER_BIT(NOTIFIER_POLL) | NOTIFIER_BIT(NOTIFIER_EPOLL_LT) |        \
-     NOTIFIER_BIT(NOTIFIER_EPOLL_ET) | NOTIFIER_BIT(NOTIFIER_URING))
+/* Every readiness notifier (every back-end of the table): the set of the demultiplexing patterns. */
+#define NOTIFIER_READINESS_BIT_(id, name, ops) | NOTIFIER_BIT(NOTIFIER_##id)
+#define NOTIFIERS_READINESS (0u NOTIFIER_TABLE(NOTIFIER_READINESS_BIT_))
 
 struct notifier_kind {
     const char *name;

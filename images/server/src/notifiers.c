@@ -1,17 +1,15 @@
-/* notifiers.c -- the table of notifier names and back-ends (notifier.h). */
+/* notifiers.c -- the table of notifier names and back-ends, from notifier.h's NOTIFIER_TABLE. */
 #include "notifier.h"
 
 #include <stddef.h>
 #include <string.h>
 
+#define NOTIFIER_ROW_(id, name, ops) [NOTIFIER_##id] = {name, &ops},
 const struct notifier_kind notifier_kinds[NOTIFIER_COUNT] = {
-    [NOTIFIER_SELECT] = {"select", &notifier_select},
-    [NOTIFIER_POLL] = {"poll", &notifier_poll},
-    [NOTIFIER_EPOLL_LT] = {"epoll-lt", &notifier_epoll_lt},
-    [NOTIFIER_EPOLL_ET] = {"epoll-et", &notifier_epoll_et},
-    [NOTIFIER_URING] = {"uring", &notifier_uring},
+    NOTIFIER_TABLE(NOTIFIER_ROW_)
     [NOTIFIER_NONE] = {"none", NULL},
 };
+#undef NOTIFIER_ROW_
 
 int notifier_find(const char *name)
 {

@@ -1112,10 +1112,31 @@ def cache_dir() -> Path | None:
     return None
 
 
+_PACKAGE = Path(__file__).resolve().parents[1]  # src/demuxlab
+
+
+def _where(f: Path) -> str:
+    """A file's name in a cache key: its path inside the demuxlab package (the same in every checkout),
+    else its absolute path."""
+    try:
+        return "demuxlab/" + f.relative_to(_PACKAGE).as_posix()
+    except ValueError:
+        return str(f)
+
+
+def _without_file_names(code: types.CodeType) -> types.CodeType:
+    """``code`` and the code objects in its constants with an empty file name (marshal keeps it)."""
+    consts = tuple(_without_file_names(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename="", co_consts=consts)
+
+
 def _cache_key(st: ModelStructure, source: str) -> str | None:
     """A hash of everything the compiled code depends on, or None if some of it cannot be pinned down (a
     φ or jump without a source file, or one that closes over values): the generated source, the φ and jump
-    functions' files and bytecode, this file, and the numba, numpy and Python versions."""
+    functions' files and bytecode, this file, and the numba, numpy and Python versions. Not where the
+    checkout is: a file of the package is named by its path inside it and the bytecode without its file
+    name, so two clones of the same code share their kernels (a fresh clone compiled every chain again,
+    10-60 s each)."""
     import numba
 
     h = hashlib.sha256()
@@ -1138,9 +1159,9 @@ def _cache_key(st: ModelStructure, source: str) -> str | None:
         files.add(Path(src).resolve())
         h.update(f"{fn.__module__}.{fn.__qualname__}|".encode())
         # The code this process runs, too: its file may have been edited since it was imported.
-        h.update(marshal.dumps(code))
-    for f in sorted(files):
-        h.update(str(f).encode())
+        h.update(marshal.dumps(_without_file_names(code)))
+    for f in sorted(files, key=_where):
+        h.update(_where(f).encode())
         h.update(f.read_bytes())
     h.update(source.encode())
     return h.hexdigest()[:24]
