@@ -191,8 +191,8 @@ def whole_cluster(slurm_bed: SlurmBed) -> Any:
 
 def test_readme_commands_run_every_run_as_a_two_node_job(slurm_bed: SlurmBed, slurm_db: str) -> None:
     commands = readme_commands()
-    assert len(commands) == 3, commands
-    plain, accounted, constrained = commands
+    assert len(commands) == 4, commands
+    plain, accounted, constrained, _grouped = commands
     sweep = Sweep(slurm_bed, slurm_db, "slurmplain", plain)
     sweep.run()
     records = assert_once_each(sweep)
@@ -271,23 +271,21 @@ def groups_of(records: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
 
 
 def test_a_lanes_runs_are_one_group_job_each_run_its_own_record(slurm_bed: SlurmBed, slurm_db: str) -> None:
-    sweep = Sweep(
-        slurm_bed,
-        slurm_db,
-        "slurmgroup",
-        "../.venv/bin/snakemake --profile slurm all --config 'slurm={group_runs: 2}'",
-    )
+    grouped = readme_commands()[3]
+    assert "group_runs: 2" in grouped, grouped
+    sweep = Sweep(slurm_bed, slurm_db, "slurmgroup", grouped)
     sweep.spec.write_text(sweep.spec.read_text().replace("repeats: 2", "repeats: 4"))  # 8 runs, 2 lanes
     sweep.run()
     records = assert_once_each(sweep)
     groups = groups_of(records)
-    planned = sweep.planned()
+    plan = json.loads((sweep.work / "results" / "plans" / "slurmgroup.json").read_text())
+    order = [r["run_id"] for r in plan["runs"]]
     assert len(groups) == 4 and all(len(g) == 2 for g in groups.values()), groups
     for runs in groups.values():
         # One Slurm job, two nodes, its runs one after the other in the lane's order (runs i, i + lanes).
         assert len({records[r]["slurm"]["job_id"] for r in runs}) == 1
         assert len({records[r]["pair"]["name"] for r in runs}) == 1
-        first, second = (planned.index(r) for r in runs)
+        first, second = (order.index(r) for r in runs)
         assert second == first + 2
         assert records[runs[0]]["finished_at"] <= records[runs[1]]["started_at"]
         # Each run its own facts and pinning (the facts step per run), its own attempt.

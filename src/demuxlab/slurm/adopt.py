@@ -36,9 +36,14 @@ def live_run_jobs(workdir: str) -> dict[str, int]:
         )
     except (OSError, subprocess.SubprocessError):
         return {}
+    return parse_live_jobs(proc.stdout, workdir)
+
+
+def parse_live_jobs(squeue_out: str, workdir: str) -> dict[str, int]:
+    """:func:`live_run_jobs` from ``squeue -o %i|%k|%Z``'s lines."""
     here = os.path.realpath(workdir)
     out: dict[str, int] = {}
-    for line in proc.stdout.splitlines():
+    for line in squeue_out.splitlines():
         job, _, rest = line.strip().partition("|")
         comment, _, folder = rest.rpartition("|")
         if os.path.realpath(folder) != here or not job.isdigit():
