@@ -9,8 +9,9 @@
 # Before the first run job, slurm_settings checks the settings against the cluster (a bad one fails in
 # one line: demuxlab.slurm.check). Jobs an earlier, killed controller left queued or running are found when
 # the DAG is built (squeue: the plugin puts each job's rule and wildcards, hence its run id, in its
-# comment); a run with such a job first waits for it (slurm_adopt) instead of being submitted beside
-# it, and its new job then only puts back the record that job wrote (demuxlab.slurm.job.restore_adopted).
+# comment, and a group job's group id); a run with such a job (or whose group has one) first waits for it
+# (slurm_adopt) instead of being submitted beside it, and its new job then only puts back the record that
+# job wrote (demuxlab.slurm.job.restore_adopted).
 
 import math
 import subprocess
@@ -203,14 +204,15 @@ def slurm_runtime(wildcards):
 
 def slurm_extra(wildcards, attempt):
     """Whole nodes, no requeue by Slurm (Snakemake retries, elsewhere), and the nodes this attempt must
-    avoid: the quarantined ones and those earlier attempts of the run failed on (`demuxlab slurm excludes`,
-    asked only when there is a quarantine or an earlier attempt of the run to read)."""
+    avoid: the quarantined ones and those earlier attempts of the group's runs failed on (`demuxlab slurm
+    excludes`, asked only when there is a quarantine or an earlier attempt of one of them to read)."""
     state = Path(SLURM_STATE)
     avoid = ""
     # One group, one job: every run of it asks for the same nodes to avoid (those of all the group's runs;
     # Snakemake takes a group's string resources from its first job).
     members = group_members(wildcards)
-    if (state / "quarantine.json").exists() or any((state / "attempts" / f"{r}.json").exists() for r in members):
+    tried = any((state / "attempts" / f"{r}.json").exists() for r in members)
+    if (state / "quarantine.json").exists() or tried:
         res = subprocess.run(
             [DEMUXLAB, "slurm", "excludes", *members, "--slurm-state", SLURM_STATE,
              "--usable", ",".join((slurm_settings() or {}).get("nodes") or [])],
@@ -253,10 +255,10 @@ if SLURM_CONF_DOC["constraint"] or SLURM_CONF_DOC["classes"]:
 
 def slurm_check_settings():
     """The slurm settings for `demuxlab slurm check`: slurm.conf in effect ($SLURM_CONF, or the setting made
-    absolute above)."""
+    absolute above), each experiment's K and the per-run slack (for the group jobs' time limits)."""
     sizes = {e: group_runs(e) for e in config["experiments"]}
-    doc = {**SLURM_CONF_DOC, "conf": os.environ.get("SLURM_CONF", ""), "group_sizes": sizes, "run_slack_s": RUN_SLACK_S}
-    return shlex.quote(json.dumps(doc))
+    doc = {**SLURM_CONF_DOC, "conf": os.environ.get("SLURM_CONF", "")}
+    return shlex.quote(json.dumps({**doc, "group_sizes": sizes, "run_slack_s": RUN_SLACK_S}))
 
 
 def start_slurm_progress():
