@@ -2,8 +2,12 @@
 real workflow (`snakemake --profile slurm all`, Snakemake's Slurm executor plugin, sacct), one sweep per pair
 count of ``--pairs`` (``slurm.pairs``: runs in flight at once), short runs. Per sweep it prints:
 
+* **jobs submitted** (distinct Slurm jobs of the records: ⌈runs / K⌉ plus retries with ``slurm.group_runs``
+  K, 0 by default: a lane's runs up to an hour, one job) and **between two runs of one job** (a run's
+  start minus the end of the run before it in its job: the job's Snakemake, the run's jobstep, the facts);
 * **submission → server start**: from the job's SubmitTime (Slurm's) to the server's start (the record's
-  ``started_at``): queue wait, the plugin's jobstep (Snakemake, twice, on the node), the facts step;
+  ``started_at``) of the first run of each job: queue wait, the plugin's jobstep (Snakemake, twice, on the
+  node), the facts step;
 * **orchestration per run**: the lane's time per run beyond the run's phases (everything between two runs
   of a lane: the plugin noticing the end (sacct, its check interval), submission, the job's start-up, the
   facts step, stopping), and the launcher's own ``orchestration_s``;
@@ -98,7 +102,20 @@ def sweep(work: Path, conf: str, pairs: int, runs_wanted: int, measure_s: float)
     submit = [_ts(r["slurm"]["submit_time"]) for r in records]
     start = [_ts(r["started_at"]) for r in records]
     end = [_ts(r["finished_at"]) for r in records]
-    to_server = sorted(s - q for s, q in zip(start, submit, strict=True))
+    by_job: dict[int, list[tuple[float, float]]] = {}
+    for r, s0, e0 in zip(records, start, end, strict=True):
+        by_job.setdefault(int(r["slurm"]["job_id"]), []).append((s0, e0))
+    gaps = sorted(
+        b[0] - a[1]
+        for runs_ in by_job.values()
+        for a, b in zip(sorted(runs_)[:-1], sorted(runs_)[1:], strict=True)
+    )
+    firsts = {job: min(runs_)[0] for job, runs_ in by_job.items()}
+    to_server = sorted(
+        s - q
+        for r, s, q in zip(records, start, submit, strict=True)
+        if s == firsts[int(r["slurm"]["job_id"])]
+    )
     makespan = max(end) - min(submit)
     per_lane = math.ceil(runs / pairs)
     overhead = makespan / per_lane - phases
@@ -108,7 +125,16 @@ def sweep(work: Path, conf: str, pairs: int, runs_wanted: int, measure_s: float)
     ok = sum(1 for r in records if r["status"] == "ok")
     print(f"\n{pairs} pair(s): {len(records)} runs ({ok} ok) of {phases:g} s (warm-up + measure)")
     print(
-        f"submission -> server start: median {statistics.median(to_server):.1f} s, max {max(to_server):.1f} s"
+        f"jobs submitted: {len(by_job)} for {len(records)} runs; between two runs of one job: "
+        + (
+            f"median {statistics.median(gaps):.1f} s, max {max(gaps):.1f} s"
+            if gaps
+            else "none (one run a job)"
+        )
+    )
+    print(
+        f"submission -> server start (a job's first run): median {statistics.median(to_server):.1f} s,"
+        f" max {max(to_server):.1f} s"
         f" (the facts step of the job: median {statistics.median(setup):.1f} s)"
     )
     print(

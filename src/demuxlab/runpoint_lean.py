@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     slurm.add_argument("--stage", choices=("shared", "sbcast"), default="shared")
     slurm.add_argument("--drain", choices=("auto", "never"), default="auto")
     slurm.add_argument("--class-features", default="", help="Node features naming hardware classes.")
+    slurm.add_argument("--slurm-group", default=None, help="The run's group (K runs of a lane, one job).")
     return ap
 
 
@@ -93,6 +94,7 @@ def request_of(args: argparse.Namespace) -> RunPointRequest:
             attempt=args.attempt,
             max_attempts=args.max_attempts,
             class_features=tuple(f for f in args.class_features.split(",") if f),
+            group=args.slurm_group,
         )
     elif args.pairs_from:
         from demuxlab.cluster.run import ClusterOptions

@@ -3,8 +3,12 @@ slurmd per host, munge), through the README's commands as typed (from the README
 adds only its working folder, its experiment and `cluster={noise_wait_s: 0}`: the test hosts share this
 machine's load):
 
-- the README's commands: every run a Slurm job on two nodes, rows in PostgreSQL naming the job and both
+- the README's commands: every run on two nodes of a Slurm job, rows in PostgreSQL naming the job and both
   nodes, the partition, account and constraint as set;
+- a lane's runs as one group job (slurm.group_runs): K runs in one allocation, one after the other, each its
+  own record, pinning and facts; the job's time limit K runs plus the margin;
+- a node taken down mid-group: the group's finished runs kept, the run in flight retried on other nodes;
+- the controller killed mid-group and rerun: the group job waited for, its runs neither lost nor run twice;
 - a node taken down mid-run (`scontrol update … state=down`): only that attempt fails, the retry runs on
   other nodes, every run once;
 - the controller killed (SIGKILL to its process group) with jobs running, and the command typed again:
@@ -187,8 +191,8 @@ def whole_cluster(slurm_bed: SlurmBed) -> Any:
 
 def test_readme_commands_run_every_run_as_a_two_node_job(slurm_bed: SlurmBed, slurm_db: str) -> None:
     commands = readme_commands()
-    assert len(commands) == 3, commands
-    plain, accounted, constrained = commands
+    assert len(commands) == 4, commands
+    plain, accounted, constrained, _grouped = commands
     sweep = Sweep(slurm_bed, slurm_db, "slurmplain", plain)
     sweep.run()
     records = assert_once_each(sweep)
@@ -210,10 +214,12 @@ def test_readme_commands_run_every_run_as_a_two_node_job(slurm_bed: SlurmBed, sl
     for r in records.values():  # the constraint: only the nodes with feature tbclass1 (pair tb1's hosts)
         assert set(r["slurm"]["nodes"].values()) == {"tb1-server", "tb1-client"}
         assert all("tbclass1" in f for f in r["slurm"]["features"].values())
-    # The time margin: warm-up + measure (1.5 s) + 120 s is a 3-minute limit (sacct's Timelimit).
-    ids = ",".join(str(r["slurm"]["job_id"]) for r in records.values())
+    # The time margin: a lane's two runs are one job (group_runs: 0 takes the whole lane here), its limit
+    # the first run's warm-up + measure (1.5 s) + 30 s slack + 120 s margin (3 min) and the second's 1.5 s +
+    # 30 s (1 min): 4 minutes (sacct's Timelimit).
+    ids = ",".join(sorted({str(r["slurm"]["job_id"]) for r in records.values()}))
     limits = slurm_bed.slurm("sacct", "-X", "-n", "-P", "-o", "Timelimit", "-j", ids).stdout.split()
-    assert set(limits) == {"00:03:00"}
+    assert limits == ["00:04:00", "00:04:00"]
 
 
 def test_a_node_down_mid_run_fails_only_that_attempt(slurm_bed: SlurmBed, slurm_db: str) -> None:
@@ -256,6 +262,105 @@ def test_controller_killed_and_rerun_loses_and_doubles_nothing(slurm_bed: SlurmB
     assert not sweep.queued()
 
 
+def groups_of(records: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
+    """Group id -> its runs' ids, in the order they started."""
+    out: dict[str, list[str]] = {}
+    for rid, r in sorted(records.items(), key=lambda kv: kv[1]["started_at"]):
+        out.setdefault(r["slurm"]["group"], []).append(rid)
+    return out
+
+
+def test_a_lanes_runs_are_one_group_job_each_run_its_own_record(slurm_bed: SlurmBed, slurm_db: str) -> None:
+    grouped = readme_commands()[3]
+    assert "group_runs: 2" in grouped, grouped
+    sweep = Sweep(slurm_bed, slurm_db, "slurmgroup", grouped)
+    sweep.spec.write_text(sweep.spec.read_text().replace("repeats: 2", "repeats: 4"))  # 8 runs, 2 lanes
+    sweep.run()
+    records = assert_once_each(sweep)
+    groups = groups_of(records)
+    plan = json.loads((sweep.work / "results" / "plans" / "slurmgroup.json").read_text())
+    order = [r["run_id"] for r in plan["runs"]]
+    assert len(groups) == 4 and all(len(g) == 2 for g in groups.values()), groups
+    for runs in groups.values():
+        # One Slurm job, two nodes, its runs one after the other in the lane's order (runs i, i + lanes).
+        assert len({records[r]["slurm"]["job_id"] for r in runs}) == 1
+        assert len({records[r]["pair"]["name"] for r in runs}) == 1
+        first, second = (order.index(r) for r in runs)
+        assert second == first + 2
+        assert records[runs[0]]["finished_at"] <= records[runs[1]]["started_at"]
+        # Each run its own facts and pinning (the facts step per run), its own attempt.
+        assert all(records[r]["attempt"] == 1 and records[r]["pinning"]["same_host"] is False for r in runs)
+    # Four jobs for eight runs; each job's limit two runs plus the margin: (1.5 + 30 + 300) s and
+    # (1.5 + 30) s, 6 + 1 minutes.
+    ids = sorted({str(r["slurm"]["job_id"]) for r in records.values()})
+    assert len(ids) == 4
+    limits = slurm_bed.slurm("sacct", "-X", "-n", "-P", "-o", "Timelimit", "-j", ",".join(ids)).stdout.split()
+    assert limits == ["00:07:00"] * 4
+    progress = json.loads(
+        subprocess.run(
+            [str(BIN / "demuxlab"), "slurm", "progress", "--json", "--slurm-state", str(sweep.state)],
+            capture_output=True, text=True, check=True, env=sweep.env,
+        ).stdout
+    )  # fmt: skip
+    assert sorted(g["group"] for g in progress["groups"]) == sorted(groups)
+    assert all(g["runs_done"] == 2 for g in progress["groups"])
+    nodes = (sweep.work / "results" / "slurmgroup" / "report" / "nodes.csv").read_text().splitlines()
+    assert "groups" in nodes[0].split(",")
+
+
+def test_a_node_down_mid_group_keeps_its_finished_runs(slurm_bed: SlurmBed, slurm_db: str) -> None:
+    sweep = Sweep(
+        slurm_bed, slurm_db, "slurmgdown",
+        "../.venv/bin/snakemake --profile slurm all --config 'slurm={pairs: 1, group_runs: 2}'",
+        measure=20, notifiers="poll",
+    )  # fmt: skip
+    proc = sweep.start()
+    # The group's second run in flight: its first is done in the same job.
+    second = wait_for(
+        "a group's second run in flight", lambda: len(sweep.records()) == 1 and sweep.started(), proc, sweep
+    )
+    run_id, job = next(iter(second.items()))
+    done_id = next(iter(sweep.records()))
+    assert done_id != run_id
+    down = sweep.attempts(run_id)[-1]["nodes"][1]
+    slurm_bed.slurm("scontrol", "update", f"nodename={down}", "state=down", "reason=demuxlab-test")
+    sweep.finish(proc)
+    records = assert_once_each(sweep)
+    # The finished run kept: its record the first job's, started once; the run in flight retried elsewhere.
+    assert records[done_id]["slurm"]["job_id"] == job and records[done_id]["attempt"] == 1
+    assert [a["job_id"] for a in sweep.attempts(done_id)] == [job]
+    final = records[run_id]
+    assert final["attempt"] == 2 and down not in final["slurm"]["nodes"].values()
+    first = next(a for a in sweep.attempts(run_id) if a["job_id"] == job)
+    assert first["outcome"] == "died" and "NODE_FAIL" in first["reason"] and down in first["reason"]
+    assert json.loads((sweep.state / "nodes" / f"{down}.json").read_text())["failed"] == 1
+
+
+def test_controller_killed_mid_group_and_rerun_runs_nothing_twice(slurm_bed: SlurmBed, slurm_db: str) -> None:
+    sweep = Sweep(
+        slurm_bed, slurm_db, "slurmgkill",
+        "../.venv/bin/snakemake --profile slurm all --config 'slurm={pairs: 1, group_runs: 4}'",
+        measure=8,
+    )  # fmt: skip
+    proc = sweep.start()
+    wait_for(
+        "a group's second run in flight", lambda: len(sweep.records()) >= 1 and sweep.started(), proc, sweep
+    )
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    queued = sweep.queued()
+    assert len(queued) == 1, "the killed controller's group job must still be in Slurm"
+    sweep.run()  # the same command, typed again
+    records = assert_once_each(sweep)
+    assert len(records) == 4
+    for run_id, record in records.items():
+        # Every run measured by the group job the killed controller submitted, and started once: the rerun
+        # waited for that job and its new job only put the records back.
+        assert str(record["slurm"]["job_id"]) == queued[0]
+        assert [a["job_id"] for a in sweep.attempts(run_id)] == [int(queued[0])]
+    assert not sweep.queued()
+
+
 BAD = [
     (
         "slurm={partition: nosuch}",
@@ -273,6 +378,10 @@ BAD = [
         r"slurm\.partition: fewer than 2 nodes available in 'demux' with constraint",
     ),
     ("slurm={conf: no/such/slurm.conf}", r"slurm\.conf: \S*no/such/slurm\.conf: no such file"),
+    (
+        "slurm={partition: short, time_margin_s: 0, group_runs: 3}",
+        r"slurm\.group_runs: 3: a job of 3 runs of 'slurmbad' needs 3 min .* partition 'short' allows 1 min",
+    ),
 ]
 
 

@@ -30,10 +30,12 @@ rule run_point:
         where=where_args,
     # The controller retries a failed run; a job's own Snakemake (a remote executor's, rules/hosts/slurm.smk)
     # must not run the command again where it failed (a rule's retries override its --retries 0).
-    retries: RUN["retries"] if workflow.is_main_process else 0
+    retries: run_retries() if workflow.is_main_process else 0
+    # Runs one job of an executor holds together (rules/hosts/slurm.smk: K runs of a lane); none elsewhere.
+    group: run_group
     resources:
         pair=PAIR_RESOURCE,
-        attempt=lambda wc, attempt: attempt,
+        attempt=attempt_of,
         **HOST_RESOURCES,
     shell:
         "{params.run} {input.ticket} --out {output.record} {params.where} --launcher {params.launcher}"

@@ -84,6 +84,20 @@ def sweep(plans: tuple[str, ...], out: str) -> None:
     emit_json(sweep_doc(list(plans)), out)
 
 
+@slurm.command("group-size")
+@click.option("--run-s", type=click.FloatRange(min=0), required=True, help="A run's phases, in seconds.")
+@click.option("--slack-s", type=click.FloatRange(min=0), default=30.0, show_default=True)
+@click.option("--margin-s", type=click.FloatRange(min=0), default=300.0, show_default=True)
+@click.option("--partition", default="", help="The run jobs' partition; empty: the cluster's default.")
+def group_size(run_s: float, slack_s: float, margin_s: float, partition: str) -> None:
+    """Print K for slurm.group_runs: 0, the runs of a lane one job holds (the partition's time limit, at
+    most an hour of runs)."""
+    from demuxlab.slurm.check import partition_max_time
+    from demuxlab.slurm.lanes import auto_group_runs
+
+    click.echo(auto_group_runs(run_s, slack_s, margin_s, partition_max_time(partition)))
+
+
 @slurm.command("live-jobs")
 @click.option("--workdir", default=".", type=click.Path(file_okay=False), show_default=True)
 def live_jobs(workdir: str) -> None:
@@ -107,16 +121,16 @@ def wait_job(job: int, out: str) -> None:
 
 
 @slurm.command()
-@click.argument("run_id")
+@click.argument("run_ids", nargs=-1, required=True)
 @state_option
 @click.option("--usable", default="", help="The usable nodes (settings.json), comma-separated.")
-def excludes(run_id: str, state: str, usable: str) -> None:
-    """Print the nodes the run's next attempt must avoid (quarantined, and those it failed on), comma-
-    separated."""
+def excludes(run_ids: tuple[str, ...], state: str, usable: str) -> None:
+    """Print the nodes the next job of these runs (a group's) must avoid (quarantined, and those the runs
+    failed on), comma-separated."""
     from demuxlab.slurm import nodes as health
 
     nodes = [n for n in usable.split(",") if n]
-    click.echo(",".join(health.retry_excludes(Path(state), run_id, nodes)))
+    click.echo(",".join(health.group_excludes(Path(state), list(run_ids), nodes)))
 
 
 @slurm.command()

@@ -17,10 +17,15 @@ from typing import Any
 from demuxlab.slurm.nodes import slurm_job_state
 
 COMMENT = "rule_run_point_wildcards_"
+# A group job's comment: rule_<group id>_run_point (the plugin names a group job by its group and rules; it
+# has no wildcards of its own). Group ids: rules/hosts/slurm.smk's run_group.
+GROUP_PREFIX = "rule_lane-"
+GROUP_SUFFIX = "_run_point"
 
 
 def live_run_jobs(workdir: str) -> dict[str, int]:
-    """Run id -> job id of this workflow's run jobs still in Slurm's queue (any live state)."""
+    """Run id (a job of one run) or group id (a job of a group of runs) -> job id of this workflow's run
+    jobs still in Slurm's queue (any live state)."""
     try:
         proc = subprocess.run(
             ["squeue", "--me", "-h", "-o", "%i|%k|%Z"],
@@ -31,14 +36,22 @@ def live_run_jobs(workdir: str) -> dict[str, int]:
         )
     except (OSError, subprocess.SubprocessError):
         return {}
+    return parse_live_jobs(proc.stdout, workdir)
+
+
+def parse_live_jobs(squeue_out: str, workdir: str) -> dict[str, int]:
+    """:func:`live_run_jobs` from ``squeue -o %i|%k|%Z``'s lines."""
     here = os.path.realpath(workdir)
     out: dict[str, int] = {}
-    for line in proc.stdout.splitlines():
+    for line in squeue_out.splitlines():
         job, _, rest = line.strip().partition("|")
         comment, _, folder = rest.rpartition("|")
-        if not comment.startswith(COMMENT) or os.path.realpath(folder) != here or not job.isdigit():
+        if os.path.realpath(folder) != here or not job.isdigit():
             continue
-        out[comment.rsplit("_", 1)[-1]] = int(job)
+        if comment.startswith(GROUP_PREFIX) and comment.endswith(GROUP_SUFFIX):
+            out[comment[len("rule_") : -len(GROUP_SUFFIX)]] = int(job)
+        elif comment.startswith(COMMENT):
+            out[comment.rsplit("_", 1)[-1]] = int(job)
     return out
 
 

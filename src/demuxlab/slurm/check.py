@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from demuxlab.errors import ConfigError
+from demuxlab.slurm.lanes import group_time_limit_min, parse_group_runs
 
 # Node states (sinfo %T, lower case) in which a node takes no new job.
 UNUSABLE = ("down", "drain", "fail", "maint", "reboot", "power", "not_responding", "inval", "future", "unk")
@@ -38,6 +39,7 @@ class SlurmSettings:
     stage: str = "shared"
     drain: str = "auto"
     launcher: str = "native"
+    group_runs: int = 0  # runs of a lane per job; 0: chosen from the run's length and the partition's limit
 
     @classmethod
     def from_config(cls, doc: dict[str, Any]) -> SlurmSettings:
@@ -52,6 +54,7 @@ class SlurmSettings:
             stage=str(doc.get("stage") or "shared"),
             drain=str(doc.get("drain") or "auto"),
             launcher=str(doc.get("launcher") or "native"),
+            group_runs=parse_group_runs(doc.get("group_runs", 0)),
         )
 
     def full_constraint(self, pinned: str | None = None) -> str:
@@ -263,6 +266,21 @@ def check_settings(
     return ClusterView(partition, account, tuple(usable), max_time, {n: features[n] for n in usable})
 
 
+def partition_max_time(partition: str) -> int | None:
+    """The partition's (empty: the default partition's) MaxTime in minutes; None: no limit, or Slurm did
+    not say (the settings' check then names what is wrong)."""
+    try:
+        if not partition:
+            proc = slurm_command(["sinfo", "-h", "-o", "%P"])
+            partition = next((p[:-1] for p in proc.stdout.split() if p.endswith("*")), "")
+        if not partition:
+            return None
+        info = _fields(slurm_command(["scontrol", "-o", "show", "partition", partition]).stdout)
+        return parse_max_time(info.get("MaxTime", "UNLIMITED"))
+    except (ConfigError, ValueError):
+        return None
+
+
 def _fields(text: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for token in text.split():
@@ -346,17 +364,31 @@ def settings_doc(config: dict[str, Any], checked: list[dict[str, Any]], state: A
         constraints[str(doc["experiment"])] = settings.full_constraint(feature)
     if view is None:
         raise ConfigError("slurm: no experiment to run")
+    # K runs of a lane per job (the workflow's choice for group_runs: 0, else the setting), each job's time
+    # limit K runs plus the margin: within the partition's limit.
+    sizes = {str(k): int(v) for k, v in (config.get("group_sizes") or {}).items()}
+    slack = float(config.get("run_slack_s", 0))
+    limits: dict[str, int] = {}
+    for doc in checked:
+        name = str(doc["experiment"])
+        k = sizes.get(name) or settings.group_runs or 1
+        run_s = sum(float(v) for v in doc["phases"].values())
+        limits[name] = group_time_limit_min(k, run_s, slack, settings.time_margin_s)
+        if view.max_time_min is not None and limits[name] > view.max_time_min:
+            raise ConfigError(
+                f"slurm.group_runs: {k}: a job of {k} runs of {name!r} needs {limits[name]} min ({k} x "
+                f"({run_s:g} s + {slack:g} s per run) + slurm.time_margin_s {settings.time_margin_s:g} s), "
+                f"partition {view.partition!r} allows {view.max_time_min} min (fewer runs per job, or 0: as "
+                "many as fit)"
+            )
     return {
         "partition": view.partition,
         "account": view.account,
         "nodes": list(view.nodes),
         "max_time_min": view.max_time_min,
         "constraints": constraints,
-        # A run job's time limit: its phases plus slurm.time_margin_s, in minutes rounded up.
-        "time_limit_min": {
-            str(doc["experiment"]): minutes(
-                sum(float(v) for v in doc["phases"].values()) + settings.time_margin_s
-            )
-            for doc in checked
-        },
+        # Runs of a lane per job, and a job's time limit: K runs (each its phases plus the per-run slack)
+        # plus slurm.time_margin_s, in minutes (demuxlab.slurm.lanes.group_time_limit_min).
+        "group_runs": {name: sizes.get(name) or settings.group_runs or 1 for name in limits},
+        "time_limit_min": limits,
     }

@@ -65,6 +65,7 @@ class JobOptions:
     max_attempts: int = 1
     noise_poll_s: float = 5.0
     class_features: tuple[str, ...] = ()  # node features naming hardware classes (slurm.classes)
+    group: str | None = None  # the run's Snakemake group (K runs of a lane, one job): rules/hosts/slurm.smk
 
 
 @dataclass(frozen=True)
@@ -366,6 +367,7 @@ def run_in_job(base: RunRequest, opts: JobOptions) -> dict[str, Any] | None:
         {
             "attempt": opts.attempt,
             "job_id": job.job_id,
+            "group": opts.group,
             "nodes": list(job.nodes),
             "partition": job.partition,
             "started_at": _utc_now(),
@@ -462,6 +464,7 @@ def _describe_job(record: dict[str, Any], job: SlurmJob, opts: JobOptions) -> No
         "submit_time": job.submit_time,
         "start_time": job.start_time,
         "stage": opts.stage,
+        "group": opts.group,
     }
 
 

@@ -277,9 +277,15 @@ def retry_excludes(state: Path, run_id: str, usable: Sequence[str]) -> list[str]
     """Nodes the next attempt of ``run_id`` must not get: the quarantined ones, and those its earlier
     attempts failed on while at least two other usable nodes remain (a retry goes back to a node it failed
     on only when nothing else is left, as the cluster profile's retry goes back to a pair)."""
+    return group_excludes(state, [run_id], usable)
+
+
+def group_excludes(state: Path, run_ids: Sequence[str], usable: Sequence[str]) -> list[str]:
+    """:func:`retry_excludes` for the next job of a group of runs (one allocation for all of them): the
+    nodes any of them failed on."""
     quarantine = set(quarantined(state))
     failed_on: list[str] = []
-    for a in read_attempts(state, run_id):
+    for a in (a for run_id in run_ids for a in read_attempts(state, run_id)):
         if a.get("outcome") in ("failed", "died") or a.get("outcome") is None:
             failed_on += [str(n) for n in a.get("nodes") or [] if str(n) not in failed_on]
     left = [n for n in usable if n not in quarantine]

@@ -50,6 +50,32 @@ def _jobs_here(workdir: Path) -> list[tuple[str, str, str]]:
     return out
 
 
+def group_rows(state: Path) -> list[dict[str, Any]]:
+    """Per group of runs (one Slurm job each attempt: rules/hosts/slurm.smk's run_group), from the attempts
+    the runs wrote: its jobs, its nodes, its runs done / failed / running, and the run in flight."""
+    groups: dict[str, dict[str, Any]] = {}
+    for path in sorted((state / "attempts").glob("*.json")):
+        for a in health._read(path).get("attempts") or []:
+            gid = a.get("group")
+            if not isinstance(gid, str):
+                continue
+            g = groups.setdefault(
+                gid,
+                {"group": gid, "jobs": [], "nodes": [], "runs_done": 0, "runs_failed": 0, "running": None},
+            )
+            if a.get("job_id") not in g["jobs"]:
+                g["jobs"].append(a.get("job_id"))
+            g["nodes"] += [str(n) for n in a.get("nodes") or [] if str(n) not in g["nodes"]]
+            outcome = a.get("outcome")
+            if outcome == "ok":
+                g["runs_done"] += 1
+            elif outcome in ("failed", "died"):
+                g["runs_failed"] += 1
+            elif outcome is None:
+                g["running"] = path.stem
+    return [groups[k] for k in sorted(groups)]
+
+
 def progress_doc(state: Path) -> dict[str, Any]:
     workdir = state.resolve().parent.parent  # <workdir>/results/slurm
     partitions: dict[str, dict[str, int]] = {}
@@ -97,6 +123,7 @@ def progress_doc(state: Path) -> dict[str, Any]:
         "updated_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "runs": runs,
         "partitions": [{"partition": k, **v} for k, v in sorted(partitions.items())],
+        "groups": group_rows(state),
         "nodes": nodes,
     }
 
@@ -114,6 +141,14 @@ def format_progress(doc: dict[str, Any]) -> str:
         lines.append(
             f"{p['partition']:<10} {p['pending']:>7}  {p['running']:>7}  {p['done']:>4}  {p['failed']:>6}"
         )
+    if doc.get("groups"):
+        lines.append("")
+        lines.append("group                          jobs  done  failed  running")
+        for g in doc["groups"]:
+            jobs = ",".join(str(j) for j in g["jobs"])
+            lines.append(
+                f"{g['group']:<30} {jobs:<5} {g['runs_done']:>4}  {g['runs_failed']:>6}  {g['running'] or ''}"
+            )
     if doc["nodes"]:
         lines.append("")
         lines.append("node            slurm state   done  failed  quarantined")
@@ -156,6 +191,10 @@ def nodes_report(state: Path, spec: Any, out: Path) -> list[dict[str, Any]]:
             for host, status, n in s.execute(q):
                 counts[(host, status)] = counts.get((host, status), 0) + int(n)
     names = sorted({n.name for n in health.all_nodes(state)} | {h for h, _ in counts})
+    held: dict[str, set[str]] = {}  # node -> the groups whose jobs held it
+    for g in group_rows(state):
+        for n in g["nodes"]:
+            held.setdefault(n, set()).add(g["group"])
     rows = []
     for name in names:
         st = health.read_node(state, name)
@@ -164,6 +203,7 @@ def nodes_report(state: Path, spec: Any, out: Path) -> list[dict[str, Any]]:
                 "node": name,
                 "runs_ok": counts.get((name, "ok"), 0),
                 "runs_failed": counts.get((name, "failed"), 0),
+                "groups": len(held.get(name, ())),
                 "attempts_failed_on_node": st.failed,
                 "quarantined": st.quarantined,
                 "drained": st.drained,

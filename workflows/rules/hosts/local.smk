@@ -17,6 +17,9 @@
 #   host_prerequisites()      every file upstream of the runs through `ancient` inputs (see
 #                             run_prerequisites in rules/inputs.smk)
 #   HOST_RESOURCES            resources a run job asks for besides `pair` (an executor's: rules/hosts/slurm.smk)
+#   run_group(wildcards)      the run job's Snakemake group (runs one executor job holds), or None
+#   run_retries()             the run rule's retries
+#   attempt_of(wildcards, attempt)  the run's attempt, for demuxlab-run --attempt
 
 PAIR_RESOURCE = 1
 HOST_RESOURCES = {}
@@ -57,3 +60,15 @@ def host_prerequisites():
 
 
 include: "local_rules.smk"
+
+
+def run_group(wildcards):
+    return None
+
+
+def run_retries():
+    return RUN["retries"]
+
+
+def attempt_of(wildcards, attempt):
+    return attempt
