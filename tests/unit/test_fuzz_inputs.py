@@ -7,6 +7,7 @@ The variants and the oracles live in ``bench/fuzz/cases.py``, shared with the la
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -55,6 +56,25 @@ def test_record_variants_are_clear_errors_or_right(tmp_path: Path, rng) -> None:
     spent = _cpu() - t0
     assert cls in ("clear", "accepted"), f"{what}: {cls}: {detail}"
     assert spent < 1.0, f"{what}: {spent:.2f} s of CPU"
+
+
+@pytest.mark.parametrize("side", ["server_cpus", "client_cpus"])
+@pytest.mark.parametrize("bad", [2.0, "0-3", {"0": 1}, [0.5], [-1]])
+def test_pinning_cpus_not_a_list_of_cpus_is_refused(tmp_path: Path, side: str, bad: object) -> None:
+    """A record whose pinning names its CPUs as anything but a list of CPU numbers is one clear error naming
+    the field (Hypothesis found ``pinning.client_cpus = 2.0``: the validity checks' placement raised
+    TypeError)."""
+    from demuxlab.spec import run_id_of
+
+    doc = fl.base_record()
+    doc["pinning"][side] = bad
+    exp = doc["experiment"]
+    doc["run_id"] = run_id_of(exp["name"], exp["spec_sha256"], doc["point"]["point_key"], doc["repeat"])
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(doc))
+    cls, detail = fl.classify_record(path)
+    assert cls == "clear", detail
+    assert f"pinning.{side}" in detail, detail
 
 
 HOSTILE_BASE = "name: hostile\nreproduces: none\ndesigns: [{pattern: reactor, notifiers: [poll]}]\n"

@@ -162,7 +162,18 @@ RECORD_SCHEMA: dict[str, Any] = {
         "hosts": {"type": ["object", "null"], "properties": {"server": _FACTS, "client": _FACTS}},
         "pinning": {
             "type": ["object", "null"],
-            "properties": {"oversubscribed": {"type": ["boolean", "null"]}},
+            "properties": {
+                "oversubscribed": {"type": ["boolean", "null"]},
+                "same_host": {"type": ["boolean", "null"]},
+                **{
+                    side: {
+                        "type": ["array", "null"],
+                        "maxItems": 65536,
+                        "items": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
+                    }
+                    for side in ("server_cpus", "client_cpus")
+                },
+            },
         },
         "artifacts": {
             "type": ["object", "null"],

@@ -113,12 +113,8 @@ def _run(cmd: Sequence[str], what: str, timeout: float = 60.0) -> str:
 
 
 def _fields(line: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for token in line.split():
-        key, sep, value = token.partition("=")
-        if sep:
-            out[key] = value
-    return out
+    """``key=value`` tokens of one line of ``scontrol`` output (the last of a key wins)."""
+    return {key: value for key, sep, value in (t.partition("=") for t in line.split()) if sep}
 
 
 def current_job() -> SlurmJob:
