@@ -7,8 +7,6 @@ spec hash and hardware class, as ``validation.store.save_refusal`` stores them.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,16 +19,6 @@ pytestmark = pytest.mark.postgres
 
 A, B = "aa" * 32, "bb" * 32
 NO_RUNS = "no successful calibration run"
-
-
-@pytest.fixture
-def other_url(pg_server: Any) -> Iterator[str]:
-    name = f"test_refusals_{uuid.uuid4().hex[:10]}"
-    url: str = pg_server.create_database(name, pg_server.template)
-    try:
-        yield url
-    finally:
-        pg_server.drop_database(name)
 
 
 def refusals(url: str) -> list[tuple[str, str, str, str, str]]:
@@ -77,21 +65,21 @@ def imported(url: str, rows: dict[str, list[dict[str, Any]]]) -> None:
 
 
 def test_two_experiments_refusals_of_one_design_both_survive_an_import(
-    database_url: str, other_url: str
+    database_url: str, fresh_url: str
 ) -> None:
     # The target holds experiment a's refusals; the bundle is experiment b's, of the same designs.
     for klass in (None, "small"):
         save_refusal("lf", "epoll-lt", [], experiment="a", spec_sha256=A, error=NO_RUNS, hardware_class=klass)
         save_refusal(
             "lf", "epoll-lt", [], experiment="b", spec_sha256=B, error="refused: b's", hardware_class=klass,
-            url=other_url,
+            url=fresh_url,
         )  # fmt: skip
     before, reasons_a = refusals(database_url), refusal_reasons(A, database_url)
-    bundle = exported(other_url, ("b", B))
+    bundle = exported(fresh_url, ("b", B))
     assert len(bundle["calibrations"]) == 2
     imported(database_url, bundle)
     after = refusals(database_url)
-    assert after == sorted(before + refusals(other_url)), after
+    assert after == sorted(before + refusals(fresh_url)), after
     assert refusal_reasons(A, database_url) == reasons_a  # a's, untouched
     assert set(refusal_reasons(B, database_url)) == {("lf", "epoll-lt")}
     # Importing again matches b's own refusals (each class its own): nothing is added or overwritten.

@@ -92,16 +92,6 @@ def produced(pg_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         pg_server.drop_database(name)
 
 
-@pytest.fixture
-def fresh_url(pg_server: Any) -> Iterator[str]:
-    name = f"test_bundle_{uuid.uuid4().hex[:10]}"
-    url: str = pg_server.create_database(name, pg_server.template)
-    try:
-        yield url
-    finally:
-        pg_server.drop_database(name)
-
-
 def rows_of(url: str, sha: str) -> dict[str, list[dict[str, Any]]]:
     engine = sa.create_engine(url)
     try:
