@@ -182,18 +182,7 @@ def compare_figure(
         )
     )
     if note:
-        fig.add_annotation(
-            text=note,
-            xref="paper",
-            yref="paper",
-            x=0,
-            y=0,
-            yshift=-40,
-            xanchor="left",
-            yanchor="top",
-            showarrow=False,
-            font={"size": 11, "color": style.MUTED},
-        )
+        base.notes_below(fig, [note], 40)
     fig.update_yaxes(title_text="throughput (msg/s)", row=1, col=1, rangemode="tozero", range=[0, top.top])
     fig.update_yaxes(row=2, autorange=True)  # see base.x_axis: a matched group left without a range
     # The ratios' scale on the first side that has them: shared axes number only the first column's, and
