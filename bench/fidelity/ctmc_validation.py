@@ -39,7 +39,8 @@ On a lent machine with little time: --measure-only stops after the runs (--repla
 --time-limit S starts no run after S seconds (the --runs-out file is rewritten after every run, so it holds
 what ran; a point with less work than any of its calibration's runs had is then not predicted from it, and
 the bench says so), --keep-going reports a failed run and goes on (docs/ctmc-reference.md, "On 16 cores").
---sleeps also counts, at the HSHA and proactor points whose calibration fitted the client's sleeps (r_u),
+--sleeps also counts, at the points whose calibration fitted the client's sleeps (r_u: every design but
+uring and uring-shared, whose sends run in the kernel inside their notifier call),
 how often the chain's client sleeps per message (its ``send_wake`` step, SSA) against the client's own
 count (its report's ``sleeps``): where a point's error comes from the send's wake-ups, these differ.
 
@@ -521,8 +522,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument(
         "--sleeps",
         action="store_true",
-        help="also count, at every point whose calibration fitted the client's sleeps (HSHA, proactor: "
-        "r_u), how often the chain's client sleeps per message against the client's own count (SSA)",
+        help="also count, at every point whose calibration fitted the client's sleeps (r_u: every "
+        "design but uring, uring-shared), how often the chain's client sleeps per message against the "
+        "client's own count (SSA)",
     )
     ap.add_argument(
         "--wake-us",

@@ -15,7 +15,7 @@ from demuxlab.cli.model import model
 from demuxlab.ctmc.calibrate import INSTANT, INSTANT_RATE, PEEK_ONLY, CalibrationRefused, calibrate
 from demuxlab.ctmc.engine import RATE_NAMES
 from demuxlab.ctmc.params import parse_int_list
-from demuxlab.ctmc.rates import UNBOUNDED, Host, Rates, build, paper_rates
+from demuxlab.ctmc.rates import UNBOUNDED, Host, Rates, build, calibration_threads, paper_rates
 from demuxlab.ctmc.ssa import simulate
 from demuxlab.errors import DemuxlabError
 from helpers.ctmc_runs import DEFAULT_US, SHAPES, op, server_json
@@ -719,16 +719,18 @@ def chain_wakes_per_message(
     pattern: str, rates: Rates, res: dict[str, Any], step: str = "client_wake"
 ) -> float:
     """The chain's ``step`` (the client's wake-ups of the dispatcher) per message at the run's setting
-    (its server's CPUs, one client thread), simulated here."""
+    (its calibration concurrency, its server's CPUs, one client thread), simulated here."""
     cores = len({t["cpu"] for t in res["threads_detail"]})
     host = Host(cores=cores, client_threads=1)
-    model = build(pattern, 2, res["work_us"], res["connections_accepted"], rates, host=host)
+    model = build(
+        pattern, calibration_threads(pattern), res["work_us"], res["connections_accepted"], rates, host=host
+    )
     msgs = simulate(model, rel_ci=0.01, seed=3).throughput_per_us
     wakes = simulate(model, rel_ci=0.02, seed=3, transition=step).throughput_per_us
     return wakes / msgs
 
 
-@pytest.mark.parametrize("pattern", ["hsha", "proactor"])
+@pytest.mark.parametrize("pattern", ["hsha", "proactor", "reactor", "lf", "multireactor"])
 def test_the_clients_wake_ups_are_charged_in_the_chains_own(pattern: str) -> None:
     """With ω (``wake_us``) the dispatching chains charge the client ω for every request that wakes the
     dispatcher (r_v = 1/ω), and its turnaround without them is fitted so that at the calibration run's
@@ -746,7 +748,7 @@ def test_the_clients_wake_ups_are_charged_in_the_chains_own(pattern: str) -> Non
     assert 1 / rates.r_z < 8.0 - 0.5 * 4.0 * 0.2
 
 
-@pytest.mark.parametrize("pattern", ["hsha", "proactor"])
+@pytest.mark.parametrize("pattern", ["hsha", "proactor", "reactor", "lf", "multireactor"])
 def test_the_clients_sleeps_fit_its_latency_and_leave_the_send_without_its_wake_ups(pattern: str) -> None:
     """Where the client counted its sleeps (0.55 per message here), a response that finds it asleep costs
     the sender ω: the send is fitted without the wake-ups the sleeps measured (S − ω · 0.55), and the
@@ -764,7 +766,7 @@ def test_the_clients_sleeps_fit_its_latency_and_leave_the_send_without_its_wake_
     greedy = calibrate([res], pattern, clients=[{**WAKING_CLIENT, "sleeps": 2950}], wake_us=4.0)
     assert not greedy.client_sleeps and greedy.r_u == INSTANT_RATE and 1 / greedy.r_o == pytest.approx(6.0)
     assert re.fullmatch(
-        r"instant:the chain's client sleeps 0\.[0-9]+ per message at a latency of 0\.1 µs, "
+        r"instant:the chain's client sleeps 0\.[0-9]+ per message at a latency of 0\.1[0-9]* µs, "
         r"the client 0\.983: the sends' wake-ups stay in r_o",
         greedy.source["r_u"],
     ), greedy.source["r_u"]
@@ -780,6 +782,20 @@ def test_the_clients_sleeps_fit_its_latency_and_leave_the_send_without_its_wake_
     v, fitted = r.vector(0.0), rates.vector(0.0)
     assert v[s] == v[u] == INSTANT_RATE
     assert fitted[u] == rates.r_u and fitted[s] == pytest.approx(0.25)
+
+
+def test_tpc_charges_the_send_that_wakes_the_client_without_a_dispatcher_to_wake() -> None:
+    """tpc has no dispatcher for a request to wake (each wakes its own thread, at every setting: in r_z), but
+    its thread's send that finds the client asleep pays ω as every other chain's (issue 43: the send costs
+    ~17 µs more per client sleep per message on the 2-core host): r_o is fitted without the wake-ups the
+    client's sleeps measured, r_u so that the chain's client sleeps as often, r_z left whole."""
+    client = {**WAKING_CLIENT, "cpu_s": {"user": 0.006, "sys": 0.006}, "sleeps": 1500}  # 4 µs, 0.5 a message
+    res = server_json("tpc", 2.0, true_us={"send": 6.0}, work_us=10.0, connections_accepted=2)
+    rates = calibrate([res], "tpc", clients=[client], wake_us=4.0)
+    assert rates.client_sleeps and rates.source["r_u"].startswith("fit:the client's sleeps 0.5 per message")
+    assert 1 / rates.r_o == pytest.approx(6.0 - 4.0 * 0.5, rel=1e-6)
+    assert 1 / rates.r_z == pytest.approx(4.0, rel=1e-6)  # no dispatcher's wake-ups to take out
+    assert chain_wakes_per_message("tpc", rates, res, "send_wake") == pytest.approx(0.5, rel=0.2)
 
 
 def with_waits(res: dict[str, Any], idle: float, kicks: float) -> dict[str, Any]:
@@ -866,8 +882,8 @@ def test_wake_ups_the_client_cannot_pay_for_are_refused_and_bad_omega_is_an_erro
     for bad in (-1.0, float("nan"), "8", True):
         with pytest.raises(DemuxlabError, match=r"calibrate proactor: wake_us: must be a number of µs"):
             calibrate([res], "proactor", clients=[WAKING_CLIENT], wake_us=bad)  # type: ignore[arg-type]
-    # A chain whose client wakes no dispatcher (LF's threads take turns), or rates without a client: as
-    # without ω.
-    lf = calibrate([server_json("lf", 2.0)], "lf", clients=[WAKING_CLIENT], wake_us=4.0)
-    assert not lf.wakes and 1 / lf.r_z == pytest.approx(8.0, rel=1e-6)
+    # A chain whose client neither wakes a dispatcher nor is woken by a send it models (uring: its sends
+    # run in the kernel, inside the ring's call), or rates without a client: as without ω.
+    ring = calibrate([server_json("uring", 2.0)], "uring", clients=[WAKING_CLIENT], wake_us=4.0)
+    assert not ring.wakes and 1 / ring.r_z == pytest.approx(8.0, rel=1e-6)
     assert not calibrate([res], "proactor", wake_us=4.0).wakes

@@ -134,7 +134,7 @@ def test_a_model_instance_still_pickles() -> None:
 
 def test_a_state_names_its_populations() -> None:
     x = tpc.STRUCTURE.state(k1=3, c0=1)
-    assert x.tolist() == [1.0, 3.0, 0.0, 0.0, 0.0]
+    assert x.tolist() == [1.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0]
     with pytest.raises(DemuxlabError, match="unknown population 'k9'"):
         tpc.STRUCTURE.state(k9=1)
 

@@ -70,9 +70,9 @@ def test_bad_requests_and_jobs_are_refused_before_any_work() -> None:
 
 def test_counts_give_a_steps_firings_per_message_where_the_chain_has_it() -> None:
     """``counts``: how often a chain step fires per message, from the same SSA as the throughput (a step
-    the chain lacks is left out; LF has no send that wakes the client; one that never fires, the kick
-    where r_k was not measured, is 0 after ssa.COUNT_MAX_EVENTS events), the same through the pool, and
-    refused for a solver that cannot count."""
+    the chain lacks is left out: uring has no send that wakes the client, its sends run in the kernel; one
+    that never fires, the kick where r_k was not measured, is 0 after ssa.COUNT_MAX_EVENTS events), the
+    same through the pool, and refused for a solver that cannot count."""
     from dataclasses import replace
 
     from demuxlab.ctmc.rates import Host, build
@@ -85,7 +85,7 @@ def test_counts_give_a_steps_firings_per_message_where_the_chain_has_it() -> Non
         PredictRequest(
             "hsha", 2, 0.0, connections=2, rates=rates, rel_ci=0.02, seed=3, host=host, counts=steps
         ),
-        PredictRequest("lf", 2, 0.0, connections=2, rel_ci=0.02, seed=3, host=host, counts=("send_wake",)),
+        PredictRequest("uring", 1, 0.0, connections=2, rel_ci=0.02, seed=3, host=host, counts=("send_wake",)),
     ]
     alone, pooled = predict_many(reqs, jobs=1), predict_many(reqs, jobs=2)
     per = alone[0].details["per_message"]

@@ -90,7 +90,10 @@ def test_every_chain_simulation_matches_exact_solution(
         pattern, threads, work, method="ssa", connections=conns, rates=rates, host=host, rel_ci=0.005, seed=11
     )
     assert sim.details["converged"]
-    half = (sim.ci_halfwidth_rel or 0.0) * sim.throughput_msgs_per_s
+    # The SSA's 95 % interval, widened to ~3σ: over the 25 chains here one 95 % interval in twenty misses
+    # the exact value by chance (reactor at 4 connections with seed 11: by 1.16 half-widths, its seeds 1–3
+    # and 12 within 0.7), which a fixed seed makes a permanent failure, not a check.
+    half = 1.5 * (sim.ci_halfwidth_rel or 0.0) * sim.throughput_msgs_per_s
     if "others_runnable" in sim.details:
         # Independent threads: the fixed point on the others' runnable share is solved by each method
         # with its own noise; the two agree within the CI plus the fixed point's tolerance.

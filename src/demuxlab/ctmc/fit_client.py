@@ -75,8 +75,10 @@ def client_in_chain(
     rounds, until T₀ moves by less than :data:`PER_CALL_TOLERANCE` and g is within
     :data:`SLEEPS_TOLERANCE` of the sleeps. The chain then turns a calibration run's messages
     around in the client's measured CPU and sends them in the server's, and elsewhere charges the
-    wake-ups its own sleeps make there (fewer with more handlers: docs/ctmc-reference.md). A chain without a
-    ``client_wake`` step, or rates without a client, are returned as they are; a T₀ or S₀ that is not
+    wake-ups its own sleeps make there (fewer with more handlers: docs/ctmc-reference.md). A chain with
+    neither a ``client_wake`` nor a ``send_wake`` step, or rates without a client, are returned as they are;
+    one with a ``send_wake`` only (tpc: no dispatcher to wake, each request wakes its own thread at every
+    setting, which T holds) has f = 0; a T₀ or S₀ that is not
     positive is refused. Where no latency makes the chain's client sleep as often as the client did (its
     one station against the client's threads), the sends' wake-ups stay in r_o and r_u is instant, its
     source says why.
@@ -96,11 +98,13 @@ def client_in_chain(
     client's turnaround from what the runs counted")."""
     threads = calibration_threads(pattern)
     steps = {tr.name for tr in structure(pattern, threads, full=True).transitions}
-    if not rates.has_client or WAKE not in steps:
+    if not rates.has_client or not steps & {WAKE, SEND_WAKE}:
         return rates
     weights, slept, woken, counted = _client_counts(
         pattern, server_results, connections, clients, client_cores
     )
+    if WAKE not in steps:  # no dispatcher to wake (tpc: each request wakes its own thread, at every setting)
+        woken = [(0, 1)]
     if not sleeps:  # the r_u ablation: the client's sleeps not fitted (nor its CPU per sleep)
         slept = None
     if not weights:
@@ -189,7 +193,7 @@ def _wakes_in_chain(
     fitted = replace(rates, r_v=1.0 / omega_us)
     source = {**fitted.source, "r_v": f"wake-cost {omega_us:.3g} µs at the client's share"}
     ratio = 1.0
-    if woke is not None:
+    if woke:
         base["r_z"] = _less_wakes(pattern, "the client's turnaround", turnaround, woke, omega_us)
         less = f"less the server's {woke:.3g} blocking waits per message not ended by a kick × ω"
         source["r_z"] = f"{rates.source.get('r_z', '')}, {less}"

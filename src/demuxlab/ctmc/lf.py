@@ -25,10 +25,14 @@ the threads that want a CPU are those in t3–t6 and t8–t11 (t1 and t7 wait fo
 about to take a cached descriptor or to sleep in epoll_wait and is not counted). With a core per thread the
 pool's factor is 1 in every state and the chain is the paper's.
 
-:data:`FULL` is the chain the calibrated rates drive: epoll_wait returns at most ``cache`` descriptors
-(the server's 64) and costs α + h/r_e (α = 1/r_n per call), each thread spends 1/r_x more per message (CPU
-its timed operations do not cover, t12), and a response goes to the client (c0), which sends the next
-request after 1/r_z (k_z messages at once).
+:data:`FULL` is the chain the calibrated rates drive: epoll_wait returns at most ``cache`` descriptors (the
+server's 64) and costs α + h/r_e (α = 1/r_n per call), each thread spends 1/r_x more per message (CPU its
+timed operations do not cover, t12), and a response goes to the client (c0), which sends the next request
+after 1/r_z (k_z messages at once). A request that finds the leader asleep in epoll_wait (t2, c1 = c2 = 0:
+φ2 waits for a ready descriptor) wakes it and costs the client ω = 1/r_v more (``client_wake``); a response
+that finds the client asleep (c0 = 0 before it) costs its thread ω more (tw, ``send_wake`` at r_s) and the
+client so woken (zc) sends nothing until it runs, after its latency 1/r_u (``client_up``;
+parts.waking_client_steps, parts.sending_wakes, docs/ctmc-reference.md "The send that wakes the client").
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from demuxlab.ctmc.engine import (
     RT,
     RX,
     FloatArray,
+    H,
     ModelStructure,
     Pool,
     absent,
@@ -51,15 +56,18 @@ from demuxlab.ctmc.engine import (
     total,
 )
 from demuxlab.ctmc.parts import (
+    CLIENT_WAKING,
     SERVER,
+    WAKER,
     cached,
     calibrated,
-    client_step,
     contended,
     notifier_call,
     paired,
     paper_notifier,
+    sending_wakes,
     step,
+    waking_client_steps,
 )
 from demuxlab.ctmc.pattern import OpRole, PatternModel
 
@@ -148,8 +156,8 @@ STRUCTURE = ModelStructure(
 
 # -- the calibrated chain --------------------------------------------------------------------------------
 
-FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t12")
-C0, T12 = 19, 20
+FULL_SPECIES: tuple[str, ...] = (*SPECIES, "c0", "t12", WAKER, CLIENT_WAKING)
+C0, T12, TW, ZC = 19, 20, 21, 22
 
 
 def full_jump4(y: FloatArray, d: FloatArray) -> None:
@@ -161,11 +169,23 @@ def full_jump4(y: FloatArray, d: FloatArray) -> None:
     d[T4] = 1.0
 
 
+def full_jump12(y: FloatArray, d: FloatArray) -> None:
+    """φ12 of :data:`FULL`: the response to the client (c0); the thread on to its untimed CPU (t12), or to
+    wake the client (tw, the client waking: zc) where the client had no message (asleep;
+    parts.sending_wakes)."""
+    d[C4] = -1.0
+    d[C0] = 1.0
+    d[T11] = -1.0
+    d[T12] = H(y[C0])
+    d[TW] = 1.0 - H(y[C0])
+    d[ZC] = 1.0 - H(y[C0])
+
+
 FULL = calibrated(
     STRUCTURE,
     "lf-full",
     FULL_SPECIES,
-    total(*RUNNABLE, T12),
+    total(*RUNNABLE, T12, TW),
     changed=(
         # epoll_wait returning h = min(y_{c,1}, cache) descriptors: α + h/r_e.
         step(
@@ -178,12 +198,14 @@ FULL = calibrated(
             "phi12",
             "thread responds; the client has the connection",
             paired(RO, C4, T11),
-            {"c4": -1, "c0": 1, "t11": -1, "t12": 1},
+            full_jump12,
         ),
     ),
     added=(
         step("overhead", "thread's untimed CPU per message", mass(RX, T12), {"t12": -1, "t1": 1}),
-        client_step(FULL_SPECIES, "c1"),
+        sending_wakes(FULL_SPECIES, "t12"),
+        # the leader asleep in epoll_wait: in t2 (holding the leader lock) with nothing ready or cached
+        *waking_client_steps(FULL_SPECIES, "c1", T2, (C1, C2)),
     ),
 )
 
