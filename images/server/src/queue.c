@@ -90,7 +90,7 @@ int queue_get(struct queue *q)
         uint64_t t0 = instr_start(); /* blocked waiting for work: idle */
         while (q->len == 0 && !q->stopped) {
             q->waiters++;
-            pthread_cond_wait(&q->nonempty, &q->lock);
+            SYSC(pthread_cond_wait(&q->nonempty, &q->lock));
             q->waiters--;
             if (q->signaled > 0) /* ours, or a spurious wake-up standing in for it */
                 q->signaled--;
