@@ -9,9 +9,12 @@
  * What is counted: every system call the code makes by name (recv, send, epoll_wait, accept4, close,
  * eventfd reads and writes, ...), each liburing call counted as the system calls it enters the kernel
  * with (uring_sys.h decides that from the ring's state as liburing 2.3 does), and each condition-variable
- * wait as one futex wait.  Not counted: what libraries decide inside (a contended mutex's futex, a
- * condition variable's wake-up, malloc's mmap, printf's write), and a thread's calls before it
- * registered.  A kernel-side count (the launchers' opt-in tracepoint) sees those too. */
+ * wait as one futex wait and each signal sent to a waiter the code knows sleeps as one futex wake.  Not
+ * counted: what libraries decide inside (a contended mutex's futex waits and wakes, a condition
+ * variable's extra futex calls, malloc's mmap, printf's write), and a thread's calls before it
+ * registered.  So a pattern whose threads hand work over (hsha, lf, the proactor, uring-shared) counts
+ * fewer than the kernel: its locks' futexes.  A kernel-side count (the launchers' opt-in tracepoint)
+ * sees those too. */
 #ifndef DEMUX_SYSC_H
 #define DEMUX_SYSC_H
 

@@ -63,8 +63,8 @@ static void promote(void)
     if (wake)
         L.signaled++;
     pthread_mutex_unlock(&L.lock);
-    if (wake)
-        pthread_cond_signal(&L.turn);
+    if (wake) /* a follower sleeps: the signal is a futex wake, counted */
+        SYSC(pthread_cond_signal(&L.turn));
     instr_end(OP_PROMOTE, t0);
 }
 

@@ -98,10 +98,13 @@ class Side:
     # Where the pid could not be known yet (a container not started): asked again at the first boundary.
     lookup: Callable[[], tuple[int | None, str | None]] | None = None
     counters: SyscallCounters | None = None
-    syscalls: dict[int, int] | None = None  # the kernel's (opt-in tracepoint), read at the measure phase's end
+    syscalls: dict[int, int] | None = (
+        None  # the kernel's (opt-in tracepoint), read at the measure phase's end
+    )
     # The binary's own counts at each boundary: {"t_ns", "threads": {tid: calls}, "total"}; or why not.
     own: list[dict[str, Any]] = field(default_factory=list)
     own_problem: str | None = None
+    ask_own: bool = False  # a demux-server: asked for its count with SIGUSR1 at each boundary
     snaps: list[Snapshot] = field(default_factory=list)
     marks: list[int | None] = field(default_factory=list)
 
@@ -302,7 +305,7 @@ class Collector:
                 side.pid, side.why = side.lookup()
             if side.pid is None:
                 continue
-            if side.role == "server":
+            if side.ask_own:
                 self._ask_server(side)
             elif client_own is not None:
                 side.own.append(dict(client_own))
@@ -328,7 +331,7 @@ class Collector:
     def take_server_lines(self, lines: Sequence[Mapping[str, Any]]) -> None:
         """The server's ``{"event": "syscalls", ...}`` lines, in order, from its stdout after its exit."""
         for side in self.sides:
-            if side.role != "server" or side.own_problem is not None:
+            if not side.ask_own or side.own_problem is not None:
                 continue
             side.own = [p for p in (parse_own(e, "total") for e in lines) if p is not None]
 
@@ -344,7 +347,9 @@ class Collector:
     def on_phase(self, event: Mapping[str, Any]) -> None:
         """One of the client's ``{"event": "phase", "phase": ..., "t_ns": ...}`` lines."""
         t_ns = event.get("t_ns")
-        self.mark(str(event.get("phase")), t_ns if isinstance(t_ns, int) else None, parse_own(event, "syscalls"))
+        self.mark(
+            str(event.get("phase")), t_ns if isinstance(t_ns, int) else None, parse_own(event, "syscalls")
+        )
 
     def close(self) -> None:
         for side in self.sides:
@@ -363,7 +368,7 @@ def for_run(
     container still starting), again at the measure phase's start. ``syscalls``: the kernel's count too."""
     return Collector(
         [
-            Side("server", server_pid[0], server_cpus, server_pid[1]),
+            Side("server", server_pid[0], server_cpus, server_pid[1], ask_own=True),
             Side("client", None, client_cpus, lookup=client_pid),
         ],
         syscalls=syscalls,
