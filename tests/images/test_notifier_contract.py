@@ -1,6 +1,7 @@
 """The notifier contract in C (images/server/src/notifier.h) is enforced, not just written: every notifier
-back-end (notify_*.c) compiles with notifier.h and efd.h (and the system-call count, sysc.h) as the only project headers it can see, and its
-object needs nothing from the rest of the server (no `srv`, stop flag, thread statistics, `die`...): none of
+back-end (notify_*.c) compiles with notifier.h and efd.h (and the count of its system calls, sysc.h and
+uring_sys.h) as the only project headers it can see, and its object needs nothing from the rest of the
+server (no `srv`, stop flag, thread statistics, `die`...): none of
 its undefined symbols is defined by another server source."""
 
 from __future__ import annotations

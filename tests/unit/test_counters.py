@@ -108,7 +108,7 @@ def measure(
 
 def test_a_child_making_n_system_calls_counts_n(child: Any) -> None:
     """The kernel's count (raw_syscalls:sys_enter, opt-in) of exactly 20,000 getppid calls, and the few the
-    child's wait for "go" and its "done" take; a process that is not a demux-server has no count of its own."""
+    child's wait for "go" and its "done" take; a process not a demux-server has no count of its own."""
     c = child("syscalls", "20000")
     costs = measure(c.proc.pid, c.go)
     assert costs["syscalls_kernel_source"].startswith("kernel: perf counter on the raw_syscalls:sys_enter")
