@@ -2,10 +2,12 @@
 demuxlab.launch.counters) against the same run without, at W = 0 where every microsecond shows.
 
 Runs of one point through the native launcher, the modes alternating in balanced blocks (A B C, then
-C B A, ...) so that a drift of the machine falls on every mode alike: ``off`` (no collection), ``counters``
-(every counter but the system calls: /proc and sysfs read at the two phase boundaries, the client's phase
-events) and ``all`` (with the system calls: a perf counter on the raw_syscalls:sys_enter tracepoint per
-thread, which puts every thread of the host on the system-call slow path while it is open). Prints each
+C B A, ...) so that a drift of the machine falls on every mode alike: ``off`` (no collection), ``default``
+(what every run collects: /proc and sysfs read at the two phase boundaries, the client's phase events,
+and the system calls as the binaries count them themselves, the server asked with SIGUSR1 at each
+boundary) and ``tracepoint`` (the default and, on request, the kernel's count of the system calls too: a
+perf counter on the raw_syscalls:sys_enter tracepoint per thread, which puts every thread of the host on
+the system-call slow path while it is open; ``RunRequest.count_syscalls``). Prints each
 mode's mean and its cost against ``off``: the mean of the per-block ratios with a 95 % interval, and the
 load average before and after (the machine may be busy: say so with the figure).
 
@@ -35,7 +37,7 @@ from demuxlab.plan import Pinning
 from demuxlab.point import Point
 from demuxlab.stats import point_summary
 
-MODES = ("off", "counters", "all")
+MODES = ("off", "default", "tracepoint")
 
 
 def run_once(point: Point, phases: Phases, cpus: list[int], mode: str) -> tuple[float, float]:
@@ -50,13 +52,16 @@ def run_once(point: Point, phases: Phases, cpus: list[int], mode: str) -> tuple[
         hosts={},
         stall_timeout_s=10.0,
         collect_costs=mode != "off",
-        count_syscalls=mode == "all",
+        count_syscalls=mode == "tracepoint",
     )
     record = NativeLauncher().run(req)
     if record["status"] != "ok":
         raise BenchError(f"{point.point_key}: {record['failure_reason']}")
-    if mode == "all" and isinstance(record["costs"]["server"].get("syscalls"), str):
-        raise BenchError(f"mode all counted no system calls: {record['costs']['server']['syscalls']}")
+    if mode != "off":
+        server = record["costs"]["server"]
+        key = "syscalls_kernel" if mode == "tracepoint" else "syscalls"
+        if not isinstance(server.get(key), int):
+            raise BenchError(f"mode {mode} counted no system calls: {server.get(key)}")
     server = record["server"]
     cpu = server["cpu_s"]
     per_message = (float(cpu["user"]) + float(cpu["sys"])) / int(server["messages"]) * 1e6

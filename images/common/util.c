@@ -4,6 +4,8 @@
 #endif
 #include "util.h"
 
+#include "sysc.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -78,7 +80,7 @@ int pin_self_to_cpu(int cpu)
     }
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
-    int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    int rc = SYSC(pthread_setaffinity_np(pthread_self(), sizeof(set), &set));
     if (rc != 0) {
         errno = rc;
         return -1;
@@ -89,7 +91,7 @@ int pin_self_to_cpu(int cpu)
 static void usage_times(int who, double *user_s, double *sys_s)
 {
     struct rusage ru;
-    if (getrusage(who, &ru) != 0) {
+    if (SYSC(getrusage(who, &ru)) != 0) {
         *user_s = 0.0;
         *sys_s = 0.0;
         return;
@@ -104,17 +106,17 @@ void thread_cpu_times(double *user_s, double *sys_s) { usage_times(RUSAGE_THREAD
 long thread_sleeps(void)
 {
     struct rusage ru;
-    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : -1;
+    return SYSC(getrusage(RUSAGE_THREAD, &ru)) == 0 ? ru.ru_nvcsw : -1;
 }
 
 double thread_wait_s(void)
 {
     char buf[96];
-    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    int fd = SYSC(open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
     if (fd < 0)
         return -1.0;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
+    ssize_t n = SYSC(read(fd, buf, sizeof(buf) - 1));
+    SYSC(close(fd));
     if (n <= 0)
         return -1.0;
     buf[n] = '\0';

@@ -1,7 +1,8 @@
 """A run's costs per message, in the kernel's terms (issue 44): from the record's ``costs`` (the counters
 ``demuxlab.launch.counters`` read at the measure phase's start and end, docs/CONTRACTS.md §5), what each
 message cost each side: CPU time (the process's own, by user and system; the side's CPUs', by kind:
-softirq, irq, steal, ...), context switches, migrations, system calls, TCP retransmits and drops, energy.
+softirq, irq, steal, ...), context switches, migrations, system calls (the binaries' own counts, over the
+interval between their own two reports, ``syscalls_interval_s``), TCP retransmits and drops, energy.
 
 Pure: the record's members in, :class:`Cost` rows out (the ``run_costs`` table's, the Run page's "why",
 the Sweep's cost axis). A side's messages are the run's throughput (``stats``) times the side's own
@@ -132,9 +133,10 @@ def _raw(side: Mapping[str, Any]) -> dict[str, float | str | None]:
     return out
 
 
-def messages_of(side: Mapping[str, Any], throughput: float | None) -> float | None:
-    """The messages a side's reading interval held: the run's throughput times that interval."""
-    interval = _num(side.get("interval_s"))
+def messages_of(side: Mapping[str, Any], throughput: float | None, key: str = "interval_s") -> float | None:
+    """The messages a side's reading interval held: the run's throughput times that interval (``key``: the
+    system calls' own, ``syscalls_interval_s``, between the binary's two reports of its count)."""
+    interval = _num(side.get(key))
     if throughput is None or interval is None or interval <= 0 or throughput <= 0:
         return None
     return throughput * interval
@@ -155,6 +157,9 @@ def run_costs(costs: Mapping[str, Any] | None, throughput: float | None) -> list
             out += [Cost(side_name, m.name, None, None, why) for m in METRICS]
             continue
         msgs = messages_of(side, throughput)
+        # The binaries' own counts of system calls are read at their own instants (CONTRACTS.md §5): over
+        # those; a record from before them, or without the interval, over the side's readings.
+        syscall_msgs = messages_of(side, throughput, "syscalls_interval_s") or msgs
         raw = _raw(side)
         for m in METRICS:
             value = raw.get(m.name)
@@ -163,7 +168,8 @@ def run_costs(costs: Mapping[str, Any] | None, throughput: float | None) -> list
             elif value is None:
                 out.append(Cost(side_name, m.name, None, None, f"{UNAVAILABLE}not in this record"))
             else:
-                per = value / msgs * m.scale if msgs else None
+                denominator = syscall_msgs if m.name == "syscalls" else msgs
+                per = value / denominator * m.scale if denominator else None
                 out.append(Cost(side_name, m.name, value, per))
     return out
 

@@ -1,6 +1,7 @@
 """The notifier contract in C (images/server/src/notifier.h) is enforced, not just written: every notifier
-back-end (notify_*.c) compiles with notifier.h and efd.h as the only project headers it can see, and its
-object needs nothing from the rest of the server (no `srv`, stop flag, thread statistics, `die`...): none of
+back-end (notify_*.c) compiles with notifier.h and efd.h (and the count of its system calls, sysc.h and
+uring_sys.h) as the only project headers it can see, and its object needs nothing from the rest of the
+server (no `srv`, stop flag, thread statistics, `die`...): none of
 its undefined symbols is defined by another server source."""
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import pytest
 from helpers.cbuild import base_cflags, cc
 
 SRC = Path(__file__).resolve().parents[2] / "images" / "server" / "src"
-# What a back-end may include besides system headers: the contract, the eventfd kicks, and the epoll
-# back-ends' shared part (itself a back-end file).
-CONTRACT_HEADERS = ["notifier.h", "efd.h", "notify_epoll.h"]
+# What a back-end may include besides system headers: the contract, the eventfd kicks, the epoll
+# back-ends' shared part (itself a back-end file), the count of the system calls it makes (sysc.h, shared
+# with the client, in images/common) and liburing's calls so counted (uring_sys.h).
+CONTRACT_HEADERS = ["notifier.h", "efd.h", "notify_epoll.h", "uring_sys.h", "../../common/sysc.h"]
 BACKENDS = sorted(p.name for p in SRC.glob("notify_*.c"))
 # The project's flags, without its include directories: a back-end sees only what a test passes with -I.
 CFLAGS = base_cflags(includes=False)
@@ -61,7 +63,7 @@ def test_backend_sees_only_the_contract(tmp_path: Path, backend: str, server_sym
     # The back-end is copied beside the contract headers alone: a quoted #include of anything else (server.h,
     # instr.h, conn.h, ...) finds nothing, not even in the back-end's own directory.
     for name in [backend, *CONTRACT_HEADERS]:
-        shutil.copy(SRC / name, tmp_path / name)
+        shutil.copy(SRC / name, tmp_path / Path(name).name)
     obj = tmp_path / "backend.o"
     compile_object(tmp_path / backend, obj)
     needed = symbols(obj, "--undefined-only")
@@ -73,7 +75,7 @@ def test_the_check_catches_a_backend_reaching_the_server(tmp_path: Path, server_
     """The checks above can fail: a back-end that includes server.h does not compile alone, and one that
     declares a server global itself is caught by its symbols."""
     for name in CONTRACT_HEADERS:
-        shutil.copy(SRC / name, tmp_path / name)
+        shutil.copy(SRC / name, tmp_path / Path(name).name)
     bad = tmp_path / "notify_bad.c"
     bad.write_text('#include "server.h"\n')
     res = subprocess.run([cc(), *CFLAGS, "-c", str(bad), "-o", str(tmp_path / "x.o")], capture_output=True)

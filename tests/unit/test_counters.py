@@ -26,7 +26,8 @@ from demuxlab.vocab import CHECK_FAIL
 
 # A child that waits for "go" on stdin, does its load, says "done" and waits again (until EOF).
 CHILD = r"""
-import os, sys, time
+import os, signal, sys, time
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # a server's ask for its own count (Side.ask_own)
 kind, n = sys.argv[1], int(sys.argv[2])
 sys.stdout.write("ready\n"); sys.stdout.flush()
 for line in sys.stdin:
@@ -82,13 +83,23 @@ def child() -> Iterator[Any]:
         c.close()
 
 
-def measure(pid: int, load: Any, cpus: list[int] | None = None, roots: Roots | None = None) -> dict[str, Any]:
-    """A side's costs over ``load()``: read at a 'measure' and a 'cooldown' boundary, as a run's are."""
-    side = Side("server", pid, cpus or [])
-    collector = Collector([side], roots=roots or Roots())
+def measure(
+    pid: int,
+    load: Any,
+    cpus: list[int] | None = None,
+    roots: Roots | None = None,
+    own: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A side's costs over ``load()``: read at a 'measure' and a 'cooldown' boundary, as a run's are, with
+    the kernel's count of its system calls (the opt-in tracepoint); ``own``: the lines a demux-server would
+    have printed when asked for its own count."""
+    side = Side("server", pid, cpus or [], ask_own=own is not None)
+    collector = Collector([side], roots=roots or Roots(), syscalls=True)
     collector.mark("measure", time.monotonic_ns())
     load()
     collector.mark("cooldown", time.monotonic_ns())
+    if own is not None:
+        collector.take_server_lines(own)
     result = collector.result()
     collector.close()
     out: dict[str, Any] = result["server"]
@@ -96,13 +107,45 @@ def measure(pid: int, load: Any, cpus: list[int] | None = None, roots: Roots | N
 
 
 def test_a_child_making_n_system_calls_counts_n(child: Any) -> None:
-    """The kernel's count (raw_syscalls:sys_enter) of exactly 20,000 getppid calls, and the few the child's
-    wait for "go" and its "done" take."""
+    """The kernel's count (raw_syscalls:sys_enter, opt-in) of exactly 20,000 getppid calls, and the few the
+    child's wait for "go" and its "done" take; a process not a demux-server has no count of its own."""
     c = child("syscalls", "20000")
     costs = measure(c.proc.pid, c.go)
-    assert costs["syscalls_source"].startswith("kernel: perf counter on the raw_syscalls:sys_enter")
-    assert 20_000 <= costs["syscalls"] <= 20_100, costs["syscalls"]
-    assert sum(t["syscalls"] for t in costs["threads"]) == costs["syscalls"]
+    assert costs["syscalls_kernel_source"].startswith("kernel: perf counter on the raw_syscalls:sys_enter")
+    assert 20_000 <= costs["syscalls_kernel"] <= 20_100, costs["syscalls_kernel"]
+    assert sum(t["syscalls_kernel"] for t in costs["threads"]) == costs["syscalls_kernel"]
+    assert (
+        costs["syscalls"]
+        == UNAVAILABLE + "the server did not report its system calls at both phase boundaries"
+    )
+
+
+def test_the_server_s_own_count_is_the_record_s_system_calls_over_its_own_interval(child: Any) -> None:
+    """A demux-server's reports (its SIGUSR1 lines, CONTRACTS.md §1) make ``syscalls``: the total's delta,
+    each live thread's by tid (a thread new in the phase from 0, one absent at an end unknown), and the
+    interval between the two reports, over which run_costs counts the messages."""
+    c = child("sleeps", "5")
+    pid = c.proc.pid
+    lines = [
+        {"event": "syscalls", "t_ns": 1_000_000_000, "threads": [{"tid": pid, "syscalls": 10}], "total": 500},
+        {
+            "event": "syscalls",
+            "t_ns": 3_000_000_000,
+            "threads": [{"tid": pid, "syscalls": 40}],
+            "total": 60_500,
+        },
+    ]
+    costs = measure(pid, c.go, own=lines)
+    assert costs["syscalls"] == 60_000 and costs["syscalls_interval_s"] == 2.0
+    assert costs["syscalls_source"].startswith("demux-server's own count")
+    assert [t["syscalls"] for t in costs["threads"] if t["tid"] == pid] == [30]
+    assert isinstance(costs["syscalls_kernel"], int)  # the opt-in count beside it
+    rows = {r.metric: r for r in run_costs({"server": costs}, 10_000.0)}
+    assert rows["syscalls"].per_message == pytest.approx(60_000 / (10_000.0 * 2.0))
+    # One report only (the server died, or is an older binary): unavailable, with the reason.
+    one = measure(pid, c.go, own=lines[:1])
+    assert one["syscalls"].startswith(UNAVAILABLE + "the server did not report")
+    assert one["syscalls_interval_s"] is None
 
 
 def test_n_sleeps_are_n_voluntary_context_switches(child: Any) -> None:
@@ -203,8 +246,8 @@ def test_a_powersave_governor_and_a_moving_frequency_read_from_sysfs_fail_their_
     assert frequency(record).verdict == CHECK_FAIL
     energy = {c.metric: c for c in run_costs({"server": costs}, 1000.0)}["energy_uj"]
     assert energy.value == 200_000  # the package only: its subzone is part of it
-    # No tracefs under a fake root: system calls are unavailable, with the reason.
-    assert costs["syscalls"].startswith(UNAVAILABLE + "no tracefs")
+    # No tracefs under a fake root: the kernel's count of system calls is unavailable, with the reason.
+    assert costs["syscalls_kernel"].startswith(UNAVAILABLE + "no tracefs")
 
 
 def test_absent_counters_are_unavailable_with_the_reason_never_zero(tmp_path: Path, child: Any) -> None:
@@ -212,7 +255,7 @@ def test_absent_counters_are_unavailable_with_the_reason_never_zero(tmp_path: Pa
     real one lacks cpufreq and RAPL too) says so per value."""
     c = child("sleeps", "5")
     costs = measure(c.proc.pid, c.go, cpus=[0], roots=Roots(sys=tmp_path))
-    for key in ("frequency_khz", "governor", "turbo", "smt", "energy_uj", "syscalls"):
+    for key in ("frequency_khz", "governor", "turbo", "smt", "energy_uj", "syscalls", "syscalls_kernel"):
         assert isinstance(costs[key], str) and costs[key].startswith(UNAVAILABLE), (key, costs[key])
     assert "cpufreq absent" in costs["frequency_khz"] and "no RAPL zone" in costs["energy_uj"]
     rows = {r.metric: r for r in run_costs({"server": costs}, 100.0)}

@@ -12,6 +12,7 @@
 
 #include "arrivals.h"
 #include "hist.h"
+#include "sysc.h"
 #include "demux_limits.h"
 
 #define CLIENT_MAX_CPUS DEMUX_MAX_CPUS
@@ -89,6 +90,7 @@ struct books {
     double wait;       /* runnable, waiting for a CPU (thread_wait_s; < 0: unknown) */
     long sleeps;       /* voluntary context switches (thread_sleeps; < 0: unknown) */
     uint64_t calls;    /* epoll waits begun (the spin's non-blocking polls not counted) */
+    uint64_t syscalls; /* the system calls it made so far (sysc.h) */
     uint64_t spin_ns;  /* open loop: time spent spinning to a due arrival */
 };
 

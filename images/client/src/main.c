@@ -225,7 +225,7 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
 {
     const struct options *opt = run->opt;
     static struct hist lat, late;
-    uint64_t messages = 0, offered = 0, calls = 0, spin_ns = 0, gaps[GAP_BINS] = {0};
+    uint64_t messages = 0, offered = 0, calls = 0, spin_ns = 0, syscalls = 0, gaps[GAP_BINS] = {0};
     double user = 0, sys = 0, wait = 0;
     long sleeps = 0;
     bool open = opt->rate > 0;
@@ -252,6 +252,7 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
         }
         const struct books *b0 = &w->books[0], *b1 = &w->books[end_book];
         calls += b1->calls - b0->calls;
+        syscalls += b1->syscalls - b0->syscalls;
         spin_ns += b1->spin_ns - b0->spin_ns;
         user += b1->user - b0->user;
         sys += b1->sys - b0->sys;
@@ -305,7 +306,8 @@ static void put_report(FILE *f, const struct run *run, const struct worker *ws)
         fprintf(f, ", \"wait_s\": %.6f", wait);
     else
         fputs(", \"wait_s\": null", f);
-    fprintf(f, ", \"notify_calls\": %llu", (unsigned long long)calls);
+    fprintf(f, ", \"notify_calls\": %llu, \"syscalls\": %llu", (unsigned long long)calls,
+            (unsigned long long)syscalls);
     if (sleeps >= 0)
         fprintf(f, ", \"sleeps\": %ld", sleeps);
     else
@@ -459,7 +461,7 @@ static int setup_workers(struct run *run, struct worker *ws)
             if (c->arr.rng == 0) /* xorshift's one fixed point */
                 c->arr.rng = 1;
         }
-        w->ep = epoll_create1(EPOLL_CLOEXEC);
+        w->ep = SYSC(epoll_create1(EPOLL_CLOEXEC));
         if (w->ep < 0) {
             run_fail(run, "epoll_create1: %s", strerror(errno));
             return -1;
@@ -507,7 +509,7 @@ static void progress(struct run *run, const struct worker *ws, const sigset_t *u
             if (wait > UINT64_C(100000000))
                 wait = UINT64_C(100000000); /* poll the failure flag meanwhile */
             struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)wait};
-            if (sigtimedwait(usr1, NULL, &ts) == SIGUSR1)
+            if (SYSC(sigtimedwait(usr1, NULL, &ts)) == SIGUSR1)
                 stop_early(run, printed); /* keeps the seconds the signal was sent on */
             continue;
         }
@@ -532,7 +534,7 @@ static void sleep_until(struct run *run, const _Atomic uint64_t *until)
             return;
         uint64_t wait = due - now < UINT64_C(100000000) ? due - now : UINT64_C(100000000);
         struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)wait};
-        nanosleep(&ts, NULL);
+        SYSC(nanosleep(&ts, NULL));
     }
 }
 
@@ -540,8 +542,21 @@ static void phase_event(const struct run *run, const char *phase, uint64_t t)
 {
     if (atomic_load(&run->failed))
         return;
-    fprintf(stderr, "{\"event\": \"phase\", \"phase\": \"%s\", \"t_ns\": %llu}\n", phase,
+    /* Every thread's system calls so far (sysc.h): the live ones by kernel thread id, and the total,
+     * which keeps the calls of threads that have ended. */
+    fprintf(stderr, "{\"event\": \"phase\", \"phase\": \"%s\", \"t_ns\": %llu, \"threads\": [", phase,
             (unsigned long long)t);
+    uint64_t total = 0;
+    bool first = true;
+    for (const struct sysc_cell *c = sysc_cells(); c != NULL; c = c->next) {
+        uint64_t n = sysc_of(c);
+        total += n;
+        if (atomic_load_explicit(&c->ended, memory_order_acquire))
+            continue;
+        fprintf(stderr, "%s{\"tid\": %d, \"syscalls\": %llu}", first ? "" : ", ", c->tid, (unsigned long long)n);
+        first = false;
+    }
+    fprintf(stderr, "], \"syscalls\": %llu}\n", (unsigned long long)total);
     fflush(stderr);
 }
 
@@ -572,6 +587,7 @@ int main(int argc, char **argv)
     static struct options opt;
     static struct run run;
     struct worker *ws = NULL;
+    sysc_register();
     uint32_t started = 0;
     int rc = 1;
 

@@ -112,7 +112,7 @@ static struct conn *heap_pop(struct worker *w)
 static int arm(struct worker *w, struct conn *c, int op, uint32_t events)
 {
     struct epoll_event ev = {.events = events, .data.ptr = c};
-    if (epoll_ctl(w->ep, op, c->fd, &ev) < 0) {
+    if (SYSC(epoll_ctl(w->ep, op, c->fd, &ev)) < 0) {
         run_fail(w->run, "connection %u: epoll_ctl: %s", c->id, strerror(errno));
         return -1;
     }
@@ -123,17 +123,17 @@ static int open_conn(struct worker *w, struct conn *c, int *pending)
 {
     struct run *run = w->run;
     int one = 1;
-    c->fd = socket(run->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    c->fd = SYSC(socket(run->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (c->fd < 0) {
         run_fail(run, "connection %u: socket: %s", c->id, strerror(errno));
         return -1;
     }
     /* One small message per round trip: Nagle would hold it back waiting for an ACK. */
-    if (setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
+    if (SYSC(setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))) < 0) {
         run_fail(run, "connection %u: TCP_NODELAY: %s", c->id, strerror(errno));
         return -1;
     }
-    if (connect(c->fd, (const struct sockaddr *)&run->addr, run->addrlen) == 0)
+    if (SYSC(connect(c->fd, (const struct sockaddr *)&run->addr, run->addrlen)) == 0)
         return arm(w, c, EPOLL_CTL_ADD, EPOLLIN);
     if (errno != EINPROGRESS) {
         run_fail(run, "connect to %s:%u failed: %s", run->opt->host, run->opt->port, strerror(errno));
@@ -163,7 +163,7 @@ static int connect_all(struct worker *w)
                      run->opt->host, run->opt->port, pending, limit_s);
             return -1;
         }
-        int n = epoll_wait(w->ep, evs, MAX_EVENTS, 100);
+        int n = SYSC(epoll_wait(w->ep, evs, MAX_EVENTS, 100));
         if (n < 0 && errno != EINTR) {
             run_fail(run, "epoll_wait: %s", strerror(errno));
             return -1;
@@ -172,7 +172,7 @@ static int connect_all(struct worker *w)
             struct conn *c = evs[i].data.ptr;
             int err = 0;
             socklen_t len = sizeof(err);
-            if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            if (SYSC(getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len)) < 0)
                 err = errno;
             if (err != 0) {
                 run_fail(run, "connect to %s:%u failed: %s", run->opt->host, run->opt->port,
@@ -194,7 +194,7 @@ static int send_more(struct worker *w, struct conn *c)
     const struct options *opt = w->run->opt;
     const uint8_t *msg = w->run->pattern + c->off;
     while (c->sent < opt->msg_size) {
-        ssize_t n = send(c->fd, msg + c->sent, opt->msg_size - c->sent, MSG_NOSIGNAL);
+        ssize_t n = SYSC(send(c->fd, msg + c->sent, opt->msg_size - c->sent, MSG_NOSIGNAL));
         if (n > 0) {
             c->sent += (uint64_t)n;
             continue;
@@ -275,6 +275,7 @@ static uint64_t book_time(const struct run *run, uint32_t k)
 
 static void sample_books(struct worker *w, struct books *b)
 {
+    b->syscalls = sysc_mine(); /* first: the sample's own calls are the next interval's */
     thread_cpu_times(&b->user, &b->sys);
     b->wait = thread_wait_s();
     b->sleeps = thread_sleeps();
@@ -359,7 +360,7 @@ static int on_readable(struct worker *w, struct conn *c, uint64_t now, bool open
 {
     const struct options *opt = w->run->opt;
     uint64_t expect = c->busy ? opt->msg_size - c->recvd : 0;
-    ssize_t n = recv(c->fd, w->rbuf, w->rbuf_size, 0);
+    ssize_t n = SYSC(recv(c->fd, w->rbuf, w->rbuf_size, 0));
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             return 0;
@@ -422,12 +423,12 @@ static int wait_events(struct worker *w, struct epoll_event *evs, uint64_t timeo
     if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
         struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000u),
                               .tv_nsec = (long)(timeout_ns % 1000000000u)};
-        int n = epoll_pwait2(w->ep, evs, MAX_EVENTS, &ts, NULL);
+        int n = SYSC(epoll_pwait2(w->ep, evs, MAX_EVENTS, &ts, NULL));
         if (n >= 0 || errno != ENOSYS)
             return n;
         atomic_store_explicit(&no_pwait2, 1, memory_order_relaxed);
     }
-    return epoll_wait(w->ep, evs, MAX_EVENTS, (int)((timeout_ns + 999999u) / 1000000u));
+    return SYSC(epoll_wait(w->ep, evs, MAX_EVENTS, (int)((timeout_ns + 999999u) / 1000000u)));
 }
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -561,6 +562,7 @@ void *worker_main(void *arg)
     struct worker *w = arg;
     struct run *run = w->run;
     const struct options *opt = run->opt;
+    sysc_register();
 
     if (opt->ncpus > 0) {
         int cpu = opt->cpus[w->index % opt->ncpus];
@@ -568,11 +570,11 @@ void *worker_main(void *arg)
             run_fail(run, "cannot pin client thread %d to CPU %d: %s", w->index, cpu, strerror(errno));
     }
     /* Arrivals on time: the default 50 us of slack would let every sleep end up to 50 us late. */
-    if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) != 0)
+    if (SYSC(prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL)) != 0)
         run_fail(run, "cannot set client thread %d's timer slack to 1 ns: %s", w->index, strerror(errno));
     /* select_estimate_accuracy(): a sleep of t gets at least t/1000 of slack, t/200 when niced. */
     errno = 0;
-    int nice = getpriority(PRIO_PROCESS, 0);
+    int nice = SYSC(getpriority(PRIO_PROCESS, 0));
     w->slack_div = errno == 0 && nice > 0 ? 200 : 1000;
     w->margin_ns = MARGIN_INIT_NS;
     if (!atomic_load(&run->failed))
@@ -591,5 +593,6 @@ void *worker_main(void *arg)
         for (w->nbooks++; w->nbooks <= run->nseconds; w->nbooks++)
             w->books[w->nbooks] = w->books[w->nbooks - 1];
     }
+    sysc_end();
     return NULL;
 }

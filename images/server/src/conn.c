@@ -21,7 +21,7 @@
 struct conn *conn_open(struct conn_table *t, int fd)
 {
     if (fd >= t->nslots || atomic_load(&t->open) >= t->max_conns) {
-        close(fd);
+        SYSC(close(fd));
         return NULL;
     }
     struct conn *c = conn_at(t, fd);
@@ -29,20 +29,20 @@ struct conn *conn_open(struct conn_table *t, int fd)
     if (c->buf == NULL) {
         c->buf = malloc(t->cfg->msg_size);
         if (c->buf == NULL) {
-            close(fd);
+            SYSC(close(fd));
             return NULL;
         }
     }
     int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    SYSC(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)));
     /* Edge-triggered: every read reports what is left in the socket, so a
      * drain knows it is done without a read that returns EAGAIN (issue 24). */
     if (t->cfg->nops != NULL && t->cfg->nops->edge)
-        setsockopt(fd, IPPROTO_TCP, TCP_INQ, &one, sizeof(one));
+        SYSC(setsockopt(fd, IPPROTO_TCP, TCP_INQ, &one, sizeof(one)));
     /* tpc's blocking sends give up after --stall-ms without progress: the stall rule of every pattern. */
     if (t->cfg->nops == NULL) {
         struct timeval tv = {.tv_sec = t->cfg->stall_ms / 1000, .tv_usec = (t->cfg->stall_ms % 1000) * 1000};
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        SYSC(setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)));
     }
     c->fd = fd;
     c->drained = false;
@@ -63,13 +63,13 @@ void conn_close(struct conn_table *t, struct conn *c)
     /* The thread whose arming call passed the connection to us may still be
      * returning from it: the descriptor is ours to close only once it has. */
     while (conn_arming_in_flight(c))
-        sched_yield();
+        SYSC(sched_yield());
     if (c->nt != NULL)
         c->nt->ops->del(c->nt, c->fd);
     int fd = c->fd;
     atomic_store_explicit(&c->live, false, memory_order_release);
     conn_handoff(c);
-    close(fd);
+    SYSC(close(fd));
     atomic_fetch_sub(&t->open, 1);
     count_closed();
 }
@@ -84,7 +84,7 @@ enum rd conn_read(struct conn_table *t, struct conn *c)
     for (;;) {
         /* Never past the message: extra bytes stay queued in the socket and
          * are the next message. */
-        ssize_t r = recv(c->fd, c->buf + c->have, t->cfg->msg_size - c->have, flags);
+        ssize_t r = SYSC(recv(c->fd, c->buf + c->have, t->cfg->msg_size - c->have, flags));
         if (r > 0) {
             c->have += (uint32_t)r;
             if (c->have == t->cfg->msg_size) {
@@ -102,7 +102,7 @@ enum rd conn_read(struct conn_table *t, struct conn *c)
         if ((errno == EAGAIN || errno == EWOULDBLOCK) && flags != 0) {
             uint64_t w0 = now_ns();
             struct pollfd p = {.fd = c->fd, .events = POLLIN};
-            while (poll(&p, 1, -1) < 0 && errno == EINTR && !conns_stopping(t)) {
+            while (SYSC(poll(&p, 1, -1)) < 0 && errno == EINTR && !conns_stopping(t)) {
             }
             uint64_t waited = now_ns() - w0;
             instr_add(OP_IDLE, waited);
@@ -127,7 +127,7 @@ static ssize_t recv_inq(int fd, char *buf, size_t len, int *inq)
     } ctl;
     struct msghdr msg = {
         .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
-    ssize_t r = recvmsg(fd, &msg, 0);
+    ssize_t r = SYSC(recvmsg(fd, &msg, 0));
     *inq = -1;
     if (r > 0)
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm != NULL; cm = CMSG_NXTHDR(&msg, cm))
@@ -188,7 +188,7 @@ void conn_work(const struct conn_table *t)
 static void mark_stalled(struct conn *c)
 {
     struct linger l = {.l_onoff = 1, .l_linger = 0};
-    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    SYSC(setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l)));
     count_stalled();
 }
 
@@ -199,7 +199,7 @@ enum wr conn_send(struct conn_table *t, struct conn *c)
     bool progress = false;
     enum wr res = WR_DONE;
     while (c->sent < size) {
-        ssize_t w = send(c->fd, c->buf + c->sent, size - c->sent, MSG_NOSIGNAL);
+        ssize_t w = SYSC(send(c->fd, c->buf + c->sent, size - c->sent, MSG_NOSIGNAL));
         if (w > 0) {
             c->sent += (uint32_t)w;
             progress = true;
@@ -299,7 +299,7 @@ uint64_t conns_sweep(struct conn_table *t)
             /* Listed, so not closed: the descriptor is still this connection's.  Shut down, the
              * socket reports (writable, hung up) through the interest armed on it. */
             c->swept = true;
-            shutdown(c->fd, SHUT_RDWR);
+            SYSC(shutdown(c->fd, SHUT_RDWR));
         } else if (c->stall_at - now < next) {
             next = c->stall_at - now;
         }
@@ -469,7 +469,7 @@ int accept_one(struct conn_table *t)
     for (;;) {
         uint64_t t0 = instr_start();
         /* tpc (notifier none) serves each connection with blocking I/O. */
-        int fd = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC | (t->cfg->nops != NULL ? SOCK_NONBLOCK : 0));
+        int fd = SYSC(accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC | (t->cfg->nops != NULL ? SOCK_NONBLOCK : 0)));
         if (fd >= 0) {
             instr_end(OP_ACCEPT, t0);
             return fd;
@@ -482,11 +482,11 @@ int accept_one(struct conn_table *t)
             /* Out of descriptors: spend the reserve on taking the pending
              * connection off the backlog and dropping it, so a level-
              * triggered listener does not report it again at once. */
-            close(t->reserve_fd);
-            int drop = accept(t->lfd, NULL, NULL);
+            SYSC(close(t->reserve_fd));
+            int drop = SYSC(accept(t->lfd, NULL, NULL));
             if (drop >= 0)
-                close(drop);
-            t->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                SYSC(close(drop));
+            t->reserve_fd = SYSC(open("/dev/null", O_RDONLY | O_CLOEXEC));
             /* accept() checks for a free descriptor before the backlog, so
              * EMFILE also means "maybe empty": stop once nothing was dropped. */
             if (drop >= 0 && !conns_stopping(t))

@@ -7,17 +7,19 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "sysc.h"
+
 static inline void efd_kick(int efd)
 {
     uint64_t one = 1;
-    ssize_t r = write(efd, &one, sizeof(one));
+    ssize_t r = SYSC(write(efd, &one, sizeof(one)));
     (void)r;
 }
 
 static inline void efd_drain(int efd)
 {
     uint64_t v;
-    ssize_t r = read(efd, &v, sizeof(v));
+    ssize_t r = SYSC(read(efd, &v, sizeof(v)));
     (void)r;
 }
 

@@ -18,7 +18,7 @@ const char *const op_names[OP_COUNT] = {
 static uint64_t thread_cpu_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    SYSC(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts));
     return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
 }
 
@@ -65,6 +65,7 @@ void tstat_merge(struct tstat *dst, const struct tstat *src)
     dst->accepted += src->accepted;
     dst->closed += src->closed;
     dst->stalled += src->stalled;
+    dst->syscalls += src->syscalls;
     dst->user_s += src->user_s;
     dst->sys_s += src->sys_s;
     dst->wait_s = dst->wait_s < 0 || src->wait_s < 0 ? -1.0 : dst->wait_s + src->wait_s;
@@ -78,6 +79,8 @@ void tstat_close(struct tstat *ts)
     thread_cpu_times(&ts->user_s, &ts->sys_s);
     ts->wait_s = thread_wait_s();
     ts->sleeps = thread_sleeps();
+    ts->syscalls = sysc_mine();
+    sysc_end();
 }
 
 void instr_wait_events(int nevents)

@@ -19,6 +19,7 @@
 #include "fatal.h"
 #include "hist.h"
 #include "notifier.h"
+#include "sysc.h"
 #include "util.h"
 
 enum op {
@@ -59,16 +60,18 @@ struct tstat {
     double user_s, sys_s;
     double wait_s;     /* runnable but waiting for a CPU (schedstat run_delay); < 0: unknown */
     long sleeps;       /* voluntary context switches (it blocked and was woken); < 0: unknown */
+    uint64_t syscalls; /* the system calls it made, counted where it made them (sysc.h), set at its end */
     struct tinstr *in; /* NULL without --instrument */
 };
 
 /* The calling thread's statistics; set by instr_bind() before the thread
- * counts anything. */
+ * counts anything (it registers the thread's system-call counter too, sysc.h). */
 extern _Thread_local struct tstat *instr_ts;
 
 static inline void instr_bind(struct tstat *ts)
 {
     instr_ts = ts;
+    sysc_register();
 }
 
 static inline bool instr_on(void)
@@ -153,7 +156,7 @@ void instr_kick(int efd);
 struct tinstr *tinstr_new(void); /* NULL when out of memory */
 void tinstr_merge(struct tinstr *dst, const struct tinstr *src);
 void tstat_merge(struct tstat *dst, const struct tstat *src);
-/* At the end of the calling thread: its CPU times, wait for a CPU and sleeps into ts. */
+/* At the end of the calling thread: its CPU times, wait for a CPU, sleeps and system calls into ts. */
 void tstat_close(struct tstat *ts);
 
 /* One wait for events: every demultiplexing loop waits through here so the notify timings of all

@@ -40,7 +40,7 @@ static bool lead(struct server *s)
         uint64_t t0 = instr_start(); /* waiting for leadership: idle */
         while (L.led && !stopping(s)) {
             L.waiting++;
-            pthread_cond_wait(&L.turn, &L.lock);
+            SYSC(pthread_cond_wait(&L.turn, &L.lock));
             L.waiting--;
             if (L.signaled > 0) /* ours, or a spurious wake-up standing in for it */
                 L.signaled--;
@@ -63,8 +63,8 @@ static void promote(void)
     if (wake)
         L.signaled++;
     pthread_mutex_unlock(&L.lock);
-    if (wake)
-        pthread_cond_signal(&L.turn);
+    if (wake) /* a follower sleeps: the signal is a futex wake, counted */
+        SYSC(pthread_cond_signal(&L.turn));
     instr_end(OP_PROMOTE, t0);
 }
 

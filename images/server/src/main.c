@@ -159,10 +159,10 @@ static void print_exit(struct server *s, double elapsed, const char *extra)
            "\"work_us\": %.3f, \"work_clock\": \"on_cpu\", \"wake\": %s, \"stall_ms\": %d, "
            "\"msg_size\": %u, \"instrument\": %s, \"messages\": %" PRIu64
            ", \"connections_accepted\": %" PRIu64 ", \"connections_closed\": %" PRIu64 ", \"connections_stalled\": %" PRIu64 ", \"elapsed_s\": %.6f, "
-           "\"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}, \"threads_detail\": [",
+           "\"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}, \"syscalls\": %" PRIu64 ", \"threads_detail\": [",
            s->cfg.pattern->name, s->cfg.notifier_name, s->cfg.threads, s->cfg.work_us, wake, s->cfg.stall_ms,
            s->cfg.msg_size, s->cfg.instrument ? "true" : "false", messages, accepted, closed, stalled, elapsed, user,
-           sys);
+           sys, sysc_total());
     for (int i = 0; i < s->nthr; i++) {
         struct thr *t = &s->thr[i];
         char cpu[16];
@@ -171,8 +171,8 @@ static void print_exit(struct server *s, double elapsed, const char *extra)
         else
             strcpy(cpu, "null");
         printf("%s{\"index\": %d, \"role\": \"%s\", \"cpu\": %s, \"messages\": %" PRIu64
-               ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}",
-               i ? ", " : "", t->index, t->role, cpu, t->st.messages, t->st.user_s, t->st.sys_s);
+               ", \"cpu_s\": {\"user\": %.6f, \"sys\": %.6f}, \"syscalls\": %" PRIu64,
+               i ? ", " : "", t->index, t->role, cpu, t->st.messages, t->st.user_s, t->st.sys_s, t->st.syscalls);
         if (t->st.in != NULL) { /* per thread: seconds waiting vs in the notifier, and who did what */
             printf(", \"idle_s\": %.6f, \"notify_s\": %.6f", (double)hist_total(&t->st.in->ops[OP_IDLE]) / 1e9,
                    (double)hist_total(&t->st.in->ops[OP_NOTIFY]) / 1e9);
@@ -229,20 +229,42 @@ static void print_exit(struct server *s, double elapsed, const char *extra)
     fflush(stdout);
 }
 
+/* SIGUSR1: every thread's system calls so far, as one line on stdout (CONTRACTS.md §1): the launcher
+ * asks at the client's phase boundaries and takes the difference. The total holds the threads that have
+ * ended; the list, the live ones by kernel thread id (main's own among them). */
+static void print_syscalls(void)
+{
+    uint64_t total = 0;
+    bool first = true;
+    printf("{\"event\": \"syscalls\", \"t_ns\": %" PRIu64 ", \"threads\": [", now_ns());
+    for (const struct sysc_cell *c = sysc_cells(); c != NULL; c = c->next) {
+        uint64_t n = sysc_of(c);
+        total += n;
+        if (atomic_load_explicit(&c->ended, memory_order_acquire))
+            continue;
+        printf("%s{\"tid\": %d, \"syscalls\": %" PRIu64 "}", first ? "" : ", ", c->tid, n);
+        first = false;
+    }
+    printf("], \"total\": %" PRIu64 "}\n", total);
+    fflush(stdout);
+}
+
 /* ---- main ------------------------------------------------------------ */
 
 int main(int argc, char **argv)
 {
     static struct server srv; /* large (a slot per possible thread): not on the stack */
     struct server *s = &srv;
+    sysc_register();
     config_parse(&s->cfg, argc, argv);
 
-    /* Only main takes SIGTERM/SIGINT (sigwait); the pattern threads inherit the
-     * mask. */
+    /* Only main takes SIGTERM/SIGINT and SIGUSR1 (sigwait); the pattern threads
+     * inherit the mask. */
     sigset_t stopset;
     sigemptyset(&stopset);
     sigaddset(&stopset, SIGTERM);
     sigaddset(&stopset, SIGINT);
+    sigaddset(&stopset, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &stopset, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -263,9 +285,11 @@ int main(int argc, char **argv)
     for (;;) {
         uint64_t next = conns_sweep(&s->ct);
         struct timespec ts = {.tv_sec = (time_t)(next / 1000000000u), .tv_nsec = (long)(next % 1000000000u)};
-        int sig = sigtimedwait(&stopset, NULL, &ts);
+        int sig = SYSC(sigtimedwait(&stopset, NULL, &ts));
         if (sig == SIGTERM || sig == SIGINT)
             break;
+        if (sig == SIGUSR1)
+            print_syscalls();
     }
     atomic_store(&s->ct.stop, true);
     p->wake_all(s);

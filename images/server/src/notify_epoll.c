@@ -41,13 +41,13 @@ int ep_add(struct notifier *b, int fd)
 {
     struct ep *n = (struct ep *)b;
     struct epoll_event ev = {.events = n->mask, .data.fd = fd};
-    return epoll_ctl(n->epfd, EPOLL_CTL_ADD, fd, &ev);
+    return SYSC(epoll_ctl(n->epfd, EPOLL_CTL_ADD, fd, &ev));
 }
 
 int ep_del(struct notifier *b, int fd)
 {
     struct ep *n = (struct ep *)b;
-    return epoll_ctl(n->epfd, EPOLL_CTL_DEL, fd, NULL);
+    return SYSC(epoll_ctl(n->epfd, EPOLL_CTL_DEL, fd, NULL));
 }
 
 int ep_wait(struct notifier *b, int *fds, int max, bool block)
@@ -55,7 +55,7 @@ int ep_wait(struct notifier *b, int *fds, int max, bool block)
     struct ep *n = (struct ep *)b;
     if (max > MAX_EVENTS)
         max = MAX_EVENTS;
-    int r = epoll_wait(n->epfd, n->evs, max, block ? -1 : 0);
+    int r = SYSC(epoll_wait(n->epfd, n->evs, max, block ? -1 : 0));
     if (r < 0)
         return errno == EINTR ? 0 : -1;
     int got = 0;

@@ -16,7 +16,7 @@ static int et_mod(struct notifier *b, int fd, uint32_t events)
 {
     struct ep *n = (struct ep *)b;
     struct epoll_event ev = {.events = events | EPOLLET, .data.fd = fd};
-    return epoll_ctl(n->epfd, EPOLL_CTL_MOD, fd, &ev);
+    return SYSC(epoll_ctl(n->epfd, EPOLL_CTL_MOD, fd, &ev));
 }
 
 static int et_rearm(struct notifier *b, int fd)

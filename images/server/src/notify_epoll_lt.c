@@ -15,14 +15,14 @@ static int lt_rearm(struct notifier *b, int fd)
 {
     struct ep *n = (struct ep *)b;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.fd = fd};
-    return epoll_ctl(n->epfd, EPOLL_CTL_MOD, fd, &ev);
+    return SYSC(epoll_ctl(n->epfd, EPOLL_CTL_MOD, fd, &ev));
 }
 
 static int lt_arm_write(struct notifier *b, int fd)
 {
     struct ep *n = (struct ep *)b;
     struct epoll_event ev = {.events = EPOLLOUT | EPOLLONESHOT, .data.fd = fd};
-    return epoll_ctl(n->epfd, EPOLL_CTL_MOD, fd, &ev);
+    return SYSC(epoll_ctl(n->epfd, EPOLL_CTL_MOD, fd, &ev));
 }
 
 const struct notifier_ops notifier_epoll_lt = {

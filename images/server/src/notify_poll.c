@@ -141,7 +141,7 @@ static int pol_wait(struct notifier *b, int *fds, int max, bool block)
     n->waiting = true;
     pthread_mutex_unlock(&n->lock);
 
-    int r = poll(n->copy, (nfds_t)cnt, block ? -1 : 0);
+    int r = SYSC(poll(n->copy, (nfds_t)cnt, block ? -1 : 0));
 
     notifier_lock(&n->base, &n->lock);
     n->waiting = false;

@@ -110,7 +110,7 @@ static int sel_wait(struct notifier *b, int *fds, int max, bool block)
     FD_SET(n->efd, &n->ready);
 
     struct timeval zero = {0, 0};
-    int r = select(nfds, &n->ready, &n->wready, NULL, block ? NULL : &zero);
+    int r = SYSC(select(nfds, &n->ready, &n->wready, NULL, block ? NULL : &zero));
 
     notifier_lock(&n->base, &n->lock);
     n->waiting = false;

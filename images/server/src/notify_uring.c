@@ -11,6 +11,7 @@
  * which re-arms between its own waits, so pays one submission per batch
  * instead of one per message. */
 #include "notifier.h"
+#include "uring_sys.h"
 
 #include <errno.h>
 #include <liburing.h>
@@ -64,7 +65,7 @@ static void ur_destroy(struct notifier *b)
 static struct io_uring_sqe *get_sqe(struct ur *n)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&n->ring);
-    if (sqe == NULL && io_uring_submit(&n->ring) >= 0) {
+    if (sqe == NULL && ur_submit(&n->ring) >= 0) {
         n->pending = 0;
         sqe = io_uring_get_sqe(&n->ring);
     }
@@ -88,7 +89,7 @@ static int ur_arm_events(struct notifier *b, int fd, unsigned events)
     io_uring_prep_poll_add(sqe, fd, events);
     io_uring_sqe_set_data64(sqe, (uint64_t)fd);
     n->pending++;
-    if (n->waiting && io_uring_submit(&n->ring) >= 0)
+    if (n->waiting && ur_submit(&n->ring) >= 0)
         n->pending = 0;
     pthread_mutex_unlock(&n->sq_lock);
     return 0;
@@ -119,7 +120,7 @@ static int ur_wait(struct notifier *b, int *fds, int max, bool block)
     struct ur *n = (struct ur *)b;
     struct io_uring_cqe *cqe;
     notifier_lock(&n->base, &n->sq_lock);
-    int rc = n->pending > 0 ? io_uring_submit(&n->ring) : 0;
+    int rc = n->pending > 0 ? ur_submit(&n->ring) : 0;
     /* The kernel short of memory or of completion room: the queued arms stay queued for the next
      * call's submission, and this one only reaps (without blocking, so that the next comes soon). */
     bool retry = rc == -EAGAIN || rc == -EBUSY;
@@ -131,7 +132,7 @@ static int ur_wait(struct notifier *b, int *fds, int max, bool block)
     pthread_mutex_unlock(&n->sq_lock);
     if (rc < 0 && !retry)
         return -1;
-    rc = block ? io_uring_wait_cqe(&n->ring, &cqe) : io_uring_peek_cqe(&n->ring, &cqe);
+    rc = block ? ur_wait_cqe(&n->ring, &cqe) : ur_peek_cqe(&n->ring, &cqe);
     if (block) {
         notifier_lock(&n->base, &n->sq_lock);
         n->waiting = false;
@@ -142,7 +143,7 @@ static int ur_wait(struct notifier *b, int *fds, int max, bool block)
     if (rc < 0)
         return rc == -EINTR ? 0 : -1;
     int got = 0;
-    while (got < max && io_uring_peek_cqe(&n->ring, &cqe) == 0) {
+    while (got < max && ur_peek_cqe(&n->ring, &cqe) == 0) {
         uint64_t ud = io_uring_cqe_get_data64(cqe);
         io_uring_cqe_seen(&n->ring, cqe);
         /* A failed poll is reported too: the handler's read then sees the
@@ -164,7 +165,7 @@ static void ur_wake(struct notifier *b)
         n->pending++;
     }
     /* Whatever is queued goes in; a failed submission leaves it for the waiter's next one. */
-    if (io_uring_submit(&n->ring) >= 0)
+    if (ur_submit(&n->ring) >= 0)
         n->pending = 0;
     pthread_mutex_unlock(&n->sq_lock);
 }

@@ -58,8 +58,8 @@ static void put(struct queue *q, int fd, bool wake_now)
         q->signaled++;
     instr_end(OP_QUEUE_PUT, t0);
     pthread_mutex_unlock(&q->lock);
-    if (wake)
-        pthread_cond_signal(&q->nonempty);
+    if (wake) /* a waiter sleeps (waiters > signaled): the signal is a futex wake, counted */
+        SYSC(pthread_cond_signal(&q->nonempty));
 }
 
 void queue_put(struct queue *q, int fd)
@@ -79,8 +79,8 @@ void queue_kick(struct queue *q)
     if (wake)
         q->signaled++;
     pthread_mutex_unlock(&q->lock);
-    if (wake)
-        pthread_cond_signal(&q->nonempty);
+    if (wake) /* a waiter sleeps (waiters > signaled): the signal is a futex wake, counted */
+        SYSC(pthread_cond_signal(&q->nonempty));
 }
 
 int queue_get(struct queue *q)
@@ -90,7 +90,7 @@ int queue_get(struct queue *q)
         uint64_t t0 = instr_start(); /* blocked waiting for work: idle */
         while (q->len == 0 && !q->stopped) {
             q->waiters++;
-            pthread_cond_wait(&q->nonempty, &q->lock);
+            SYSC(pthread_cond_wait(&q->nonempty, &q->lock));
             q->waiters--;
             if (q->signaled > 0) /* ours, or a spurious wake-up standing in for it */
                 q->signaled--;
@@ -111,7 +111,7 @@ int queue_get(struct queue *q)
     instr_end(OP_QUEUE_GET, t0);
     pthread_mutex_unlock(&q->lock);
     if (relay)
-        pthread_cond_signal(&q->nonempty);
+        SYSC(pthread_cond_signal(&q->nonempty));
     return fd;
 }
 

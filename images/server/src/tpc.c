@@ -148,7 +148,7 @@ static int place(struct conn *c, void *arg)
 static void back_off(void)
 {
     struct timespec ts = {0, 10 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    SYSC(nanosleep(&ts, NULL));
 }
 
 static void *acceptor_loop(void *arg)
@@ -156,7 +156,7 @@ static void *acceptor_loop(void *arg)
     struct server *s = arg;
     struct pollfd p[2] = {{.fd = s->ct.lfd, .events = POLLIN}, {.fd = T.efd, .events = POLLIN}};
     while (!stopping(s)) {
-        int n = poll(p, 2, -1);
+        int n = SYSC(poll(p, 2, -1));
         if (n < 0) {
             if (errno != EINTR)
                 back_off();
@@ -214,12 +214,12 @@ static void tpc_wake(struct server *s)
      * a shut-down socket; its own close follows. */
     pthread_mutex_lock(&T.mu);
     for (struct cthr *ct = T.live; ct != NULL; ct = ct->next)
-        shutdown(ct->c->fd, SHUT_RDWR);
+        SYSC(shutdown(ct->c->fd, SHUT_RDWR));
     pthread_mutex_unlock(&T.mu);
     efd_kick(T.efd);
     pthread_mutex_lock(&T.mu);
     while (T.running > 0)
-        pthread_cond_wait(&T.idle, &T.mu);
+        SYSC(pthread_cond_wait(&T.idle, &T.mu));
     pthread_mutex_unlock(&T.mu);
 }
 

@@ -154,7 +154,7 @@ static void prep_recv(struct server *s, struct uthr *t, struct conn *c)
 static void work(struct server *s, struct uthr *t)
 {
     if (t->replies && U.before_work) {
-        io_uring_submit(&t->ring);
+        ur_submit(&t->ring);
         t->replies = false;
     }
     conn_work(&s->ct);
@@ -359,7 +359,7 @@ static void finish(struct server *s, struct uthr *t, struct conn *c, struct ucon
 {
     if (u->fixed) {
         int none = -1;
-        io_uring_register_files_update(&t->ring, (unsigned)c->fd, &none, 1);
+        SYSC(io_uring_register_files_update(&t->ring, (unsigned)c->fd, &none, 1));
         u->fixed = false;
     }
     u->out_len = u->out_sent = u->pend_len = u->pend_head = 0;
@@ -374,7 +374,7 @@ static void drop(struct conn *c, struct uconn *u)
     u->out_len = u->out_sent = u->pend_len = u->pend_head = 0;
     u->closing = true;
     if (u->recv_armed)
-        shutdown(c->fd, SHUT_RDWR);
+        SYSC(shutdown(c->fd, SHUT_RDWR));
 }
 
 static void on_recv_multi(struct server *s, struct uthr *t, struct conn *c, int res, unsigned flags)
@@ -473,7 +473,7 @@ static void start(struct server *s, struct uthr *t, struct conn *c)
     u->out_len = u->out_sent = u->pend_len = u->pend_head = 0;
     u->send_busy = u->closing = u->paused = false;
     u->fixed = HAS(t, UF_FIXED_FILES) && c->fd < U.fixed_slots &&
-               io_uring_register_files_update(&t->ring, (unsigned)c->fd, &c->fd, 1) == 1;
+               SYSC(io_uring_register_files_update(&t->ring, (unsigned)c->fd, &c->fd, 1)) == 1;
     arm_recv(t, c, u);
 }
 
@@ -550,7 +550,7 @@ static int setup_buffers(struct uthr *t)
     t->bufs = malloc((size_t)U.nbufs * PBUF_SIZE);
     struct io_uring_buf_reg reg = {.ring_addr = (uint64_t)(uintptr_t)br, .ring_entries = U.nbufs,
                                    .bgid = PBUF_GROUP};
-    if (t->bufs == NULL || io_uring_register_buf_ring(&t->ring, &reg, 0) < 0) {
+    if (t->bufs == NULL || SYSC(io_uring_register_buf_ring(&t->ring, &reg, 0)) < 0) {
         munmap(br, t->br_bytes);
         free(t->bufs);
         t->br = NULL;
@@ -573,18 +573,18 @@ static bool probe_multishot(struct uthr *t)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
         return false;
     bool ok = false, armed = false;
-    if (write(sv[1], "x", 1) == 1) {
+    if (SYSC(write(sv[1], "x", 1)) == 1) {
         struct io_uring_sqe *sqe = uring_sqe(&t->ring);
         io_uring_prep_recv_multishot(sqe, sv[0], NULL, 0, 0);
         sqe->flags |= IOSQE_BUFFER_SELECT;
         sqe->buf_group = PBUF_GROUP;
         io_uring_sqe_set_data64(sqe, uring_tag(sv[0], U_PROBE));
-        armed = io_uring_submit(&t->ring) == 1;
+        armed = ur_submit(&t->ring) == 1;
     }
     bool first = true;
     while (armed) {
         struct io_uring_cqe *cqe;
-        if (io_uring_wait_cqe(&t->ring, &cqe) < 0)
+        if (ur_wait_cqe(&t->ring, &cqe) < 0)
             break; /* cannot happen with a receive in flight; never spin */
         int res = cqe->res;
         unsigned flags = cqe->flags;
@@ -595,7 +595,7 @@ static bool probe_multishot(struct uthr *t)
             ok = res == 1 && (flags & IORING_CQE_F_MORE);
             first = false;
             if (flags & IORING_CQE_F_MORE)
-                shutdown(sv[0], SHUT_RDWR); /* ends the receive */
+                SYSC(shutdown(sv[0], SHUT_RDWR)); /* ends the receive */
         }
         armed = (flags & IORING_CQE_F_MORE) != 0;
     }
@@ -620,14 +620,14 @@ static void ring_init(struct server *s, struct uthr *t, int index)
         bool with = attempt == 0 && WANT(UF_SINGLE_ISSUER) && WANT(UF_DEFER_TASKRUN);
         p.flags = base | (with ? extra : 0);
         p.cq_entries = cq;
-        rc = io_uring_queue_init_params(1024, &t->ring, &p);
+        rc = SYSC(io_uring_queue_init_params(1024, &t->ring, &p));
         if (rc == 0 && with)
             t->feats |= 1u << UF_SINGLE_ISSUER | 1u << UF_DEFER_TASKRUN;
     }
     if (rc < 0)
         die("cannot create the io_uring of uring thread %d: %s", index, strerror(-rc));
     t->ring_ok = true;
-    if (WANT(UF_REGISTERED_RING) && io_uring_register_ring_fd(&t->ring) == 1)
+    if (WANT(UF_REGISTERED_RING) && SYSC(io_uring_register_ring_fd(&t->ring)) == 1)
         t->feats |= 1u << UF_REGISTERED_RING;
     if (WANT(UF_BUF_RING) && setup_buffers(t) == 0) {
         t->feats |= 1u << UF_BUF_RING;
@@ -635,7 +635,7 @@ static void ring_init(struct server *s, struct uthr *t, int index)
             t->feats |= 1u << UF_RECV_MULTISHOT;
     }
     if (HAS(t, UF_RECV_MULTISHOT) && WANT(UF_FIXED_FILES) &&
-        io_uring_register_files_sparse(&t->ring, (unsigned)U.fixed_slots) == 0)
+        SYSC(io_uring_register_files_sparse(&t->ring, (unsigned)U.fixed_slots)) == 0)
         t->feats |= 1u << UF_FIXED_FILES;
     prep_inbox(t);
     if (index == 0)
@@ -663,7 +663,7 @@ static void *uring_loop(void *arg)
         t->replies = false; /* the wait submits them */
         int ready = uring_wait_timed(&t->ring, true);
         struct io_uring_cqe *cqe;
-        for (int n = 0; n < ready && !stopping(s) && io_uring_peek_cqe(&t->ring, &cqe) == 0; n++) {
+        for (int n = 0; n < ready && !stopping(s) && ur_peek_cqe(&t->ring, &cqe) == 0; n++) {
             uint64_t ud = io_uring_cqe_get_data64(cqe);
             int res = cqe->res;
             unsigned flags = cqe->flags;

@@ -75,7 +75,7 @@ enum uring_step uring_send_done(struct conn_table *t, struct conn *c, int res)
 void uring_count_unreaped(struct io_uring *ring, void (*sent)(void *arg, int fd, uint32_t n), void *arg)
 {
     struct io_uring_cqe *cqe;
-    while (io_uring_peek_cqe(ring, &cqe) == 0) {
+    while (ur_peek_cqe(ring, &cqe) == 0) {
         uint64_t ud = io_uring_cqe_get_data64(cqe);
         int res = cqe->res;
         io_uring_cqe_seen(ring, cqe);

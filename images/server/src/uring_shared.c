@@ -73,7 +73,7 @@ static void prep_send(struct server *s, struct conn *c, bool submit)
     uring_prep_send(uring_sqe(&U.ring), &s->ct, c);
     conn_handoff(c);
     if (submit) {
-        io_uring_submit(&U.ring);
+        ur_submit(&U.ring);
         instr_end(OP_SEND, t0);
     }
     pthread_mutex_unlock(&U.sq_lock);
@@ -96,7 +96,7 @@ static void work_inline(struct server *s)
     if (U.replies && uring_replies_before_work(&s->cfg)) {
         lock_timed(&U.sq_lock);
         uint64_t t0 = instr_start();
-        io_uring_submit(&U.ring);
+        ur_submit(&U.ring);
         instr_end(OP_SEND, t0);
         pthread_mutex_unlock(&U.sq_lock);
         U.replies = false;
@@ -199,7 +199,7 @@ static void *completion_loop(void *arg)
     while (!stopping(s)) {
         lock_timed(&U.sq_lock);
         uint64_t t0 = instr_start();
-        if (io_uring_submit(&U.ring) > 0)
+        if (ur_submit(&U.ring) > 0)
             instr_end(OP_REARM, t0); /* the receives prepared since the last wait */
         pthread_mutex_unlock(&U.sq_lock);
         U.replies = false;
@@ -208,7 +208,7 @@ static void *completion_loop(void *arg)
         struct io_uring_cqe *cqe;
         int ready = uring_wait_timed(&U.ring, false);
         int n = 0;
-        while (n < ready && !stopping(s) && io_uring_peek_cqe(&U.ring, &cqe) == 0) {
+        while (n < ready && !stopping(s) && ur_peek_cqe(&U.ring, &cqe) == 0) {
             uint64_t ud = io_uring_cqe_get_data64(cqe);
             int res = cqe->res;
             io_uring_cqe_seen(&U.ring, cqe);
@@ -307,7 +307,7 @@ static void uring_wake(struct server *s)
     struct io_uring_sqe *sqe = uring_sqe(&U.ring);
     io_uring_prep_nop(sqe);
     io_uring_sqe_set_data64(sqe, uring_tag(0, U_WAKE));
-    io_uring_submit(&U.ring);
+    ur_submit(&U.ring);
     pthread_mutex_unlock(&U.sq_lock);
     queue_stop(&U.done);
 }

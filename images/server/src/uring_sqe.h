@@ -11,6 +11,7 @@
 #define DEMUX_URING_SQE_H
 
 #include "fatal.h"
+#include "uring_sys.h"
 
 #include <errno.h>
 #include <liburing.h>
@@ -26,7 +27,7 @@
 static inline void uring_room(struct io_uring *ring, unsigned n)
 {
     for (int tries = 0; io_uring_sq_space_left(ring) < n; tries++) {
-        int rc = io_uring_submit(ring);
+        int rc = ur_submit(ring);
         if (rc >= 0 && io_uring_sq_space_left(ring) >= n)
             return;
         bool transient = rc == -EINTR || rc == -EAGAIN || rc == -EBUSY || rc >= 0;

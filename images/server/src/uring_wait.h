@@ -8,6 +8,7 @@
 #define DEMUX_URING_WAIT_H
 
 #include "fatal.h"
+#include "uring_sys.h"
 #include "instr.h"
 
 #include <errno.h>
@@ -25,14 +26,14 @@ static inline int uring_wait_timed(struct io_uring *ring, bool submit)
     struct io_uring_cqe *cqe;
     int rc;
     if (!instr_on()) {
-        rc = submit ? io_uring_submit_and_wait(ring, 1) : io_uring_wait_cqe(ring, &cqe);
+        rc = submit ? ur_submit_and_wait(ring, 1) : ur_wait_cqe(ring, &cqe);
         if (rc < 0 && rc != -EINTR && rc != -EBUSY)
             die("io_uring wait: %s", strerror(-rc));
         return uring_ready(ring);
     }
     uint64_t t0 = now_ns();
     /* Submitting also runs completions waiting as task work (deferred ones too). */
-    rc = submit ? io_uring_submit_and_get_events(ring) : 0;
+    rc = submit ? ur_submit_and_get_events(ring) : 0;
     if (rc < 0 && rc != -EINTR && rc != -EBUSY)
         die("io_uring_submit: %s", strerror(-rc));
     int n = uring_ready(ring);
@@ -40,7 +41,7 @@ static inline int uring_wait_timed(struct io_uring *ring, bool submit)
         instr_notify(t0, n);
         return n;
     }
-    rc = io_uring_wait_cqe(ring, &cqe);
+    rc = ur_wait_cqe(ring, &cqe);
     if (rc < 0 && rc != -EINTR)
         die("io_uring_wait_cqe: %s", strerror(-rc));
     n = uring_ready(ring);

@@ -70,7 +70,10 @@ class RunRequest:
     # The kernel's counters over the measure phase (the record's ``costs``, demuxlab.launch.counters),
     # read where the client prints its phase boundaries (--phase-events).
     collect_costs: bool = True
-    count_syscalls: bool = True  # with them, the system calls (a tracepoint: it costs every system call)
+    # With them, the kernel's own count of the system calls beside the binaries' (a perf counter on a
+    # tracepoint: it costs every system call on the host, so only on request; the record's `syscalls` are
+    # the binaries' own counts either way).
+    count_syscalls: bool = False
     # The pair lease the run holds (demuxlab.lease): server and client inherit its descriptor, so the
     # pair stays busy while any of them lives, and are recorded in it as the run's children.
     lease: Lease | None = field(default=None, compare=False, repr=False)
@@ -109,6 +112,19 @@ def num(value: float) -> str:
 
 def cpu_list(cpus: Sequence[int]) -> str:
     return ",".join(str(c) for c in cpus)
+
+
+def _json_lines(text: str, event: str) -> list[dict[str, Any]]:
+    """Every line of ``text`` that is a JSON object with this ``event``, in order."""
+    out: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if not line.startswith('{"event": "' + event + '"'):
+            continue
+        with contextlib.suppress(json.JSONDecodeError):
+            doc = json.loads(line)
+            if isinstance(doc, dict):
+                out.append(doc)
+    return out
 
 
 def _last_json_line(text: str, event: str | None = None) -> dict[str, Any] | None:
@@ -289,6 +305,8 @@ class Launcher(ABC):
                 err.seek(0)
                 stderr = err.read()
                 out.server = _last_json_line(stdout_head + rest, "exit")
+                if out.collector is not None:  # its counts of system calls, asked at the phase boundaries
+                    out.collector.take_server_lines(_json_lines(stdout_head + rest, "syscalls"))
                 if stop_failure:
                     out.fail(f"{stop_failure}: {_first_line(stderr)}" if stderr.strip() else stop_failure)
                 elif out.server is None and out.failure is None:

@@ -6,9 +6,13 @@ prints (``demux-client --phase-events``), never per message:
 
 * the process's CPU time (``/proc/PID/stat``) and, per thread (``/proc/PID/task/TID``): its voluntary and
   involuntary context switches and migrations (``sched``; ``status`` where the kernel has no ``sched``),
-  its time on a CPU and waiting for one (``schedstat``), and its system calls: the kernel's own count, a
-  perf counter on the ``raw_syscalls:sys_enter`` tracepoint opened on each thread at the phase's start
-  (:class:`SyscallCounters`);
+  its time on a CPU and waiting for one (``schedstat``), and its system calls: the binary's own count,
+  kept per thread where it makes them (images/common/sysc.h: the client prints it in its phase events, the
+  server on SIGUSR1, which the collector sends it at each boundary: :meth:`Collector.take_server_lines`
+  reads the lines from the server's stdout at its exit); on request (``syscalls=True``) beside it the
+  kernel's count, a perf counter on the ``raw_syscalls:sys_enter`` tracepoint opened on each thread at the
+  phase's start (:class:`SyscallCounters`), which costs every system call on the host ~+4.5 % of the
+  server's CPU per message at W = 0 (``bench/perf/costs_bench.py``), so it is off by default;
 * the side's CPUs (the run's pinning): user, nice, system, irq, softirq, steal, idle and iowait time
   (``/proc/stat``), their frequency at both ends (``cpufreq/scaling_cur_freq``), governor, turbo and SMT;
 * the side's network namespace (``/proc/PID/net/snmp`` and ``netstat``): TCP retransmits, resets, errors,
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +39,8 @@ from typing import Any
 
 from demuxlab.launch.kernelfiles import (
     CPU_FIELDS,
-    SYSCALLS_SOURCE,
+    SYSCALLS_KERNEL_SOURCE,
+    SYSCALLS_OWN_SOURCE,
     UNAVAILABLE,
     Roots,
     SyscallCounters,
@@ -92,7 +98,13 @@ class Side:
     # Where the pid could not be known yet (a container not started): asked again at the first boundary.
     lookup: Callable[[], tuple[int | None, str | None]] | None = None
     counters: SyscallCounters | None = None
-    syscalls: dict[int, int] | None = None  # read at the measure phase's end
+    syscalls: dict[int, int] | None = (
+        None  # the kernel's (opt-in tracepoint), read at the measure phase's end
+    )
+    # The binary's own counts at each boundary: {"t_ns", "threads": {tid: calls}, "total"}; or why not.
+    own: list[dict[str, Any]] = field(default_factory=list)
+    own_problem: str | None = None
+    ask_own: bool = False  # a demux-server: asked for its count with SIGUSR1 at each boundary
     snaps: list[Snapshot] = field(default_factory=list)
     marks: list[int | None] = field(default_factory=list)
 
@@ -146,6 +158,36 @@ def _energy(a: dict[str, dict[str, int]] | str, b: dict[str, dict[str, int]] | s
     return out
 
 
+def _own_counts(side: Side) -> list[dict[str, Any]] | str:
+    """The binary's own counts at the two boundaries, or why not."""
+    if side.own_problem is not None:
+        return side.own_problem
+    if len(side.own) < 2:
+        return unavailable(f"the {side.role} did not report its system calls at both phase boundaries")
+    return side.own[:2]
+
+
+def _own_delta(own: list[dict[str, Any]], tid: int, new: bool) -> int | None:
+    """A thread's own count over the phase: from 0 for a thread that started within it."""
+    end = own[1]["threads"].get(tid)
+    start = own[0]["threads"].get(tid, 0 if new else None)
+    return end - start if end is not None and start is not None else None
+
+
+def parse_own(event: Mapping[str, Any], total_key: str) -> dict[str, Any] | None:
+    """A binary's report of its system calls (the server's ``syscalls`` event, the client's phase event):
+    ``{"t_ns", "threads": {tid: calls}, "total"}``, or None if it carries none (an older binary)."""
+    total, t_ns, rows = event.get(total_key), event.get("t_ns"), event.get("threads")
+    if not isinstance(total, int) or not isinstance(t_ns, int) or not isinstance(rows, list):
+        return None
+    threads = {
+        r["tid"]: r["syscalls"]
+        for r in rows
+        if isinstance(r, Mapping) and isinstance(r.get("tid"), int) and isinstance(r.get("syscalls"), int)
+    }
+    return {"t_ns": t_ns, "threads": threads, "total": total}
+
+
 def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
     """A side's ``costs`` member (CONTRACTS.md §5) from its two snapshots."""
     if side.pid is None:
@@ -156,6 +198,7 @@ def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
     tick = float(os.sysconf("SC_CLK_TCK"))
     syscalls = side.syscalls or {}
     syscall_problem = side.counters.problem if side.counters is not None else None
+    own = _own_counts(side)
     threads = []
     ended = sum(1 for tid in a.threads if tid not in b.threads)
     totals = {"voluntary": 0, "involuntary": 0, "migrations": 0, "syscalls": 0}
@@ -172,7 +215,9 @@ def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
         for key in ("run_ns", "wait_ns"):
             v0, v1 = base.get(key), t1.get(key)
             row[key.replace("_ns", "_s")] = (v1 - v0) / 1e9 if v0 is not None and v1 is not None else None
-        row["syscalls"] = syscalls.get(tid)
+        row["syscalls"] = _own_delta(own, tid, t0 is None) if isinstance(own, list) else None
+        if side.counters is not None:
+            row["syscalls_kernel"] = syscalls.get(tid)
         threads.append(row)
         totals["voluntary"] += row["voluntary"] or 0
         totals["involuntary"] += row["involuntary"] or 0
@@ -180,10 +225,10 @@ def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
             migrations_known = False
         else:
             totals["migrations"] += row["migrations"]
-        if row["syscalls"] is None:
+        if row.get("syscalls_kernel") is None:
             syscalls_known = False
         else:
-            totals["syscalls"] += row["syscalls"]
+            totals["syscalls"] += row["syscalls_kernel"]
     process: dict[str, Any] | str = unavailable(f"/proc/{side.pid}/stat unreadable")
     if a.process is not None and b.process is not None:
         process = {"user": (b.process[0] - a.process[0]) / tick, "sys": (b.process[1] - a.process[1]) / tick}
@@ -192,9 +237,15 @@ def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
         end = b.cpus.get(cpu, start)
         for i, name in enumerate(CPU_FIELDS[: len(start)]):
             cpu_time[name] += (end[i] - start[i]) / tick
-    if syscall_problem is None and not syscalls_known:
-        new = [r["tid"] for r in threads if r["syscalls"] is None]
+    if side.counters is not None and syscall_problem is None and not syscalls_known:
+        new = [r["tid"] for r in threads if r.get("syscalls_kernel") is None]
         syscall_problem = unavailable(f"threads {new} started after the counters were opened")
+    kernel: dict[str, Any] = {}
+    if side.counters is not None:
+        kernel = {
+            "syscalls_kernel": totals["syscalls"] if syscall_problem is None else syscall_problem,
+            "syscalls_kernel_source": SYSCALLS_KERNEL_SOURCE,
+        }
     return {
         "pid": side.pid,
         "cpus": sorted(a.cpus),
@@ -207,8 +258,10 @@ def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
         "migrations": totals["migrations"]
         if migrations_known
         else unavailable(f"/proc/{side.pid}/task/*/sched absent (a kernel without CONFIG_SCHED_DEBUG)"),
-        "syscalls": totals["syscalls"] if syscall_problem is None else syscall_problem,
-        "syscalls_source": SYSCALLS_SOURCE,
+        "syscalls": own[-1]["total"] - own[0]["total"] if isinstance(own, list) else own,
+        "syscalls_source": SYSCALLS_OWN_SOURCE.get(side.role, f"{side.role}'s own count"),
+        "syscalls_interval_s": (own[-1]["t_ns"] - own[0]["t_ns"]) / 1e9 if isinstance(own, list) else None,
+        **kernel,
         "threads": threads,
         "threads_ended": ended,
         "cpu_time_s": cpu_time
@@ -228,9 +281,10 @@ class Collector:
     """Reads the sides' counters at the measure phase's start and end (:meth:`mark`, called with the
     client's ``phase`` events) and gives the record's ``costs`` (:meth:`result`)."""
 
-    def __init__(self, sides: Sequence[Side], roots: Roots | None = None, syscalls: bool = True) -> None:
+    def __init__(self, sides: Sequence[Side], roots: Roots | None = None, syscalls: bool = False) -> None:
         """Made before the measure phase starts: what can be asked early (a pid, the tracepoint's id) is
-        asked here, so the reads at the boundaries are only reads."""
+        asked here, so the reads at the boundaries are only reads. ``syscalls``: the kernel's count of the
+        system calls too (the tracepoint), beside the binaries' own."""
         self.roots = roots or Roots.from_env()
         self.sides = list(sides)
         self.phases: list[str] = []
@@ -240,8 +294,9 @@ class Collector:
             if syscalls:
                 side.counters = SyscallCounters(self.roots)
 
-    def mark(self, phase: str, t_ns: int | None = None) -> None:
-        """A boundary the client printed: ``measure`` (start) or ``cooldown`` (end); ``t_ns`` its stamp."""
+    def mark(self, phase: str, t_ns: int | None = None, client_own: Mapping[str, Any] | None = None) -> None:
+        """A boundary the client printed: ``measure`` (start) or ``cooldown`` (end); ``t_ns`` its stamp,
+        ``client_own`` the client's own system-call counts it carried (:func:`parse_own`)."""
         if phase not in ("measure", "cooldown") or phase in self.phases:
             return
         self.phases.append(phase)
@@ -250,6 +305,10 @@ class Collector:
                 side.pid, side.why = side.lookup()
             if side.pid is None:
                 continue
+            if side.ask_own:
+                self._ask_server(side)
+            elif client_own is not None:
+                side.own.append(dict(client_own))
             if phase == "cooldown" and side.counters is not None:
                 side.syscalls = side.counters.read()  # first: the count stops at the boundary
                 side.counters.close()
@@ -258,6 +317,23 @@ class Collector:
             side.marks.append(t_ns)
             if phase == "measure" and side.counters is not None:
                 side.counters.open(sorted(snap.threads))
+
+    @staticmethod
+    def _ask_server(side: Side) -> None:
+        """SIGUSR1: the server prints its threads' system calls so far on its stdout (CONTRACTS.md §1)."""
+        if side.own_problem is not None or side.pid is None:
+            return
+        try:
+            os.kill(side.pid, signal.SIGUSR1)
+        except OSError as exc:
+            side.own_problem = unavailable(f"cannot signal the server (pid {side.pid}) for its count: {exc}")
+
+    def take_server_lines(self, lines: Sequence[Mapping[str, Any]]) -> None:
+        """The server's ``{"event": "syscalls", ...}`` lines, in order, from its stdout after its exit."""
+        for side in self.sides:
+            if not side.ask_own or side.own_problem is not None:
+                continue
+            side.own = [p for p in (parse_own(e, "total") for e in lines) if p is not None]
 
     def result(self) -> dict[str, Any]:
         out: dict[str, Any] = {"phases": list(self.phases)}
@@ -271,7 +347,9 @@ class Collector:
     def on_phase(self, event: Mapping[str, Any]) -> None:
         """One of the client's ``{"event": "phase", "phase": ..., "t_ns": ...}`` lines."""
         t_ns = event.get("t_ns")
-        self.mark(str(event.get("phase")), t_ns if isinstance(t_ns, int) else None)
+        self.mark(
+            str(event.get("phase")), t_ns if isinstance(t_ns, int) else None, parse_own(event, "syscalls")
+        )
 
     def close(self) -> None:
         for side in self.sides:
@@ -284,13 +362,13 @@ def for_run(
     client_cpus: Sequence[int],
     server_pid: tuple[int | None, str | None],
     client_pid: Callable[[], tuple[int | None, str | None]],
-    syscalls: bool = True,
+    syscalls: bool = False,
 ) -> Collector:
     """A run's collector: the server's pid (or why none), the client's asked now and, if not known yet (a
-    container still starting), again at the measure phase's start."""
+    container still starting), again at the measure phase's start. ``syscalls``: the kernel's count too."""
     return Collector(
         [
-            Side("server", server_pid[0], server_cpus, server_pid[1]),
+            Side("server", server_pid[0], server_cpus, server_pid[1], ask_own=True),
             Side("client", None, client_cpus, lookup=client_pid),
         ],
         syscalls=syscalls,

@@ -35,7 +35,13 @@ TCP_COUNTERS: dict[str, tuple[str, ...]] = {
     ),
 }
 CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-SYSCALLS_SOURCE = "kernel: perf counter on the raw_syscalls:sys_enter tracepoint, per thread"
+SYSCALLS_KERNEL_SOURCE = "kernel: perf counter on the raw_syscalls:sys_enter tracepoint, per thread"
+#: The record's ``syscalls_source`` by side: each binary's own count (images/common/sysc.h).
+SYSCALLS_OWN_SOURCE = {
+    "server": "demux-server's own count, per thread where it makes the calls (read on SIGUSR1 at the "
+    "client's phase boundaries)",
+    "client": "demux-client's own count, per thread where it makes the calls (read at its phase boundaries)",
+}
 
 
 def unavailable(why: str) -> str:
