@@ -730,7 +730,7 @@ def chain_wakes_per_message(
     return wakes / msgs
 
 
-@pytest.mark.parametrize("pattern", ["hsha", "proactor", "reactor", "lf", "multireactor"])
+@pytest.mark.parametrize("pattern", ["hsha", "proactor", "reactor", "multireactor"])
 def test_the_clients_wake_ups_are_charged_in_the_chains_own(pattern: str) -> None:
     """With ω (``wake_us``) the dispatching chains charge the client ω for every request that wakes the
     dispatcher (r_v = 1/ω), and its turnaround without them is fitted so that at the calibration run's

@@ -28,11 +28,13 @@ pool's factor is 1 in every state and the chain is the paper's.
 :data:`FULL` is the chain the calibrated rates drive: epoll_wait returns at most ``cache`` descriptors (the
 server's 64) and costs α + h/r_e (α = 1/r_n per call), each thread spends 1/r_x more per message (CPU its
 timed operations do not cover, t12), and a response goes to the client (c0), which sends the next request
-after 1/r_z (k_z messages at once). A request that finds the leader asleep in epoll_wait (t2, c1 = c2 = 0:
-φ2 waits for a ready descriptor) wakes it and costs the client ω = 1/r_v more (``client_wake``); a response
-that finds the client asleep (c0 = 0 before it) costs its thread ω more (tw, ``send_wake`` at r_s) and the
-client so woken (zc) sends nothing until it runs, after its latency 1/r_u (``client_up``;
-parts.waking_client_steps, parts.sending_wakes, docs/ctmc-reference.md "The send that wakes the client").
+after 1/r_z (k_z messages at once). A response that finds the client asleep (c0 = 0 before it) costs its
+thread ω more (tw, ``send_wake`` at r_s) and the client so woken (zc) sends nothing until it runs, after its
+latency 1/r_u (``client_up``; parts.woken_client_steps, parts.sending_wakes, docs/ctmc-reference.md "The
+send that wakes the client"). The client's request that wakes the leader asleep in epoll_wait (t2, c1 = c2 =
+0) is not charged (no ``client_wake``, as the reactor has): charged at ω it made the held-out error worse,
+10.9 % mean against 7.7 % without (docs/ctmc.md, "Generalisation"), and the request's wake-up stays in the
+client's turnaround r_z.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ from demuxlab.ctmc.parts import (
     paper_notifier,
     sending_wakes,
     step,
-    waking_client_steps,
+    woken_client_steps,
 )
 from demuxlab.ctmc.pattern import OpRole, PatternModel
 
@@ -204,8 +206,9 @@ FULL = calibrated(
     added=(
         step("overhead", "thread's untimed CPU per message", mass(RX, T12), {"t12": -1, "t1": 1}),
         sending_wakes(FULL_SPECIES, "t12"),
-        # the leader asleep in epoll_wait: in t2 (holding the leader lock) with nothing ready or cached
-        *waking_client_steps(FULL_SPECIES, "c1", T2, (C1, C2)),
+        # No client_wake: charging the leader's wake-up (t2 holding the leader lock, nothing ready or
+        # cached) as the reactor's made the held-out error worse (docs/ctmc.md, "Generalisation").
+        *woken_client_steps(FULL_SPECIES, "c1"),
     ),
 )
 

@@ -151,6 +151,27 @@ def waking_client_steps(
     )
 
 
+def woken_client_steps(species: Sequence[str], to: str) -> tuple[TransitionClass, TransitionClass]:
+    """The client's step of a chain whose sends wake it (:func:`sending_wakes`) but whose client wakes no
+    dispatcher of the chain's (tpc: each request wakes its own thread, at every setting, which the client's
+    turnaround r_z holds; LF: charging the leader's wake-up as the reactor's made the held-out error worse,
+    docs/ctmc.md "Generalisation"): ``client`` at :func:`closed_client`'s rate while the client is not being
+    woken (x[:data:`CLIENT_WAKING`] = 0), and ``client_up`` that runs it after its latency 1/r_u."""
+    c0 = species.index("c0")
+    zc = species.index(CLIENT_WAKING)
+    return (
+        TransitionClass(
+            "client",
+            "the client sends the next request",
+            closed_client(c0) * Expr(f"1.0 - x[{zc}]"),
+            {"c0": -1, to: 1},
+        ),
+        TransitionClass(
+            CLIENT_UP, "the client woken by a response runs", Expr(f"r[{RU}] * x[{zc}]"), {CLIENT_WAKING: -1}
+        ),
+    )
+
+
 def sending_wakes(species: Sequence[str], then: str) -> TransitionClass:
     """``send_wake``: a server thread whose send found the client asleep wakes it, ω = 1/r_s of its CPU
     (the client's ω, r_v, at the server's share; docs/ctmc-reference.md, "The send that wakes the client"),

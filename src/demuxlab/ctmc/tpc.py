@@ -38,18 +38,15 @@ from demuxlab.ctmc.engine import (
     RC,
     RI,
     RO,
-    RU,
     RX,
-    Expr,
     FloatArray,
     H,
     ModelStructure,
     Pool,
-    TransitionClass,
     mass,
     total,
 )
-from demuxlab.ctmc.parts import CLIENT_UP, CLIENT_WAKING, SERVER, WAKER, closed_client, sending_wakes, step
+from demuxlab.ctmc.parts import CLIENT_WAKING, SERVER, WAKER, sending_wakes, step, woken_client_steps
 from demuxlab.ctmc.pattern import OpRole, PatternModel
 
 SPECIES: tuple[str, ...] = ("c0", "k1", "k2", "k3", "k4", WAKER, CLIENT_WAKING)
@@ -78,15 +75,7 @@ STRUCTURE = ModelStructure(
         step("work", "works", mass(RC, K3), {"k3": -1, "k4": 1}),
         step("send", "sends the response", mass(RO, K4), send_jump),
         sending_wakes(SPECIES, "c0"),
-        TransitionClass(
-            "client",
-            "the client sends the next request",
-            closed_client(C0) * Expr(f"1.0 - x[{ZC}]"),
-            {"c0": -1, "k1": 1},
-        ),
-        TransitionClass(
-            CLIENT_UP, "the client woken by a response runs", Expr(f"r[{RU}] * x[{ZC}]"), {CLIENT_WAKING: -1}
-        ),
+        *woken_client_steps(SPECIES, "k1"),
     ),
 )
 
