@@ -642,9 +642,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 host = conn.execute("SELECT min(id) FROM hosts").fetchone()
             assert row is not None and host is not None
             run_id, host_id = str(row[0]), int(host[0])
-            from demuxlab.dashboard.server import _warm_models
+            from demuxlab.dashboard.warm import warm
 
-            _warm_models()
+            warm(print)
             print(f"load average before: {os.getloadavg()[0]:.1f} (1 min; {os.cpu_count()} CPUs)")
             if args.browser or args.browser_only:
                 with psycopg.connect(conninfo) as conn:

@@ -580,6 +580,10 @@ def test_filters_change_the_plot_and_the_url(site: Site) -> None:
     after = site.graph("sweep-graph")
     assert after["names"] != before["names"]
     assert "show=calibration%2Cresiduals" in site.page.url or "show=calibration,residuals" in site.page.url
+    # the cost axis's side is part of the view: the address keeps it
+    site.page.get_by_label("client", exact=True).check()
+    site.page.wait_for_function("() => window.location.search.includes('side=client')")
+    assert "cost=syscalls" in site.page.url
     site.no_console_errors()
 
 
@@ -595,6 +599,17 @@ def test_shared_url_restores_the_view(site: Site) -> None:
     assert site.page.inner_text("#sweep-colour") == "pattern" or "notifier" in site.page.inner_text(
         "#sweep-colour"
     )
+    # the cost axis too: its cost and its side from the address
+    site.goto("/sweep?experiment=dashdemo&cost=ctx_voluntary&side=client", "#sweep-cost-graph .main-svg")
+    # its title names both (or, where no run has that cost, its message does)
+    site.page.wait_for_function(
+        """() => { const l = document.querySelector('#sweep-cost-graph .js-plotly-plot').layout;
+                   const t = [(l.title || {}).text || '', ...(l.annotations || []).map(a => a.text)];
+                   return t.some(s => s.includes('client, voluntary context switches')
+                                      || s.includes('client ctx_voluntary')); }"""
+    )
+    assert "voluntary context switches" in site.page.inner_text("#sweep-cost-metric")
+    assert site.page.get_by_label("client", exact=True).is_checked()
     site.no_console_errors()
 
 

@@ -5,6 +5,8 @@ a flagged run hollow."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from demuxlab.dashboard.figures import costs as figs
@@ -90,3 +92,31 @@ def test_the_sweep_cost_axis_averages_runs_and_marks_the_flagged_ones() -> None:
     missing = pd.DataFrame(rows).assign(per_message=None, unavailable=NO_RAPL)
     empty = figs.sweep_cost_figure(missing, x="threads", metric="energy_uj", side="server")
     assert NO_RAPL in str(empty) and not empty["data"]
+
+
+def _value(component: Any, id_: str) -> Any:
+    """The ``value`` of the component ``id_`` under ``component`` (a Dash layout)."""
+    if getattr(component, "id", None) == id_:
+        return component.value
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, list) else [children] if children is not None else []:
+        found = _value(child, id_)
+        if found is not None:
+            return found
+    return None
+
+
+def test_the_sweep_cost_axis_opens_on_the_addressed_cost_and_side() -> None:
+    """The Sweep's address keeps the cost axis's choice (cost=, side=); an unknown value, the default."""
+    from demuxlab.dashboard import why
+
+    block = why.sweep_block("ctx_voluntary", "client")
+    assert (_value(block, "sweep-cost-metric"), _value(block, "sweep-cost-side")) == (
+        "ctx_voluntary",
+        "client",
+    )
+    block = why.sweep_block("no such cost", "both")
+    assert (_value(block, "sweep-cost-metric"), _value(block, "sweep-cost-side")) == (
+        why.DEFAULT_METRIC,
+        "server",
+    )

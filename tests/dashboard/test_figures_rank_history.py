@@ -107,11 +107,29 @@ def test_history_flags_changes_beyond_noise_with_both_builds_named() -> None:
 
 def test_history_figure_runs_oldest_to_newest_and_rings_changes() -> None:
     fig = history.history_figure(history.analyse(history_frame(), "demo"))
-    assert fig["layout"]["xaxis"]["categoryarray"][0].startswith("1. spec 11111111 · build aaaaaaaa")
+    assert fig["layout"]["xaxis"]["ticktext"][0].startswith("1. spec 11111111 · build aaaaaaaa")
+    assert fig["layout"]["xaxis"]["tickvals"] == [0, 1]
     lf8 = next(t for t in fig["data"] if t["name"] == "lf · select · 8 thr")
     assert lf8["marker"]["line"]["color"][1] == style.REGRESSION and lf8["marker"]["size"] == [7, 13]
     assert lf8["line"]["color"] == style.PATTERN_COLOUR["lf"]
     assert fig["layout"]["yaxis"]["range"][0] == 0
+
+
+def test_history_marks_hide_no_series() -> None:
+    """Issue 45: on History lf at 2, 4 and 8 threads shared colour, dash and marker, and the twelve series
+    sat on two columns, one mark over another. Now no two series share colour, dash and marker; marks that
+    meet at a revision are set side by side (each series its own x, within the revision's slot), and the
+    legend says what each mark tells."""
+    fig = history.history_figure(history.analyse(history_frame(), "demo"))
+    looks = [(t["line"]["color"], t["line"]["dash"], t["marker"]["symbol"][0]) for t in fig["data"]]
+    assert len(set(looks)) == len(looks), looks
+    for rev in (0, 1):
+        xs = [t["x"][rev] for t in fig["data"]]
+        assert len(set(xs)) == len(xs) and all(abs(x - rev) < 0.5 for x in xs), xs
+    assert "marker: server threads" in fig["layout"]["legend"]["title"]["text"]
+    lf8 = next(t for t in fig["data"] if t["name"] == "lf · select · 8 thr")
+    change = next(a for a in fig["layout"]["annotations"] if a["text"] == "-20 %")
+    assert change["x"] == lf8["x"][1]  # the change's label at its point, where the dodge drew it
 
 
 def test_fields_come_from_the_point() -> None:

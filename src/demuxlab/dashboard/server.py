@@ -9,6 +9,7 @@ import threading
 
 import click
 
+from demuxlab.dashboard.warm import warm
 from demuxlab.errors import ConfigError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -25,20 +26,6 @@ def is_loopback(host: str) -> bool:
             return all(ipaddress.ip_address(a[4][0]).is_loopback for a in socket.getaddrinfo(host, None))
         except OSError:
             return False
-
-
-def _warm_models() -> None:
-    """Load the compiled CTMC kernels once in the background, so the first what-if answers at once."""
-    try:
-        import scipy.stats  # noqa: F401  (the CIs; its first import takes seconds)
-
-        from demuxlab.ctmc.predict import predict
-        from demuxlab.ctmc.rates import PATTERNS, calibration_threads
-
-        for pattern in PATTERNS:
-            predict(pattern, calibration_threads(pattern), 10.0, method="fluid", connections=64)
-    except Exception as exc:  # a warm-up is an optimisation: report, do not die
-        logging.getLogger("demuxlab.dashboard").warning("model warm-up failed: %s", exc)
 
 
 def serve(
@@ -63,11 +50,16 @@ def serve(
             "reach it can read the experiments (read-only). Use --host 127.0.0.1 to keep it local.",
             err=True,
         )
-    threading.Thread(target=_warm_models, name="dlx-warm", daemon=True).start()
+    # each step's line on stderr, beside the address below: what the first pages no longer wait for
+    threading.Thread(target=warm, args=(_say,), name="dlx-warm", daemon=True).start()
     shown = f"[{host}]" if ":" in host else host
     click.echo(f"demuxlab dashboard: http://{shown}:{port}/  (database {app_url()}; Ctrl-C stops)", err=True)
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)
     waitress_serve(app.server, host=host, port=port, threads=threads, ident="demuxlab-dashboard")
+
+
+def _say(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def app_url() -> str:

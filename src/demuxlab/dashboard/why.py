@@ -45,9 +45,13 @@ def run_panel(run_id: str) -> html.Div:
     )
 
 
-def sweep_block() -> html.Div:
+SIDES: tuple[str, ...] = ("server", "client")
+
+
+def sweep_block(cost: str = DEFAULT_METRIC, side: str = "server") -> html.Div:
     """The Sweep's cost axis: which cost, of which side, against the page's x axis (and its pattern and
-    notifier filters)."""
+    notifier filters); ``cost`` and ``side`` from the page's address (``cost=``, ``side=``), a value this
+    axis does not know falls back to the default."""
     return html.Div(
         [
             html.H2("Cost per message"),
@@ -58,7 +62,7 @@ def sweep_block() -> html.Div:
                         dcc.Dropdown(
                             id="sweep-cost-metric",
                             options=figs.metric_options(),
-                            value=DEFAULT_METRIC,
+                            value=cost if cost in figs.AXIS_METRICS else DEFAULT_METRIC,
                             clearable=False,
                         ),
                         wide=True,
@@ -67,8 +71,8 @@ def sweep_block() -> html.Div:
                         "side",
                         dcc.RadioItems(
                             id="sweep-cost-side",
-                            options=["server", "client"],
-                            value="server",
+                            options=list(SIDES),
+                            value=side if side in SIDES else "server",
                             inline=True,
                         ),
                     ),
@@ -100,7 +104,7 @@ def sweep_cost(
 ) -> Any:
     x = x if x in fields.AXES else "threads"
     metric = metric if metric in figs.AXIS_METRICS else DEFAULT_METRIC
-    side = side if side in ("server", "client") else "server"
+    side = side if side in SIDES else "server"
     try:
         with common.store().connect() as conn:
             exp = data.resolve_experiment(conn, experiment)

@@ -203,10 +203,48 @@ def revisions_table(h: History) -> pd.DataFrame:
     )
 
 
+@dataclass(frozen=True)
+class _Marks:
+    """How History tells its series apart: colour = pattern, dash = notifier (as on every page), and the
+    marker = the first other parameter that varies (the thread count: lf at 1 and at 2 threads would
+    otherwise share colour, dash and marker), else the notifier; ``dx``: each point's x offset, where two
+    series' marks meet at one revision (set side by side, :func:`base.dodge_panel`)."""
+
+    label_keys: list[str]
+    symbol_key: str | None
+    symbol_order: list[Any]
+    dx: dict[str, float]
+
+    def symbol(self, r: dict[str, Any]) -> str:
+        if self.symbol_key is None:
+            return style.symbol_for(r["notifier"])
+        return style.symbol_of(base.key(r[self.symbol_key]), self.symbol_order)
+
+    @property
+    def legend_title(self) -> str:
+        marker = fields.label(self.symbol_key) if self.symbol_key else "notifier"
+        return f"colour: pattern · line: notifier · marker: {marker}"
+
+
+def _marks(ordered: list[list[dict[str, Any]]], label_keys: list[str], top: float) -> _Marks:
+    others = [k for k in label_keys if k not in ("pattern", "notifier", "hardware_class")]
+    symbol_key = others[0] if others else None
+    order = sorted({base.key(r[symbol_key]) for rows in ordered for r in rows}, key=str) if symbol_key else []
+    at = [[{"i": r["rev"].index, "mean": r["mean"]} for r in rows] for rows in ordered]
+    offsets = base.dodge_panel(at, "i", top=top)
+    dx = {_series_id(rows): d for rows, d in zip(ordered, offsets, strict=True)}
+    return _Marks(label_keys, symbol_key, order, dx)
+
+
+def _series_id(rows: list[dict[str, Any]]) -> str:
+    return f"{rows[0]['point_key']}|{base.cls(rows[0].get('hardware_class')) or ''}"
+
+
 def history_figure(h: History) -> FigureDict:
     """Each point's mean throughput (95 % CI, :mod:`demuxlab.marks`' rule) per revision, oldest to newest:
-    a line per point, colour = pattern, dash and marker = notifier; a flagged change's later point ringed
-    (red: regression, blue: improvement) and labelled; an oversubscribed revision's point ringed too."""
+    a line per point, colour = pattern, dash = notifier, marker = thread count (:class:`_Marks`), series
+    that meet at a revision set side by side; a flagged change's later point ringed (red: regression,
+    blue: improvement) and labelled; an oversubscribed revision's point ringed too."""
     revs, series, flagged, name = h.revisions, h.series, h.changes, h.name
     if not revs:
         return base.empty_figure("no ok runs for this experiment")
@@ -215,13 +253,14 @@ def history_figure(h: History) -> FigureDict:
     }
     union = pd.DataFrame([r for rows in series.values() for r in rows])
     label_keys = base.varying(union, [*fields.PARAMS, "hardware_class"]) or ["pattern", "notifier"]
+    ordered = sorted(series.values(), key=lambda rs: base.label(rs[0], label_keys))
+    ivs_all = [marks.interval(float(r["mean"]), base.f(r["half"]), int(r["n"])) for rs in ordered for r in rs]
+    top = marks.axis_top([iv.mean for iv in ivs_all], [iv.hi for iv in ivs_all])
+    look = _marks(ordered, label_keys, top.top)
     fig = Fig()
-    means: list[float] = []
-    highs: list[float] = []
-    for rows in sorted(series.values(), key=lambda rs: base.label(rs[0], label_keys)):
-        _add_point(fig, rows, base.label(rows[0], label_keys), marks_of, means, highs)
-    _annotate_changes(fig, series, flagged)
-    top = marks.axis_top(means, highs)
+    for rows in ordered:
+        _add_point(fig, rows, look, marks_of)
+    _annotate_changes(fig, series, flagged, look)
     fig.update_layout(
         **style.base_layout(
             title={"text": f"{name}: throughput across spec versions and server builds", "x": 0.01},
@@ -229,10 +268,13 @@ def history_figure(h: History) -> FigureDict:
             hovermode="closest",
         )
     )
+    fig.update_layout(legend={"title": {"text": look.legend_title, "side": "top"}})
     fig.update_xaxes(
-        type="category",
-        categoryorder="array",
-        categoryarray=[r.label for r in revs],
+        tickmode="array",
+        tickvals=[r.index for r in revs],
+        ticktext=[r.label for r in revs],
+        range=[-0.5, len(revs) - 0.5],
+        zeroline=False,
         title_text="revision (oldest → newest)",
     )
     fig.update_yaxes(title_text="throughput (msg/s)", rangemode="tozero", range=[0, top.top])
@@ -250,25 +292,20 @@ def _ring(m: str | None, r: dict[str, Any], c: str) -> tuple[int, int, str]:
 
 
 def _add_point(
-    fig: Fig,
-    rows: list[dict[str, Any]],
-    name_: str,
-    marks_of: dict[tuple[str, str], str],
-    means: list[float],
-    highs: list[float],
+    fig: Fig, rows: list[dict[str, Any]], look: _Marks, marks_of: dict[tuple[str, str], str]
 ) -> None:
     first = rows[0]
     c = style.colour_for(first["pattern"])
+    name_ = base.label(first, look.label_keys)
     point = str(first["point_key"])
     ring = [marks_of.get((point, r["rev"].label)) for r in rows]
     looks = [_ring(m, r, c) for m, r in zip(ring, rows, strict=True)]
     ivs = [marks.interval(float(r["mean"]), base.f(r["half"]), int(r["n"])) for r in rows]
-    means.extend(iv.mean for iv in ivs)
-    highs.extend(iv.hi for iv in ivs)
-    symbol = style.symbol_for(first["notifier"])
+    symbol = look.symbol(first)
+    dx = look.dx.get(_series_id(rows), 0.0)
     fig.add_trace(
         scatter(
-            x=[r["rev"].label for r in rows],
+            x=[r["rev"].index + dx for r in rows],
             y=[iv.mean for iv in ivs],
             mode="lines+markers",
             name=name_,
@@ -286,34 +323,38 @@ def _add_point(
                 "arrayminus": [iv.minus for iv in ivs],
             },
             customdata=[
-                [int(r["n"]), m or "", iv.note(), oversubscribed_text(r)]
+                [int(r["n"]), m or "", iv.note(), oversubscribed_text(r), r["rev"].label]
                 for r, m, iv in zip(rows, ring, ivs, strict=True)
             ],
-            hovertemplate=f"{name_}<br>%{{x}}<br>%{{y:,.0f}} msg/s (%{{customdata[0]}} runs)"
+            hovertemplate=f"{name_}<br>%{{customdata[4]}}<br>%{{y:,.0f}} msg/s (%{{customdata[0]}} runs)"
             "<br>%{customdata[2]}<br>%{customdata[1]} %{customdata[3]}<extra></extra>",
         )
     )
 
 
 def _annotate_changes(
-    fig: Fig, series: dict[tuple[Any, ...], list[dict[str, Any]]], flagged: pd.DataFrame
+    fig: Fig, series: dict[tuple[Any, ...], list[dict[str, Any]]], flagged: pd.DataFrame, look: _Marks
 ) -> None:
-    """Each flagged change's size beside its later point."""
+    """Each flagged change's size beside its later point (where that point is drawn, dodge included)."""
     for ch in base.records(flagged):
-        hits = [r for rs in series.values() for r in rs if str(r["point_key"]) == ch["point"]]
-        after = next((r for r in hits if r["rev"].label == ch["after"]), None)
-        if after is None:
-            continue
-        fig.add_annotation(
-            x=after["rev"].label,
-            y=float(after["mean"]),
-            text=f"{ch['change_pct']:+.0f} %",
-            showarrow=True,
-            arrowhead=0,
-            ax=34,
-            ay=-18 if ch["verdict"] == IMPROVEMENT else 18,
-            font={
-                "size": 12,
-                "color": style.REGRESSION if ch["verdict"] == REGRESSION else style.IMPROVEMENT,
-            },
-        )
+        for rows in series.values():
+            after = next(
+                (r for r in rows if str(r["point_key"]) == ch["point"] and r["rev"].label == ch["after"]),
+                None,
+            )
+            if after is None:
+                continue
+            fig.add_annotation(
+                x=after["rev"].index + look.dx.get(_series_id(rows), 0.0),
+                y=float(after["mean"]),
+                text=f"{ch['change_pct']:+.0f} %",
+                showarrow=True,
+                arrowhead=0,
+                ax=34,
+                ay=-18 if ch["verdict"] == IMPROVEMENT else 18,
+                font={
+                    "size": 12,
+                    "color": style.REGRESSION if ch["verdict"] == REGRESSION else style.IMPROVEMENT,
+                },
+            )
+            break

@@ -29,7 +29,7 @@ SOURCE_OPTIONS = [
 ]
 
 
-@common.page_layout("experiment", "x", "colour", "facet", "patterns", "notifiers", "show")
+@common.page_layout("experiment", "x", "colour", "facet", "patterns", "notifiers", "show", "cost", "side")
 def layout(
     experiment: str | None = None,
     x: str = "threads",
@@ -38,6 +38,8 @@ def layout(
     patterns: str = "",
     notifiers: str = "",
     show: str = ",".join(SHOW),
+    cost: str = why.DEFAULT_METRIC,
+    side: str = "server",
 ) -> Any:
     with common.store().connect() as conn:
         options = data.experiment_options(conn)
@@ -54,7 +56,7 @@ def layout(
         html.Div(id="sweep-status"),
         common.figure_block("sweep-graph", pdf=True),
         html.Div(id="sweep-clicked", className="dlx-muted"),
-        why.sweep_block(),
+        why.sweep_block(cost, side),
         html.Div(
             [
                 html.H2("Points"),
@@ -171,6 +173,8 @@ common.url_sync(
         ("sweep-patterns", "value", "patterns"),
         ("sweep-notifiers", "value", "notifiers"),
         ("sweep-show", "value", "show"),
+        ("sweep-cost-metric", "value", "cost"),
+        ("sweep-cost-side", "value", "side"),
     ],
 )
 
