@@ -89,13 +89,15 @@ def snakemake(
 
 class Watch:
     """Samples the controller process itself (not its jobs) from /proc while it runs: its own CPU seconds
-    (utime + stime) and peak RSS (VmHWM), and the machine's 1-minute load average."""
+    (utime + stime) and peak RSS (VmHWM), and the machine's 1-minute load average; ``samples`` keeps
+    (wall-clock time, own CPU s, its finished jobs' CPU s: cutime + cstime) for :meth:`cpu_between`."""
 
     def __init__(self, pid: int, every_s: float = 0.5) -> None:
         self.pid, self.every_s = pid, every_s
         self.cpu_s = 0.0
         self.hwm_mb = 0.0
         self.loads: list[float] = []
+        self.samples: list[tuple[float, float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -108,6 +110,7 @@ class Watch:
                 stat = Path(f"/proc/{self.pid}/stat").read_text()
                 fields = stat[stat.rindex(")") + 2 :].split()
                 self.cpu_s = (int(fields[11]) + int(fields[12])) / tick
+                self.samples.append((time.time(), self.cpu_s, (int(fields[13]) + int(fields[14])) / tick))
                 for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
                     if line.startswith("VmHWM:"):
                         self.hwm_mb = max(self.hwm_mb, int(line.split()[1]) / 1024)
@@ -117,6 +120,17 @@ class Watch:
                 self.loads.append(os.getloadavg()[0])
                 last_load = time.monotonic()
             self._stop.wait(self.every_s)
+
+    def cpu_between(self, t0: float, t1: float) -> tuple[float, float]:
+        """CPU seconds of the controller itself and of its jobs that ended, from wall-clock time t0 to t1
+        (as sampled: the last sample at or before each; a job's CPU counts when it ends)."""
+
+        def at(t: float) -> tuple[float, float]:
+            before = [s for s in self.samples if s[0] <= t] or self.samples[:1] or [(t, 0.0, 0.0)]
+            return before[-1][1], before[-1][2]
+
+        (own0, jobs0), (own1, jobs1) = at(t0), at(t1)
+        return own1 - own0, jobs1 - jobs0
 
     def stop(self) -> None:
         self._stop.set()

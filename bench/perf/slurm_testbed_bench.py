@@ -13,8 +13,10 @@ count of ``--pairs`` (``slurm.pairs``: runs in flight at once), short runs. Per 
   facts step, stopping), and the launcher's own ``orchestration_s``;
 * **runs per minute** (runs ÷ makespan of the runs) and **makespan / ideal** (ideal: ⌈runs / pairs⌉ × the
   run's phases), as bench/perf/cluster_sim_bench.py prints for the simulated cluster;
-* **the controller's CPU per run** (Snakemake with the plugin's sbatch/sacct calls and the local rules) and
-  the load average during the sweep.
+* **the controller's CPU per run** (Snakemake with the plugin's sbatch/sacct calls and the local rules),
+  split into what grows with the runs (the controller while runs are in flight, first submission to the
+  last run's end) and what a sweep costs once (parsing, DAG, build, plan, database, settings check before;
+  report, claims, nodes.csv after), and the load average during the sweep.
 
     .venv/bin/python -m bench slurm_testbed_bench [--testbed] [--pairs 1,2] [--runs 8] [--measure-s 2]
 
@@ -146,6 +148,16 @@ def sweep(work: Path, conf: str, pairs: int, runs_wanted: int, measure_s: float)
     print(
         f"controller CPU per run: {cpu / len(records):.2f} s in all (snakemake and the plugin"
         f" {watch.cpu_s / len(records):.2f} s); whole workflow {wall:.0f} s"
+    )
+    # What grows with the runs: the controller while runs are in flight (first submission to the last run's
+    # end: the plugin's sbatch/sacct, the scheduling, the ingests in its threads), apart from what a sweep
+    # costs once (parsing, the DAG, build, plan, database, settings check; the reports after the runs).
+    own_in, jobs_in = watch.cpu_between(min(submit), max(end))
+    fixed = cpu - own_in - jobs_in
+    print(
+        f"controller CPU while the runs are in flight: {(own_in + jobs_in) / len(records):.3f} s per run"
+        f" (snakemake {own_in / len(records):.3f} s, its jobs {jobs_in / len(records):.3f} s);"
+        f" once per sweep: {fixed:.1f} s (before the first submission and after the last run)"
     )
     print(f"(load average during the sweep: mean {sum(loads) / len(loads):.1f}, max {max(loads):.1f})")
 
