@@ -4,6 +4,7 @@
 #endif
 #include "sysc.h"
 
+#include <errno.h> /* program_invocation_short_name */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ struct sysc_cell *sysc_register(void)
         return sysc_self;
     struct sysc_cell *c = aligned_alloc(64, sizeof(*c));
     if (c == NULL) {
-        fputs("out of memory for a system-call counter\n", stderr);
+        fprintf(stderr, "%s: out of memory for a system-call counter\n", program_invocation_short_name);
         exit(1);
     }
     atomic_init(&c->n, 0);

@@ -165,7 +165,8 @@ def test_errors_name_the_program_and_the_cause() -> None:
     using = [rel(src) for src in C_SOURCES if re.search(r"\bperror\s*\(", src.read_text())]
     assert not using, f"perror() in {using}"
     assert sum("strerror(" in src.read_text() for src in C_SOURCES) >= 5
-    named = re.compile(r'^(PROG\s*": |"[a-z][\w-]*: |"\{)')
+    # common/ code names the program it is linked into: "%s: …", program_invocation_short_name
+    named = re.compile(r'^(PROG\s*": |"[a-z][\w-]*: |"\{|"%s: [^"]*",\s*program_invocation_short_name)')
     unnamed = []
     for src in C_SOURCES:
         text = src.read_text()

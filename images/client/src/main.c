@@ -544,7 +544,16 @@ static void phase_event(const struct run *run, const char *phase, uint64_t t)
         return;
     /* Every thread's system calls so far (sysc.h): the live ones by kernel thread id, and the total,
      * which keeps the calls of threads that have ended. */
-    fprintf(stderr, "{\"event\": \"phase\", \"phase\": \"%s\", \"t_ns\": %llu, \"threads\": [", phase,
+    char *line = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&line, &len); /* the event in one write: no other line inside it */
+    if (out == NULL) {
+        fprintf(stderr, "{\"event\": \"phase\", \"phase\": \"%s\", \"t_ns\": %llu, \"threads\": [], \"syscalls\": %llu}\n",
+                phase, (unsigned long long)t, (unsigned long long)sysc_total());
+        fflush(stderr);
+        return;
+    }
+    fprintf(out, "{\"event\": \"phase\", \"phase\": \"%s\", \"t_ns\": %llu, \"threads\": [", phase,
             (unsigned long long)t);
     uint64_t total = 0;
     bool first = true;
@@ -553,11 +562,14 @@ static void phase_event(const struct run *run, const char *phase, uint64_t t)
         total += n;
         if (atomic_load_explicit(&c->ended, memory_order_acquire))
             continue;
-        fprintf(stderr, "%s{\"tid\": %d, \"syscalls\": %llu}", first ? "" : ", ", c->tid, (unsigned long long)n);
+        fprintf(out, "%s{\"tid\": %d, \"syscalls\": %llu}", first ? "" : ", ", c->tid, (unsigned long long)n);
         first = false;
     }
-    fprintf(stderr, "], \"syscalls\": %llu}\n", (unsigned long long)total);
+    fprintf(out, "], \"syscalls\": %llu}\n", (unsigned long long)total);
+    fclose(out);
+    fwrite(line, 1, len, stderr);
     fflush(stderr);
+    free(line);
 }
 
 static void free_workers(struct worker *ws, uint32_t n)

@@ -95,7 +95,10 @@ def client_in_chain(
     it positive). Without both the chain's client turned a message around in the calibration's T at any
     concurrency, where the client's CPU per message falls as the server's threads grow: on the slow
     2-core host the chain's client became the bottleneck at 3 and 4 threads (docs/ctmc-reference.md, "The
-    client's turnaround from what the runs counted")."""
+    client's turnaround from what the runs counted").
+
+    Long because: this docstring is the fit's derivation; the code is its three cases (no wake-ups in
+    the chain, the sends' wake-ups fitted, or left in r_o with the reason)."""
     threads = calibration_threads(pattern)
     steps = {tr.name for tr in structure(pattern, threads, full=True).transitions}
     if not rates.has_client or not steps & {WAKE, SEND_WAKE}:

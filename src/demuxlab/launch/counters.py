@@ -189,7 +189,11 @@ def parse_own(event: Mapping[str, Any], total_key: str) -> dict[str, Any] | None
 
 
 def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
-    """A side's ``costs`` member (CONTRACTS.md §5) from its two snapshots."""
+    """A side's ``costs`` member (CONTRACTS.md §5) from its two snapshots.
+
+    Long because: it writes the member field by field in the contract's order, each a delta of the two
+    snapshots or the reason it is unavailable; the per-thread rows and the binaries' own system-call
+    counts (:func:`_own_counts`) are already apart."""
     if side.pid is None:
         return unavailable(side.why or "its process is not visible to this launcher")
     if len(side.snaps) < 2:
