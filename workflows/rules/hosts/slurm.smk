@@ -205,9 +205,13 @@ def slurm_runtime(wildcards):
 def slurm_extra(wildcards, attempt):
     """Whole nodes, no requeue by Slurm (Snakemake retries, elsewhere), and the nodes this attempt must
     avoid: the quarantined ones and those earlier attempts of the group's runs failed on (`demuxlab slurm
-    excludes`, asked only when there is a quarantine or an earlier attempt of one of them to read)."""
+    excludes`, asked only when there is a quarantine or an earlier attempt of one of them to read, and only
+    by the controller, which submits: a job's own Snakemake on the node evaluates the resources of each of
+    its runs too, and there every run after the group's first has an earlier attempt in the group)."""
     state = Path(SLURM_STATE)
     avoid = ""
+    if not workflow.is_main_process:
+        return "--exclusive"
     # One group, one job: every run of it asks for the same nodes to avoid (those of all the group's runs;
     # Snakemake takes a group's string resources from its first job).
     members = group_members(wildcards)
