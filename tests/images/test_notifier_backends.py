@@ -24,7 +24,12 @@ READINESS = ["select", "poll", "epoll-lt", "epoll-et", "uring"]
 @pytest.fixture(scope="module")
 def program(tmp_path_factory: pytest.TempPathFactory) -> Path:
     exe = tmp_path_factory.mktemp("backends") / "test_backends"
-    sources = [TEST_C, *sorted(SRC.glob("notify_*.c")), SRC / "notifiers.c"]
+    sources = [
+        TEST_C,
+        *sorted(SRC.glob("notify_*.c")),
+        SRC / "notifiers.c",
+        REPO / "images" / "common" / "sysc.c",
+    ]
     build = subprocess.run(
         [
             *(cc(), *base_cflags(), "-pthread", f"-I{SRC}", *map(str, sources), "-o", str(exe)),
