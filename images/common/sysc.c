@@ -53,3 +53,18 @@ uint64_t sysc_total(void)
         sum += sysc_of(c);
     return sum;
 }
+
+uint64_t sysc_write_live(FILE *out)
+{
+    uint64_t total = 0;
+    bool first = true;
+    for (const struct sysc_cell *c = sysc_cells(); c != NULL; c = c->next) {
+        uint64_t n = sysc_of(c);
+        total += n;
+        if (atomic_load_explicit(&c->ended, memory_order_acquire))
+            continue;
+        fprintf(out, "%s{\"tid\": %d, \"syscalls\": %llu}", first ? "" : ", ", c->tid, (unsigned long long)n);
+        first = false;
+    }
+    return total;
+}

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct sysc_cell {
     _Atomic uint64_t n; /* the owner's calls so far */
@@ -60,6 +61,10 @@ static inline uint64_t sysc_of(const struct sysc_cell *c)
 struct sysc_cell *sysc_cells(void);
 /* Every registered thread's calls so far, ended threads' included. */
 uint64_t sysc_total(void);
+/* The live threads' counts to ``out`` as JSON array items ({"tid": T, "syscalls": N}, comma-separated),
+ * and every registered thread's total (sysc_total's, from the same reading): the server's SIGUSR1 line
+ * and the client's phase events. */
+uint64_t sysc_write_live(FILE *out);
 
 /* One system call, counted: SYSC(recv(fd, buf, n, 0)). */
 #define SYSC(call) (sysc_add(1), (call))

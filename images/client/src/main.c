@@ -548,23 +548,16 @@ static void phase_event(const struct run *run, const char *phase, uint64_t t)
     size_t len = 0;
     FILE *out = open_memstream(&line, &len); /* the event in one write: no other line inside it */
     if (out == NULL) {
-        fprintf(stderr, "{\"event\": \"phase\", \"phase\": \"%s\", \"t_ns\": %llu, \"threads\": [], \"syscalls\": %llu}\n",
+        fprintf(stderr,
+                "{\"event\": \"phase\", \"phase\": \"%s\", \"t_ns\": %llu, \"threads\": [], "
+                "\"syscalls\": %llu}\n",
                 phase, (unsigned long long)t, (unsigned long long)sysc_total());
         fflush(stderr);
         return;
     }
     fprintf(out, "{\"event\": \"phase\", \"phase\": \"%s\", \"t_ns\": %llu, \"threads\": [", phase,
             (unsigned long long)t);
-    uint64_t total = 0;
-    bool first = true;
-    for (const struct sysc_cell *c = sysc_cells(); c != NULL; c = c->next) {
-        uint64_t n = sysc_of(c);
-        total += n;
-        if (atomic_load_explicit(&c->ended, memory_order_acquire))
-            continue;
-        fprintf(out, "%s{\"tid\": %d, \"syscalls\": %llu}", first ? "" : ", ", c->tid, (unsigned long long)n);
-        first = false;
-    }
+    uint64_t total = sysc_write_live(out);
     fprintf(out, "], \"syscalls\": %llu}\n", (unsigned long long)total);
     fclose(out);
     fwrite(line, 1, len, stderr);

@@ -234,17 +234,8 @@ static void print_exit(struct server *s, double elapsed, const char *extra)
  * ended; the list, the live ones by kernel thread id (main's own among them). */
 static void print_syscalls(void)
 {
-    uint64_t total = 0;
-    bool first = true;
     printf("{\"event\": \"syscalls\", \"t_ns\": %" PRIu64 ", \"threads\": [", now_ns());
-    for (const struct sysc_cell *c = sysc_cells(); c != NULL; c = c->next) {
-        uint64_t n = sysc_of(c);
-        total += n;
-        if (atomic_load_explicit(&c->ended, memory_order_acquire))
-            continue;
-        printf("%s{\"tid\": %d, \"syscalls\": %" PRIu64 "}", first ? "" : ", ", c->tid, n);
-        first = false;
-    }
+    uint64_t total = sysc_write_live(stdout);
     printf("], \"total\": %" PRIu64 "}\n", total);
     fflush(stdout);
 }

@@ -106,14 +106,14 @@ def client_in_chain(
     weights, slept, woken, counted = _client_counts(
         pattern, server_results, connections, clients, client_cores
     )
-    if WAKE not in steps:  # no dispatcher to wake (tpc: each request wakes its own thread, at every setting)
-        woken = [(0, 1)]
     if not sleeps:  # the r_u ablation: the client's sleeps not fitted (nor its CPU per sleep)
         slept = None
     if not weights:
         return rates
     real_sleeps = sum(n for n, _ in slept) / sum(m for _, m in slept) if slept else 0.0
     woke = sum(n for n, _ in woken) / sum(m for _, m in woken) if woken else None
+    if WAKE not in steps:  # no dispatcher to wake (tpc, LF: each request's wake-up is in T at every setting)
+        woke = 0.0
     if slept and woke is not None:
         rates = _less_sleeps_cpu(rates, counted, omega_us, client_share, real_sleeps)
     if SEND_WAKE in steps and real_sleeps > 0.0:
