@@ -4,11 +4,10 @@ Every connection has its own thread, which blocks in ``recv`` until the request 
 response and blocks again. ``--threads T`` is the number of CPU slots the threads are pinned to (slot
 k mod T, its CPU ``cpus[slot mod n]``): the threads share min(T, n) cores — the model's ``cores``.
 
-State (7 populations; the first five connections, each with its thread): c0 (the client has the response and
-is sending the next request), k1 (the request arrived: the thread is woken and scheduled), k2 (receiving),
-k3 (working), k4 (sending), tw (its send found the client asleep: the thread wakes it); zc (the client so
-woken, not yet running). Initial state: k1 = connections. Throughput
-= E[φ_send].
+State (7 populations): connections, each with its thread, in c0 (the client has the response and is
+sending the next request), k1 (the request arrived: the thread is woken and scheduled), k2 (receiving), k3
+(working), k4 (sending) or tw (its send found the client asleep: the thread wakes it); and zc (the client so
+woken, not yet running). Initial state: k1 = connections. Throughput = E[φ_send].
 
 =========  ======================  ===========  =======================================================
 name       rate                    jump         fitted from
