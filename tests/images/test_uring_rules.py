@@ -408,6 +408,7 @@ def test_sqe_gives_up_when_submit_keeps_failing(tmp_path: Path) -> None:
             str(exe),
             str(Path(__file__).with_name("uring_sqe_stuck.c")),
             str(src / "server" / "src" / "fatal.c"),
+            str(src / "common" / "sysc.c"),
             "-luring",
             "-pthread",
         ],

@@ -310,10 +310,16 @@ def _fit(
     apply_paces(pattern, paces, values, source)
     leave_out(off, paper, values, source)
     source["speed"] = speed_how
-    rates = _in_chain(
-        Rates(**values, speed=speed, source=source), pattern, server_results, connections, clients,
-        client_cores, client, settings,
-    )  # fmt: skip
+    try:
+        rates = _in_chain(
+            Rates(**values, speed=speed, source=source), pattern, server_results, connections, clients,
+            client_cores, client, settings,
+        )  # fmt: skip
+    except CalibrationRefused as exc:
+        # the in-chain fits know the pattern only: the refusal names the calibration, as every other does
+        said = str(exc)
+        lead = f"calibrate {pattern}: "
+        raise CalibrationRefused(f"{what}: {said[len(lead) :]}" if said.startswith(lead) else said) from None
     if measured is not None or settings.plain:
         _self_checked(
             rates, pattern, _Check.of(server_results, measured, connections, clients, client_cores, settings),
