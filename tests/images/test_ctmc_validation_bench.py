@@ -90,9 +90,10 @@ def test_light_runner_sweeps_calibrates_and_predicts(tmp_path: Path, server_bin:
         assert (p["calibrated"] is not None and p["calibrated"] > 0) or cals[p["pattern"]]["refused"]
     for c in cals.values():
         assert (c["rates_per_us"] is not None and c["self_check"]) or c["refused"]
-    if cals["hsha"]["source"]:
-        assert cals["hsha"]["source"]["r_v"].startswith("wake-cost ")
-    assert cals["lf"]["source"] is None or cals["lf"]["source"]["r_v"].startswith("instant:")
+    # Both chains charge the send that wakes a sleeping client at ω, from the wake-cost runs (issue 43).
+    for pattern in ("hsha", "lf"):
+        if cals[pattern]["source"]:
+            assert cals[pattern]["source"]["r_v"].startswith("wake-cost "), cals[pattern]["source"]
 
     # --probe: an instrumented run of LF at 2 threads (its calibration is at 1) is kept, not calibrated from.
     kept = json.loads(gzip.decompress(runs.read_bytes()))["runs"]
