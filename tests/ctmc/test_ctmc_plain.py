@@ -113,3 +113,25 @@ def test_an_ablation_leaves_one_part_out(part: str) -> None:
     else:
         assert getattr(full, part) != INSTANT_RATE and getattr(cut, part) == INSTANT_RATE
         assert cut.source[part].startswith("instant:ablation: ")
+
+
+def test_the_client_turns_messages_around_at_the_plain_runs_pace() -> None:
+    """The client's CPU per message is the plain runs' too (at 0 µs a one-thread server is as fast as its
+    client: one instrumented run whose client took 16 µs a message where the plain runs' took 12 predicted
+    the plain runs a third too slow): r_z is scaled by the plain runs' client CPU over the instrumented
+    runs' (0.75), as a role's rates are by its pace; left out with the pace; refused beyond 3× as a role's
+    pace is."""
+    instr = [server_json("lf", 2.0)]
+    client = {"threads": 1, "messages": 1000, "cpu_s": {"user": 0.004, "sys": 0.012}}  # 16 µs a message
+    quick = {"threads": 1, "messages": 2000, "cpu_s": {"user": 0.008, "sys": 0.016}}  # 12 µs a message
+    plain = [PlainRun(plain_of(instr[0], 1.0), None, quick)]
+    before = calibrate(instr, "lf", clients=[client], plain=[PlainRun(plain_of(instr[0], 1.0), None)])
+    rates = calibrate(instr, "lf", clients=[client], plain=plain)
+    assert 1 / rates.r_z == pytest.approx(0.75 / before.r_z, rel=1e-6)
+    assert rates.source["r_z"] == before.source["r_z"] + " ×0.75 (plain runs' cpu)"
+    assert all(getattr(rates, k) == getattr(before, k) for k in ("r_i", "r_o", "r_e", "speed"))
+    same = calibrate(instr, "lf", clients=[client], plain=plain, off=("pace",))
+    assert same.r_z == pytest.approx(before.r_z) and same.source["r_z"] == before.source["r_z"]
+    slow = {"threads": 1, "messages": 1000, "cpu_s": {"user": 0.02, "sys": 0.05}}  # 70 µs: 4.4×
+    with pytest.raises(DemuxlabError, match=r"the client's cpu per message in the plain runs is 4.38× the"):
+        calibrate(instr, "lf", clients=[client], plain=[PlainRun(plain_of(instr[0], 1.0), None, slow)])

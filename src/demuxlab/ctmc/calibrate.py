@@ -118,6 +118,7 @@ from demuxlab.ctmc.fit_plain import (
     apply_paces,
     checked_off,
     checked_plain,
+    client_pace,
     leave_out,
     pace_note,
     role_paces,
@@ -308,6 +309,7 @@ def _fit(
     )
     _refuse_artefacts(measured_us, paper, source, what)
     apply_paces(pattern, paces, values, source)
+    client = _paced_client(client, server_results, clients, settings, values, source, what)
     leave_out(off, paper, values, source)
     source["speed"] = speed_how
     try:
@@ -356,6 +358,32 @@ def _speed_and_paces(
                 f"instrumented runs' (more than {MAX_PACE_FACTOR:g}× either way: not the same point)"
             )
     return speed, paces, how + pace_note(paces)
+
+
+def _paced_client(
+    client: tuple[float, float] | None,
+    server_results: Sequence[dict[str, Any]],
+    clients: Sequence[dict[str, Any] | None] | None,
+    settings: _Settings,
+    values: dict[str, Any],
+    source: dict[str, str],
+    what: str,
+) -> tuple[float, float] | None:
+    """The client's turnaround r_z at the plain runs' pace (:func:`client_pace`), as every role's rates are
+    at theirs; beyond :data:`MAX_PACE_FACTOR` either way it is refused as a role's pace is."""
+    if client is None or "pace" in settings.off or not settings.plain:
+        return client
+    f = client_pace(server_results, clients, settings.plain)
+    if f is None:
+        return client
+    if not 1.0 / MAX_PACE_FACTOR <= f <= MAX_PACE_FACTOR:
+        raise CalibrationRefused(
+            f"{what}: refused: the client's cpu per message in the plain runs is {f:.3g}× the "
+            f"instrumented runs' (more than {MAX_PACE_FACTOR:g}× either way: not the same point)"
+        )
+    values["r_z"] = values["r_z"] / f
+    source["r_z"] = f"{source['r_z']} ×{f:.3g} (plain runs' cpu)"
+    return client[0] / f, client[1]
 
 
 def _in_chain(

@@ -21,7 +21,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from demuxlab.ctmc.fit_runs import _messages, _role_cpu_s, _work_spun_us
+from demuxlab.ctmc.fit_runs import _cpu_s, _messages, _role_cpu_s, _work_spun_us
 from demuxlab.ctmc.rates import INSTANT_RATE, Rates, calibration_threads
 from demuxlab.ctmc.registry import model_of
 from demuxlab.errors import DemuxlabError
@@ -33,7 +33,7 @@ MAX_PACE_FACTOR = 3.0
 SEED_RATES: tuple[str, ...] = ("r_l", "r_p", "r_g", "r_i", "r_o", "r_a", "r_e")
 # What leaving each part out does (calibrate(..., off=...)).
 ABLATIONS: dict[str, str] = {
-    "pace": "the instrumented runs' CPU per message as measured, not the plain runs'",
+    "pace": "the instrumented runs' CPU per message (the roles' and the client's), not the plain runs'",
     "speed": "the server had all its CPUs (speed 1)",
     "calls": "the notifier's per-call cost as the server's calls charged it, not in the chain's own calls",
     "r_n": "no per-call notifier cost (α = 0)",
@@ -142,6 +142,48 @@ def role_paces(
         if d_instr > 0.0 and d_plain > 0.0:
             out[role.names[0]] = d_plain / d_instr
     return out
+
+
+def _client_demand_by_work(
+    servers: Sequence[dict[str, Any]], clients: Sequence[dict[str, Any] | None]
+) -> dict[float, tuple[float, int]]:
+    """Per work value (the server's): (the client's CPU per message, µs, its messages), pooled over runs."""
+    cpu: dict[float, float] = {}
+    msgs: dict[float, int] = {}
+    for res, c in zip(servers, clients, strict=True):
+        if not isinstance(c, dict):
+            continue
+        used, m = _cpu_s(c.get("cpu_s")), c.get("messages")
+        if used is None or not isinstance(m, int) or isinstance(m, bool) or m <= 0:
+            continue
+        w = _work_spun_us(res)
+        cpu[w] = cpu.get(w, 0.0) + used * 1e6
+        msgs[w] = msgs.get(w, 0) + m
+    return {w: (cpu[w] / msgs[w], msgs[w]) for w in cpu}
+
+
+def client_pace(
+    instrumented: Sequence[dict[str, Any]],
+    clients: Sequence[dict[str, Any] | None] | None,
+    plain: Sequence[PlainRun],
+) -> float | None:
+    """The client's pace, as :func:`role_paces` a role's: its CPU per message in the plain runs over the
+    instrumented runs', over the work values both ran, weighted by the instrumented runs' messages at each.
+    At 0 µs a one-thread server turns messages around as fast as the client does (its CPU ~90 % busy), so
+    the client's CPU per message is the point's throughput, and one instrumented run's can be 30 % off its
+    plain runs' (the host's noise, or the slower instrumented server's client sleeping more). None without
+    client results in both."""
+    if clients is None:
+        return None
+    instr = _client_demand_by_work(instrumented, clients)
+    bare = _client_demand_by_work([r.server for r in plain], [r.client for r in plain])
+    common = sorted(set(instr) & set(bare))
+    weight = sum(instr[w][1] for w in common)
+    if not common or weight <= 0:
+        return None
+    d_instr = sum(instr[w][0] * instr[w][1] for w in common) / weight
+    d_plain = sum(bare[w][0] * instr[w][1] for w in common) / weight
+    return d_plain / d_instr if d_instr > 0.0 and d_plain > 0.0 else None
 
 
 def apply_paces(
