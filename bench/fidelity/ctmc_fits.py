@@ -350,18 +350,32 @@ def _key_in(p: Any, keys: Collection[CalKey]) -> bool:
     )
 
 
+def ablation_rows(rows: Sequence[Ablation], full: tuple[float, float, int] | None) -> list[list[Any]]:
+    """The ablation's table: per part, the calibrations that use it, those fitted again (the refused ones
+    too: leaving a part out may let them fit), the points predicted and their error. A part without which
+    no point is predicted says so (every refit refused), not nan; the points are shown because a part left
+    out can drop calibrations (their points leave the figure) or add some."""
+    table: list[list[Any]] = []
+    for r in rows:
+        if r.points == 0:
+            got = ["no point predicted (every refit refused)", "-", "-", "-"]
+        else:
+            dm = f"{(r.mean - full[0]) * 100:+.1f}" if full else "-"
+            dx = f"{(r.max - full[1]) * 100:+.1f}" if full else "-"
+            got = [f"{r.mean:.1%}", f"{r.max:.1%}", dm, dx]
+        table.append([r.part, ABLATIONS[r.part], r.affected, r.refits, r.points, *got])
+    return table
+
+
 def print_ablation(rows: Sequence[Ablation], full: tuple[float, float, int] | None, what: str) -> None:
     print()
     base = f"{full[0]:.1%} / {full[1]:.1%} over {full[2]} points" if full else "-"
     print(f"rate ablation ({what}; with every part: mean / max |error| {base}):")
-    table = []
-    for r in rows:
-        dm = f"{(r.mean - full[0]) * 100:+.1f}" if full else "-"
-        dx = f"{(r.max - full[1]) * 100:+.1f}" if full else "-"
-        table.append([r.part, ABLATIONS[r.part], r.affected, f"{r.mean:.1%}", f"{r.max:.1%}", dm, dx])
     print_table(
-        ["left out", "what that does", "calibrations using it", "mean", "max", "Δmean pp", "Δmax pp"], table
-    )
+        ["left out", "what that does", "calibrations using it", "refitted", "points", "mean", "max",
+         "Δmean pp", "Δmax pp"],
+        ablation_rows(rows, full),
+    )  # fmt: skip
 
 
 __all__ = ["PLAIN"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from bench.fidelity.ctmc_fits import CalKey, Fitted, ablate, cal_key
+from bench.fidelity.ctmc_fits import Ablation, CalKey, Fitted, ablate, ablation_rows, cal_key
 from bench.fidelity.ctmc_validation import Point
 
 
@@ -48,3 +48,16 @@ def test_an_ablation_keeps_another_specs_predictions_of_the_same_workload() -> N
 
     ablate(["speed"], cross, refit_cross, repredict, model, "calibration", score)
     assert seen == [{(b, "paper"): 70_000.0}]
+
+
+def test_the_ablation_table_says_when_no_point_is_left_and_how_many_points_each_row_has() -> None:
+    # Leaving out r_z refused every refit (nothing predicted): the row says so, not "nan%"; leaving out
+    # "calls" let refused calibrations fit, so its row is over more points than the full figure's 66.
+    full = (0.099, 0.52, 66)
+    rows = ablation_rows(
+        [Ablation("r_z", 9, 9, float("nan"), float("nan"), 0), Ablation("calls", 9, 28, 0.085, 0.317, 80)],
+        full,
+    )
+    assert rows[0][2:] == [9, 9, 0, "no point predicted (every refit refused)", "-", "-", "-"]
+    assert rows[1][2:] == [9, 28, 80, "8.5%", "31.7%", "-1.4", "-20.3"]
+    assert not any("nan" in str(cell) for row in rows for cell in row)
