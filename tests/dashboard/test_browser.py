@@ -1134,10 +1134,11 @@ def test_every_table_fits_with_its_words_whole(site: Site, tmp_path: Path) -> No
     assert "the same on every row: work (µs) = 10, connections = 64" in note
     assert "not shown: ci95 (msg/s), server cpus" in note
     assert "empty on every row: rate (msg/s), hardware class" in note
-    site.page.click("#sweep-table-all input")
-    site.page.wait_for_function(
-        "() => document.querySelector('#sweep-table-fold-note').innerText.startsWith('all')"
-    )
+    fold_note = "() => document.querySelector('#sweep-table-fold-note').innerText.startsWith('{}')"
+    assert site.page.inner_text("#sweep-table-all") == "all 24 columns"
+    site.page.click("#sweep-table-all")
+    site.page.wait_for_function(fold_note.format("all"))
+    assert site.page.inner_text("#sweep-table-all") == "key columns only"
     (table,) = [t for t in table_layout(site) if t["id"] == "sweep-table"]
     assert table["columns"] == 24 and not table["heads"] and not table["cells"], table
     assert table["width"] > table["place"] and table["scrolls"], table  # scrolls inside its place
@@ -1145,10 +1146,8 @@ def test_every_table_fits_with_its_words_whole(site: Site, tmp_path: Path) -> No
     assert site.page.evaluate("() => document.documentElement.scrollWidth") <= 1400
     assert "dlx-fold-wide" in (site.page.get_attribute("#sweep-table-fold-box", "class") or "")  # its shadow
     site.shot("tables-sweep-all-columns")
-    site.page.click("#sweep-table-all input")
-    site.page.wait_for_function(
-        "() => document.querySelector('#sweep-table-fold-note').innerText.startsWith('12')"
-    )
+    site.page.click("#sweep-table-all")
+    site.page.wait_for_function(fold_note.format("12 of 24"))
     with site.page.expect_download() as info:
         site.page.click("#sweep-table button.export")
     csv = tmp_path / "points.csv"

@@ -231,7 +231,7 @@ def figure_block(
 class Fold:
     """How a table wider than the page folds (:func:`fold_columns`): ``keys`` always shown; ``params``
     shown where they differ between the rows, else named with their one value above the table; every other
-    column named there, and shown by the table's "all columns" switch (or Dash's Toggle Columns)."""
+    column named there, and shown by the table's "all columns" button (or Dash's Toggle Columns)."""
 
     keys: tuple[str, ...]
     params: tuple[str, ...] = ()
@@ -240,15 +240,20 @@ class Fold:
 FOLDS: dict[str, Fold] = {}
 
 _FOLD_JS = """
-function(columns, rows, all) {
+function(columns, rows, clicks) {
     const fold = __FOLD__;
     columns = columns || []; rows = rows || [];
     const name = (c) => Array.isArray(c.name) ? c.name[c.name.length - 1] : String(c.name);
     const text = (v) => (v === null || v === undefined) ? '' : String(v);
-    const cut = (t) => t.length > 20 ? t.slice(0, 16) + '…' : t;
-    if (all && all.length) {
+    // a long value in the line: each word past 20 characters (an id, a hash) to its first 12, the whole to 90
+    const word = (w) => w.length > 20 ? w.slice(0, 12) + '…' : w;
+    const cut = (t) => {
+        const c = t.split(' ').map(word).join(' ');
+        return c.length > 90 ? c.slice(0, 88) + '…' : c;
+    };
+    if ((clicks || 0) % 2 === 1) {
         const says = columns.length ? `all ${columns.length} columns: scroll the table sideways →` : '';
-        return [[], says, 'dlx-fold-box dlx-fold-wide'];
+        return [[], says, 'dlx-fold-box dlx-fold-wide', 'key columns only'];
     }
     const same = [], empty = [], other = [], hidden = [];
     for (const c of columns) {
@@ -263,12 +268,12 @@ function(columns, rows, all) {
         }
         hidden.push(c.id);
     }
-    if (!hidden.length) { return [[], '', 'dlx-fold-box']; }
+    if (!hidden.length) { return [[], '', 'dlx-fold-box', 'all columns']; }
     const parts = [`${columns.length - hidden.length} of ${columns.length} columns shown`];
     if (same.length) { parts.push('the same on every row: ' + same.join(', ')); }
     if (empty.length) { parts.push('empty on every row: ' + empty.join(', ')); }
     if (other.length) { parts.push('not shown: ' + other.join(', ')); }
-    return [hidden, parts.join('; '), 'dlx-fold-box'];
+    return [hidden, parts.join('; '), 'dlx-fold-box', `all ${columns.length} columns`];
 }
 """
 
@@ -276,9 +281,10 @@ function(columns, rows, all) {
 def fold_columns(table_id: str, keys: Sequence[str], params: Sequence[str] = ()) -> None:
     """Fold the table ``table_id`` (of :func:`table_block`) to fit the page: its ``keys`` shown, its
     ``params`` where they vary between the rows, the rest hidden (``hidden_columns``) and named, with their
-    value where it is one for every row, in a line above the table beside an "all columns" switch (every
-    column, in a table that scrolls sideways, a shadow on its right edge saying so); the CSV export keeps
-    every column. Called once, when the page's module is imported (it registers a callback)."""
+    value where it is one for every row, in a line above the table beside an "all columns" button (every
+    column, in a table that scrolls sideways, a shadow on its right edge saying so; again: the key ones);
+    the CSV export keeps every column. Called once, when the page's module is imported (it registers a
+    callback)."""
     fold = Fold(tuple(keys), tuple(params))
     FOLDS[table_id] = fold
     clientside_callback(
@@ -286,9 +292,10 @@ def fold_columns(table_id: str, keys: Sequence[str], params: Sequence[str] = ())
         Output(table_id, "hidden_columns"),
         Output(f"{table_id}-fold-note", "children"),
         Output(f"{table_id}-fold-box", "className"),
+        Output(f"{table_id}-all", "children"),
         Input(table_id, "columns"),
         Input(table_id, "data"),
-        Input(f"{table_id}-all", "value"),
+        Input(f"{table_id}-all", "n_clicks"),
     )
 
 
@@ -302,7 +309,7 @@ def table_block(
     """A sortable, filterable table with CSV export (every column, shown or not) that fits the page
     (1,400 px): words stay whole, headers break between them, a long id or document breaks where it meets
     300 px (dashboard.css); numbers in 4 significant digits (:func:`table_props`); a table folded by
-    :func:`fold_columns` shows its key columns and names the rest above it, beside an "all columns" switch."""
+    :func:`fold_columns` shows its key columns and names the rest above it, beside an "all columns" button."""
     frame = frame if frame is not None else pd.DataFrame()
     table = dash_table.DataTable(  # type: ignore[attr-defined]
         id=table_id,
@@ -333,12 +340,12 @@ def table_block(
     )
     if table_id not in FOLDS:
         return table
-    switch = dcc.Checklist(
+    switch = html.Button(
+        "all columns",
         id=f"{table_id}-all",
-        options=[{"label": "all columns", "value": "all"}],
-        value=[],
-        inline=True,
-        className="dlx-fold-switch",
+        n_clicks=0,
+        className="dlx-btn dlx-btn-small dlx-fold-switch",
+        title="Show every column (the table then scrolls sideways), or the key columns only",
     )
     note = html.Span(id=f"{table_id}-fold-note", className="dlx-muted")
     box = html.Div(table, id=f"{table_id}-fold-box", className="dlx-fold-box")
