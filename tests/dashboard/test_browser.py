@@ -1035,3 +1035,123 @@ def test_every_page_as_a_researcher_reads_it(site: Site) -> None:
     latest = site.graph("experiments-latest-graph")["names"]
     assert any(n.endswith("(calibration)") for n in latest) and not any(n == "ok" for n in latest)
     site.no_console_errors()
+
+
+# Per table on the page: the header words the browser broke inside (a word whose letters sit on two lines),
+# the short words of its cells broken so (a cell may break after a hyphen or a slash, and an id longer than
+# 24 characters where it meets 300 px), its width against its place, and whether it scrolls sideways.
+TABLE_LAYOUT_JS = r"""() => {
+    const broken = (root, pattern, longest) => {
+        const found = [];
+        const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+            for (const m of n.data.matchAll(pattern)) {
+                if (m[0].length > longest) { continue; }
+                const r = document.createRange();
+                r.setStart(n, m.index);
+                r.setEnd(n, m.index + m[0].length);
+                const lines = new Set(Array.from(r.getClientRects()).filter((b) => b.width > 0)
+                    .map((b) => Math.round(b.top)));
+                if (lines.size > 1) { found.push(m[0]); }
+            }
+        }
+        return found;
+    };
+    const main = document.querySelector('.dlx-main').getBoundingClientRect();
+    return Array.from(document.querySelectorAll('.dash-spreadsheet-container')).map((c) => {
+        const table = c.querySelector('table').getBoundingClientRect();
+        const box = c.getBoundingClientRect();
+        const heads = [], cells = [];
+        c.querySelectorAll('th.dash-header').forEach((th) => heads.push(...broken(th, /\S+/g, 1000)));
+        c.querySelectorAll('td.dash-cell').forEach((td) => cells.push(...broken(td, /[^\s\-\/]+/g, 24)));
+        return {id: c.closest('[id]').id, heads: heads, cells: [...new Set(cells)].slice(0, 6),
+                width: Math.round(table.width), right: Math.round(table.right), place: c.clientWidth,
+                boxRight: Math.round(box.right), mainRight: Math.round(main.right),
+                scrolls: ['auto', 'scroll'].includes(getComputedStyle(c).overflowX),
+                columns: c.querySelectorAll('th.dash-header').length};
+    });
+}"""
+
+
+def table_layout(site: Site) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = site.page.evaluate(TABLE_LAYOUT_JS)
+    return found
+
+
+def test_every_table_fits_with_its_words_whole(site: Site, tmp_path: Path) -> None:
+    """Issue 45 (tables cut off at 1,400 px): on every page with a table, no header breaks inside a word
+    ("experime/nt", "oversubs/cribed"), nor a number or a design's name in a cell ("10170/0",
+    "multireacto/r"), and every table fits its place on the page; a wide one (Sweep's 24 columns, with the
+    model's predictions) shows its key columns and says what it leaves out (the workload, the same on every
+    row, with its value); "all columns" shows every one in a table that scrolls sideways inside the page, and
+    the CSV keeps them all. Saved as build/test-artifacts/dashboard/tables-*.png."""
+    from demuxlab.spec import run_id
+
+    if not site.ingested:  # run alone: the data test_every_page_renders ingests
+        site.ingest_files(site.old)
+        site.ingest_files(site.smoke)
+        sample.store_model(site.spec, site.url)
+    if site.ingested < site.planned:
+        site.ingest(site.planned)
+    rid = run_id(site.spec, *site.runs[0])
+    tour = [
+        ("experiments-list", "/", "#experiments-table td.dash-cell"),
+        ("experiments", "/?experiment=smoke", "#experiments-runs td.dash-cell"),
+        ("sweep", "/sweep?experiment=dashdemo", "#sweep-table td.dash-cell"),
+        ("sweep-smoke", "/sweep?experiment=smoke", "#sweep-table td.dash-cell"),
+        ("ranking", "/ranking?experiment=smoke", "#ranking-table td.dash-cell"),
+        ("claims", "/claims?experiment=smoke", "#claims-recommendations td.dash-cell"),
+        ("hosts", "/hosts", "#hosts-usage td.dash-cell"),
+        ("model", "/model?experiment=dashdemo", "#model-validation td.dash-cell"),
+        ("run", f"/run?run={rid}", "#run-samples td.dash-cell"),
+        ("compare", "/compare?a=dashdemo&b=dashdemo&b_pair=local", "#compare-table td.dash-cell"),
+        ("history", "/history?experiment=dashdemo", "#history-changes td.dash-cell"),
+        ("operations", "/operations?experiment=dashdemo", "#operations-table td.dash-cell"),
+    ]
+    problems = []
+    for name, path, ready in tour:
+        site.goto(path, ready)
+        site.page.wait_for_timeout(800)  # the page's other tables
+        tables = table_layout(site)
+        assert tables, name
+        for t in tables:
+            if t["heads"] or t["cells"]:
+                problems.append(f"{name} {t['id']}: words broken: headers {t['heads']}, cells {t['cells']}")
+            if t["width"] > t["place"] + 1 or t["right"] > t["mainRight"] + 1:
+                problems.append(f"{name} {t['id']}: {t['width']} px wide in {t['place']} px")
+        width = site.page.evaluate("() => document.documentElement.scrollWidth")
+        if width > 1400:
+            problems.append(f"{name}: the page is {width} px wide")
+        site.shot(f"tables-{name}")
+    assert not problems, "\n".join(problems)
+
+    # Sweep, dashdemo: 24 columns (each point's workload, runs, interval, the server's CPUs, two sources'
+    # predictions with their CI, method and error); at first the key ones, the rest named above the table.
+    site.goto("/sweep?experiment=dashdemo", "#sweep-table td.dash-cell")
+    site.page.wait_for_function("() => document.querySelector('#sweep-table-fold-note').innerText")
+    note = site.page.inner_text("#sweep-table-fold-note")
+    assert note.startswith("12 of 24 columns shown"), note
+    assert "the same on every row: work (µs) = 10, connections = 64" in note
+    assert "not shown: ci95 (msg/s), server cpus" in note
+    assert "empty on every row: rate (msg/s), hardware class" in note
+    fold_note = "() => document.querySelector('#sweep-table-fold-note').innerText.startsWith('{}')"
+    assert site.page.inner_text("#sweep-table-all") == "all 24 columns"
+    site.page.click("#sweep-table-all")
+    site.page.wait_for_function(fold_note.format("all"))
+    assert site.page.inner_text("#sweep-table-all") == "key columns only"
+    (table,) = [t for t in table_layout(site) if t["id"] == "sweep-table"]
+    assert table["columns"] == 24 and not table["heads"] and not table["cells"], table
+    assert table["width"] > table["place"] and table["scrolls"], table  # scrolls inside its place
+    assert table["boxRight"] <= table["mainRight"] + 1, table
+    assert site.page.evaluate("() => document.documentElement.scrollWidth") <= 1400
+    assert "dlx-fold-wide" in (site.page.get_attribute("#sweep-table-fold-box", "class") or "")  # its shadow
+    site.shot("tables-sweep-all-columns")
+    site.page.click("#sweep-table-all")
+    site.page.wait_for_function(fold_note.format("12 of 24"))
+    with site.page.expect_download() as info:
+        site.page.click("#sweep-table button.export")
+    csv = tmp_path / "points.csv"
+    info.value.save_as(csv)
+    head = csv.read_text(encoding="utf-8-sig").splitlines()[0].split(",")
+    assert len(head) == 24 and {"server_cpus", "paper_method", "calibration_ci_rel"} <= set(head), head
+    site.no_console_errors()

@@ -3,6 +3,7 @@ downloads, and keeping a page's view state in the URL."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
@@ -226,6 +227,78 @@ def figure_block(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Fold:
+    """How a table wider than the page folds (:func:`fold_columns`): ``keys`` always shown; ``params``
+    shown where they differ between the rows, else named with their one value above the table; every other
+    column named there, and shown by the table's "all columns" button (or Dash's Toggle Columns)."""
+
+    keys: tuple[str, ...]
+    params: tuple[str, ...] = ()
+
+
+FOLDS: dict[str, Fold] = {}
+
+_FOLD_JS = """
+function(columns, rows, clicks) {
+    const fold = __FOLD__;
+    columns = columns || []; rows = rows || [];
+    const name = (c) => Array.isArray(c.name) ? c.name[c.name.length - 1] : String(c.name);
+    const text = (v) => (v === null || v === undefined) ? '' : String(v);
+    // a long value in the line: each word past 20 characters (an id, a hash) to its first 12, the whole to 90
+    const word = (w) => w.length > 20 ? w.slice(0, 12) + '…' : w;
+    const cut = (t) => {
+        const c = t.split(' ').map(word).join(' ');
+        return c.length > 90 ? c.slice(0, 88) + '…' : c;
+    };
+    if ((clicks || 0) % 2 === 1) {
+        const says = columns.length ? `all ${columns.length} columns: scroll the table sideways →` : '';
+        return [[], says, 'dlx-fold-box dlx-fold-wide', 'key columns only'];
+    }
+    const same = [], empty = [], other = [], hidden = [];
+    for (const c of columns) {
+        if (fold.keys.includes(c.id)) { continue; }
+        if (fold.params.includes(c.id)) {
+            const values = new Set(rows.map((r) => text(r[c.id])));
+            if (values.size > 1) { continue; }
+            const v = values.size ? [...values][0] : '';
+            if (v === '') { empty.push(name(c)); } else { same.push(`${name(c)} = ${cut(v)}`); }
+        } else {
+            other.push(name(c));
+        }
+        hidden.push(c.id);
+    }
+    if (!hidden.length) { return [[], '', 'dlx-fold-box', 'all columns']; }
+    const parts = [`${columns.length - hidden.length} of ${columns.length} columns shown`];
+    if (same.length) { parts.push('the same on every row: ' + same.join(', ')); }
+    if (empty.length) { parts.push('empty on every row: ' + empty.join(', ')); }
+    if (other.length) { parts.push('not shown: ' + other.join(', ')); }
+    return [hidden, parts.join('; '), 'dlx-fold-box', `all ${columns.length} columns`];
+}
+"""
+
+
+def fold_columns(table_id: str, keys: Sequence[str], params: Sequence[str] = ()) -> None:
+    """Fold the table ``table_id`` (of :func:`table_block`) to fit the page: its ``keys`` shown, its
+    ``params`` where they vary between the rows, the rest hidden (``hidden_columns``) and named, with their
+    value where it is one for every row, in a line above the table beside an "all columns" button (every
+    column, in a table that scrolls sideways, a shadow on its right edge saying so; again: the key ones);
+    the CSV export keeps every column. Called once, when the page's module is imported (it registers a
+    callback)."""
+    fold = Fold(tuple(keys), tuple(params))
+    FOLDS[table_id] = fold
+    clientside_callback(
+        _FOLD_JS.replace("__FOLD__", json.dumps(dataclasses.asdict(fold))),
+        Output(table_id, "hidden_columns"),
+        Output(f"{table_id}-fold-note", "children"),
+        Output(f"{table_id}-fold-box", "className"),
+        Output(f"{table_id}-all", "children"),
+        Input(table_id, "columns"),
+        Input(table_id, "data"),
+        Input(f"{table_id}-all", "n_clicks"),
+    )
+
+
 def table_block(
     table_id: str,
     frame: pd.DataFrame | None = None,
@@ -233,10 +306,12 @@ def table_block(
     page_size: int = 15,
     markdown: Sequence[str] = (),
 ) -> Any:
-    """A sortable, filterable table with CSV export that fits the page (1,400 px): headers and cells wrap
-    (long ids break anywhere), numbers in 4 significant digits (:func:`table_props`)."""
+    """A sortable, filterable table with CSV export (every column, shown or not) that fits the page
+    (1,400 px): words stay whole, headers break between them, a long id or document breaks where it meets
+    300 px (dashboard.css); numbers in 4 significant digits (:func:`table_props`); a table folded by
+    :func:`fold_columns` shows its key columns and names the rest above it, beside an "all columns" button."""
     frame = frame if frame is not None else pd.DataFrame()
-    return dash_table.DataTable(  # type: ignore[attr-defined]
+    table = dash_table.DataTable(  # type: ignore[attr-defined]
         id=table_id,
         **table_props(frame, markdown=markdown),
         page_size=page_size,
@@ -244,6 +319,7 @@ def table_block(
         filter_action="native",
         export_format="csv",
         export_headers="ids",
+        export_columns="all",
         style_table={"overflowX": "auto", "maxWidth": "100%"},
         style_cell={
             "fontFamily": style.FONT,
@@ -253,25 +329,34 @@ def table_block(
             "whiteSpace": "normal",
             "height": "auto",
             "minWidth": "44px",
-            "maxWidth": "300px",
-            "overflowWrap": "anywhere",
         },
-        # headers break between words only ("mean msgs per s"), never inside one
         style_header={
             "fontWeight": 600,
             "backgroundColor": "#f1f3f5",
             "whiteSpace": "normal",
             "height": "auto",
-            "overflowWrap": "normal",
         },
         markdown_options={"link_target": "_self"},
     )
+    if table_id not in FOLDS:
+        return table
+    switch = html.Button(
+        "all columns",
+        id=f"{table_id}-all",
+        n_clicks=0,
+        className="dlx-btn dlx-btn-small dlx-fold-switch",
+        title="Show every column (the table then scrolls sideways), or the key columns only",
+    )
+    note = html.Span(id=f"{table_id}-fold-note", className="dlx-muted")
+    box = html.Div(table, id=f"{table_id}-fold-box", className="dlx-fold-box")
+    return html.Div([html.Div([switch, note], className="dlx-fold"), box])
 
 
 def table_props(frame: pd.DataFrame, *, markdown: Sequence[str] = ()) -> dict[str, Any]:
     """``data`` and ``columns`` for a DataTable from a frame: timestamps and documents as text, numbers in
     4 significant digits (0.002055, 2664; never 0.002055370354682793), headers with spaces where the column
-    has underscores (so they wrap; the CSV export keeps the ids)."""
+    has underscores (so they wrap) and its unit in parentheses (:func:`header`; the CSV export keeps the
+    ids)."""
     out = frame.copy()
     for col in out.columns:
         if pd.api.types.is_datetime64_any_dtype(out[col]):
@@ -281,10 +366,31 @@ def table_props(frame: pd.DataFrame, *, markdown: Sequence[str] = ()) -> dict[st
         elif out[col].dtype == object:
             out[col] = out[col].map(_cell)
     columns = [
-        {"name": str(c).replace("_", " "), "id": c, **({"presentation": "markdown"} if c in markdown else {})}
+        {"name": header(str(c)), "id": c, **({"presentation": "markdown"} if c in markdown else {})}
         for c in out.columns
     ]
     return {"data": out.to_dict("records"), "columns": columns}
+
+
+# A column id's unit, by how it ends, as a header writes it ("mean_msgs_per_s": "mean (msg/s)").
+_UNIT_SUFFIXES: tuple[tuple[str, str], ...] = (
+    ("_msgs_per_s", "msg/s"),
+    ("_pct", "%"),
+    ("_us", "µs"),
+    ("_ms", "ms"),
+)
+_HEADERS: dict[str, str] = {"msg_size": "msg size (B)", "rate": "rate (msg/s)"}
+
+
+def header(column: str) -> str:
+    """A column's header: its id with spaces for underscores, the unit its name ends in written after it in
+    parentheses (``work_us``: ``work (µs)``, ``paper_error_pct``: ``paper error (%)``)."""
+    if column in _HEADERS:
+        return _HEADERS[column]
+    for suffix, unit in _UNIT_SUFFIXES:
+        if column.endswith(suffix) and len(column) > len(suffix):
+            return f"{column[: -len(suffix)].replace('_', ' ')} ({unit})"
+    return column.replace("_", " ")
 
 
 def sig_frame(frame: pd.DataFrame, digits: int = 4) -> pd.DataFrame:

@@ -50,6 +50,12 @@ COLUMNS: tuple[str, ...] = (
     "model_msgs_per_s",
     "model_threads",
 )
+# What the page's table shows at first (common.fold_columns): the ranked designs with their figures and
+# the model's rank; the workload, class and build where the rows differ in them (else named once above the
+# table); the model's throughput and thread count behind "all columns".
+_BEHIND: tuple[str, ...] = ("workload", "model_msgs_per_s", "model_threads")
+KEY_COLUMNS: tuple[str, ...] = tuple(c for c in COLUMNS if c not in _BEHIND)
+PARAM_COLUMNS: tuple[str, ...] = ("workload", "hardware_class", "build")
 APART = "apart"  # the rank of an oversubscribed design: listed, not ranked
 
 

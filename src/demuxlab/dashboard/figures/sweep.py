@@ -35,7 +35,13 @@ from demuxlab.dashboard import fields, style
 from demuxlab.dashboard.figures import adaptive, base
 from demuxlab.dashboard.figures.summary import listed, oversubscribed_text, values_of
 from demuxlab.dashboard.figures.sweep_pdf import sweep_pdf
-from demuxlab.dashboard.figures.sweep_table import SOURCES, error_summary, sweep_table
+from demuxlab.dashboard.figures.sweep_table import (
+    KEY_COLUMNS,
+    PARAM_COLUMNS,
+    SOURCES,
+    error_summary,
+    sweep_table,
+)
 from demuxlab.dashboard.figures.sweep_view import (
     NOTHING_TO_PLOT,
     Drawn,
@@ -54,7 +60,17 @@ from demuxlab.dashboard.figures.sweep_view import (
 from demuxlab.dashboard.plot import Fig, FigureDict, scatter
 
 # the page's and the tests' one place: the figure, its tables and its PDF
-__all__ = ["SOURCES", "error_summary", "interval_note", "sweep_figure", "sweep_pdf", "sweep_table", "view"]
+__all__ = [
+    "KEY_COLUMNS",
+    "PARAM_COLUMNS",
+    "SOURCES",
+    "error_summary",
+    "interval_note",
+    "sweep_figure",
+    "sweep_pdf",
+    "sweep_table",
+    "view",
+]
 
 _PLOT_PX = 440
 _RESIDUAL_PX = 560

@@ -14,6 +14,22 @@ from demuxlab.dashboard.figures.sweep_view import _interval
 from demuxlab.vocab import RATE_SOURCES
 
 SOURCES: tuple[str, ...] = RATE_SOURCES
+# What the page shows of :func:`sweep_table` at first (common.fold_columns): the design, its runs, mean and
+# interval, whether it was oversubscribed, each source's prediction and error; the workload's parameters
+# where they differ between the rows (else named once above the table, with their value); the CI's
+# half-width (the interval says it), the server's CPUs, the predictions' CI and method behind "all columns".
+KEY_COLUMNS: tuple[str, ...] = (
+    "pattern",
+    "notifier",
+    "threads",
+    "runs_ok",
+    "runs_failed",
+    "mean_msgs_per_s",
+    "interval",
+    "oversubscribed",
+    *(f"{s}_{c}" for s in SOURCES for c in ("msgs_per_s", "error_pct")),
+)
+PARAM_COLUMNS: tuple[str, ...] = tuple(c for c in (*PARAMS, "hardware_class") if c not in KEY_COLUMNS)
 
 
 def sweep_table(points: pd.DataFrame, preds: pd.DataFrame | None = None) -> pd.DataFrame:

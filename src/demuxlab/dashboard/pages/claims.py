@@ -39,6 +39,25 @@ def layout(experiment: str | None = None) -> Any:
 
 
 common.url_sync("claims", [("claims-experiment", "value", "experiment")])
+# recommendations.csv's 21 columns fold to the recommended design, its interval and what it is tied with,
+# and the model's word; the workload where the rows differ in it (else named once above the table)
+common.fold_columns(
+    "claims-recommendations",
+    (
+        "pattern",
+        "notifier",
+        "threads",
+        "mean",
+        "ci_low",
+        "ci_high",
+        "n",
+        "tied_with",
+        "model_best",
+        "model_agrees",
+        "note",
+    ),
+    ("host", "work_us", "connections", "msg_size", "rate", "client_threads", "model_source"),
+)
 
 
 @functools.lru_cache(maxsize=64)

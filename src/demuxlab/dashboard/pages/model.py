@@ -653,6 +653,9 @@ def _measured(
     return out, picked[["threads", "source", "predicted"]], notes
 
 
+common.fold_columns("model-validation", sweep_figs.KEY_COLUMNS, sweep_figs.PARAM_COLUMNS)
+
+
 @callback(
     Output("model-validation", "data"),
     Output("model-validation", "columns"),

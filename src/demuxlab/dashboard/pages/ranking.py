@@ -83,6 +83,9 @@ common.url_sync(
 )
 
 
+common.fold_columns("ranking-table", figs.KEY_COLUMNS, figs.PARAM_COLUMNS)
+
+
 @callback(
     Output("ranking-graph", "figure"),
     Output("ranking-table", "data"),

@@ -239,6 +239,9 @@ def options(experiment: str) -> tuple[Any, Any]:
     return _ordered(pats, PATTERNS), _ordered(nots, NOTIFIERS)
 
 
+common.fold_columns("sweep-table", figs.KEY_COLUMNS, figs.PARAM_COLUMNS)
+
+
 @callback(
     Output("sweep-graph", "figure"),
     Output("sweep-table", "data"),
