@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from demuxlab.costs import METRICS
 from demuxlab.dashboard.figures import costs as figs
 
 NO_RAPL = "unavailable: no RAPL zone under /sys/class/powercap"
@@ -36,6 +37,24 @@ def test_the_breakdown_draws_what_was_measured_and_names_what_was_not() -> None:
     notes = " ".join(a["text"] for a in fig["layout"]["annotations"])
     assert f"server energy (RAPL packages), client energy (RAPL packages): {NO_RAPL}" in notes
     assert "no costs recorded" in str(figs.breakdown_figure(_costs().iloc[0:0]))
+
+
+def test_every_bar_label_fits_beside_its_panel() -> None:
+    """Each line of a bar's label is at most LABEL_WRAP characters (13 px text, ~7.5 px a character, inside
+    the 250 px margin): unwrapped, "its CPUs: softirq (the network stack's receive)" was cut to "s: softirq
+    (…)" on the Run page; the words all stay."""
+    every = pd.DataFrame(
+        [(side, m.name, 1.0, 1.0, None) for side in ("server", "client") for m in METRICS],
+        columns=["side", "metric", "value", "per_message", "unavailable"],
+    )
+    fig = figs.breakdown_figure(every)
+    labels = {y for t in fig["data"] for y in t["y"]}
+    assert labels and all(len(line) <= figs.LABEL_WRAP for y in labels for line in y.split("<br>"))
+    assert fig["layout"]["margin"]["l"] >= figs.LABEL_WRAP * 7.5
+    assert any("softirq" in y for y in labels)
+    assert {" ".join(y.split("<br>")) for y in labels} == {
+        m.label for m in METRICS if m.name in (*figs.CPU_METRICS, *figs.EVENT_METRICS)
+    }
 
 
 def test_the_cost_table_gives_each_side_or_why_not() -> None:
@@ -89,6 +108,9 @@ def test_the_sweep_cost_axis_averages_runs_and_marks_the_flagged_ones() -> None:
     line, runs = fig["data"]
     assert line["name"] == "reactor · epoll-lt" and line["x"] == [1.0, 2.0] and line["y"] == [4.0, 4.0]
     assert runs["marker"]["symbol"] == ["circle", "circle-open", "circle", "circle-open"]
+    # the axis: side and unit, short enough to stand beside 420 px; the title names the cost
+    assert fig["layout"]["yaxis"]["title"]["text"] == "server: calls/msg"
+    assert "system calls (calls/msg)" in fig["layout"]["title"]["text"]
     missing = pd.DataFrame(rows).assign(per_message=None, unavailable=NO_RAPL)
     empty = figs.sweep_cost_figure(missing, x="threads", metric="energy_uj", side="server")
     assert NO_RAPL in str(empty) and not empty["data"]

@@ -9,6 +9,7 @@ could not give is said to be unavailable, with its reason, never drawn as a zero
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,15 @@ AXIS_METRICS: dict[str, str] = {m.name: f"{m.label} ({m.unit})" for m in METRICS
 SIDE_COLOUR = {"server": style.OKABE_ITO[4], "client": style.OKABE_ITO[1]}
 VERDICT_MARK = {CHECK_PASS: "pass", CHECK_WARN: "warn", CHECK_FAIL: "FAIL", CHECK_UNKNOWN: "unknown"}
 _BY_NAME = {m.name: m for m in METRICS}
+#: The breakdown's bar labels wrap at this many characters: a line of 13 px text (~7.5 px a character) fits
+#: the left margin (250 px) and the gap between the two panels (0.22 of the plot's width, ~215 px at 1,400).
+LABEL_WRAP = 26
+
+
+def _wrapped(label: str) -> str:
+    """A bar's label in lines of at most :data:`LABEL_WRAP` characters (Plotly cuts a long tick label off at
+    the figure's edge: "its CPUs: softirq (…)" read "s: softirq (…)")."""
+    return "<br>".join(textwrap.wrap(label, LABEL_WRAP)) or label
 
 
 def _cell(row: Any, key: str) -> Any:
@@ -129,7 +139,7 @@ def breakdown_figure(costs: pd.DataFrame) -> FigureDict:
                 per = _cell(rows.get((side, name)), "per_message")
                 if per is None:
                     continue
-                ys.append(_BY_NAME[name].label)
+                ys.append(_wrapped(_BY_NAME[name].label))
                 xs.append(float(per))
                 text.append(_number(float(per)))
             if xs:
@@ -232,7 +242,9 @@ def sweep_cost_figure(points: pd.DataFrame, *, x: str, metric: str, side: str, t
         )
     )
     fig.update_xaxes(title={"text": fields.label(x)}, **base.integer_ticks(known[x]))
-    fig.update_yaxes(title={"text": f"{side}: {label}"}, rangemode="tozero")
+    # The axis says the side and the unit (the title names the cost): a cost's full label in a vertical
+    # title of 420 px was cut at both ends ("er: voluntary context switches (it blocked) (switches/").
+    fig.update_yaxes(title={"text": f"{side}: {unit}" if unit else side}, rangemode="tozero")
     return fig.to_dict()
 
 
