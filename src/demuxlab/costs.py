@@ -142,9 +142,32 @@ def messages_of(side: Mapping[str, Any], throughput: float | None, key: str = "i
     return throughput * interval
 
 
-def run_costs(costs: Mapping[str, Any] | None, throughput: float | None) -> list[Cost]:
+def teardown_in_reading(side: Mapping[str, Any], cooldown_s: float | None) -> str | None:
+    """Why a side's end reading may hold the client's teardown, or None: the reading came ``lag_s[1]``
+    after the client's stamp of the measure phase's end, later than its load ended (``cooldown_s`` after
+    that stamp; then it closes every connection, and over loopback each close with an echo in flight is
+    a reset in the namespace's counters: a run with no cooldown read one reset per connection)."""
+    lags = side.get("lag_s")
+    lag = _num(lags[1]) if isinstance(lags, Sequence) and len(lags) >= 2 else None
+    if cooldown_s is None or lag is None or lag <= cooldown_s:
+        return None
+    return (
+        f"{UNAVAILABLE}the end reading came {lag * 1e3:.1f} ms after the measure phase, after the client's "
+        f"load ended (cooldown {cooldown_s:g} s): its connections' teardown resets may be in the count"
+    )
+
+
+#: What the client's teardown adds to a reading taken after it (:func:`teardown_in_reading`).
+TEARDOWN_METRICS: frozenset[str] = frozenset({"tcp_resets"})
+
+
+def run_costs(
+    costs: Mapping[str, Any] | None, throughput: float | None, cooldown_s: float | None = None
+) -> list[Cost]:
     """Every side's every metric (CONTRACTS.md §6, ``run_costs``) from a record's ``costs`` and its
-    throughput; ``[]`` for a run without ``costs`` (collection off, or a record from before it)."""
+    throughput; ``[]`` for a run without ``costs`` (collection off, or a record from before it).
+    ``cooldown_s`` (the record's ``phases``): a side read after the client's load ended has its
+    :data:`TEARDOWN_METRICS` unavailable (:func:`teardown_in_reading`)."""
     if not isinstance(costs, Mapping):
         return []
     out: list[Cost] = []
@@ -161,8 +184,11 @@ def run_costs(costs: Mapping[str, Any] | None, throughput: float | None) -> list
         # those; a record from before them, or without the interval, over the side's readings.
         syscall_msgs = messages_of(side, throughput, "syscalls_interval_s") or msgs
         raw = _raw(side)
+        late = teardown_in_reading(side, _num(cooldown_s))
         for m in METRICS:
             value = raw.get(m.name)
+            if late is not None and m.name in TEARDOWN_METRICS and not isinstance(value, str):
+                value = late
             if isinstance(value, str):
                 out.append(Cost(side_name, m.name, None, None, value))
             elif value is None:

@@ -35,7 +35,9 @@ def run_panel(run_id: str) -> html.Div:
             html.P(
                 "Per message: the side's counter over the measure phase divided by the messages of that "
                 "phase (the run's throughput × the interval between the side's two readings). The CPUs' "
-                "times are of every process on the side's CPUs; the process's are its own.",
+                "times are of every process on the side's CPUs; the process's are its own. The TCP counts "
+                "are the side's network namespace's: where server and client share one (a native run on one "
+                "host), the two columns count the same packets.",
                 className="dlx-muted",
             ),
             common.table_block("run-why-costs", figs.cost_table(costs), page_size=25),
