@@ -278,6 +278,36 @@ def test_a_side_this_host_cannot_see_is_unavailable_as_a_whole() -> None:
     assert "start and end were not both seen" in str(side_costs(no_end, Roots()))
 
 
+def test_a_client_that_exited_before_the_end_reading_is_said_to_have_exited() -> None:
+    """With no cooldown the client exits the moment the measure phase ends, often before the end reading:
+    a zombie keeps /proc/PID/stat (its CPU times still read) but not its network namespace. The TCP
+    counters' reason says the client had exited (the Run page's why panel read "/proc/8592/net/snmp
+    absent"), not that a file is missing."""
+    side = Side("client", None, [0])
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE)
+    try:
+        side.pid = proc.pid
+        alive = side.snapshot(Roots())
+        assert isinstance(alive.tcp, dict)
+        assert proc.stdin is not None
+        proc.stdin.close()  # it exits; not waited for, it stays a zombie
+        stat = Path(f"/proc/{proc.pid}/stat")
+        for _ in range(500):
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("the child did not exit")
+        gone = side.snapshot(Roots())
+        assert isinstance(gone.tcp, str) and gone.tcp.startswith(UNAVAILABLE)
+        assert f"the client had exited before this reading (pid {proc.pid})" in gone.tcp
+        assert gone.process is not None  # its CPU times still read
+        side.snaps = [alive, gone]
+        assert side_costs(side, Roots())["tcp"] == gone.tcp  # type: ignore[index]
+    finally:
+        proc.wait()
+
+
 def test_a_refused_perf_counter_is_unavailable_with_the_reason(tmp_path: Path) -> None:
     counters = SyscallCounters(Roots(sys=tmp_path))
     counters.open([os.getpid()])

@@ -53,6 +53,7 @@ from demuxlab.launch.kernelfiles import (
     read_text,
     read_thread,
     read_turbo,
+    stat_state,
     stat_times,
     unavailable,
 )
@@ -122,12 +123,19 @@ class Side:
         all_cpus = read_proc_stat(roots.proc)
         cpus = list(self.cpus) or sorted(all_cpus)
         freq, governor = read_cpufreq(roots, cpus)
+        tcp = read_tcp(proc_dir)
+        if isinstance(tcp, str) and stat is not None and stat_state(stat) == "Z":
+            # A zombie keeps its /proc/PID/stat (so its CPU times read) but not its network namespace.
+            tcp = unavailable(
+                f"the {self.role} had exited before this reading (pid {self.pid}): its network namespace "
+                "went with it"
+            )
         return Snapshot(
             t_ns=time.monotonic_ns(),
             process=stat_times(stat) if stat else None,
             threads=threads,
             cpus={c: all_cpus[c] for c in cpus if c in all_cpus},
-            tcp=read_tcp(proc_dir),
+            tcp=tcp,
             netns=read_netns(roots, self.pid),
             freq=freq,
             governor=governor,

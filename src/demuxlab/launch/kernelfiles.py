@@ -90,6 +90,12 @@ def stat_times(text: str) -> tuple[int, int, int] | None:
         return None
 
 
+def stat_state(text: str) -> str | None:
+    """The process's state letter from a ``/proc/PID/stat`` line (``Z``: exited, not yet reaped)."""
+    rest = text[text.rfind(")") + 2 :].split()
+    return rest[0] if rest else None
+
+
 def _key_values(text: str, sep: str = ":") -> dict[str, str]:
     out: dict[str, str] = {}
     for line in text.splitlines():
