@@ -227,7 +227,9 @@ def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
         for key in ("run_ns", "wait_ns"):
             v0, v1 = base.get(key), t1.get(key)
             row[key.replace("_ns", "_s")] = (v1 - v0) / 1e9 if v0 is not None and v1 is not None else None
-        row["syscalls"] = _own_delta(own, tid, t0 is None) if isinstance(own, list) else None
+        # The binaries report by the id their threads see (a container's PID namespace: not this host's).
+        own_tid = t1.get("ns_tid") or tid
+        row["syscalls"] = _own_delta(own, own_tid, t0 is None) if isinstance(own, list) else None
         if side.counters is not None:
             row["syscalls_kernel"] = syscalls.get(tid)
         threads.append(row)

@@ -118,6 +118,11 @@ def read_thread(task: Path) -> dict[str, Any] | None:
         "involuntary": _int(st.get("nonvoluntary_ctxt_switches")),
         "migrations": None,
     }
+    # The thread's id in its own PID namespace (NSpid's last: a container's), the id the binaries report
+    # their counts by (gettid); the host's where it lives in this one.
+    nspid = (st.get("NSpid") or "").split()
+    if nspid:
+        row["ns_tid"] = _int(nspid[-1])
     sched = read_text(task / "sched")
     if sched is not None:
         kv = _key_values(sched)
