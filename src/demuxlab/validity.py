@@ -48,9 +48,8 @@ LAG_ALPHA = 0.01
 GAP_ALPHA = 0.001
 GAP_DEVIATION = 0.10
 MIN_GAPS = 80  # 5 expected per bin
-#: Stationarity: demuxlab.stats.DRIFT_LIMIT_REL (a sibling this module may not import), for the reason only.
-STATIONARY_DRIFT_REL = 0.02
 GAP_BINS = 16
+STATIONARY_DRIFT_REL = 0.02  # demuxlab.stats.DRIFT_LIMIT_REL (a sibling: not importable), for the reason
 #: Frequency: moved by more than this between the measure phase's start and end.
 FREQ_MOVE_REL = 0.05
 #: Order effect: a trend across the experiment larger than this, and significant.
@@ -173,15 +172,11 @@ def stationarity(stats: Mapping[str, Any] | None) -> Check:
     stats = stats or {}
     stationary, drift = stats.get("stationary"), stats.get("drift_rel")
     shown = f"{drift:+.1%}" if isinstance(drift, int | float) else "unknown"
-    if stationary is True:
-        # demuxlab.stats.steady_state's rule: a drift fails only beyond 2 % *and* significant; say which of
-        # the two let it pass (a +40 % drift over 3 noisy seconds passes as not significant, not as small).
-        if isinstance(drift, int | float) and abs(drift) > STATIONARY_DRIFT_REL:
+    if stationary is True:  # steady_state fails a drift only beyond 2 % *and* significant: say which held
+        known = isinstance(drift, int | float)
+        why = "within 2 %" if known else "not significant"
+        if known and abs(float(drift or 0)) > STATIONARY_DRIFT_REL:
             why = "beyond 2 % but not significant (the slope's p ≥ 0.01: too few or noisy seconds to tell)"
-        elif isinstance(drift, int | float):
-            why = "within 2 %"
-        else:
-            why = "not significant"
         return Check("stationarity", CHECK_PASS, f"drift {shown} across the window: {why}", drift)
     if stationary is False:
         return Check(
