@@ -220,3 +220,47 @@ def why_rows(costs: Sequence[Cost]) -> list[dict[str, Any]]:
             row[f"{s}_unavailable"] = None if c is None else c.unavailable
         rows.append(row)
     return rows
+
+
+#: A thread's columns in :func:`thread_rows` (per message of the run), with the record's key and scale.
+THREAD_COLUMNS: tuple[tuple[str, str, float], ...] = (
+    ("syscalls", "syscalls", 1.0),
+    ("voluntary", "voluntary", 1.0),
+    ("involuntary", "involuntary", 1.0),
+    ("migrations", "migrations", 1.0),
+    ("on_cpu_us", "run_s", 1e6),
+    ("waiting_us", "wait_s", 1e6),
+)
+
+
+def thread_rows(costs: Mapping[str, Any] | None, throughput: float | None) -> list[dict[str, Any]]:
+    """Each thread alive at the measure phase's end (the record's ``costs.<side>.threads``), its events
+    per message *of the run* (every thread's divided by the same messages: which thread blocks, makes the
+    calls, waits for a CPU): ``side, tid, comm, cpus, new`` and :data:`THREAD_COLUMNS` (None: not read, or
+    no messages). System calls over the binary's own interval, the rest over the side's readings', as
+    :func:`run_costs`. Server first, then client; in the record's order within a side."""
+    if not isinstance(costs, Mapping):
+        return []
+    out: list[dict[str, Any]] = []
+    for side_name in SIDES:
+        side = costs.get(side_name)
+        if not isinstance(side, Mapping):
+            continue
+        msgs = messages_of(side, throughput)
+        syscall_msgs = messages_of(side, throughput, "syscalls_interval_s") or msgs
+        for t in side.get("threads") or []:
+            if not isinstance(t, Mapping):
+                continue
+            row: dict[str, Any] = {
+                "side": side_name,
+                "tid": t.get("tid"),
+                "comm": t.get("comm"),
+                "cpus": t.get("cpus"),
+                "new": bool(t.get("new")),
+            }
+            for column, key, scale in THREAD_COLUMNS:
+                value = _num(t.get(key))
+                over = syscall_msgs if key == "syscalls" else msgs
+                row[column] = value / over * scale if value is not None and over else None
+            out.append(row)
+    return out

@@ -65,6 +65,36 @@ def test_the_cost_table_gives_each_side_or_why_not() -> None:
     assert table.loc["energy (RAPL packages)", "client per msg"] == NO_RAPL
 
 
+def test_the_thread_table_says_which_thread_pays_per_message_of_the_run() -> None:
+    """HSHA's two threads on one CPU (a real run's record, rounded): the handler blocks about once per
+    message, the reactor thread makes most calls; each thread's events over the run's messages (throughput
+    × the side's interval; system calls over the binary's own interval); a value the record lacks is "not
+    read", never 0."""
+    side = {
+        "interval_s": 3.0,
+        "syscalls_interval_s": 2.0,
+        "threads": [
+            {"tid": 10, "comm": "demux-server", "cpus": "0", "new": False, "voluntary": 3, "involuntary": 0,
+             "migrations": 0, "run_s": 0.001, "wait_s": 0.0, "syscalls": 2},
+            {"tid": 11, "comm": "demux-server", "cpus": "0", "new": False, "voluntary": 30_000,
+             "involuntary": 3_000, "migrations": 0, "run_s": 0.9, "wait_s": 0.3, "syscalls": 40_000},
+            {"tid": 12, "comm": "demux-server", "cpus": "0", "new": True, "voluntary": 27_000,
+             "involuntary": 27_000, "migrations": None, "run_s": 1.2, "wait_s": 0.6, "syscalls": None},
+        ],
+    }  # fmt: skip
+    table = figs.thread_table({"server": side, "client": "unavailable: remote"}, 10_000.0)
+    assert list(table["thread"]) == ["demux-server 10", "demux-server 11", "demux-server 12 (new)"]
+    rows = table.set_index("thread")
+    assert rows.loc["demux-server 11", "voluntary switches /msg"] == "1.00"  # 30,000 / (10,000 × 3 s)
+    assert rows.loc["demux-server 11", "system calls /msg"] == "2.00"  # 40,000 / (10,000 × 2 s)
+    assert rows.loc["demux-server 12 (new)", "on a CPU µs/msg"] == "40.00"  # 1.2 s / 30,000 msgs
+    assert rows.loc["demux-server 12 (new)", "system calls /msg"] == "not read"
+    assert rows.loc["demux-server 12 (new)", "migrations /msg"] == "not read"
+    assert figs.thread_table(None, 10_000.0).empty and figs.thread_table({"server": side}, None).iloc[
+        0, 3
+    ] == ("not read")
+
+
 def test_checks_in_order_and_the_verdict_line() -> None:
     checks = pd.DataFrame(
         [

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from demuxlab.costs import METRICS, SIDES, Cost, why_rows
+from demuxlab.costs import METRICS, SIDES, THREAD_COLUMNS, Cost, thread_rows, why_rows
 from demuxlab.dashboard import fields, style
 from demuxlab.dashboard.figures import base
 from demuxlab.dashboard.plot import Fig, FigureDict, bar, scatter
@@ -76,6 +76,34 @@ def cost_table(costs: pd.DataFrame) -> pd.DataFrame:
                 shown[f"{side} over the phase"] = _number(float(total))
         out.append(shown)
     return pd.DataFrame(out)
+
+
+#: :func:`thread_table`'s headers for :data:`demuxlab.costs.THREAD_COLUMNS`.
+THREAD_HEADERS: dict[str, str] = {
+    "syscalls": "system calls /msg",
+    "voluntary": "voluntary switches /msg",
+    "involuntary": "involuntary switches /msg",
+    "migrations": "migrations /msg",
+    "on_cpu_us": "on a CPU µs/msg",
+    "waiting_us": "waiting for a CPU µs/msg",
+}
+
+
+def thread_table(costs: Any, throughput: float | None) -> pd.DataFrame:
+    """Per thread of each side (:func:`demuxlab.costs.thread_rows`): which one makes the calls, blocks,
+    is preempted or waits for a CPU, per message of the run; "not read" where its record has no value."""
+    rows = []
+    for r in thread_rows(costs, throughput):
+        shown: dict[str, Any] = {
+            "side": r["side"],
+            "thread": f"{r['comm']} {r['tid']}" + (" (new)" if r["new"] else ""),
+            "CPUs": r["cpus"],
+        }
+        for column, _, _ in THREAD_COLUMNS:
+            v = r[column]
+            shown[THREAD_HEADERS[column]] = "not read" if v is None else _number(float(v))
+        rows.append(shown)
+    return pd.DataFrame(rows, columns=["side", "thread", "CPUs", *THREAD_HEADERS.values()])
 
 
 def check_table(checks: pd.DataFrame) -> pd.DataFrame:
