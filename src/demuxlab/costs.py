@@ -157,6 +157,24 @@ def teardown_in_reading(side: Mapping[str, Any], cooldown_s: float | None) -> st
     )
 
 
+#: Sums over the threads alive at the end reading (``costs.<side>.threads``): a thread that ended before
+#: it took its counts with it (:func:`ended_threads`).
+THREAD_SUMS: frozenset[str] = frozenset({"ctx_voluntary", "ctx_involuntary", "migrations", "threads_wait_s"})
+
+
+def ended_threads(side: Mapping[str, Any]) -> str | None:
+    """Why a side's sums over its threads are short, or None: ``threads_ended`` of them ended before the
+    end reading (a client with no cooldown: its workers are gone when the launcher reads, and its context
+    switches were those of its main thread alone)."""
+    ended = side.get("threads_ended")
+    if isinstance(ended, bool) or not isinstance(ended, int) or ended <= 0:
+        return None
+    return (
+        f"{UNAVAILABLE}{ended} of its threads ended before the end reading (with no cooldown, the "
+        "client's workers): a sum over its threads would miss theirs"
+    )
+
+
 #: What the client's teardown adds to a reading taken after it (:func:`teardown_in_reading`).
 TEARDOWN_METRICS: frozenset[str] = frozenset({"tcp_resets"})
 
@@ -167,7 +185,8 @@ def run_costs(
     """Every side's every metric (CONTRACTS.md §6, ``run_costs``) from a record's ``costs`` and its
     throughput; ``[]`` for a run without ``costs`` (collection off, or a record from before it).
     ``cooldown_s`` (the record's ``phases``): a side read after the client's load ended has its
-    :data:`TEARDOWN_METRICS` unavailable (:func:`teardown_in_reading`)."""
+    :data:`TEARDOWN_METRICS` unavailable (:func:`teardown_in_reading`); a side some of whose threads
+    ended before the end reading, its :data:`THREAD_SUMS` (:func:`ended_threads`)."""
     if not isinstance(costs, Mapping):
         return []
     out: list[Cost] = []
@@ -185,10 +204,13 @@ def run_costs(
         syscall_msgs = messages_of(side, throughput, "syscalls_interval_s") or msgs
         raw = _raw(side)
         late = teardown_in_reading(side, _num(cooldown_s))
+        short = ended_threads(side)
         for m in METRICS:
             value = raw.get(m.name)
             if late is not None and m.name in TEARDOWN_METRICS and not isinstance(value, str):
                 value = late
+            if short is not None and m.name in THREAD_SUMS and not isinstance(value, str):
+                value = short
             if isinstance(value, str):
                 out.append(Cost(side_name, m.name, None, None, value))
             elif value is None:

@@ -3,7 +3,9 @@ client closes every connection the moment the measure phase ends, before the lau
 over loopback each close with an echo in flight is a TCP reset in the namespace's counters. Read on this
 VM's runs (issue 44's why panel, `cooldown_s: 0`): one reset sent per connection, 64 over a 3 s phase,
 "1,663 per million messages", not the measure phase's. Such a count is unavailable with the reason; a run
-whose cooldown outlasts the reading's lag keeps it."""
+whose cooldown outlasts the reading's lag keeps it. And the client's workers have ended by then: its context
+switches, summed over the threads alive at the reading, were its main thread's alone (0.0004 per message
+for a client that blocks about once per message); a side with ended threads has those sums unavailable."""
 
 from __future__ import annotations
 
@@ -67,3 +69,19 @@ def test_ingest_reads_the_cooldown_from_the_record_s_phases() -> None:
     record["phases"]["cooldown_s"] = 0
     rows = {r["metric"]: r for r in prepare_record(record).cost_rows if r["side"] == "server"}
     assert rows["tcp_resets"]["value"] is None and "teardown" in rows["tcp_resets"]["unavailable"]
+
+
+def test_sums_over_threads_are_unavailable_where_some_ended_before_the_reading() -> None:
+    side = _side(0.0061) | {
+        "context_switches": {"voluntary": 30, "involuntary": 0},  # the main thread's: the worker's are gone
+        "threads": [{"tid": 8592, "comm": "demux-client", "voluntary": 30, "wait_s": 0.1, "migrations": 0}],
+        "threads_ended": 1,
+    }
+    rows = _by(run_costs({"server": side}, 12_800.0, cooldown_s=2.0))
+    for metric in ("ctx_voluntary", "ctx_involuntary", "migrations", "threads_wait_s"):
+        assert rows[metric].value is None, metric
+        assert "1 of its threads ended before the end reading" in str(rows[metric].unavailable), metric
+    # the process's own CPU time keeps its ended threads' (the kernel adds them to the process): it stands
+    assert rows["cpu_sys_s"].value == 0.6 and rows["syscalls"].value == 100_000
+    whole = _by(run_costs({"server": side | {"threads_ended": 0}}, 12_800.0, cooldown_s=2.0))
+    assert whole["ctx_voluntary"].value == 30
