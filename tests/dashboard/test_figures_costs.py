@@ -36,6 +36,23 @@ def test_the_breakdown_draws_what_was_measured_and_names_what_was_not() -> None:
     assert not any("energy" in y for _, y in bars)  # unavailable: not a bar of 0
     notes = " ".join(a["text"] for a in fig["layout"]["annotations"])
     assert f"server energy (RAPL packages), client energy (RAPL packages): {NO_RAPL}" in notes
+    # a long reason over many metrics wraps (an annotation runs off the figure otherwise), the words all kept
+    ended = (
+        "unavailable: 1 of its threads ended before the end reading: a sum over its threads would miss theirs"
+    )
+    many = pd.concat(
+        [
+            _costs(),
+            pd.DataFrame(
+                [("client", m, None, None, ended) for m in figs.CPU_METRICS + figs.EVENT_METRICS],
+                columns=["side", "metric", "value", "per_message", "unavailable"],
+            ),
+        ]
+    )
+    (note,) = figs.breakdown_figure(many)["layout"]["annotations"][-1:]
+    lines = note["text"].split("<br>")
+    assert len(lines) > 2 and all(len(line) <= figs.NOTE_WRAP for line in lines)
+    assert ended.split(": ", 1)[1] in " ".join(lines) and "client CPU migrations" in " ".join(lines)
     assert "no costs recorded" in str(figs.breakdown_figure(_costs().iloc[0:0]))
 
 

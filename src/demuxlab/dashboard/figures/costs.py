@@ -32,6 +32,9 @@ _BY_NAME = {m.name: m for m in METRICS}
 #: The breakdown's bar labels wrap at this many characters: a line of 13 px text (~7.5 px a character) fits
 #: the left margin (250 px) and the gap between the two panels (0.22 of the plot's width, ~215 px at 1,400).
 LABEL_WRAP = 26
+#: The notes under the breakdown (what the host could not give) wrap at this many characters: 11 px text
+#: (~6.5 px a character) across the plot's width at 1,400 px (~1,050 px).
+NOTE_WRAP = 150
 
 
 def _wrapped(label: str) -> str:
@@ -159,7 +162,12 @@ def breakdown_figure(costs: pd.DataFrame) -> FigureDict:
             why = _cell(rows.get((side, name)), "unavailable")
             if why is not None:
                 gaps.setdefault(str(why), []).append(f"{side} {_BY_NAME[name].label}")
-    missing = [f"{', '.join(what)}: {why}" for why, what in gaps.items()]
+    # One line per reason, wrapped (an annotation does not wrap itself: a long one ran off the figure).
+    missing = [
+        line
+        for why, what in list(gaps.items())[:8]
+        for line in textwrap.wrap(f"{', '.join(what)}: {why}", NOTE_WRAP)
+    ]
     for col, metrics in ((1, CPU_METRICS), (2, EVENT_METRICS)):
         for side in SIDES:
             ys, xs, text = [], [], []
@@ -198,7 +206,7 @@ def breakdown_figure(costs: pd.DataFrame) -> FigureDict:
     fig.update_yaxes(autorange="reversed")
     if missing:
         fig.add_annotation(
-            text="<br>".join(missing[:8]),
+            text="<br>".join(missing),
             xref="paper",
             yref="paper",
             x=0,
