@@ -142,9 +142,51 @@ def messages_of(side: Mapping[str, Any], throughput: float | None, key: str = "i
     return throughput * interval
 
 
-def run_costs(costs: Mapping[str, Any] | None, throughput: float | None) -> list[Cost]:
+def teardown_in_reading(side: Mapping[str, Any], cooldown_s: float | None) -> str | None:
+    """Why a side's end reading may hold the client's teardown, or None: the reading came ``lag_s[1]``
+    after the client's stamp of the measure phase's end, later than its load ended (``cooldown_s`` after
+    that stamp; then it closes every connection, and over loopback each close with an echo in flight is
+    a reset in the namespace's counters: a run with no cooldown read one reset per connection)."""
+    lags = side.get("lag_s")
+    lag = _num(lags[1]) if isinstance(lags, Sequence) and len(lags) >= 2 else None
+    if cooldown_s is None or lag is None or lag <= cooldown_s:
+        return None
+    return (
+        f"{UNAVAILABLE}the end reading came {lag * 1e3:.1f} ms after the measure phase, after the client's "
+        f"load ended (cooldown {cooldown_s:g} s): its connections' teardown resets may be in the count"
+    )
+
+
+#: Sums over the threads alive at the end reading (``costs.<side>.threads``): a thread that ended before
+#: it took its counts with it (:func:`ended_threads`).
+THREAD_SUMS: frozenset[str] = frozenset({"ctx_voluntary", "ctx_involuntary", "migrations", "threads_wait_s"})
+
+
+def ended_threads(side: Mapping[str, Any]) -> str | None:
+    """Why a side's sums over its threads are short, or None: ``threads_ended`` of them ended before the
+    end reading (a client with no cooldown: its workers are gone when the launcher reads, and its context
+    switches were those of its main thread alone)."""
+    ended = side.get("threads_ended")
+    if isinstance(ended, bool) or not isinstance(ended, int) or ended <= 0:
+        return None
+    return (
+        f"{UNAVAILABLE}{ended} of its threads ended before the end reading (with no cooldown, the "
+        "client's workers): a sum over its threads would miss theirs"
+    )
+
+
+#: What the client's teardown adds to a reading taken after it (:func:`teardown_in_reading`).
+TEARDOWN_METRICS: frozenset[str] = frozenset({"tcp_resets"})
+
+
+def run_costs(
+    costs: Mapping[str, Any] | None, throughput: float | None, cooldown_s: float | None = None
+) -> list[Cost]:
     """Every side's every metric (CONTRACTS.md §6, ``run_costs``) from a record's ``costs`` and its
-    throughput; ``[]`` for a run without ``costs`` (collection off, or a record from before it)."""
+    throughput; ``[]`` for a run without ``costs`` (collection off, or a record from before it).
+    ``cooldown_s`` (the record's ``phases``): a side read after the client's load ended has its
+    :data:`TEARDOWN_METRICS` unavailable (:func:`teardown_in_reading`); a side some of whose threads
+    ended before the end reading, its :data:`THREAD_SUMS` (:func:`ended_threads`)."""
     if not isinstance(costs, Mapping):
         return []
     out: list[Cost] = []
@@ -161,8 +203,14 @@ def run_costs(costs: Mapping[str, Any] | None, throughput: float | None) -> list
         # those; a record from before them, or without the interval, over the side's readings.
         syscall_msgs = messages_of(side, throughput, "syscalls_interval_s") or msgs
         raw = _raw(side)
+        late = teardown_in_reading(side, _num(cooldown_s))
+        short = ended_threads(side)
         for m in METRICS:
             value = raw.get(m.name)
+            if late is not None and m.name in TEARDOWN_METRICS and not isinstance(value, str):
+                value = late
+            if short is not None and m.name in THREAD_SUMS and not isinstance(value, str):
+                value = short
             if isinstance(value, str):
                 out.append(Cost(side_name, m.name, None, None, value))
             elif value is None:
@@ -194,3 +242,47 @@ def why_rows(costs: Sequence[Cost]) -> list[dict[str, Any]]:
             row[f"{s}_unavailable"] = None if c is None else c.unavailable
         rows.append(row)
     return rows
+
+
+#: A thread's columns in :func:`thread_rows` (per message of the run), with the record's key and scale.
+THREAD_COLUMNS: tuple[tuple[str, str, float], ...] = (
+    ("syscalls", "syscalls", 1.0),
+    ("voluntary", "voluntary", 1.0),
+    ("involuntary", "involuntary", 1.0),
+    ("migrations", "migrations", 1.0),
+    ("on_cpu_us", "run_s", 1e6),
+    ("waiting_us", "wait_s", 1e6),
+)
+
+
+def thread_rows(costs: Mapping[str, Any] | None, throughput: float | None) -> list[dict[str, Any]]:
+    """Each thread alive at the measure phase's end (the record's ``costs.<side>.threads``), its events
+    per message *of the run* (every thread's divided by the same messages: which thread blocks, makes the
+    calls, waits for a CPU): ``side, tid, comm, cpus, new`` and :data:`THREAD_COLUMNS` (None: not read, or
+    no messages). System calls over the binary's own interval, the rest over the side's readings', as
+    :func:`run_costs`. Server first, then client; in the record's order within a side."""
+    if not isinstance(costs, Mapping):
+        return []
+    out: list[dict[str, Any]] = []
+    for side_name in SIDES:
+        side = costs.get(side_name)
+        if not isinstance(side, Mapping):
+            continue
+        msgs = messages_of(side, throughput)
+        syscall_msgs = messages_of(side, throughput, "syscalls_interval_s") or msgs
+        for t in side.get("threads") or []:
+            if not isinstance(t, Mapping):
+                continue
+            row: dict[str, Any] = {
+                "side": side_name,
+                "tid": t.get("tid"),
+                "comm": t.get("comm"),
+                "cpus": t.get("cpus"),
+                "new": bool(t.get("new")),
+            }
+            for column, key, scale in THREAD_COLUMNS:
+                value = _num(t.get(key))
+                over = syscall_msgs if key == "syscalls" else msgs
+                row[column] = value / over * scale if value is not None and over else None
+            out.append(row)
+    return out

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from demuxlab.costs import METRICS
 from demuxlab.dashboard.figures import costs as figs
 
 NO_RAPL = "unavailable: no RAPL zone under /sys/class/powercap"
@@ -35,7 +36,42 @@ def test_the_breakdown_draws_what_was_measured_and_names_what_was_not() -> None:
     assert not any("energy" in y for _, y in bars)  # unavailable: not a bar of 0
     notes = " ".join(a["text"] for a in fig["layout"]["annotations"])
     assert f"server energy (RAPL packages), client energy (RAPL packages): {NO_RAPL}" in notes
+    # a long reason over many metrics wraps (an annotation runs off the figure otherwise), the words all kept
+    ended = (
+        "unavailable: 1 of its threads ended before the end reading: a sum over its threads would miss theirs"
+    )
+    many = pd.concat(
+        [
+            _costs(),
+            pd.DataFrame(
+                [("client", m, None, None, ended) for m in figs.CPU_METRICS + figs.EVENT_METRICS],
+                columns=["side", "metric", "value", "per_message", "unavailable"],
+            ),
+        ]
+    )
+    (note,) = figs.breakdown_figure(many)["layout"]["annotations"][-1:]
+    lines = note["text"].split("<br>")
+    assert len(lines) > 2 and all(len(line) <= figs.NOTE_WRAP for line in lines)
+    assert ended.split(": ", 1)[1] in " ".join(lines) and "client CPU migrations" in " ".join(lines)
     assert "no costs recorded" in str(figs.breakdown_figure(_costs().iloc[0:0]))
+
+
+def test_every_bar_label_fits_beside_its_panel() -> None:
+    """Each line of a bar's label is at most LABEL_WRAP characters (13 px text, ~7.5 px a character, inside
+    the 250 px margin): unwrapped, "its CPUs: softirq (the network stack's receive)" was cut to "s: softirq
+    (…)" on the Run page; the words all stay."""
+    every = pd.DataFrame(
+        [(side, m.name, 1.0, 1.0, None) for side in ("server", "client") for m in METRICS],
+        columns=["side", "metric", "value", "per_message", "unavailable"],
+    )
+    fig = figs.breakdown_figure(every)
+    labels = {y for t in fig["data"] for y in t["y"]}
+    assert labels and all(len(line) <= figs.LABEL_WRAP for y in labels for line in y.split("<br>"))
+    assert fig["layout"]["margin"]["l"] >= figs.LABEL_WRAP * 7.5
+    assert any("softirq" in y for y in labels)
+    assert {" ".join(y.split("<br>")) for y in labels} == {
+        m.label for m in METRICS if m.name in (*figs.CPU_METRICS, *figs.EVENT_METRICS)
+    }
 
 
 def test_the_cost_table_gives_each_side_or_why_not() -> None:
@@ -44,6 +80,36 @@ def test_the_cost_table_gives_each_side_or_why_not() -> None:
     assert table.loc["system calls", "server over the phase"] == "300,000"
     assert table.loc["process CPU, system", "client per msg"] == "not read"
     assert table.loc["energy (RAPL packages)", "client per msg"] == NO_RAPL
+
+
+def test_the_thread_table_says_which_thread_pays_per_message_of_the_run() -> None:
+    """HSHA's two threads on one CPU (a real run's record, rounded): the handler blocks about once per
+    message, the reactor thread makes most calls; each thread's events over the run's messages (throughput
+    × the side's interval; system calls over the binary's own interval); a value the record lacks is "not
+    read", never 0."""
+    side = {
+        "interval_s": 3.0,
+        "syscalls_interval_s": 2.0,
+        "threads": [
+            {"tid": 10, "comm": "demux-server", "cpus": "0", "new": False, "voluntary": 3, "involuntary": 0,
+             "migrations": 0, "run_s": 0.001, "wait_s": 0.0, "syscalls": 2},
+            {"tid": 11, "comm": "demux-server", "cpus": "0", "new": False, "voluntary": 30_000,
+             "involuntary": 3_000, "migrations": 0, "run_s": 0.9, "wait_s": 0.3, "syscalls": 40_000},
+            {"tid": 12, "comm": "demux-server", "cpus": "0", "new": True, "voluntary": 27_000,
+             "involuntary": 27_000, "migrations": None, "run_s": 1.2, "wait_s": 0.6, "syscalls": None},
+        ],
+    }  # fmt: skip
+    table = figs.thread_table({"server": side, "client": "unavailable: remote"}, 10_000.0)
+    assert list(table["thread"]) == ["demux-server 10", "demux-server 11", "demux-server 12 (new)"]
+    rows = table.set_index("thread")
+    assert rows.loc["demux-server 11", "voluntary switches /msg"] == "1.00"  # 30,000 / (10,000 × 3 s)
+    assert rows.loc["demux-server 11", "system calls /msg"] == "2.00"  # 40,000 / (10,000 × 2 s)
+    assert rows.loc["demux-server 12 (new)", "on a CPU µs/msg"] == "40.00"  # 1.2 s / 30,000 msgs
+    assert rows.loc["demux-server 12 (new)", "system calls /msg"] == "not read"
+    assert rows.loc["demux-server 12 (new)", "migrations /msg"] == "not read"
+    assert figs.thread_table(None, 10_000.0).empty and figs.thread_table({"server": side}, None).iloc[
+        0, 3
+    ] == ("not read")
 
 
 def test_checks_in_order_and_the_verdict_line() -> None:
@@ -89,6 +155,9 @@ def test_the_sweep_cost_axis_averages_runs_and_marks_the_flagged_ones() -> None:
     line, runs = fig["data"]
     assert line["name"] == "reactor · epoll-lt" and line["x"] == [1.0, 2.0] and line["y"] == [4.0, 4.0]
     assert runs["marker"]["symbol"] == ["circle", "circle-open", "circle", "circle-open"]
+    # the axis: side and unit, short enough to stand beside 420 px; the title names the cost
+    assert fig["layout"]["yaxis"]["title"]["text"] == "server: calls/msg"
+    assert "system calls (calls/msg)" in fig["layout"]["title"]["text"]
     missing = pd.DataFrame(rows).assign(per_message=None, unavailable=NO_RAPL)
     empty = figs.sweep_cost_figure(missing, x="threads", metric="energy_uj", side="server")
     assert NO_RAPL in str(empty) and not empty["data"]

@@ -220,9 +220,14 @@ def test_the_run_page_s_why_panel_and_the_sweep_s_cost_axis_read_them(
         for needle in ("independence", "cpu.governor", "calls/msg", "unavailable: no RAPL zone"):
             assert needle in page, needle
         assert f"{calls:.2f}" in page  # the table's system calls per message
+        # per thread: its voluntary switches per message of the run (30,000 over the phase's messages)
+        assert '"run-why-threads"' in page and "voluntary switches /msg" in page
+        switches = 30_000 / (crowded["stats"]["throughput_msgs_per_s"] * 3.0)
+        assert f"{switches:.2f}" in page or f"{switches:.3g}" in page
         assert "Not flagged" in shown(why.run_panel(plain["run_id"]))
         none = shown(why.run_panel(bare["run_id"]))
         assert "no costs recorded for this run" in none and "Not flagged" in none
+        assert "run-why-threads" not in none  # no threads: no table
         name = plain["experiment"]["name"]
         fig = why.sweep_cost(name, "threads", None, None, "syscalls", "server")
         (line,) = [t for t in fig["data"] if t["mode"] == "lines+markers"]

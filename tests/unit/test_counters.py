@@ -20,7 +20,16 @@ from typing import Any
 import pytest
 
 from demuxlab.costs import run_costs
-from demuxlab.launch.counters import UNAVAILABLE, Collector, Roots, Side, SyscallCounters, side_costs
+from demuxlab.launch.counters import (
+    UNAVAILABLE,
+    Collector,
+    Roots,
+    Side,
+    Snapshot,
+    SyscallCounters,
+    side_costs,
+)
+from demuxlab.launch.kernelfiles import read_thread
 from demuxlab.validity import frequency, governor
 from demuxlab.vocab import CHECK_FAIL
 
@@ -276,6 +285,76 @@ def test_a_side_this_host_cannot_see_is_unavailable_as_a_whole() -> None:
     no_end = Side("server", os.getpid(), [0])
     no_end.snaps.append(no_end.snapshot(Roots()))
     assert "start and end were not both seen" in str(side_costs(no_end, Roots()))
+
+
+def test_a_client_that_exited_before_the_end_reading_is_said_to_have_exited() -> None:
+    """With no cooldown the client exits the moment the measure phase ends, often before the end reading:
+    a zombie keeps /proc/PID/stat (its CPU times still read) but not its network namespace. The TCP
+    counters' reason says the client had exited (the Run page's why panel read "/proc/8592/net/snmp
+    absent"), not that a file is missing."""
+    side = Side("client", None, [0])
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()"], stdin=subprocess.PIPE)
+    try:
+        side.pid = proc.pid
+        alive = side.snapshot(Roots())
+        assert isinstance(alive.tcp, dict)
+        assert proc.stdin is not None
+        proc.stdin.close()  # it exits; not waited for, it stays a zombie
+        stat = Path(f"/proc/{proc.pid}/stat")
+        for _ in range(500):
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("the child did not exit")
+        gone = side.snapshot(Roots())
+        assert isinstance(gone.tcp, str) and gone.tcp.startswith(UNAVAILABLE)
+        assert f"the client had exited before this reading (pid {proc.pid})" in gone.tcp
+        assert gone.process is not None  # its CPU times still read
+        side.snaps = [alive, gone]
+        assert side_costs(side, Roots())["tcp"] == gone.tcp  # type: ignore[index]
+    finally:
+        proc.wait()
+
+
+def _snapshot(t_ns: int, threads: dict[int, dict[str, Any]]) -> Snapshot:
+    return Snapshot(
+        t_ns, (0, 0, len(threads)), threads, {}, {}, None, "unavailable: -", "-", "unavailable: -"
+    )
+
+
+def test_a_container_s_threads_are_matched_to_their_own_counts_by_their_namespace_s_ids(
+    tmp_path: Path,
+) -> None:
+    """In a container the binaries report their counts by the thread ids of its PID namespace (gettid: 1,
+    7, ...), the host's /proc lists the host's (15541, 15558): each thread's NSpid joins the two, so the
+    docker launcher's records have each thread's system calls, not null (as they had)."""
+    task = tmp_path / "15558"
+    task.mkdir()
+    (task / "status").write_text("Name:\tdemux-server\nNSpid:\t15558\t7\nvoluntary_ctxt_switches:\t3\n")
+    (task / "comm").write_text("demux-server\n")
+    row = read_thread(task)
+    assert row is not None and row["ns_tid"] == 7
+    here = read_thread(Path(f"/proc/{os.getpid()}/task/{os.getpid()}"))
+    assert here is not None and here["ns_tid"] == os.getpid()  # this namespace: the host's own id
+
+    def thread(ns_tid: int, voluntary: int) -> dict[str, Any]:
+        return {"comm": "demux-server", "cpus": "0", "voluntary": voluntary, "involuntary": 0,
+                "migrations": 0, "run_ns": 0, "wait_ns": 0, "ns_tid": ns_tid}  # fmt: skip
+
+    side = Side("server", 15541, [0], ask_own=True)
+    side.snaps = [
+        _snapshot(0, {15541: thread(1, 0), 15558: thread(7, 0)}),
+        _snapshot(2_000_000_000, {15541: thread(1, 1), 15558: thread(7, 60_000)}),
+    ]
+    side.own = [
+        {"t_ns": 0, "threads": {1: 5, 7: 100}, "total": 105},
+        {"t_ns": 2_000_000_000, "threads": {1: 6, 7: 60_528}, "total": 60_534},
+    ]
+    costs = side_costs(side, Roots(proc=tmp_path))
+    assert isinstance(costs, dict)
+    assert {t["tid"]: t["syscalls"] for t in costs["threads"]} == {15541: 1, 15558: 60_428}
+    assert costs["syscalls"] == 60_429
 
 
 def test_a_refused_perf_counter_is_unavailable_with_the_reason(tmp_path: Path) -> None:

@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from demuxlab.stats import steady_state
+from demuxlab.stats import DRIFT_LIMIT_REL, steady_state
 from demuxlab.topology import synthetic_topology
 from demuxlab.validity import (
+    STATIONARY_DRIFT_REL,
     Check,
     arrivals,
     flagged,
@@ -80,6 +81,20 @@ def test_a_trending_run_fails_stationarity() -> None:
     assert check.verdict == CHECK_FAIL and "drifts by +" in check.reason
     assert stationarity(steady_state(_noise(20)).to_json()).verdict == CHECK_PASS
     assert stationarity(steady_state([1.0, 2.0]).to_json()).verdict == CHECK_UNKNOWN
+
+
+def test_a_pass_says_whether_the_drift_was_small_or_only_not_significant() -> None:
+    """A large drift over three noisy seconds passes (not significant), and its reason says that, not that
+    the drift was within 2 % (the Run page's why panel showed "drift +41.7 %: not beyond 2 % or not
+    significant"); a flat run's reason says within 2 %."""
+    noisy = steady_state([11_512.0, 10_177.0, 16_865.0]).to_json()  # a real 3-second run, +41.7 %
+    check = stationarity(noisy)
+    assert check.verdict == CHECK_PASS and abs(noisy["drift_rel"]) > DRIFT_LIMIT_REL
+    assert "+41.7%" in check.reason and "not significant" in check.reason and "within" not in check.reason
+    assert "not beyond" not in check.reason
+    flat = stationarity(steady_state(_noise(20)).to_json())
+    assert flat.verdict == CHECK_PASS and "within 2 %" in flat.reason and "significant" not in flat.reason
+    assert STATIONARY_DRIFT_REL == DRIFT_LIMIT_REL  # the reason's 2 % is the rule's
 
 
 def _bins(gaps: np.ndarray) -> list[int]:

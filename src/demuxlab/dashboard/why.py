@@ -24,6 +24,8 @@ def run_panel(run_id: str) -> html.Div:
     with common.store().connect() as conn:
         costs = queries.run_costs(conn, run_id)
         checks = queries.run_checks(conn, run_id)
+        doc, throughput = queries.run_threads(conn, run_id)
+    threads = figs.thread_table(doc, throughput)
     line = figs.verdict_line(checks)
     flagged = line.startswith("FLAGGED")
     return html.Div(
@@ -35,10 +37,26 @@ def run_panel(run_id: str) -> html.Div:
             html.P(
                 "Per message: the side's counter over the measure phase divided by the messages of that "
                 "phase (the run's throughput × the interval between the side's two readings). The CPUs' "
-                "times are of every process on the side's CPUs; the process's are its own.",
+                "times are of every process on the side's CPUs; the process's are its own. The TCP counts "
+                "are the side's network namespace's: where server and client share one (a native run on one "
+                "host), the two columns count the same packets.",
                 className="dlx-muted",
             ),
             common.table_block("run-why-costs", figs.cost_table(costs), page_size=25),
+            *(
+                [
+                    html.H3("Per thread"),
+                    html.P(
+                        "Each thread alive at the measure phase's end, its events divided by the run's "
+                        "messages (not its own share of them): which thread makes the calls, blocks, is "
+                        "preempted or waits for a CPU. A thread that ended within the phase is not listed.",
+                        className="dlx-muted",
+                    ),
+                    common.table_block("run-why-threads", threads, page_size=16),
+                ]
+                if not threads.empty
+                else []
+            ),
         ],
         className="dlx-section",
         id="run-why",

@@ -289,8 +289,10 @@ def prepare_record(
     }
     run = _run_row(record, run_id, started, finished_at)
     op_rows = _op_rows(server, run_id)
+    cooldown_s = (record.get("phases") or {}).get("cooldown_s")
     costs = [
-        {"run_id": run_id, **c.to_row()} for c in run_costs(record.get("costs"), run["throughput_msgs_per_s"])
+        {"run_id": run_id, **c.to_row()}
+        for c in run_costs(record.get("costs"), run["throughput_msgs_per_s"], cooldown_s)
     ]
     checks = run_checks(record)
     run["flagged"] = flagged(checks) if checks else None

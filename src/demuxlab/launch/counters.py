@@ -53,6 +53,7 @@ from demuxlab.launch.kernelfiles import (
     read_text,
     read_thread,
     read_turbo,
+    stat_state,
     stat_times,
     unavailable,
 )
@@ -122,12 +123,19 @@ class Side:
         all_cpus = read_proc_stat(roots.proc)
         cpus = list(self.cpus) or sorted(all_cpus)
         freq, governor = read_cpufreq(roots, cpus)
+        tcp = read_tcp(proc_dir)
+        if isinstance(tcp, str) and stat is not None and stat_state(stat) == "Z":
+            # A zombie keeps its /proc/PID/stat (so its CPU times read) but not its network namespace.
+            tcp = unavailable(
+                f"the {self.role} had exited before this reading (pid {self.pid}): its network namespace "
+                "went with it"
+            )
         return Snapshot(
             t_ns=time.monotonic_ns(),
             process=stat_times(stat) if stat else None,
             threads=threads,
             cpus={c: all_cpus[c] for c in cpus if c in all_cpus},
-            tcp=read_tcp(proc_dir),
+            tcp=tcp,
             netns=read_netns(roots, self.pid),
             freq=freq,
             governor=governor,
@@ -219,7 +227,9 @@ def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
         for key in ("run_ns", "wait_ns"):
             v0, v1 = base.get(key), t1.get(key)
             row[key.replace("_ns", "_s")] = (v1 - v0) / 1e9 if v0 is not None and v1 is not None else None
-        row["syscalls"] = _own_delta(own, tid, t0 is None) if isinstance(own, list) else None
+        # The binaries report by the id their threads see (a container's PID namespace: not this host's).
+        own_tid = t1.get("ns_tid") or tid
+        row["syscalls"] = _own_delta(own, own_tid, t0 is None) if isinstance(own, list) else None
         if side.counters is not None:
             row["syscalls_kernel"] = syscalls.get(tid)
         threads.append(row)

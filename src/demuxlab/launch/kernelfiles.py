@@ -90,6 +90,12 @@ def stat_times(text: str) -> tuple[int, int, int] | None:
         return None
 
 
+def stat_state(text: str) -> str | None:
+    """The process's state letter from a ``/proc/PID/stat`` line (``Z``: exited, not yet reaped)."""
+    rest = text[text.rfind(")") + 2 :].split()
+    return rest[0] if rest else None
+
+
 def _key_values(text: str, sep: str = ":") -> dict[str, str]:
     out: dict[str, str] = {}
     for line in text.splitlines():
@@ -112,6 +118,11 @@ def read_thread(task: Path) -> dict[str, Any] | None:
         "involuntary": _int(st.get("nonvoluntary_ctxt_switches")),
         "migrations": None,
     }
+    # The thread's id in its own PID namespace (NSpid's last: a container's), the id the binaries report
+    # their counts by (gettid); the host's where it lives in this one.
+    nspid = (st.get("NSpid") or "").split()
+    if nspid:
+        row["ns_tid"] = _int(nspid[-1])
     sched = read_text(task / "sched")
     if sched is not None:
         kv = _key_values(sched)

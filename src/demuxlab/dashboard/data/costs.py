@@ -5,9 +5,10 @@ cost axis."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pandas as pd
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
 from demuxlab.dashboard.data import POINT_COLUMNS, ExperimentRef, frame
 
@@ -47,3 +48,13 @@ def point_costs(conn: Connection, exp: ExperimentRef, metric: str, side: str) ->
         """,
         {"id": exp.id, "metric": metric, "side": side},
     )
+
+
+def run_threads(conn: Connection, run_id: str) -> tuple[Any, float | None]:
+    """The run's ``costs`` document as its record has it (its threads are there, not in ``run_costs``)
+    and its throughput; ``(None, None)`` for a run without them."""
+    row = conn.execute(
+        text("SELECT costs, throughput_msgs_per_s FROM runs WHERE run_id = :rid"),
+        {"rid": uuid.UUID(str(run_id))},
+    ).first()
+    return (None, None) if row is None else (row[0], row[1])

@@ -9,12 +9,13 @@ could not give is said to be unavailable, with its reason, never drawn as a zero
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
-from demuxlab.costs import METRICS, SIDES, Cost, why_rows
+from demuxlab.costs import METRICS, SIDES, THREAD_COLUMNS, Cost, thread_rows, why_rows
 from demuxlab.dashboard import fields, style
 from demuxlab.dashboard.figures import base
 from demuxlab.dashboard.plot import Fig, FigureDict, bar, scatter
@@ -28,6 +29,18 @@ AXIS_METRICS: dict[str, str] = {m.name: f"{m.label} ({m.unit})" for m in METRICS
 SIDE_COLOUR = {"server": style.OKABE_ITO[4], "client": style.OKABE_ITO[1]}
 VERDICT_MARK = {CHECK_PASS: "pass", CHECK_WARN: "warn", CHECK_FAIL: "FAIL", CHECK_UNKNOWN: "unknown"}
 _BY_NAME = {m.name: m for m in METRICS}
+#: The breakdown's bar labels wrap at this many characters: a line of 13 px text (~7.5 px a character) fits
+#: the left margin (250 px) and the gap between the two panels (0.22 of the plot's width, ~215 px at 1,400).
+LABEL_WRAP = 26
+#: The notes under the breakdown (what the host could not give) wrap at this many characters: 11 px text
+#: (~6.5 px a character) across the plot's width at 1,400 px (~1,050 px).
+NOTE_WRAP = 150
+
+
+def _wrapped(label: str) -> str:
+    """A bar's label in lines of at most :data:`LABEL_WRAP` characters (Plotly cuts a long tick label off at
+    the figure's edge: "its CPUs: softirq (…)" read "s: softirq (…)")."""
+    return "<br>".join(textwrap.wrap(label, LABEL_WRAP)) or label
 
 
 def _cell(row: Any, key: str) -> Any:
@@ -66,6 +79,34 @@ def cost_table(costs: pd.DataFrame) -> pd.DataFrame:
                 shown[f"{side} over the phase"] = _number(float(total))
         out.append(shown)
     return pd.DataFrame(out)
+
+
+#: :func:`thread_table`'s headers for :data:`demuxlab.costs.THREAD_COLUMNS`.
+THREAD_HEADERS: dict[str, str] = {
+    "syscalls": "system calls /msg",
+    "voluntary": "voluntary switches /msg",
+    "involuntary": "involuntary switches /msg",
+    "migrations": "migrations /msg",
+    "on_cpu_us": "on a CPU µs/msg",
+    "waiting_us": "waiting for a CPU µs/msg",
+}
+
+
+def thread_table(costs: Any, throughput: float | None) -> pd.DataFrame:
+    """Per thread of each side (:func:`demuxlab.costs.thread_rows`): which one makes the calls, blocks,
+    is preempted or waits for a CPU, per message of the run; "not read" where its record has no value."""
+    rows = []
+    for r in thread_rows(costs, throughput):
+        shown: dict[str, Any] = {
+            "side": r["side"],
+            "thread": f"{r['comm']} {r['tid']}" + (" (new)" if r["new"] else ""),
+            "CPUs": r["cpus"],
+        }
+        for column, _, _ in THREAD_COLUMNS:
+            v = r[column]
+            shown[THREAD_HEADERS[column]] = "not read" if v is None else _number(float(v))
+        rows.append(shown)
+    return pd.DataFrame(rows, columns=["side", "thread", "CPUs", *THREAD_HEADERS.values()])
 
 
 def check_table(checks: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +162,12 @@ def breakdown_figure(costs: pd.DataFrame) -> FigureDict:
             why = _cell(rows.get((side, name)), "unavailable")
             if why is not None:
                 gaps.setdefault(str(why), []).append(f"{side} {_BY_NAME[name].label}")
-    missing = [f"{', '.join(what)}: {why}" for why, what in gaps.items()]
+    # One line per reason, wrapped (an annotation does not wrap itself: a long one ran off the figure).
+    missing = [
+        line
+        for why, what in list(gaps.items())[:8]
+        for line in textwrap.wrap(f"{', '.join(what)}: {why}", NOTE_WRAP)
+    ]
     for col, metrics in ((1, CPU_METRICS), (2, EVENT_METRICS)):
         for side in SIDES:
             ys, xs, text = [], [], []
@@ -129,7 +175,7 @@ def breakdown_figure(costs: pd.DataFrame) -> FigureDict:
                 per = _cell(rows.get((side, name)), "per_message")
                 if per is None:
                     continue
-                ys.append(_BY_NAME[name].label)
+                ys.append(_wrapped(_BY_NAME[name].label))
                 xs.append(float(per))
                 text.append(_number(float(per)))
             if xs:
@@ -160,7 +206,7 @@ def breakdown_figure(costs: pd.DataFrame) -> FigureDict:
     fig.update_yaxes(autorange="reversed")
     if missing:
         fig.add_annotation(
-            text="<br>".join(missing[:8]),
+            text="<br>".join(missing),
             xref="paper",
             yref="paper",
             x=0,
@@ -232,7 +278,9 @@ def sweep_cost_figure(points: pd.DataFrame, *, x: str, metric: str, side: str, t
         )
     )
     fig.update_xaxes(title={"text": fields.label(x)}, **base.integer_ticks(known[x]))
-    fig.update_yaxes(title={"text": f"{side}: {label}"}, rangemode="tozero")
+    # The axis says the side and the unit (the title names the cost): a cost's full label in a vertical
+    # title of 420 px was cut at both ends ("er: voluntary context switches (it blocked) (switches/").
+    fig.update_yaxes(title={"text": f"{side}: {unit}" if unit else side}, rangemode="tozero")
     return fig.to_dict()
 
 
