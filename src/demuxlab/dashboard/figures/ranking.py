@@ -50,7 +50,7 @@ COLUMNS: tuple[str, ...] = (
     "model_msgs_per_s",
     "model_threads",
 )
-# What the page's table shows at first (common.fold_columns): the ranked designs with their figures and
+# What the page's table shows at first (fold.fold_columns): the ranked designs with their figures and
 # the model's rank; the workload, class and build where the rows differ in them (else named once above the
 # table); the model's throughput and thread count behind "all columns".
 _BEHIND: tuple[str, ...] = ("workload", "model_msgs_per_s", "model_threads")

@@ -14,7 +14,7 @@ from demuxlab.dashboard.figures.sweep_view import _interval
 from demuxlab.vocab import RATE_SOURCES
 
 SOURCES: tuple[str, ...] = RATE_SOURCES
-# What the page shows of :func:`sweep_table` at first (common.fold_columns): the design, its runs, mean and
+# What the page shows of :func:`sweep_table` at first (fold.fold_columns): the design, its runs, mean and
 # interval, whether it was oversubscribed, each source's prediction and error; the workload's parameters
 # where they differ between the rows (else named once above the table, with their value); the CI's
 # half-width (the interval says it), the server's CPUs, the predictions' CI and method behind "all columns".

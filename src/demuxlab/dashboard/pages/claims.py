@@ -12,7 +12,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, callback, dcc, html
 
-from demuxlab.dashboard import common, data
+from demuxlab.dashboard import common, data, fold
 from demuxlab.dashboard.data import claims as queries
 from demuxlab.errors import DemuxlabError
 
@@ -41,7 +41,7 @@ def layout(experiment: str | None = None) -> Any:
 common.url_sync("claims", [("claims-experiment", "value", "experiment")])
 # recommendations.csv's 21 columns fold to the recommended design, its interval and what it is tied with,
 # and the model's word; the workload where the rows differ in it (else named once above the table)
-common.fold_columns(
+fold.fold_columns(
     "claims-recommendations",
     (
         "pattern",

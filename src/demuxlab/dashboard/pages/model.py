@@ -21,7 +21,7 @@ import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
 from demuxlab import marks
-from demuxlab.dashboard import common, data
+from demuxlab.dashboard import common, data, fold
 from demuxlab.dashboard.data import models as model_queries
 from demuxlab.dashboard.data import points as point_queries
 from demuxlab.dashboard.figures import absence, base, summary
@@ -653,7 +653,7 @@ def _measured(
     return out, picked[["threads", "source", "predicted"]], notes
 
 
-common.fold_columns("model-validation", sweep_figs.KEY_COLUMNS, sweep_figs.PARAM_COLUMNS)
+fold.fold_columns("model-validation", sweep_figs.KEY_COLUMNS, sweep_figs.PARAM_COLUMNS)
 
 
 @callback(

@@ -8,7 +8,7 @@ from typing import Any
 import dash
 from dash import Input, Output, callback, dcc, html
 
-from demuxlab.dashboard import common, data
+from demuxlab.dashboard import common, data, fold
 from demuxlab.dashboard.data import models as model_queries
 from demuxlab.dashboard.data import points as queries
 from demuxlab.dashboard.figures import absence, base
@@ -83,7 +83,7 @@ common.url_sync(
 )
 
 
-common.fold_columns("ranking-table", figs.KEY_COLUMNS, figs.PARAM_COLUMNS)
+fold.fold_columns("ranking-table", figs.KEY_COLUMNS, figs.PARAM_COLUMNS)
 
 
 @callback(

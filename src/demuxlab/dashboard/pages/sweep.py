@@ -10,7 +10,7 @@ import dash
 import pandas as pd
 from dash import Input, Output, State, callback, dcc, html
 
-from demuxlab.dashboard import common, data, fields, why
+from demuxlab.dashboard import common, data, fields, fold, why
 from demuxlab.dashboard.data import models as model_queries
 from demuxlab.dashboard.data import points as queries
 from demuxlab.dashboard.figures import absence, adaptive, base
@@ -239,7 +239,7 @@ def options(experiment: str) -> tuple[Any, Any]:
     return _ordered(pats, PATTERNS), _ordered(nots, NOTIFIERS)
 
 
-common.fold_columns("sweep-table", figs.KEY_COLUMNS, figs.PARAM_COLUMNS)
+fold.fold_columns("sweep-table", figs.KEY_COLUMNS, figs.PARAM_COLUMNS)
 
 
 @callback(
