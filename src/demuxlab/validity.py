@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from demuxlab.costs import is_unavailable
+from demuxlab.stats import DRIFT_LIMIT_REL
 from demuxlab.vocab import CHECK_FAIL, CHECK_PASS, CHECK_UNKNOWN, CHECK_WARN, CHECKS
 
 #: Independence: a lag test needs this many samples (5 pairs) to mean anything.
@@ -49,7 +50,6 @@ GAP_ALPHA = 0.001
 GAP_DEVIATION = 0.10
 MIN_GAPS = 80  # 5 expected per bin
 GAP_BINS = 16
-STATIONARY_DRIFT_REL = 0.02  # demuxlab.stats.DRIFT_LIMIT_REL (a sibling: not importable), for the reason
 #: Frequency: moved by more than this between the measure phase's start and end.
 FREQ_MOVE_REL = 0.05
 #: Order effect: a trend across the experiment larger than this, and significant.
@@ -175,7 +175,7 @@ def stationarity(stats: Mapping[str, Any] | None) -> Check:
     if stationary is True:  # steady_state fails a drift only beyond 2 % *and* significant: say which held
         known = isinstance(drift, int | float)
         why = "within 2 %" if known else "not significant"
-        if known and abs(float(drift or 0)) > STATIONARY_DRIFT_REL:
+        if known and abs(float(drift or 0)) > DRIFT_LIMIT_REL:
             why = "beyond 2 % but not significant (the slope's p ≥ 0.01: too few or noisy seconds to tell)"
         return Check("stationarity", CHECK_PASS, f"drift {shown} across the window: {why}", drift)
     if stationary is False:

@@ -131,17 +131,23 @@ def role_paces(
     messages at it (as the fit pools them). A role without a positive demand in either is left out."""
     out: dict[str, float] = {}
     for role in model_of(pattern).roles:
-        instr = _role_demand_by_work(instrumented, role)
-        bare = _role_demand_by_work(plain, role)
-        common = sorted(set(instr) & set(bare))
-        weight = sum(instr[w][1] for w in common)
-        if not common or weight <= 0:
-            continue
-        d_instr = sum(instr[w][0] * instr[w][1] for w in common) / weight
-        d_plain = sum(bare[w][0] * instr[w][1] for w in common) / weight
-        if d_instr > 0.0 and d_plain > 0.0:
-            out[role.names[0]] = d_plain / d_instr
+        f = _pace(_role_demand_by_work(instrumented, role), _role_demand_by_work(plain, role))
+        if f is not None:
+            out[role.names[0]] = f
     return out
+
+
+def _pace(instr: dict[float, tuple[float, int]], bare: dict[float, tuple[float, int]]) -> float | None:
+    """D_plain / D_instr from per-work-value (CPU per message, messages) of the instrumented and the plain
+    runs: over the work values both ran, each weighted by the instrumented runs' messages at it (as the fit
+    pools them); None where they share none or either demand is not positive."""
+    common = sorted(set(instr) & set(bare))
+    weight = sum(instr[w][1] for w in common)
+    if not common or weight <= 0:
+        return None
+    d_instr = sum(instr[w][0] * instr[w][1] for w in common) / weight
+    d_plain = sum(bare[w][0] * instr[w][1] for w in common) / weight
+    return d_plain / d_instr if d_instr > 0.0 and d_plain > 0.0 else None
 
 
 def _client_demand_by_work(
@@ -175,15 +181,10 @@ def client_pace(
     client results in both."""
     if clients is None:
         return None
-    instr = _client_demand_by_work(instrumented, clients)
-    bare = _client_demand_by_work([r.server for r in plain], [r.client for r in plain])
-    common = sorted(set(instr) & set(bare))
-    weight = sum(instr[w][1] for w in common)
-    if not common or weight <= 0:
-        return None
-    d_instr = sum(instr[w][0] * instr[w][1] for w in common) / weight
-    d_plain = sum(bare[w][0] * instr[w][1] for w in common) / weight
-    return d_plain / d_instr if d_instr > 0.0 and d_plain > 0.0 else None
+    return _pace(
+        _client_demand_by_work(instrumented, clients),
+        _client_demand_by_work([r.server for r in plain], [r.client for r in plain]),
+    )
 
 
 def apply_paces(
