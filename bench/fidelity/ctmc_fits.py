@@ -221,7 +221,12 @@ def predictions(
             )  # fmt: skip
             slots.append((p, name))
     preds = predict_many(reqs, jobs=jobs)
-    model = {slot: pr.throughput_msgs_per_s for slot, pr in zip(slots, preds, strict=True)}
+    model = {slot: pr.throughput_msgs_per_s for slot, pr in zip(slots, preds, strict=True) if pr.settled}
+    for (p, name), pr in zip(slots, preds, strict=True):
+        if not pr.settled:  # that point's prediction from that source is missing ("-"), with the reason
+            why = pr.failure or "the fluid approximation did not settle"
+            print(f"# no {name} prediction for {p.pattern}/{p.notifier} at {p.threads} threads, "
+                  f"{p.work_us:g} µs: {why}")  # fmt: skip
     chain_sleeps = {
         p: pr.details["per_message"][SEND_WAKE]
         for (p, _), pr in zip(slots, preds, strict=True)
@@ -290,8 +295,6 @@ def active(part: str, rates: Rates) -> bool:
         return any("plain runs' cpu" in why for why in src.values())
     if part == "speed":
         return rates.speed < 1.0
-    if part == "calls":
-        return "in the chain's calls" in src.get("r_n", "")
     if part in ("r_l", "r_p", "r_g", "r_i", "r_o", "r_a", "r_e"):
         return src.get(part, "").startswith(("op:", "fit:"))
     if part in ("r_n", "r_x"):

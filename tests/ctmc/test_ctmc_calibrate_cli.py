@@ -146,10 +146,8 @@ def test_a_dispatching_roles_untimed_cpu_goes_to_its_notifier_calls() -> None:
     res["threads_detail"][0]["idle_s"] -= extra_s
     rates = calibrate([res], "hsha")
     # The fit's intercept + the untimed CPU, per call the server made; charged in the chain's own calls.
-    assert 1 / rates.r_n == pytest.approx((1.0 + 4.0) * in_chain(rates), rel=5e-3)
-    assert rates.source["r_n"].startswith(
-        "fit:monitor notify + untimed cpu per call − τ per descriptor, in the chain's calls ×"
-    )
+    assert 1 / rates.r_n == pytest.approx(1.0 + 4.0, rel=1e-6)
+    assert rates.source["r_n"] == "fit:monitor notify + untimed cpu per call − τ per descriptor"
     assert 1 / rates.r_e == pytest.approx(2.0, rel=1e-6)
 
 
@@ -169,7 +167,7 @@ def test_a_dispatching_roles_blocking_calls_are_charged_what_they_cost() -> None
     rates = calibrate([res], "hsha")
     # Per call: (timed calls: 1 µs each; blocked: 3 µs each) = 2.8 µs; the intercept + untimed would be 5.5.
     assert 1 / rates.r_n == pytest.approx(
-        (1.0 * timed_calls + 3.0 * blocked) / (timed_calls + blocked) * in_chain(rates), rel=5e-3
+        (1.0 * timed_calls + 3.0 * blocked) / (timed_calls + blocked), rel=1e-6
     )
 
 
@@ -205,15 +203,8 @@ def test_client_turnaround_from_the_client_cpu() -> None:
 def test_notifier_fit_has_an_intercept() -> None:
     rates = calibrate([server_json("lf", 0.5, alpha_us=3.0)], "lf")
     assert 1 / rates.r_e == pytest.approx(0.5, rel=1e-6)
-    assert 1 / rates.r_n == pytest.approx(3.0 * in_chain(rates), rel=5e-3)
-    assert rates.source["r_n"].startswith("fit:notify_by_events intercept, in the chain's calls ×")
-
-
-def in_chain(rates: Rates) -> float:
-    """The factor c_real / c_model that r_n's source says α was scaled by (notifier_in_chain)."""
-    m = re.search(r"in the chain's calls ×([0-9.e+-]+)$", rates.source["r_n"])
-    assert m is not None, rates.source["r_n"]
-    return float(m.group(1))
+    assert 1 / rates.r_n == pytest.approx(3.0, rel=1e-6)
+    assert rates.source["r_n"] == "fit:notify_by_events intercept"
 
 
 def test_the_notifier_is_charged_per_message_in_the_chains_descriptors() -> None:
@@ -229,17 +220,18 @@ def test_the_notifier_is_charged_per_message_in_the_chains_descriptors() -> None
     assert 1 / calibrate([uring], "uring").r_e == pytest.approx(0.5, rel=1e-6)  # 2 completions: the chain's
 
 
-def test_alpha_in_the_chains_calls_is_a_fixed_point() -> None:
-    """After the fit the chain, at the run's setting, makes c_model calls per message with c_real / c_model
-    the factor α was scaled by: α × c_model is the server's α × c_real."""
+def test_alpha_is_the_servers_cpu_per_call_even_where_the_chain_batches_otherwise() -> None:
+    """The chain makes its own calls per message (here unlike the synthetic server's); α is charged per
+    call as the server measured it, not scaled to make the chain's calls per message the server's (the
+    fixed point the rate ablation found no help on held-out data, docs/ctmc.md)."""
     res = server_json("hsha", 2.0, alpha_us=1.0)
     rates = calibrate([res], "hsha")
     model = build("hsha", 2, res["work_us"], res["connections_accepted"], rates, host=Host())
     msgs = simulate(model, rel_ci=0.01).throughput_per_us
     calls = simulate(model, rel_ci=0.01, transition="phi2").throughput_per_us
     c_real = res["events_per_call"]["calls"] / res["messages"]
-    assert in_chain(rates) == pytest.approx(c_real / (calls / msgs), rel=0.08)
-    assert in_chain(rates) != pytest.approx(1.0, abs=0.05)  # the synthetic server batches unlike the chain
+    assert c_real / (calls / msgs) != pytest.approx(1.0, abs=0.05)  # the synthetic server batches unlike it
+    assert 1 / rates.r_n == pytest.approx(1.0, rel=1e-6)
 
 
 def test_full_cache_bucket_carries_the_fit() -> None:

@@ -27,7 +27,6 @@ from demuxlab.ctmc.calibrate import (
     calibrate,
 )
 from demuxlab.ctmc.rates import (
-    INSTANT_RATE,
     RATE_FIELDS,
     Host,
     Rates,
@@ -248,33 +247,6 @@ def test_orders_of_magnitude_refused_on_a_real_run(runs: dict[str, Any]) -> None
     bad["notify_by_events"] = [{"events": 3, "count": 5, "mean_ns": 3 * 55e6}]
     with pytest.raises(CalibrationRefused, match=r"lf/epoll-lt: refused: r_e .*× the paper"):
         calibrate([bad], "lf")
-
-
-# uring-shared's fit is refused as an artefact on these runs here (its r_e, 0.0014 µs per completion, is
-# 1/2000 of the paper's), so it would never reach the assertion: uring stands for the io_uring chains.
-@pytest.mark.parametrize("pattern", ("hsha", "proactor", "uring", "reactor"))
-def test_the_chain_spends_the_measured_cpu_per_call(runs: dict[str, Any], pattern: str) -> None:
-    """α (the notifier's per-call CPU) is fitted per call the server made; the chain makes its own number
-    of calls per message. After the fit, α × the chain's calls per message (at the run's setting) is the
-    measured α × the server's: the factor in r_n's source is c_real / c_model at the fitted rates."""
-    server, client = runs[pattern]
-    rates = fit_or_refusal(server, pattern, client)
-    if rates is None:
-        return
-    if rates.r_n >= INSTANT_RATE:
-        return  # no per-call cost to place
-    m = re.search(r"in the chain's calls ×([0-9.e+-]+)", rates.source["r_n"])
-    assert m is not None, rates.source["r_n"]
-    factor = float(m.group(1))
-    c_real = server["events_per_call"]["calls"] / server["messages"]
-    host = Host(cores=1, client_threads=client["threads"], client_cores=1)
-    conns = CONNECTIONS.get(pattern, 64)
-    model = build(pattern, calibration_threads(pattern), WORK_US, conns, rates, host=host)
-    assert model.structure.calls is not None
-    msgs = simulate(model, rel_ci=0.01).throughput_per_us
-    calls = simulate(model, rel_ci=0.01, transition=model.structure.calls).throughput_per_us
-    c_model = calls / msgs
-    assert factor == pytest.approx(c_real / c_model, rel=0.08)  # two SSAs at 2 %, the 2 % tolerance
 
 
 @pytest.mark.parametrize("pattern", ("hsha", "proactor"))

@@ -52,10 +52,10 @@ def test_an_ablation_keeps_another_specs_predictions_of_the_same_workload() -> N
 
 def test_the_ablation_table_says_when_no_point_is_left_and_how_many_points_each_row_has() -> None:
     # Leaving out r_z refused every refit (nothing predicted): the row says so, not "nan%"; leaving out
-    # "calls" let refused calibrations fit, so its row is over more points than the full figure's 66.
+    # "r_n" let refused calibrations fit, so its row is over more points than the full figure's 66.
     full = (0.099, 0.52, 66)
     rows = ablation_rows(
-        [Ablation("r_z", 9, 9, float("nan"), float("nan"), 0), Ablation("calls", 9, 28, 0.085, 0.317, 80)],
+        [Ablation("r_z", 9, 9, float("nan"), float("nan"), 0), Ablation("r_n", 9, 28, 0.085, 0.317, 80)],
         full,
     )
     assert rows[0][2:] == [9, 9, 0, "no point predicted (every refit refused)", "-", "-", "-"]

@@ -44,8 +44,8 @@ r_n    ``notify_by_events`` + overhead per call      intercept α (≥ 0); a dis
                                                      notifier CPU per call over all its calls, blocking
                                                      ones included (``notify`` + untimed CPU, less τ per
                                                      descriptor; the runs with the least work,
-                                                     :func:`_alpha_per_call`); then charged in the
-                                                     chain's own calls (:func:`notifier_in_chain`)
+                                                     :func:`_alpha_per_call`), charged per call the
+                                                     chain makes
 r_x    CPU − timed operations, per message           the handling role's untimed CPU
 r_z    client CPU per message × its CPU share        the client's turnaround (``clients=``; its share
                                                      from its ``wait_s``, else the server's speed); with
@@ -89,9 +89,9 @@ Refusals (``CalibrationRefused``, naming pattern, notifier, reason and the figur
 
 The fit is split by concern: this module (the entry point, the self-check and the refusal), ``fit_runs``
 (reading the runs' JSON), ``fit_roles`` (each role's demands, the notifier's fit, the speed),
-``fit_notifier`` (the notifier in the chain's own calls, the scheduler's wake-up) and ``fit_client`` (the
-client's wake-ups in the chain's own). Which role does which operation, and the rates a pattern's chain has
-no step for, are the pattern's model's (:mod:`demuxlab.ctmc.registry`).
+``fit_notifier`` (the notifier in the chain's own descriptors, the scheduler's wake-up) and ``fit_client``
+(the client's wake-ups in the chain's own). Which role does which operation, and the rates a pattern's
+chain has no step for, are the pattern's model's (:mod:`demuxlab.ctmc.registry`).
 """
 
 from __future__ import annotations
@@ -396,11 +396,11 @@ def _in_chain(
     client: tuple[float, float] | None,
     settings: _Settings,
 ) -> Rates:
-    """The fixed points that charge the notifier (:func:`notifier_in_chain`) and the client's wake-ups
-    (:func:`client_in_chain`) in the chain's own calls and sleeps, and the lock's hand-off, each unless
-    left out (``settings.off``)."""
+    """The notifier in the chain's own descriptors and the scheduler's wake-up (:func:`notifier_in_chain`),
+    the client's wake-ups in the chain's own sleeps (:func:`client_in_chain`), and the lock's hand-off,
+    each unless left out (``settings.off``)."""
     off, wake_us, handoff_us = settings.off, settings.wake_us, settings.handoff_us
-    if model_of(pattern).notifies and "calls" not in off:
+    if model_of(pattern).notifies:
         rates = notifier_in_chain(
             rates, pattern, server_results, connections, clients=clients, client_cores=client_cores,
             wake_up="r_w" not in off,

@@ -1,7 +1,7 @@
-"""The notifier's cost in the chain's own calls and descriptors (:func:`notifier_in_chain`), and the
-scheduler's wake-up r_w where the calibration runs had more threads than cores (run to block, sched.py):
-the fixed points that make the chain at the calibration runs' settings spend the notifier CPU per message,
-and its dispatcher the wait per call, that the server measured."""
+"""The notifier's cost in the chain's own descriptors (:func:`notifier_in_chain`), and the scheduler's
+wake-up r_w where the calibration runs had more threads than cores (run to block, sched.py): the fixed
+point that makes the chain's dispatcher at the calibration runs' settings wait per call what the server's
+did."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ from demuxlab.ctmc.registry import model_of
 from demuxlab.ctmc.sched import GRANT_RATE
 from demuxlab.ctmc.ssa import simulate
 
-PER_CALL_ITERATIONS = 6  # rounds of notifier_in_chain's fixed point (α, and r_w where it is fitted)
+PER_CALL_ITERATIONS = 6  # rounds of notifier_in_chain's fixed point on r_w (and fit_client's on T₀)
 
 
-PER_CALL_TOLERANCE = 0.02  # …until α changes by less than this share
+PER_CALL_TOLERANCE = 0.02  # …until the rate changes by less than this share
 
 
 PER_CALL_REL_CI = 0.02  # the SSA's CI for the chain's calls and messages in those rounds
@@ -69,18 +69,15 @@ def notifier_in_chain(
        splits a message: a 16 KiB message over io_uring is about 15 completions (the receives come in
        buffer-ring pieces). τ is scaled by e_real / e_model, so a message costs the chain the notifier
        time per message it cost the server.
-    2. **Per call.** The chain makes its own number of calls per message, c_model; how many messages one
-       call finds depends on how long its thread is kept from the CPU, and the chain's processor sharing is
-       not the kernel's scheduler (on a shared core the kernel lets a worker run on and the dispatcher find
-       bigger batches: HSHA at 2 threads on 1 core makes 0.55 calls per message, its chain 0.78). With α
-       unchanged the chain would charge the thread c_model/c_real times the CPU per message it measured, so
-       α is scaled by c_real / c_model at those runs' settings (messages-weighted SSA at
-       :data:`PER_CALL_REL_CI`) until it
-       changes by less than :data:`PER_CALL_TOLERANCE` (c_model depends on α; at most
-       :data:`PER_CALL_ITERATIONS` rounds).
+    2. **Per call.** α stays the server's CPU per call; the chain charges it per call it makes itself. Up
+       to wave 4 α was also scaled until the chain made the server's calls per message (a fixed point on
+       the chain's calls: on a shared core the kernel lets a worker run on and the dispatcher find bigger
+       batches than processor sharing does). The rate ablation on two data sets the model was not fitted
+       to (docs/ctmc.md, "The rate ablation") found that scaling no help (the held-out grid: mean |error|
+       8.7 % over 86 points without it, 10.3 % over 74 with it; a third set: 8.1 % against 8.2 %).
+       Where the runs had more threads than cores, the wait per call is still matched, by r_w alone.
 
-    The thread's notifier CPU per message in the chain is then the measured one. Rates of a chain without a
-    notifier call, or runs without call counts, are returned as they are."""
+    Rates of a chain without a notifier call, or runs without call counts, are returned as they are."""
     threads = calibration_threads(pattern)
     chain = structure(pattern, threads, full=True)
     low = _lowest_work(server_results)
@@ -106,15 +103,14 @@ def notifier_in_chain(
             weights[where] = weights.get(where, 0) + _messages(f"server result #{i}", res)
     if not weights:
         return fitted
-    c_real = calls / msgs
     # The scheduler's wake-up (sched.py), where the runs had more threads than cores: the dispatching
     # role's wait for a CPU per notifier call, as measured, is the chain's to match.
     wait_real = (
         _dispatcher_wait_per_call_us(pattern, [server_results[i] for i in low], threads) if wake_up else None
     )
     if wait_real is None:
-        return _in_chain(fitted, pattern, chain, weights, c_real, None)
-    return _with_wake_up(fitted, pattern, chain, weights, c_real, wait_real)
+        return fitted
+    return _with_wake_up(fitted, pattern, chain, weights, wait_real)
 
 
 def _with_wake_up(
@@ -122,13 +118,12 @@ def _with_wake_up(
     pattern: str,
     chain: ModelStructure,
     weights: dict[Workload, int],
-    c_real: float,
     wait_real: float,
 ) -> Rates:
     """:func:`notifier_in_chain`'s α with the scheduler's wake-up r_w fitted to the dispatcher's measured
     wait per call ``wait_real``, where run to block explains that wait; else α alone, r_w instant with the
     reason (processor sharing)."""
-    scheduled = _in_chain(fitted, pattern, chain, weights, c_real, wait_real)
+    scheduled = _in_chain(fitted, pattern, chain, weights, wait_real)
     role = model_of(pattern).roles[0].names[0]
     if scheduled.r_w * wait_real < 1.0 / WAKE_LIMIT:
         # Run to block explains the measured wait only with a far longer wake-up than the wait itself: the
@@ -148,8 +143,7 @@ def _with_wake_up(
             f"instant:{role} waited {wait_real:.3g} µs per call; run to block makes it wait "
             f"{wait_model:.3g} µs even with a wake-up of {1.0 / scheduled.r_w:.3g} µs: processor sharing"
         )
-    shared = _in_chain(fitted, pattern, chain, weights, c_real, None)
-    return replace(shared, source={**shared.source, "r_w": why})
+    return replace(fitted, source={**fitted.source, "r_w": why})
 
 
 def _chain_calls(
@@ -189,33 +183,26 @@ def _in_chain(
     pattern: str,
     chain: ModelStructure,
     weights: dict[Workload, int],
-    c_real: float,
     wait_real: float | None,
 ) -> Rates:
-    """notifier_in_chain's fixed point: α scaled until the chain makes the server's calls per message
-    (``c_real``) at the least-work runs' settings (``weights``: messages per setting), and, with
-    ``wait_real`` (µs per notifier call), r_w until the chain's dispatching role waits that long for a CPU
-    per call too (the chain then takes cores by run to block, sched.py)."""
-    alpha = 1.0 / base.r_n
-    fitted = base if wait_real is None else replace(base, r_w=1.0 / wait_real)
+    """notifier_in_chain's fixed point: with ``wait_real`` (µs per notifier call), r_w until the chain's
+    dispatching role waits that long for a CPU per call at the least-work runs' settings (``weights``:
+    messages per setting; the chain then takes cores by run to block, sched.py); α as fitted."""
+    if wait_real is None:
+        return base
+    fitted = replace(base, r_w=1.0 / wait_real)
     role = model_of(pattern).roles[0].names[0]
     for _round in range(PER_CALL_ITERATIONS):
         got = _chain_calls(fitted, pattern, chain, weights)
         if got is None:
             return fitted
-        c_model, wait_model = got
-        now = 1.0 / fitted.r_n
-        new = alpha * c_real / c_model
-        why = f"{base.source.get('r_n', '')}, in the chain's calls ×{c_real / c_model:.3g}"
-        moved = abs(new - now) > PER_CALL_TOLERANCE * now
-        fitted = replace(fitted, r_n=1.0 / new, source={**fitted.source, "r_n": why})
-        if wait_real is not None:
-            # The chain's wait per call falls as r_w grows (a woken dispatcher preempts sooner), down to
-            # what a free core's grant takes: a wake-up is no sooner than that.
-            r_w = min(fitted.r_w * max(wait_model, 1e-3 * wait_real) / wait_real, GRANT_RATE)
-            moved = moved or abs(r_w / fitted.r_w - 1.0) > PER_CALL_TOLERANCE
-            how = f"fit:{role} wait_s per call {wait_real:.3g} µs, in the chain's ×{wait_real * r_w:.3g}"
-            fitted = replace(fitted, r_w=r_w, source={**fitted.source, "r_w": how})
+        wait_model = got[1]
+        # The chain's wait per call falls as r_w grows (a woken dispatcher preempts sooner), down to what a
+        # free core's grant takes: a wake-up is no sooner than that.
+        r_w = min(fitted.r_w * max(wait_model, 1e-3 * wait_real) / wait_real, GRANT_RATE)
+        moved = abs(r_w / fitted.r_w - 1.0) > PER_CALL_TOLERANCE
+        how = f"fit:{role} wait_s per call {wait_real:.3g} µs, in the chain's ×{wait_real * r_w:.3g}"
+        fitted = replace(fitted, r_w=r_w, source={**fitted.source, "r_w": how})
         if not moved:
             break
     return fitted

@@ -35,7 +35,6 @@ SEED_RATES: tuple[str, ...] = ("r_l", "r_p", "r_g", "r_i", "r_o", "r_a", "r_e")
 ABLATIONS: dict[str, str] = {
     "pace": "the instrumented runs' CPU per message (the roles' and the client's), not the plain runs'",
     "speed": "the server had all its CPUs (speed 1)",
-    "calls": "the notifier's per-call cost as the server's calls charged it, not in the chain's own calls",
     "r_n": "no per-call notifier cost (α = 0)",
     "r_x": "no untimed CPU",
     "r_z": "an instant client: no turnaround, no wake-ups",
