@@ -616,3 +616,21 @@ def test_the_woken_client_matches_exact_solution_and_sleeps_less_the_later_it_ru
     _ssa_agrees_with_exact(pattern, threads, conns, late, host, seed=5)
     sleeps = [_per_message(pattern, threads, conns, r, host, "send_wake") for r in (soon, late)]
     assert sleeps[0] > 0.1 and sleeps[1] < 0.9 * sleeps[0], sleeps
+
+
+def test_a_fluid_integrator_that_gives_up_leaves_that_point_without_a_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One model's integrator giving up (here: a span allowed one step, the knob for what a step-size
+    underflow does on some calibrated rates) is that prediction unsettled, with the reason: the other
+    requests of the same batch are answered, and nothing is raised."""
+    from demuxlab.ctmc import fluid
+    from demuxlab.ctmc.predict import PredictRequest, predict_many
+
+    ok = PredictRequest("hsha", 2, 10.0, 64, method="exact")
+    with pytest.raises(fluid.FluidFailed, match="more than 1 steps"):
+        monkeypatch.setattr(fluid, "MAX_STEPS", 1)
+        fluid.solve_fluid(build("hsha", 2, 10.0, 64))
+    got = predict_many([PredictRequest("hsha", 2, 10.0, 64, method="fluid"), ok])
+    assert not got[0].settled and got[0].failure == "fluid hsha: ODE solver failed: more than 1 steps"
+    assert got[1].settled and got[1].failure is None and got[1].throughput_msgs_per_s > 0

@@ -342,3 +342,14 @@ def test_equal_lines_of_a_panel_are_drawn_apart(tmp_path: Any) -> None:
     path = tmp_path / "validation.png"
     plot_validation(rows, "dodge", path)
     assert path.stat().st_size > 10_000
+
+
+def test_a_fluid_whose_integrator_gave_up_is_skipped_with_that_reason() -> None:
+    pts = [point(1)]
+    plan = plan_predictions(pts, {}, {}, method="fluid", rel_ci=0.01, seed=0)
+    failed = Prediction(
+        "lf", 2, 10.0, 8, "fluid", float("nan"), None,
+        {"converged": False, "failed": "fluid lf: ODE solver failed: step size underflow"},
+    )  # fmt: skip
+    assert drop_unsettled(plan, [failed], {}) == [] and not plan.jobs
+    assert plan.skipped[-1]["skipped"] == "fluid lf: ODE solver failed: step size underflow: use the SSA"

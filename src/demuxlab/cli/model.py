@@ -87,7 +87,11 @@ def predict(
             d["calibration_id"] = calibration_id
         if not p.settled:  # no value: a stalled fluid's is no answer (Prediction.settled)
             d |= {"throughput_msgs_per_s": None, "settled": False}
-            stalled.append(f"{p.threads} threads at {p.work_us:g} µs")
+            if p.failure:
+                d["failure"] = p.failure
+            stalled.append(
+                f"{p.threads} threads at {p.work_us:g} µs" + (f" ({p.failure})" if p.failure else "")
+            )
         if as_json:
             click.echo(json.dumps(d))
         else:

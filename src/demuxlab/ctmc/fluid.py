@@ -38,6 +38,12 @@ BURN_IN_ATOL = 1e-4
 MAX_STEPS = 2_000_000  # per integration span; a span takes a few hundred to a few thousand steps
 
 
+class FluidFailed(DemuxlabError):
+    """The integrator gave up on a model (its step underflowed, or a span took more than :data:`MAX_STEPS`):
+    that model's fluid approximation has no value (:func:`demuxlab.ctmc.predict.predict` says so in an
+    unsettled prediction; the SSA or the exact solution still answers)."""
+
+
 @dataclass(frozen=True)
 class FluidResult:
     throughput_per_us: float
@@ -112,4 +118,4 @@ def solve_fluid(
 def _check(status: int, model: ModelInstance) -> None:
     if status != 0:
         why = "step size underflow" if status == 1 else f"more than {MAX_STEPS} steps"
-        raise DemuxlabError(f"fluid {model.parameters.get('pattern')}: ODE solver failed: {why}")
+        raise FluidFailed(f"fluid {model.parameters.get('pattern')}: ODE solver failed: {why}")

@@ -48,6 +48,13 @@ class Prediction:
         the fluid stalls"). The SSA and the exact solution always are."""
         return self.method != METHOD_FLUID or bool(self.details.get("converged", True))
 
+    @property
+    def failure(self) -> str | None:
+        """Why an unsettled prediction has no value where its solver gave up (the fluid integrator's step
+        underflowed: :class:`demuxlab.ctmc.fluid.FluidFailed`); None where it settled or merely stalled."""
+        why = self.details.get("failed")
+        return str(why) if why else None
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "pattern": self.pattern,
@@ -72,9 +79,14 @@ def _solve(
         details = {"events": s.events, "simulated_us": s.simulated_us, "converged": s.converged, "seed": seed}
         return s.throughput_per_us, s.ci_halfwidth_rel, s.runnable, details
     if method == METHOD_FLUID:
-        from demuxlab.ctmc.fluid import solve_fluid
+        from demuxlab.ctmc.fluid import FluidFailed, solve_fluid
 
-        f = solve_fluid(model)
+        try:
+            f = solve_fluid(model)
+        except FluidFailed as exc:
+            # One model's integrator giving up is that point's answer missing, not every point's: an
+            # unsettled prediction with the reason (Prediction.failure), as a stalled fluid's is.
+            return float("nan"), None, 0.0, {"converged": False, "failed": exc.message}
         details = {"horizon_us": f.horizon_us, "residual": f.residual, "converged": f.converged}
         return f.throughput_per_us, None, f.runnable, details
     from demuxlab.ctmc.exact import solve_exact

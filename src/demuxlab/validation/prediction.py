@@ -117,7 +117,8 @@ def drop_unsettled(
     plan: PredictionPlan, predictions: Sequence[Prediction], class_of: Mapping[int, str | None]
 ) -> list[Prediction]:
     """The predictions that answer (:attr:`Prediction.settled`), in the plan's order; each that does not (a
-    fluid that stalled) leaves the plan's jobs and requests for its skipped entries, with the reason."""
+    fluid that stalled, or whose integrator gave up) leaves the plan's jobs and requests for its skipped
+    entries, with the reason."""
     kept: list[Prediction] = []
     jobs, requests = [], []
     for p, (pt, cal), req in zip(predictions, plan.jobs, plan.requests, strict=True):
@@ -127,7 +128,8 @@ def drop_unsettled(
             requests.append(req)
             continue
         source = SOURCE_PAPER if cal is None else SOURCE_CALIBRATION
-        skip: dict[str, Any] = {"point_key": pt.point_key, "rates_source": source, "skipped": FLUID_STALLED}
+        why = f"{p.failure}: use the SSA" if p.failure else FLUID_STALLED
+        skip: dict[str, Any] = {"point_key": pt.point_key, "rates_source": source, "skipped": why}
         cls = class_of.get(cal) if cal is not None else None
         plan.skipped.append({**skip, "hardware_class": cls} if cls else skip)
     plan.jobs[:], plan.requests[:] = jobs, requests
