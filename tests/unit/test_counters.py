@@ -177,8 +177,10 @@ def test_a_spin_on_one_cpu_is_its_user_time(child: Any) -> None:
     costs = measure(c.proc.pid, c.go, cpus=[cpu])
     assert costs["cpus"] == [cpu]
     assert 0.25 <= costs["process_cpu_s"]["user"] + costs["process_cpu_s"]["sys"] <= 0.40
-    # The CPU's own user time holds the spin, and whatever else ran there meanwhile (ticks of 10 ms).
-    assert costs["cpu_time_s"]["user"] + costs["cpu_time_s"]["system"] >= 0.25
+    # The CPU's own user time holds the spin, and whatever else ran there meanwhile (ticks of 10 ms); a spin
+    # under `nice` (a test run niced beside other work) is booked as the CPU's nice time instead.
+    cpu_time = costs["cpu_time_s"]
+    assert cpu_time["user"] + cpu_time["nice"] + cpu_time["system"] >= 0.25
     per = {c.metric: c for c in run_costs({"server": costs}, 1000.0)}
     assert per["cpu_user_s"].per_message == pytest.approx(
         costs["process_cpu_s"]["user"] / (1000.0 * costs["interval_s"]) * 1e6
