@@ -29,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -411,23 +412,7 @@ def _host_spec(
     if any(ch.isspace() for ch in address) or address.startswith("-"):
         raise fail("demuxlab_address", f"not a host name or address: {address!r}")
 
-    cpus: str | None = None
-    cpus_value = merged.get("demuxlab_cpus")
-    if cpus_value is not None:
-        text = str(cpus_value) if isinstance(cpus_value, int) and not isinstance(cpus_value, bool) else None
-        if isinstance(cpus_value, str):
-            text = cpus_value
-        if text is None:
-            raise fail("demuxlab_cpus", f"expected a CPU list such as 0-3,8, got {cpus_value!r}")
-        if any(part.count("-") == 1 and _descending(part) for part in text.split(",")):
-            raise fail("demuxlab_cpus", f"range runs backwards in {text!r}")
-        try:
-            cpu_list = parse_cpu_list(text)
-        except ValueError:
-            raise fail("demuxlab_cpus", f"not a CPU list (such as 0-3,8): {text!r}") from None
-        if not cpu_list or min(cpu_list) < 0:
-            raise fail("demuxlab_cpus", f"not a CPU list (such as 0-3,8): {text!r}")
-        cpus = format_cpu_list(cpu_list)
+    cpus = _cpus(merged.get("demuxlab_cpus"), fail)
     _bool(merged.get("demuxlab_cpus_shared", False), "demuxlab_cpus_shared", fail)
     _bool(merged.get("demuxlab_testbed", False), "demuxlab_testbed", fail)
 
@@ -447,6 +432,27 @@ def _host_spec(
         vars=merged,
     )
     return spec, where("demuxlab_role")
+
+
+def _cpus(cpus_value: Any, fail: Callable[[str, str], ConfigError]) -> str | None:
+    """``demuxlab_cpus`` checked: a CPU list such as ``0-3,8`` (a string, or one CPU as an int), in its
+    canonical form; None where the host does not set it."""
+    if cpus_value is None:
+        return None
+    text = str(cpus_value) if isinstance(cpus_value, int) and not isinstance(cpus_value, bool) else None
+    if isinstance(cpus_value, str):
+        text = cpus_value
+    if text is None:
+        raise fail("demuxlab_cpus", f"expected a CPU list such as 0-3,8, got {cpus_value!r}")
+    if any(part.count("-") == 1 and _descending(part) for part in text.split(",")):
+        raise fail("demuxlab_cpus", f"range runs backwards in {text!r}")
+    try:
+        cpu_list = parse_cpu_list(text)
+    except ValueError:
+        raise fail("demuxlab_cpus", f"not a CPU list (such as 0-3,8): {text!r}") from None
+    if not cpu_list or min(cpu_list) < 0:
+        raise fail("demuxlab_cpus", f"not a CPU list (such as 0-3,8): {text!r}")
+    return format_cpu_list(cpu_list)
 
 
 _TEMPLATE_FREE = frozenset(

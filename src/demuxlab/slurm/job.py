@@ -380,23 +380,15 @@ def run_in_job(base: RunRequest, opts: JobOptions) -> dict[str, Any] | None:
         "excluded": job.excluded,
     }
     ok = record["status"] == "ok"
-    blamed = list(job.nodes)
+    blamed, reason = health.blame(job.nodes, ok, record.get("failure_reason"))
     if not ok:
-        # A node Slurm has taken down may fail the attempt here before Slurm ends the job (NODE_FAIL): the
-        # reason then says so, and the failure counts on that node only, as when the job dies of it.
-        bad = health.bad_nodes(job.nodes)
-        if bad:
-            blamed = list(bad)
-            said = ", ".join(f"{n} {s}" for n, s in bad.items())
-            record["failure_reason"] = f"{record.get('failure_reason') or 'failed'} (Slurm reports {said})"
+        record["failure_reason"] = reason
     for line in health.record_outcome(
-        opts.state, blamed, run_id, ok, record.get("failure_reason"), opts.quarantine_after, may_drain
+        opts.state, blamed, run_id, ok, reason, opts.quarantine_after, may_drain
     ):
         print(line, file=sys.stderr)
         record["pair"]["quarantined"] = line
-    health.finish_attempt(
-        opts.state, run_id, job.job_id, "ok" if ok else "failed", record.get("failure_reason")
-    )
+    health.finish_attempt(opts.state, run_id, job.job_id, "ok" if ok else "failed", reason)
     if ok or opts.attempt >= opts.max_attempts:
         write_json_atomic(opts.state / "records" / f"{run_id}.json", record)
     return record

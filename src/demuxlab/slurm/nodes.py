@@ -248,6 +248,17 @@ def bad_nodes(nodes: Sequence[str]) -> dict[str, str]:
     return {n: st for n, st in node_states(nodes).items() if any(b in st for b in BAD_STATES)}
 
 
+def blame(nodes: Sequence[str], ok: bool, reason: str | None) -> tuple[list[str], str | None]:
+    """The nodes an attempt's outcome counts on, and its reason. A node Slurm has taken down may fail the
+    attempt before Slurm ends the job (NODE_FAIL): the reason then says so, and the failure counts on that
+    node only, as when the job dies of it (:func:`settle_dead`)."""
+    bad = bad_nodes(nodes) if not ok else {}
+    if not bad:
+        return list(nodes), reason
+    said = ", ".join(f"{n} {s}" for n, s in bad.items())
+    return list(bad), f"{reason or 'failed'} (Slurm reports {said})"
+
+
 LIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED")
 
 
