@@ -248,3 +248,33 @@ def test_the_claims_page_names_a_stored_refusal_as_recommendations_csv_does(
     finally:
         del app
         common.store().dispose()
+
+
+def test_compare_opens_on_an_experiment_whose_sides_share_points(database_url: str, tmp_path: Any) -> None:
+    """Compare with no sides in its address: an older experiment with two spec versions (they share its
+    points) is opened on before the two newest experiments, which share none (the quickstart's smoke made
+    after a sweep of two versions opened as sweep against smoke: 'the sides share no point')."""
+    import datetime as dt
+
+    from demuxlab.dashboard import common
+    from demuxlab.dashboard.app import create_app
+    from demuxlab.ingest import ingest_files
+    from helpers import dashboard_sample as sample
+
+    now = dt.datetime.now(dt.UTC)
+    v1 = sample.load(tmp_path, sample.SPEC_V1)
+    ingest_files(sample.write_records(v1, sample.planned(v1)[:4], tmp_path / "v1", start=now))
+    v2 = sample.load(tmp_path)
+    ingest_files(sample.write_records(v2, sample.planned(v2)[:4], tmp_path / "v2", start=now))
+    smoke = sample.load_smoke(tmp_path)
+    ingest_files(sample.write_records(smoke, sample.planned(smoke)[:4], tmp_path / "smoke", start=now))
+    app = create_app(database_url)
+    try:
+        from demuxlab.dashboard.pages import compare
+
+        with common.store().connect() as conn:
+            opened = compare.opening(conn)
+        assert opened == {"a": f"dashdemo@{v1.sha256[:8]}", "b": "dashdemo"}, opened
+    finally:
+        del app
+        common.store().dispose()

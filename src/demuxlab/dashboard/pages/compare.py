@@ -79,8 +79,8 @@ def layout(x: str = "threads", **query: str) -> Any:
             "(binary hash or image digest); points are matched on their parameters. A is the baseline: every "
             "other side gets its ratio to A and Welch's t-test against A (filled marker: they differ, "
             "p < 0.05), the decision the Ranking and History make too. The same experiment with two pairs "
-            "or two builds compares machines or code. The page opens on the newest experiment's two "
-            "builds, else its two spec versions, else the two newest experiments.",
+            "or two builds compares machines or code. The page opens on the newest experiment with two "
+            "server builds or two spec versions (they share its points), else the two newest experiments.",
             className="dlx-muted",
         ),
         *[
@@ -104,23 +104,33 @@ def layout(x: str = "threads", **query: str) -> Any:
 
 
 def opening(conn: Any) -> dict[str, str]:
-    """The two sides the page opens on when the address names none, never one selection twice: the newest
-    experiment on its first and its latest server build; else its previous spec version against it; else
-    the experiment made before it against it; else the newest alone (the page then says what to choose)."""
-    newest = data.newest_experiments(conn, 1)
+    """The two sides the page opens on when the address names none, never one selection twice: of the
+    experiments newest first (up to :data:`OPENING_LOOKS`), the first with two server builds, its first
+    against its latest, or with two spec versions, its previous against its latest (two sides of one
+    experiment share its points); else the experiment made before the newest against it (they may share
+    none: the page says so); else the newest alone (the page then says what to choose)."""
+    newest = data.newest_experiments(conn, OPENING_LOOKS)
     if not newest:
         return {}
-    exp = newest[0]
-    builds = queries.builds_by_time(conn, exp)
-    if len(builds) >= 2:
-        return {"a": exp.value, "a_build": builds[0], "b": exp.value, "b_build": builds[-1]}
-    versions = [o["value"] for o in data.experiment_options(conn) if o["value"].split("@")[0] == exp.name]
-    if len(versions) >= 2:
-        return {"a": versions[1], "b": versions[0]}
-    two = data.newest_experiments(conn, 2)
-    if len(two) == 2:
-        return {"a": two[1].value, "b": exp.value}
-    return {"a": exp.value}
+    options = [o["value"] for o in data.experiment_options(conn)]
+    seen: set[str] = set()
+    for exp in newest:
+        if exp.name in seen:
+            continue
+        seen.add(exp.name)
+        builds = queries.builds_by_time(conn, exp)
+        if len(builds) >= 2:
+            return {"a": exp.value, "a_build": builds[0], "b": exp.value, "b_build": builds[-1]}
+        versions = [v for v in options if v.split("@")[0] == exp.name]
+        if len(versions) >= 2:
+            return {"a": versions[1], "b": versions[0]}
+    if len(newest) >= 2:
+        return {"a": newest[1].value, "b": newest[0].value}
+    return {"a": newest[0].value}
+
+
+#: How many experiments, newest first, the opening looks through for one with two builds or versions.
+OPENING_LOOKS = 20
 
 
 common.url_sync(
