@@ -20,8 +20,10 @@ SLURM_CONF_DOC = config["slurm"]
 SLURM_STATE = "results/slurm"
 CLUSTER_CONF = config["cluster"]
 # $SLURM_CONF (Slurm's own variable) wins, else the setting (relative to the repository). Set here, at
-# parse time, because the executor plugin runs Slurm's commands (scontrol, sacctmgr) when it starts.
-if SLURM_CONF_DOC["conf"]:
+# parse time, because the executor plugin runs Slurm's commands (scontrol, sacctmgr) when it starts. Not
+# to a file that does not exist: each of Slurm's commands would wait 59 s for it before failing (the
+# workflow asks squeue and sinfo before its settings check); the check names the missing file in one line.
+if SLURM_CONF_DOC["conf"] and (REPO / SLURM_CONF_DOC["conf"]).is_file():
     os.environ.setdefault("SLURM_CONF", str(REPO / SLURM_CONF_DOC["conf"]))
 # The lanes are the runs in flight; each runs on whichever two nodes Slurm gives it.
 PAIR_RESOURCE = 0
@@ -259,9 +261,11 @@ if SLURM_CONF_DOC["constraint"] or SLURM_CONF_DOC["classes"]:
 
 def slurm_check_settings():
     """The slurm settings for `demuxlab slurm check`: slurm.conf in effect ($SLURM_CONF, or the setting made
-    absolute above), each experiment's K and the per-run slack (for the group jobs' time limits)."""
+    absolute, also where it names no file: the check says so), each experiment's K and the per-run slack
+    (for the group jobs' time limits)."""
     sizes = {e: group_runs(e) for e in config["experiments"]}
-    doc = {**SLURM_CONF_DOC, "conf": os.environ.get("SLURM_CONF", "")}
+    setting = str(REPO / SLURM_CONF_DOC["conf"]) if SLURM_CONF_DOC["conf"] else ""
+    doc = {**SLURM_CONF_DOC, "conf": os.environ.get("SLURM_CONF") or setting}
     return shlex.quote(json.dumps({**doc, "group_sizes": sizes, "run_slack_s": RUN_SLACK_S}))
 
 
