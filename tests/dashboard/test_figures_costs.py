@@ -189,3 +189,37 @@ def test_the_sweep_cost_axis_opens_on_the_addressed_cost_and_side() -> None:
         why.DEFAULT_METRIC,
         "server",
     )
+
+
+def test_the_sweep_cost_axis_says_which_designs_it_leaves_out_and_why() -> None:
+    """A design none of whose runs has the cost is not silently missing from the cost axis: a note under
+    the plot names it with its runs' reason (the smoke's tpc: its connection threads end before the end
+    reading, so its sums over threads are unavailable)."""
+    why = "unavailable: 1 of its threads ended before the end reading"
+    rows = [
+        {
+            "pattern": pattern,
+            "notifier": notifier,
+            "threads": 1,
+            "work_us": 0.0,
+            "connections": 64,
+            "hardware_class": None,
+            "run_id": f"{pattern}{i}",
+            "flagged": False,
+            "per_message": None if pattern == "tpc" else 0.5,
+            "unavailable": why if pattern == "tpc" else None,
+        }
+        for pattern, notifier in (("reactor", "epoll-lt"), ("tpc", "none"))
+        for i in range(2)
+    ]
+    fig = figs.sweep_cost_figure(pd.DataFrame(rows), x="threads", metric="ctx_voluntary", side="server")
+    assert [t["name"] for t in fig["data"] if t.get("showlegend", True)] == ["reactor · epoll-lt"]
+    notes = [a["text"] for a in fig["layout"].get("annotations", [])]
+    assert notes == [f"not shown: tpc · none: {why}"], notes
+    whole = figs.sweep_cost_figure(
+        pd.DataFrame([r for r in rows if r["pattern"] == "reactor"]),
+        x="threads",
+        metric="ctx_voluntary",
+        side="server",
+    )
+    assert not whole["layout"].get("annotations"), whole["layout"].get("annotations")

@@ -271,17 +271,35 @@ def sweep_cost_figure(points: pd.DataFrame, *, x: str, metric: str, side: str, t
             )
         )
     label = AXIS_METRICS.get(metric, metric)
+    absent = _absent_designs(points, known)
     fig.update_layout(
         **style.base_layout(
-            height=base.legend_height(len(fig.data) // 2, 420),
+            height=base.legend_height(len(fig.data) // 2, 420) + 18 * len(absent),
             title={"text": title or f"{side}: {label} vs {fields.label(x)}"},
         )
     )
+    if absent:
+        fig.update_layout(margin={"b": 76 + 18 * len(absent)})
+        base.notes_below(fig, absent, 62)  # under the x axis's title, as the Sweep's notes
     fig.update_xaxes(title={"text": fields.label(x)}, **base.integer_ticks(known[x]))
     # The axis says the side and the unit (the title names the cost): a cost's full label in a vertical
     # title of 420 px was cut at both ends ("er: voluntary context switches (it blocked) (switches/").
     fig.update_yaxes(title={"text": f"{side}: {unit}" if unit else side}, rangemode="tozero")
     return fig.to_dict()
+
+
+def _absent_designs(points: pd.DataFrame, known: pd.DataFrame) -> list[str]:
+    """A note per design (pattern · notifier) none of whose runs has the cost, with the first reason its
+    runs give (a tpc sweep's thread sums: its connection threads end before the reading), wrapped."""
+    have = set(zip(known["pattern"], known["notifier"], strict=True))
+    out: list[str] = []
+    for (pattern, notifier), rows in points.groupby(["pattern", "notifier"], sort=True):
+        if (pattern, notifier) in have:
+            continue
+        whys = rows["unavailable"].dropna()
+        why = str(whys.iloc[0]) if not whys.empty else "no value recorded"
+        out.extend(textwrap.wrap(f"not shown: {pattern} · {notifier}: {why}", NOTE_WRAP))
+    return out
 
 
 def metric_options(metrics: Sequence[str] = tuple(AXIS_METRICS)) -> list[dict[str, str]]:
