@@ -2,7 +2,8 @@
 ``demuxlab.launch.counters`` read at the measure phase's start and end, docs/CONTRACTS.md §5), what each
 message cost each side: CPU time (the process's own, by user and system; the side's CPUs', by kind:
 softirq, irq, steal, ...), context switches, migrations, system calls (the binaries' own counts, over the
-interval between their own two reports, ``syscalls_interval_s``), TCP retransmits and drops, energy.
+interval between their own two reports, ``syscalls_interval_s``), TCP retransmits and drops, the CPU's
+cycles and instructions (hardware counters), energy.
 
 Pure: the record's members in, :class:`Cost` rows out (the ``run_costs`` table's, the Run page's "why",
 the Sweep's cost axis). A side's messages are the run's throughput (``stats``) times the side's own
@@ -51,6 +52,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("tcp_listen_drops", "listen queue drops", "per million msgs", 1e6),
     Metric("tcp_drops", "TCP receive-path drops (backlog, rcvq, zero window, ofo)", "per million msgs", 1e6),
     Metric("tcp_resets", "TCP resets sent", "per million msgs", 1e6),
+    Metric("cycles", "CPU cycles (hardware counter)", "cycles/msg", 1.0),
+    Metric("instructions", "instructions retired (hardware counter)", "instructions/msg", 1.0),
     Metric("energy_uj", "energy (RAPL packages)", "µJ/msg", 1.0),
 )
 METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
@@ -94,7 +97,7 @@ def _raw(side: Mapping[str, Any]) -> dict[str, float | str | None]:
     proc = side.get("process_cpu_s")
     for key, name in (("user", "cpu_user_s"), ("sys", "cpu_sys_s")):
         out[name] = proc if is_unavailable(proc) else _num((proc or {}).get(key))
-    for name in ("syscalls", "migrations"):
+    for name in ("syscalls", "migrations", "cycles", "instructions"):
         value = side.get(name)
         out[name] = value if is_unavailable(value) else _num(value)
     switches = side.get("context_switches") or {}

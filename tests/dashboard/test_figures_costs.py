@@ -223,3 +223,32 @@ def test_the_sweep_cost_axis_says_which_designs_it_leaves_out_and_why() -> None:
         side="server",
     )
     assert not whole["layout"].get("annotations"), whole["layout"].get("annotations")
+
+
+def test_cycles_and_instructions_are_in_the_table_and_their_absence_under_the_breakdown() -> None:
+    """The hardware counters (thousands a message) are not bars beside the kernel's few events: the cost
+    table has them per side, a number or the kernel's reason; the breakdown names an unavailable one."""
+    no_pmu = "unavailable: no hardware performance counters (perf_event_open: No such file or directory)"
+    costs = pd.concat(
+        [
+            _costs(),
+            pd.DataFrame(
+                [
+                    ("server", "cycles", 6e9, 20_000.0, None),
+                    ("server", "instructions", 9e9, 30_000.0, None),
+                    ("client", "cycles", None, None, no_pmu),
+                    ("client", "instructions", None, None, no_pmu),
+                ],
+                columns=["side", "metric", "value", "per_message", "unavailable"],
+            ),
+        ]
+    )
+    table = figs.cost_table(costs).set_index("cost")
+    assert table.loc["CPU cycles (hardware counter)", "server per msg"] == "20,000"
+    assert table.loc["instructions retired (hardware counter)", "server over the phase"] == "9,000,000,000"
+    assert table.loc["CPU cycles (hardware counter)", "client per msg"] == no_pmu
+    fig = figs.breakdown_figure(costs)
+    assert not any("hardware counter" in y for t in fig["data"] for y in t["y"])
+    notes = " ".join(a["text"] for a in fig["layout"]["annotations"]).replace("<br>", " ")
+    assert "client CPU cycles (hardware counter), client instructions retired (hardware counter)" in notes
+    assert no_pmu.split(": ", 1)[1] in notes

@@ -23,6 +23,7 @@ from demuxlab.report import check_summary, load_rows, summarize
 pytestmark = pytest.mark.postgres
 
 MakeRecord = Callable[..., dict[str, Any]]
+NO_PMU = "unavailable: no hardware performance counters (perf_event_open: No such file or directory)"
 WriteRecord = Callable[[dict[str, Any]], Path]
 
 
@@ -63,6 +64,8 @@ def _side(syscalls: Any, pid: int, cpus: list[int], governor: str) -> dict[str, 
         "turbo": "unavailable: neither intel_pstate/no_turbo nor cpufreq/boost",
         "smt": {"active": False, "control": "notsupported"},
         "energy_uj": "unavailable: no RAPL zone under /sys/class/powercap",
+        "cycles": NO_PMU,
+        "instructions": NO_PMU,
     }
 
 
@@ -83,6 +86,8 @@ def with_costs(
         "client": _side(90_000, 200, [0], gov),
         "same_netns": True,
     }
+    # A host with a PMU counts the server's cycles and instructions; this VM's has none (the client's).
+    record["costs"]["server"].update(cycles=6_000_000_000, instructions=9_000_000_000)
     return record
 
 
@@ -114,6 +119,13 @@ def test_costs_and_checks_are_stored_and_a_failed_check_flags_the_run(
     assert len(costs) == 2 * 2 * len(METRICS)  # two runs, two sides, every metric
     calls = costs[plain["run_id"], "server", "syscalls"]
     assert calls.value == 120_000 and calls.per_message == pytest.approx(120_000 / (throughput * 3.0))
+    cycles = costs[plain["run_id"], "server", "cycles"]
+    assert cycles.value == 6e9 and cycles.per_message == pytest.approx(6e9 / (throughput * 3.0))
+    assert costs[plain["run_id"], "server", "instructions"].per_message == pytest.approx(
+        9e9 / (throughput * 3)
+    )
+    no_pmu = costs[plain["run_id"], "client", "cycles"]
+    assert (no_pmu.value, no_pmu.per_message, no_pmu.unavailable) == (None, None, NO_PMU)
     energy = costs[plain["run_id"], "server", "energy_uj"]
     assert (energy.value, energy.per_message) == (None, None) and energy.unavailable.startswith(
         "unavailable: no RAPL"
@@ -165,9 +177,17 @@ def test_costs_and_checks_are_stored_and_a_failed_check_flags_the_run(
 def test_a_record_whose_costs_are_not_counters_is_refused_naming_the_field(
     engine: Engine, make_record: MakeRecord, write_record: WriteRecord
 ) -> None:
-    for value, needle in ((-3, "costs.server"), ("n/a", "costs.server"), (1.5, "costs.server")):
+    for key, value in (
+        ("syscalls", -3),
+        ("syscalls", "n/a"),
+        ("syscalls", 1.5),
+        ("cycles", -3),
+        ("instructions", "n/a"),
+        ("cycles", 0.5),
+    ):
+        needle = "costs.server"
         bad = with_costs(make_record())
-        bad["costs"]["server"]["syscalls"] = value
+        bad["costs"]["server"][key] = value
         with pytest.raises(DemuxlabError, match=r"field costs\.server") as err:
             ingest_files([write_record(bad)], engine=engine)
         assert needle in str(err.value) and "\n" not in str(err.value)
@@ -217,7 +237,7 @@ def test_the_run_page_s_why_panel_and_the_sweep_s_cost_axis_read_them(
     try:
         page = shown(run_page.layout(run=crowded["run_id"]))
         assert '"run-why"' in page and "FLAGGED: placement.core, placement.numa failed" in page
-        for needle in ("independence", "cpu.governor", "calls/msg", "unavailable: no RAPL zone"):
+        for needle in ("independence", "cpu.governor", "calls/msg", "unavailable: no RAPL zone", NO_PMU):
             assert needle in page, needle
         assert f"{calls:.2f}" in page  # the table's system calls per message
         # per thread: its voluntary switches per message of the run (30,000 over the phase's messages)
@@ -234,5 +254,9 @@ def test_the_run_page_s_why_panel_and_the_sweep_s_cost_axis_read_them(
         assert line["y"] == [pytest.approx(calls)] and line["x"] == [plain["point"]["threads"]]
         energy = why.sweep_cost(name, "threads", None, None, "energy_uj", "server")
         assert "unavailable: no RAPL zone" in json.dumps(energy)
+        cycles_axis = why.sweep_cost(name, "threads", None, None, "cycles", "server")
+        (line,) = [t for t in cycles_axis["data"] if t["mode"] == "lines+markers"]
+        assert line["y"] == [pytest.approx(6e9 / (plain["stats"]["throughput_msgs_per_s"] * 3.0))]
+        assert NO_PMU in json.dumps(why.sweep_cost(name, "threads", None, None, "cycles", "client"))
     finally:
         common.store().dispose()

@@ -4,7 +4,8 @@ launcher with the real binaries: one connection, closed loop, so every message i
 The reactor over edge-triggered epoll makes three system calls per message (epoll_wait, the recvmsg that
 TCP_INQ says drained the socket, send) and blocks once per message (a voluntary switch: the next message
 needs the client's turn); over level-triggered epoll a fourth, the re-activation (epoll_ctl MOD: seed 000's
-cost). The client makes three (epoll_wait, recv, send). A collection turned off leaves no ``costs``.
+cost). The client makes three (epoll_wait, recv, send). Each side's cycles and instructions are counts where
+the host has a PMU, else the kernel's reason (this VM's: none). A collection turned off leaves no ``costs``.
 
 The record's system calls are the binaries' own counts (images/common/sysc.h), so every pattern's count per
 message is what its code says, for every notifier (:data:`CALLS`); where its threads do not hand work over
@@ -14,6 +15,7 @@ round of the server's loop however busy the host is."""
 
 from __future__ import annotations
 
+import platform
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,8 @@ from demuxlab.point import Point
 from demuxlab.topology import collect_facts
 from demuxlab.validity import run_checks
 from helpers.server import build_target
+
+NO_PMU = "unavailable: no hardware performance counters (perf_event_open: No such file or directory)"
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +91,19 @@ def test_edge_triggered_reactor_makes_three_system_calls_and_one_sleep_per_messa
     # The boundaries are read within a fraction of the phase of the client's own stamps.
     assert all(0 <= lag < 0.5 for lag in server["lag_s"])
     assert server["interval_s"] == pytest.approx(2.0, abs=0.5)
+    # The CPU's cycles and instructions on each side's threads: counts (a message's three system calls are
+    # thousands of each) where the host has a PMU; else the kernel's reason (this VM: ENOENT), never a 0.
+    no_pmu = platform.machine() == "x86_64" and not any(Path("/sys/bus/event_source/devices").glob("cpu*"))
+    for side in ("server", "client"):
+        for key in ("cycles", "instructions"):
+            value = costs[side][key]
+            if no_pmu:
+                assert value == NO_PMU, (side, key, value)
+            elif isinstance(value, str):
+                assert value.startswith("unavailable: ") and "perf_event_open" in value, value
+            else:
+                each = per[side, key]
+                assert each is not None and each > 1_000, (side, key, each)
 
 
 def test_level_triggered_reactor_pays_one_more_call_per_message_the_re_activation(binaries: None) -> None:

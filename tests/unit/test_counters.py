@@ -3,13 +3,18 @@ readings: system calls (a child making exactly N), voluntary context switches (N
 child moved between CPUs), CPU time (a spin on one CPU), TCP resets and failed connects (in this process's
 own network namespace); the sysfs readings through a fake tree (DEMUXLAB_SYS_ROOT): a governor other than
 performance and a frequency that moved end as failed checks by demuxlab.validity's own verdicts; RAPL's
-energy across a wrap; and this host's absent counters (cpufreq, RAPL) as ``unavailable: <why>``, never a
-zero."""
+energy across a wrap; the CPU's cycles and instructions (hardware perf counters; their reading and summing
+through software events where the host has no PMU); and this host's absent counters (cpufreq, RAPL,
+hardware events) as ``unavailable: <why>`` in the kernel's words, never a zero."""
 
 from __future__ import annotations
 
+import errno
 import os
+import platform
+import re
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -23,13 +28,14 @@ from demuxlab.costs import run_costs
 from demuxlab.launch.counters import (
     UNAVAILABLE,
     Collector,
+    HardwareCounters,
     Roots,
     Side,
     Snapshot,
     SyscallCounters,
     side_costs,
 )
-from demuxlab.launch.kernelfiles import read_thread
+from demuxlab.launch.kernelfiles import hardware_refusal, read_thread
 from demuxlab.validity import frequency, governor
 from demuxlab.vocab import CHECK_FAIL
 
@@ -98,11 +104,13 @@ def measure(
     cpus: list[int] | None = None,
     roots: Roots | None = None,
     own: list[dict[str, Any]] | None = None,
+    hardware: HardwareCounters | None = None,
 ) -> dict[str, Any]:
     """A side's costs over ``load()``: read at a 'measure' and a 'cooldown' boundary, as a run's are, with
     the kernel's count of its system calls (the opt-in tracepoint); ``own``: the lines a demux-server would
-    have printed when asked for its own count."""
-    side = Side("server", pid, cpus or [], ask_own=own is not None)
+    have printed when asked for its own count; ``hardware``: what counts its cycles and instructions (the
+    run's own, HardwareCounters(), by default)."""
+    side = Side("server", pid, cpus or [], ask_own=own is not None, hardware=hardware)
     collector = Collector([side], roots=roots or Roots(), syscalls=True)
     collector.mark("measure", time.monotonic_ns())
     load()
@@ -363,3 +371,116 @@ def test_a_refused_perf_counter_is_unavailable_with_the_reason(tmp_path: Path) -
     counters = SyscallCounters(Roots(sys=tmp_path))
     counters.open([os.getpid()])
     assert counters.problem is not None and counters.problem.startswith(UNAVAILABLE) and counters.fds == {}
+
+
+#: A PMU-less host's answer (this VM: no core PMU, /sys/bus/event_source/devices has no cpu).
+NO_PMU = UNAVAILABLE + "no hardware performance counters (perf_event_open: No such file or directory)"
+#: The kernel's software clocks (PERF_TYPE_SOFTWARE: PERF_COUNT_SW_TASK_CLOCK, _CPU_CLOCK), in ns, under the
+#: record's keys: what HardwareCounters does with a count, on any host.
+SOFTWARE = {"cycles": (1, 1), "instructions": (1, 0)}
+
+
+def _has_core_pmu() -> bool:
+    devices = Path("/sys/bus/event_source/devices")
+    return platform.machine() != "x86_64" or any(devices.glob("cpu*"))
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_this_host_s_cycles_and_instructions_or_the_kernel_s_reason(child: Any) -> None:
+    """A run's own hardware counters on a child's spin: where the host has a PMU, counts that grow with the
+    spin (300 ms of it against 100 ms); where it has none (this VM), both unavailable with what
+    perf_event_open said (ENOENT), never a zero; and run_costs carries the reason through."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    short, long = child("spin", "100", str(cpu)), child("spin", "300", str(cpu))
+    a, b = measure(short.proc.pid, short.go), measure(long.proc.pid, long.go)
+    rows = {r.metric: r for r in run_costs({"server": b}, 1000.0)}
+    for key in ("cycles", "instructions"):
+        if isinstance(b[key], str):
+            assert a[key] == b[key]
+            assert re.fullmatch(
+                UNAVAILABLE + r"(no hardware performance counters|hardware counters not permitted|hardware "
+                r"counters refused) \(perf_event_open(: | refused \().+\)",
+                b[key],
+            ), b[key]
+            assert rows[key].value is None and rows[key].unavailable == b[key]
+        else:
+            assert isinstance(a[key], int) and a[key] > 0 and 1.5 * a[key] < b[key], (a[key], b[key])
+            assert rows[key].per_message == pytest.approx(b[key] / (1000.0 * b["interval_s"]))
+    if not _has_core_pmu():  # this VM: the kernel has no PMU to count with
+        assert b["cycles"] == b["instructions"] == NO_PMU
+
+
+def test_hardware_counters_are_each_thread_s_count_summed_over_the_side(child: Any) -> None:
+    """HardwareCounters' open, read and sum through the kernel's software clocks (task-clock, cpu-clock: ns
+    on a CPU) under the record's keys: a 200 ms spin is ~0.2e9 ns in both; a thread that ended within the
+    phase keeps its count; every counter is closed after the end reading."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    c = child("spin", "200", str(cpu))
+    before = _fds()
+    counters = HardwareCounters(SOFTWARE)
+    costs = measure(c.proc.pid, c.go, hardware=counters)
+    assert 0.18e9 <= costs["cycles"] <= 0.6e9 and 0.18e9 <= costs["instructions"] <= 0.6e9, costs
+    assert counters.fds == {"cycles": {}, "instructions": {}} and _fds() == before
+    rows = {r.metric: r for r in run_costs({"server": costs}, 1000.0)}
+    assert rows["cycles"].per_message == pytest.approx(costs["cycles"] / (1000.0 * costs["interval_s"]))
+    assert rows["cycles"].unavailable is None
+
+
+def test_a_thread_started_within_the_phase_or_a_starved_counter_is_unavailable(tmp_path: Path) -> None:
+    """A side's sums are unavailable, naming the threads, where one started after the counters were opened;
+    a count the PMU shared out is scaled by its enabled over its running time (as perf stat does), and one
+    that never ran on it is unavailable, not 0."""
+    counters = HardwareCounters(SOFTWARE)
+
+    def thread() -> dict[str, Any]:
+        return {"comm": "demux-server", "cpus": "0", "voluntary": 0, "involuntary": 0, "migrations": 0,
+                "run_ns": 0, "wait_ns": 0}  # fmt: skip
+
+    side = Side("server", 15541, [0], hardware=counters)
+    side.snaps = [_snapshot(0, {15541: thread()}), _snapshot(10**9, {15541: thread(), 15560: thread()})]
+    side.hardware_counts = {"cycles": {15541: 5_000}, "instructions": {15541: 7_000}}
+    costs = side_costs(side, Roots(proc=tmp_path))
+    assert isinstance(costs, dict)
+    assert costs["cycles"] == UNAVAILABLE + "threads [15560] started after the hardware counters were opened"
+    side.snaps[1].threads.pop(15560)
+    costs = side_costs(side, Roots(proc=tmp_path))
+    assert isinstance(costs, dict) and (costs["cycles"], costs["instructions"]) == (5_000, 7_000)
+    # What read() makes of the kernel's {value, time enabled, time running}: pipes in for counters' fds.
+    pipes = [os.pipe() for _ in range(3)]
+    for (_, w), reading in zip(pipes, [(1_000, 200, 100), (10, 50, 50), (0, 80, 0)], strict=True):
+        os.write(w, struct.pack("QQQ", *reading))
+        os.close(w)
+    counters.fds = {"cycles": {1: pipes[0][0], 2: pipes[1][0]}, "instructions": {1: pipes[2][0]}}
+    read = counters.read()
+    counters.close()
+    assert read["cycles"] == {1: 2_000, 2: 10}  # multiplexed half the time: scaled
+    assert read["instructions"] == UNAVAILABLE + (
+        "the instructions counters of threads [1] never got onto the PMU (taken by others)"
+    )
+
+
+def test_a_refused_hardware_counter_says_what_the_kernel_said_and_closes_the_rest() -> None:
+    """No such PMU (a type the kernel does not know: ENOENT, as on a VM without one): the reason in the
+    kernel's words, and the counter already opened on the thread (its first event) closed; a permission's
+    reason names perf_event_paranoid."""
+    before = _fds()
+    counters = HardwareCounters({"cycles": (1, 1), "instructions": (0x7FFF_FFF0, 0)})
+    counters.open([os.getpid()])
+    assert counters.problem == NO_PMU
+    assert counters.fds == {"cycles": {}, "instructions": {}} and _fds() == before
+    paranoid = Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip()
+    assert hardware_refusal(errno.EACCES) == UNAVAILABLE + (
+        f"hardware counters not permitted (perf_event_open refused (Permission denied; "
+        f"kernel.perf_event_paranoid {paranoid}))"
+    )
+    assert hardware_refusal(errno.EOPNOTSUPP) == UNAVAILABLE + (
+        "no hardware performance counters (perf_event_open: Operation not supported)"
+    )
+    # A side no counters were opened on (built by hand): unavailable, never 0.
+    side = Side("server", os.getpid(), [0])
+    side.snaps = [side.snapshot(Roots()), side.snapshot(Roots())]
+    costs = side_costs(side, Roots())
+    assert isinstance(costs, dict) and str(costs["cycles"]).startswith(UNAVAILABLE + "no hardware counters")

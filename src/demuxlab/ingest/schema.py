@@ -74,6 +74,8 @@ _SIDE_COSTS: dict[str, Any] = {
                 "syscalls_source": {"type": "string"},
                 "syscalls_interval_s": {"type": ["number", "null"], "minimum": 0},
                 "syscalls_kernel": _COUNT_OR_UNAVAILABLE,
+                "cycles": _COUNT_OR_UNAVAILABLE,
+                "instructions": _COUNT_OR_UNAVAILABLE,
                 "threads": {"type": "array", "maxItems": 4096},
                 "cpu_time_s": {"anyOf": [_SECONDS, _UNAVAILABLE]},
                 "tcp": {"anyOf": [_COUNTS, _UNAVAILABLE]},

@@ -17,7 +17,10 @@ prints (``demux-client --phase-events``), never per message:
   (``/proc/stat``), their frequency at both ends (``cpufreq/scaling_cur_freq``), governor, turbo and SMT;
 * the side's network namespace (``/proc/PID/net/snmp`` and ``netstat``): TCP retransmits, resets, errors,
   listen overflows and drops;
-* energy from RAPL (``/sys/class/powercap/*-rapl:*/energy_uj``) where the host has it.
+* energy from RAPL (``/sys/class/powercap/*-rapl:*/energy_uj``) where the host has it;
+* the CPU's cycles and instructions, user and kernel mode: a hardware perf counter of each on each of the
+  process's threads, opened at the phase's start (:class:`HardwareCounters`), where the host has a PMU
+  (this VM has none: the kernel says ENOENT).
 
 Every value the host cannot give is ``"unavailable: <why>"``, never a zero. A side whose process this
 launcher cannot see (it runs on another host) is that string as a whole. The readers take a ``Roots``
@@ -39,9 +42,11 @@ from typing import Any
 
 from demuxlab.launch.kernelfiles import (
     CPU_FIELDS,
+    HARDWARE_EVENTS,
     SYSCALLS_KERNEL_SOURCE,
     SYSCALLS_OWN_SOURCE,
     UNAVAILABLE,
+    HardwareCounters,
     Roots,
     SyscallCounters,
     read_cpufreq,
@@ -61,6 +66,7 @@ from demuxlab.launch.kernelfiles import (
 __all__ = [
     "UNAVAILABLE",
     "Collector",
+    "HardwareCounters",
     "Roots",
     "Side",
     "SyscallCounters",
@@ -102,6 +108,8 @@ class Side:
     syscalls: dict[int, int] | None = (
         None  # the kernel's (opt-in tracepoint), read at the measure phase's end
     )
+    hardware: HardwareCounters | None = None  # cycles and instructions, opened at the phase's start
+    hardware_counts: dict[str, dict[int, int] | str] | None = None  # read at its end
     # The binary's own counts at each boundary: {"t_ns", "threads": {tid: calls}, "total"}; or why not.
     own: list[dict[str, Any]] = field(default_factory=list)
     own_problem: str | None = None
@@ -196,6 +204,33 @@ def parse_own(event: Mapping[str, Any], total_key: str) -> dict[str, Any] | None
     return {"t_ns": t_ns, "threads": threads, "total": total}
 
 
+def _hardware(side: Side, a: Snapshot, b: Snapshot) -> dict[str, int | str]:
+    """A side's ``cycles`` and ``instructions``: each the sum over the threads alive at the phase's start
+    (one that ended within it counted until then), or why not: the kernel's refusal, or the threads that
+    started within the phase (no counter was opened on them)."""
+    counters = side.hardware
+    if counters is None:
+        return dict.fromkeys(HARDWARE_EVENTS, unavailable("no hardware counters were opened on this side"))
+    if counters.problem is not None:
+        return dict.fromkeys(HARDWARE_EVENTS, counters.problem)
+    counts = side.hardware_counts
+    if counts is None:
+        return dict.fromkeys(HARDWARE_EVENTS, unavailable("the hardware counters were not read at the end"))
+    new = sorted(tid for tid in b.threads if tid not in a.threads)
+    out: dict[str, int | str] = {}
+    for name in HARDWARE_EVENTS:
+        got = counts.get(name)
+        if isinstance(got, str):
+            out[name] = got
+        elif new:
+            out[name] = unavailable(f"threads {new} started after the hardware counters were opened")
+        elif not got:
+            out[name] = unavailable(f"no {name} counter of the side's threads could be read at the end")
+        else:
+            out[name] = sum(got.values())
+    return out
+
+
 def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
     """A side's ``costs`` member (CONTRACTS.md §5) from its two snapshots.
 
@@ -211,6 +246,7 @@ def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
     syscalls = side.syscalls or {}
     syscall_problem = side.counters.problem if side.counters is not None else None
     own = _own_counts(side)
+    hardware = _hardware(side, a, b)
     threads = []
     ended = sum(1 for tid in a.threads if tid not in b.threads)
     totals = {"voluntary": 0, "involuntary": 0, "migrations": 0, "syscalls": 0}
@@ -276,6 +312,7 @@ def side_costs(side: Side, roots: Roots) -> dict[str, Any] | str:
         "syscalls_source": SYSCALLS_OWN_SOURCE.get(side.role, f"{side.role}'s own count"),
         "syscalls_interval_s": (own[-1]["t_ns"] - own[0]["t_ns"]) / 1e9 if isinstance(own, list) else None,
         **kernel,
+        **hardware,
         "threads": threads,
         "threads_ended": ended,
         "cpu_time_s": cpu_time
@@ -307,6 +344,8 @@ class Collector:
                 side.pid, side.why = side.lookup()
             if syscalls:
                 side.counters = SyscallCounters(self.roots)
+            if side.hardware is None:  # the CPU's cycles and instructions: always, they cost no slow path
+                side.hardware = HardwareCounters()
 
     def mark(self, phase: str, t_ns: int | None = None, client_own: Mapping[str, Any] | None = None) -> None:
         """A boundary the client printed: ``measure`` (start) or ``cooldown`` (end); ``t_ns`` its stamp,
@@ -326,11 +365,16 @@ class Collector:
             if phase == "cooldown" and side.counters is not None:
                 side.syscalls = side.counters.read()  # first: the count stops at the boundary
                 side.counters.close()
+            if phase == "cooldown" and side.hardware is not None:
+                side.hardware_counts = side.hardware.read()
+                side.hardware.close()
             snap = side.snapshot(self.roots)
             side.snaps.append(snap)
             side.marks.append(t_ns)
             if phase == "measure" and side.counters is not None:
                 side.counters.open(sorted(snap.threads))
+            if phase == "measure" and side.hardware is not None:
+                side.hardware.open(sorted(snap.threads))
 
     @staticmethod
     def _ask_server(side: Side) -> None:
@@ -369,6 +413,8 @@ class Collector:
         for side in self.sides:
             if side.counters is not None:
                 side.counters.close()
+            if side.hardware is not None:
+                side.hardware.close()
 
 
 def for_run(

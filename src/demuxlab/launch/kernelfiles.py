@@ -1,19 +1,21 @@
 """What one reading of a side's counters reads (demuxlab.launch.counters): a process's threads in
 ``/proc/PID/task``, its network namespace's TCP counters, its CPUs' times in ``/proc/stat``, sysfs's
-cpufreq, turbo, SMT and RAPL, and the kernel's count of system calls (a perf counter on the
-``raw_syscalls:sys_enter`` tracepoint per thread). Each reader returns a value or ``unavailable: <why>``.
+cpufreq, turbo, SMT and RAPL, the kernel's count of system calls (a perf counter on the
+``raw_syscalls:sys_enter`` tracepoint per thread), and the CPU's cycles and instructions (hardware perf
+counters per thread). Each reader returns a value or ``unavailable: <why>``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import platform
 import shutil
 import struct
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -250,12 +252,44 @@ def read_rapl(roots: Roots) -> dict[str, dict[str, int]] | str:
     return out if out else unavailable(denied or "no readable energy_uj")
 
 
-# -- system calls ------------------------------------------------------------------------------------------
+# -- perf counters: system calls, cycles, instructions -----------------------------------------------------
 
 _PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241, "ppc64le": 319, "s390x": 331, "riscv64": 241}
+_PERF_TYPE_HARDWARE = 0
 _PERF_TYPE_TRACEPOINT = 2
 _PERF_FLAG_FD_CLOEXEC = 8
 _ATTR_SIZE = 64  # PERF_ATTR_SIZE_VER0: type, size, config, period, sample_type, read_format, flags, ...
+_FORMAT_TIMES = 1 | 2  # read_format PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING
+_PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
+#: The hardware counters kept: the record's key (CONTRACTS.md §5) → perf's type and config
+#: (PERF_TYPE_HARDWARE: PERF_COUNT_HW_CPU_CYCLES, PERF_COUNT_HW_INSTRUCTIONS).
+HARDWARE_EVENTS: dict[str, tuple[int, int]] = {
+    "cycles": (_PERF_TYPE_HARDWARE, 0),
+    "instructions": (_PERF_TYPE_HARDWARE, 1),
+}
+
+
+def _perf_event_open(libc: Any, nr: int, attr: Any, tid: int) -> tuple[int, int]:
+    """A counter of ``attr`` on thread ``tid`` (any CPU), counting from now: its fd, or -1 and the errno."""
+    fd = int(libc.syscall(nr, attr, tid, -1, -1, _PERF_FLAG_FD_CLOEXEC))
+    return (fd, 0) if fd >= 0 else (-1, ctypes.get_errno())
+
+
+def _refused(err: int) -> str:
+    """The kernel's refusal, in its words (and the setting that decides a permission's)."""
+    paranoid = (read_text(_PARANOID) or "?").strip()
+    return f"perf_event_open refused ({os.strerror(err)}; kernel.perf_event_paranoid {paranoid})"
+
+
+def hardware_refusal(err: int) -> str:
+    """Why hardware counters cannot be had, from perf_event_open's errno: ENOENT or EOPNOTSUPP where the
+    host (a VM without a virtual PMU) has none; a permission (EACCES, EPERM) with perf_event_paranoid."""
+    said = f"perf_event_open: {os.strerror(err)}"
+    if err in (errno.ENOENT, errno.EOPNOTSUPP, errno.ENODEV):
+        return unavailable(f"no hardware performance counters ({said})")
+    if err in (errno.EACCES, errno.EPERM):
+        return unavailable(f"hardware counters not permitted ({_refused(err)})")
+    return unavailable(f"hardware counters refused ({said})")
 
 
 def syscall_tracepoint_id(roots: Roots) -> int | str:
@@ -326,10 +360,7 @@ class SyscallCounters:
             if fd < 0:
                 err = ctypes.get_errno()
                 if not self.fds:  # not a thread that ended meanwhile: the host refuses
-                    self.problem = unavailable(
-                        f"perf_event_open refused ({os.strerror(err)}; kernel.perf_event_paranoid "
-                        f"{(read_text(Path('/proc/sys/kernel/perf_event_paranoid')) or '?').strip()})"
-                    )
+                    self.problem = unavailable(_refused(err))
                     self.close()
                     return
                 continue
@@ -347,6 +378,83 @@ class SyscallCounters:
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.fds = {}
+
+
+class HardwareCounters:
+    """The CPU's cycles and instructions (:data:`HARDWARE_EVENTS`), a hardware perf counter of each on each
+    thread of a process, user and kernel mode, opened at the measure phase's start and read at its end.
+    Unlike the tracepoint these put no thread on a slow path: the PMU counts, the kernel saves and restores
+    the counters when a counted thread is switched. A thread that ends within the phase keeps its count
+    (its counter stays readable). Where the PMU is shared out (more events than counters), a count is
+    scaled by the time it was enabled over the time it counted, as ``perf stat`` does.
+
+    ``problem``: why there are none, in the kernel's words (this VM has no PMU: ENOENT). ``events``: the
+    record's keys and what each counts (the tests count software events with it, on a host without a PMU).
+    """
+
+    def __init__(self, events: Mapping[str, tuple[int, int]] = HARDWARE_EVENTS) -> None:
+        self.events = dict(events)
+        self.fds: dict[str, dict[int, int]] = {name: {} for name in self.events}
+        self.problem: str | None = None
+        nr = _PERF_EVENT_OPEN.get(platform.machine())
+        if nr is None:
+            self.problem = unavailable(f"perf_event_open's number on {platform.machine()} not known here")
+            return
+        self._nr = nr
+        self._libc = ctypes.CDLL(None, use_errno=True)
+
+    def open(self, tids: Sequence[int]) -> None:
+        """Counters on ``tids``; a thread that ended meanwhile (ESRCH) is left out, any other refusal ends
+        them all with its reason."""
+        if self.problem is not None:
+            return
+        try:
+            for tid in tids:
+                for name, (kind, config) in self.events.items():
+                    attr = ctypes.create_string_buffer(_ATTR_SIZE)
+                    # flags 0: enabled from now, user, kernel and hypervisor mode all counted
+                    struct.pack_into("IIQQQQ", attr, 0, kind, _ATTR_SIZE, config, 0, 0, _FORMAT_TIMES)
+                    fd, err = _perf_event_open(self._libc, self._nr, attr, tid)
+                    if fd >= 0:
+                        self.fds[name][tid] = fd
+                    elif err != errno.ESRCH:
+                        self.problem = hardware_refusal(err)
+                        self.close()
+                        return
+        except BaseException:
+            self.close()
+            raise
+
+    def read(self) -> dict[str, dict[int, int] | str]:
+        """Each event's count per thread (a thread whose counter cannot be read is absent), or why not."""
+        out: dict[str, dict[int, int] | str] = {}
+        for name, fds in self.fds.items():
+            counts: dict[int, int] = {}
+            starved: list[int] = []
+            for tid, fd in fds.items():
+                try:
+                    value, enabled, running = struct.unpack("QQQ", os.read(fd, 24))
+                except (OSError, struct.error):
+                    continue
+                if running == 0 and enabled > 0:
+                    starved.append(tid)
+                else:
+                    counts[tid] = round(value * enabled / running) if 0 < running < enabled else value
+            out[name] = (
+                unavailable(
+                    f"the {name} counters of threads {starved} never got onto the PMU (taken by others)"
+                )
+                if starved
+                else counts
+            )
+        return out
+
+    def close(self) -> None:
+        for fds in self.fds.values():
+            for fd in fds.values():
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.fds = {name: {} for name in self.events}
 
 
 def read_netns(roots: Roots, pid: int) -> str | None:

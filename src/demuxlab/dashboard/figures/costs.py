@@ -24,6 +24,9 @@ from demuxlab.vocab import CHECK_FAIL, CHECK_PASS, CHECK_UNKNOWN, CHECK_WARN, CH
 #: The breakdown's two panels: CPU time per message (µs) and the kernel's events per message.
 CPU_METRICS: tuple[str, ...] = ("cpu_user_s", "cpu_sys_s", "cpus_softirq_s", "cpus_irq_s", "threads_wait_s")
 EVENT_METRICS: tuple[str, ...] = ("syscalls", "ctx_voluntary", "ctx_involuntary", "migrations")
+#: Counted per message but not drawn (thousands a message, beside the events' few): in the table, and their
+#: absence named under the breakdown.
+HARDWARE_METRICS: tuple[str, ...] = ("cycles", "instructions")
 #: What the Sweep's cost axis offers (a metric name → its label and unit).
 AXIS_METRICS: dict[str, str] = {m.name: f"{m.label} ({m.unit})" for m in METRICS}
 SIDE_COLOUR = {"server": style.OKABE_ITO[4], "client": style.OKABE_ITO[1]}
@@ -157,7 +160,7 @@ def breakdown_figure(costs: pd.DataFrame) -> FigureDict:
         horizontal_spacing=0.22,
     )
     gaps: dict[str, list[str]] = {}  # why → the side's metrics it holds for
-    for name in (*CPU_METRICS, *EVENT_METRICS, "energy_uj"):
+    for name in (*CPU_METRICS, *EVENT_METRICS, *HARDWARE_METRICS, "energy_uj"):
         for side in SIDES:
             why = _cell(rows.get((side, name)), "unavailable")
             if why is not None:
