@@ -16,10 +16,9 @@
 #define DEMUX_BUILD_INFO "source=unknown compiler=unknown flags=unknown"
 #endif
 
-const struct pattern_ops *const pattern_table[] = {
-    &pattern_reactor,  &pattern_hsha,  &pattern_lf,           &pattern_tpc,
-    &pattern_proactor, &pattern_uring, &pattern_multireactor, &pattern_uring_shared,
-};
+#define PATTERN_ENTRY_(ops) &ops,
+const struct pattern_ops *const pattern_table[] = {PATTERN_TABLE(PATTERN_ENTRY_)};
+#undef PATTERN_ENTRY_
 const size_t pattern_count = sizeof(pattern_table) / sizeof(pattern_table[0]);
 
 const char *const wake_names[] = {[WAKE_BATCH] = "batch", [WAKE_PUT] = "put"};

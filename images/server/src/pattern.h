@@ -22,10 +22,24 @@ struct pattern_ops {
     void (*describe)(struct server *s, FILE *out);
 };
 
-extern const struct pattern_ops pattern_reactor, pattern_hsha, pattern_lf, pattern_tpc, pattern_proactor,
-    pattern_uring, pattern_uring_shared, pattern_multireactor;
+/* Every pattern, in --list order: one line each, X(ops), ops the pattern_ops its file defines. Adding a
+ * pattern is its file (defining `const struct pattern_ops pattern_x`) and its line here: the declarations
+ * below and config.c's table come from it. */
+#define PATTERN_TABLE(X)                                                                                    \
+    X(pattern_reactor)                                                                                      \
+    X(pattern_hsha)                                                                                         \
+    X(pattern_lf)                                                                                           \
+    X(pattern_tpc)                                                                                          \
+    X(pattern_proactor)                                                                                     \
+    X(pattern_uring)                                                                                        \
+    X(pattern_multireactor)                                                                                 \
+    X(pattern_uring_shared)
 
-/* In --list order (config.c). */
+#define PATTERN_DECLARE_(ops) extern const struct pattern_ops ops;
+PATTERN_TABLE(PATTERN_DECLARE_)
+#undef PATTERN_DECLARE_
+
+/* In --list order (config.c, from PATTERN_TABLE). */
 extern const struct pattern_ops *const pattern_table[];
 extern const size_t pattern_count;
 
