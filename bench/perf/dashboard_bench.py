@@ -556,19 +556,19 @@ def steps(c: Client, exp: str, run_id: str, host_id: int) -> list[tuple[str, Cal
 
 #: (page, address, what marks its first graph) for --browser.
 BROWSER_PAGES: tuple[tuple[str, str, str], ...] = (
-    ("experiments", "/?experiment={exp}", "#experiments-latest-graph .js-plotly-plot .main-svg .plot"),
-    ("sweep", "/sweep?experiment={exp}", "#sweep-graph .js-plotly-plot .main-svg .plot .trace"),
-    ("ranking", "/ranking?experiment={exp}", "#ranking-graph .js-plotly-plot .main-svg .plot .trace"),
-    ("history", "/history?experiment={exp}", "#history-graph .js-plotly-plot .main-svg .plot .trace"),
+    ("experiments", "/?experiment={exp}", "#experiments-latest-graph .js-plotly-plot .main-svg .trace"),
+    ("sweep", "/sweep?experiment={exp}", "#sweep-graph .js-plotly-plot .main-svg .trace"),
+    ("ranking", "/ranking?experiment={exp}", "#ranking-graph .js-plotly-plot .main-svg .trace"),
+    ("history", "/history?experiment={exp}", "#history-graph .js-plotly-plot .main-svg .trace"),
     (
         "operations",
         "/operations?experiment={exp}",
-        "#operations-graph .js-plotly-plot .main-svg .plot .trace",
+        "#operations-graph .js-plotly-plot .main-svg .trace",
     ),
-    ("run", "/run?run={run}", "#run-timeline-graph .js-plotly-plot .main-svg .plot .trace"),
-    ("model", "/model?experiment={exp}", ".js-plotly-plot .main-svg .plot .trace"),
-    ("compare", "/compare", "#compare-graph .js-plotly-plot .main-svg .plot .trace"),
-    ("hosts", "/hosts", "#hosts-topology-graph .js-plotly-plot .main-svg .plot .trace"),
+    ("run", "/run?run={run}", "#run-timeline-graph .js-plotly-plot .main-svg .trace"),
+    ("model", "/model?experiment={exp}", ".js-plotly-plot .main-svg .trace"),
+    ("compare", "/compare", "#compare-graph .js-plotly-plot .main-svg .trace"),
+    ("hosts", "/hosts", "#hosts-topology-graph .js-plotly-plot .main-svg .trace"),
     ("claims", "/claims?experiment={exp}", "#claims-table .dash-spreadsheet"),
 )
 

@@ -278,3 +278,40 @@ def test_compare_opens_on_an_experiment_whose_sides_share_points(database_url: s
     finally:
         del app
         common.store().dispose()
+
+
+def test_the_run_picker_holds_a_few_runs_and_the_database_finds_the_rest(
+    database_url: str, tmp_path: Any
+) -> None:
+    """The Run page's picker holds RUN_OPTIONS runs (500 took chromium 2.4 s to draw the page at 10,000
+    runs); what is typed is searched in the database, so a run past the first ones is found, and the run
+    shown is always among the options (else the picker would show it blank)."""
+    from demuxlab.dashboard import common
+    from demuxlab.dashboard.app import create_app
+    from demuxlab.ingest import ingest_files
+    from helpers import dashboard_sample as sample
+
+    spec = sample.load(tmp_path)
+    ingest_files(sample.write_records(spec, sample.planned(spec), tmp_path / "runs"))
+    app = create_app(database_url)
+    try:
+        from demuxlab.dashboard.data import resolve_experiment
+        from demuxlab.dashboard.data import runs as queries
+
+        with common.store().connect() as conn:
+            exp = resolve_experiment(conn, spec.name)
+            every = queries.run_options(conn, exp, limit=10_000)
+            first = queries.run_options(conn, exp)
+            assert len(every) > queries.RUN_OPTIONS and len(first) == queries.RUN_OPTIONS
+            assert first == every[: queries.RUN_OPTIONS]
+            last = every[-1]
+            key = last["label"].split(" · ")[0]
+            found = queries.run_options(conn, exp, search=key.upper())
+            assert last in found and all(o["label"].startswith(key) for o in found), found
+            assert queries.run_options(conn, exp, search="no/such/point") == []
+            shown = queries.run_options(conn, exp, chosen=last["value"])
+            assert shown[0] == last and len(shown) == queries.RUN_OPTIONS
+            assert queries.run_options(conn, exp, search="zz%_\\") == []  # LIKE's characters are text
+    finally:
+        del app
+        common.store().dispose()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import dash
-from dash import Input, Output, callback, dcc, html
+from dash import Input, Output, State, callback, dcc, html
 
 from demuxlab import marks
 from demuxlab.dashboard import common, data, why
@@ -31,7 +31,7 @@ def layout(run: str | None = None) -> Any:
         exp = data.resolve_experiment(
             conn, f"{r['experiment']}@{r['spec_sha256'][:12]}" if r else options[0]["value"]
         )
-        runs = queries.run_options(conn, exp)
+        runs = queries.run_options(conn, exp, chosen=run)
     body: Any = (
         _body(run)
         if run
@@ -69,12 +69,19 @@ common.url_sync("run", [("run-choice", "value", "run")])
 @callback(
     Output("run-choice", "options"),
     Input("run-experiment", "value"),
+    Input("run-choice", "search_value"),
+    State("run-choice", "value"),
     prevent_initial_call=True,
 )
-def runs_of(experiment: str) -> Any:
+def runs_of(experiment: str, search: str | None, chosen: str | None) -> Any:
+    """The picker's runs: the experiment's first :data:`~demuxlab.dashboard.data.runs.RUN_OPTIONS`, or
+    those matching what is typed (the database searches: the picker never holds every run)."""
+    if dash.ctx.triggered_id == "run-choice" and search is None:
+        return dash.no_update
     try:
         with common.store().connect() as conn:
-            return queries.run_options(conn, data.resolve_experiment(conn, experiment))
+            exp = data.resolve_experiment(conn, experiment)
+            return queries.run_options(conn, exp, search or "", chosen)
     except (data.DataUnavailable, data.NotFound):
         return []
 
