@@ -32,3 +32,26 @@ def base_cflags(*, includes: bool = True) -> list[str]:
         for f in flags
         if includes or not f.startswith("-I")
     ]
+
+
+def images_copy(root: Path, parts: tuple[str, ...]) -> Path:
+    """A copy of images/ under ``root`` (its Makefile and ``parts``), for a test that adds a file and a
+    table line to it and builds it (tests/images/test_new_notifier.py, test_new_pattern.py)."""
+    images = root / "images"
+    images.mkdir()
+    shutil.copy2(IMAGES / "Makefile", images / "Makefile")
+    for part in parts:
+        shutil.copytree(IMAGES / part, images / part)
+    return images
+
+
+def make_targets(images: Path, build: Path, *targets: str) -> None:
+    """``make`` of ``targets`` (paths under ``build``) in an images/ copy; the test fails with make's
+    output where it does not build."""
+    import subprocess
+
+    res = subprocess.run(
+        ["make", "-s", "-C", str(images), f"BUILD={build}", *(str(build / t) for t in targets)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]

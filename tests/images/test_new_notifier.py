@@ -10,17 +10,16 @@ measures it and names it in its usage."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from helpers.cbuild import images_copy, make_targets
 from helpers.server import exchange, start_server
 
 pytestmark = pytest.mark.slow
 
-IMAGES = Path(__file__).resolve().parents[2] / "images"
 TABLE_LAST = 'X(URING, "uring", notifier_uring)'
 
 
@@ -28,11 +27,7 @@ TABLE_LAST = 'X(URING, "uring", notifier_uring)'
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """build/ of an images/ copy with the fake notifier `fake`: bin/demux-server and bench/notify-scale."""
     root = tmp_path_factory.mktemp("new-notifier")
-    images = root / "images"
-    images.mkdir()
-    shutil.copy2(IMAGES / "Makefile", images / "Makefile")
-    for part in ("server", "common", "bench"):
-        shutil.copytree(IMAGES / part, images / part)
+    images = images_copy(root, ("server", "common", "bench"))
     src = images / "server" / "src"
     backend = (src / "notify_poll.c").read_text()
     assert "&notifier_poll," in backend and "const struct notifier_ops notifier_poll = {" in backend
@@ -43,12 +38,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
         header.replace(TABLE_LAST, TABLE_LAST + ' \\\n    X(FAKE, "fake", notifier_fake)')
     )
     build = root / "build"
-    res = subprocess.run(
-        ["make", "-s", "-C", str(images), f"BUILD={build}", f"{build}/bin/demux-server",
-         f"{build}/bench/notify-scale"],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr[-3000:]
+    make_targets(images, build, "bin/demux-server", "bench/notify-scale")
     return build
 
 

@@ -9,17 +9,16 @@ else; the server built from it lists the new pattern with the reactor's notifier
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from helpers.cbuild import images_copy, make_targets
 from helpers.server import exchange, start_server
 
 pytestmark = pytest.mark.slow
 
-IMAGES = Path(__file__).resolve().parents[2] / "images"
 TABLE_LAST = "X(pattern_uring_shared)"
 
 
@@ -27,11 +26,7 @@ TABLE_LAST = "X(pattern_uring_shared)"
 def server(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """bin/demux-server of an images/ copy with the fake pattern `fake`."""
     root = tmp_path_factory.mktemp("new-pattern")
-    images = root / "images"
-    images.mkdir()
-    shutil.copy2(IMAGES / "Makefile", images / "Makefile")
-    for part in ("server", "common"):
-        shutil.copytree(IMAGES / part, images / part)
+    images = images_copy(root, ("server", "common"))
     src = images / "server" / "src"
     reactor = (src / "reactor.c").read_text()
     assert "const struct pattern_ops pattern_reactor = {" in reactor and '.name = "reactor",' in reactor
@@ -41,11 +36,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert TABLE_LAST in header, "pattern.h: no PATTERN_TABLE line for uring-shared to add a pattern after"
     (src / "pattern.h").write_text(header.replace(TABLE_LAST, TABLE_LAST + " \\\n    X(pattern_fake)"))
     build = root / "build"
-    res = subprocess.run(
-        ["make", "-s", "-C", str(images), f"BUILD={build}", f"{build}/bin/demux-server"],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert res.returncode == 0, res.stderr[-3000:]
+    make_targets(images, build, "bin/demux-server")
     return build / "bin" / "demux-server"
 
 
